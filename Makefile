@@ -1,0 +1,39 @@
+# Two commands do all the set-up on a fresh machine:
+#   make audit   -- the main job (crowdrank audit on its embedded default)
+#   make test    -- the test suite
+PYENV_PY := $(shell ls -d $$HOME/.pyenv/versions/3.12*/bin/python 2>/dev/null | tail -n 1)
+PYTHON ?= $(if $(PYENV_PY),$(PYENV_PY),python3.12)
+VENV := .venv
+BIN := $(VENV)/bin
+OUT ?= audit-out
+
+.PHONY: venv test test-fast audit story bench lint clean
+
+$(BIN)/crowdrank: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(BIN)/crowdrank
+
+venv: $(BIN)/crowdrank
+
+test: venv
+	$(BIN)/python -m pytest -q
+
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not slow"
+
+audit: venv
+	$(BIN)/crowdrank audit --out $(OUT)
+
+story: venv
+	$(BIN)/crowdrank story --out story-out
+
+bench: venv
+	$(BIN)/python bench/run_all.py
+
+lint: venv
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) audit-out story-out

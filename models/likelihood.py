@@ -1,0 +1,127 @@
+"""Plain NumPy/SciPy reference log-likelihoods (DESIGN.md §2).
+
+These are the ground truth that the NumPyro and PyMC models, and the tests, are checked
+against, so they are written for reading, not for speed: one ranking at a time, one stage
+at a time. Conventions: ``lam`` is the score vector (length L), a ranking is an integer
+array of item indices best first, ``eta`` is one worker's uncertainty vector (length >= k,
+COUPLE) or accuracy (scalar, CrowdBT).
+
+Equation numbers refer to seed 000 (Stagewise learning for noisy k-ary preferences).
+"""
+
+from __future__ import annotations
+
+from itertools import permutations
+
+import numpy as np
+from scipy.special import expit, log_softmax, logsumexp
+
+from .data import Rankings
+
+MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized")
+
+
+# ---------------------------------------------------------------- single rankings
+def pl_loglik(lam: np.ndarray, ranking: np.ndarray) -> float:
+    """Plackett–Luce: ``sum_i log softmax(lam[rho(i..k)])[rho(i)]`` (seed 000, Eq. 1)."""
+    lam = np.asarray(lam, dtype=float)
+    r = np.asarray(ranking)
+    return float(sum(log_softmax(lam[r[i:]])[0] for i in range(len(r) - 1)))
+
+
+def bt_loglik(lam: np.ndarray, ranking: np.ndarray) -> float:
+    """Bradley–Terry on the fully rank-broken ranking: ``sum_{i<j} log sigma(lam_i - lam_j)``."""
+    lam = np.asarray(lam, dtype=float)
+    r = np.asarray(ranking)
+    k = len(r)
+    return float(sum(np.log(expit(lam[r[i]] - lam[r[j]]))
+                     for i in range(k) for j in range(i + 1, k)))
+
+
+def crowdbt_pair_prob(lam_w: float, lam_l: float, eta: float) -> float:
+    """CrowdBT (Chen et al. 2013): ``eta sigma(d) + (1 - eta) sigma(-d)``, ``d = lam_w - lam_l``."""
+    d = lam_w - lam_l
+    return float(eta * expit(d) + (1.0 - eta) * expit(-d))
+
+
+def crowdbt_loglik(lam: np.ndarray, eta: float, ranking: np.ndarray) -> float:
+    """CrowdBT on the fully rank-broken ranking (product over its ``k(k-1)/2`` pairs)."""
+    lam = np.asarray(lam, dtype=float)
+    r = np.asarray(ranking)
+    k = len(r)
+    return float(sum(np.log(crowdbt_pair_prob(lam[r[i]], lam[r[j]], eta))
+                     for i in range(k) for j in range(i + 1, k)))
+
+
+def couple_stage_prob(lam: np.ndarray, eta: np.ndarray, candidates: np.ndarray) -> float:
+    """One COUPLE stage (seed 000, Eq. 3): ``sum_t etabar_t softmax(lam_c)[t]``.
+
+    ``candidates`` are the ``m`` remaining items in the *reported* order; the reported
+    item is ``candidates[0]`` and ``candidates[t]`` is the item at offset ``t``. The first
+    ``m`` entries of ``eta`` are renormalised (``etabar``).
+    """
+    m = len(candidates)
+    active = np.asarray(eta, dtype=float)[:m]
+    etabar = active / active.sum()
+    p = np.exp(log_softmax(np.asarray(lam, dtype=float)[candidates]))
+    return float(np.dot(etabar, p))
+
+
+def couple_loglik(lam: np.ndarray, eta: np.ndarray, ranking: np.ndarray) -> float:
+    """COUPLE (seed 000, Eq. 4): product over stages ``i = 1..k-1`` of Eq. 3.
+
+    Not normalised over orderings for ``k >= 3`` (DESIGN.md §2); see
+    :func:`couple_normalizer`.
+    """
+    r = np.asarray(ranking)
+    return float(sum(np.log(couple_stage_prob(lam, eta, r[i:])) for i in range(len(r) - 1)))
+
+
+def couple_normalizer(lam: np.ndarray, eta: np.ndarray, subset: np.ndarray) -> float:
+    """``Z = sum over all k! orderings of subset`` of the Eq. 4 product (1 only for k <= 2)."""
+    return float(sum(np.exp(couple_loglik(lam, eta, np.array(o)))
+                     for o in permutations(np.asarray(subset).tolist())))
+
+
+def couple_normalized_loglik(lam: np.ndarray, eta: np.ndarray, ranking: np.ndarray) -> float:
+    """Normalised COUPLE (DESIGN.md §2): Eq. 4 divided by its sum over the ``k!`` orderings."""
+    return couple_loglik(lam, eta, ranking) - np.log(couple_normalizer(lam, eta, ranking))
+
+
+# ---------------------------------------------------------------- whole data sets
+def loglik_pointwise(model: str, data: Rankings, lam: np.ndarray,
+                     eta: np.ndarray | None = None) -> np.ndarray:
+    """Log-likelihood of each ranking of ``data`` (shape ``(N,)``).
+
+    ``eta`` is ``(W, K)`` for COUPLE (rows are uncertainty vectors), ``(W,)`` for CrowdBT
+    and ignored for PL/BT. BT and CrowdBT contributions are the sum over the ranking's
+    rank-broken pairs, so that pointwise values are per *ranking* for every model and LOO
+    can compare models on the same observations.
+    """
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; expected one of {MODELS}")
+    out = np.empty(data.n_rankings)
+    for n in range(data.n_rankings):
+        r = data.ranking(n)
+        w = data.worker[n]
+        if model == "pl":
+            out[n] = pl_loglik(lam, r)
+        elif model == "bt":
+            out[n] = bt_loglik(lam, r)
+        elif model == "crowdbt":
+            out[n] = crowdbt_loglik(lam, float(np.asarray(eta)[w]), r)
+        elif model == "couple":
+            out[n] = couple_loglik(lam, np.asarray(eta)[w], r)
+        else:
+            out[n] = couple_normalized_loglik(lam, np.asarray(eta)[w], r)
+    return out
+
+
+def loglik(model: str, data: Rankings, lam: np.ndarray, eta: np.ndarray | None = None) -> float:
+    """Total log-likelihood: the sum of :func:`loglik_pointwise`."""
+    return float(np.sum(loglik_pointwise(model, data, lam, eta)))
+
+
+def stage_log_mixture(log_softmax_c: np.ndarray, log_etabar: np.ndarray) -> float:
+    """``log sum_t etabar_t p_t`` via logsumexp: the stable form the PPL models use."""
+    return float(logsumexp(log_etabar + log_softmax_c))

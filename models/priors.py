@@ -1,0 +1,197 @@
+"""The one prior object that both inference routes read (DESIGN.md §2–3).
+
+``λ_r ~ Normal(mu0, sigma0²)`` for every item; for every worker a Dirichlet concentration
+vector ``α_w`` of length ``K`` (COUPLE), whose first two entries are the Beta ``(a_w, b_w)``
+of CrowdBT — so ``Dir(α1, α2) = Beta(α1, α2)`` and COUPLE with ``k = 2`` is CrowdBT under the
+*same* prior. NUTS and the online methods must be given the same :class:`Priors`, otherwise
+a comparison between them means nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .data import DataError, Rankings
+
+
+@dataclass(frozen=True, eq=False)
+class Priors:
+    """Item and worker priors.
+
+    Attributes
+    ----------
+    workers : tuple of str
+        Worker ids, in the order of the rows of :attr:`alpha`.
+    alpha : ndarray, shape (W, K)
+        Dirichlet concentrations ``α_w`` (COUPLE); CrowdBT reads ``alpha[:, :2]`` as
+        ``(a_w, b_w)``.
+    mu0, sigma0 : float
+        The Normal prior on every item score.
+    spec : str
+        How the worker prior was made (for reports), e.g. ``"geometric:a0=10,a=6"``.
+    """
+
+    workers: tuple[str, ...]
+    alpha: np.ndarray
+    mu0: float = 0.0
+    sigma0: float = 1.0
+    spec: str = "explicit"
+
+    def __post_init__(self):
+        alpha = np.array(self.alpha, dtype=float)
+        if alpha.ndim != 2 or alpha.shape[0] != len(self.workers) or alpha.shape[1] < 2:
+            raise ValueError(f"alpha must be (W={len(self.workers)}, K>=2), got {alpha.shape}")
+        if not np.all(np.isfinite(alpha)) or np.any(alpha <= 0):
+            raise ValueError("every worker prior concentration must be finite and > 0")
+        if not (math.isfinite(self.mu0) and math.isfinite(self.sigma0) and self.sigma0 > 0):
+            raise ValueError("prior mu0 must be finite and sigma0 finite and > 0")
+        alpha.setflags(write=False)
+        object.__setattr__(self, "alpha", alpha)
+        object.__setattr__(self, "workers", tuple(self.workers))
+
+    @property
+    def K(self) -> int:
+        return int(self.alpha.shape[1])
+
+    def beta(self) -> np.ndarray:
+        """CrowdBT's ``(a_w, b_w)`` per worker, shape ``(W, 2)``."""
+        return self.alpha[:, :2].copy()
+
+    def for_data(self, data: Rankings, K: int | None = None) -> "Priors":
+        """Check that the priors cover ``data`` and return them in ``data.workers`` order.
+
+        ``K`` is the length the model needs (default ``data.K``; CrowdBT needs only 2).
+        """
+        K = data.K if K is None else K
+        index = {w: i for i, w in enumerate(self.workers)}
+        missing = [w for w in data.workers if w not in index]
+        if missing:
+            raise DataError(f"no worker prior for {len(missing)} worker(s), e.g. {missing[:5]}",
+                            self.spec)
+        if self.K < K:
+            raise DataError(f"worker priors have length {self.K} but the model needs {K} "
+                            f"(the data's longest ranking has k={data.K})", self.spec)
+        rows = [index[w] for w in data.workers]
+        return Priors(data.workers, self.alpha[rows], self.mu0, self.sigma0, self.spec)
+
+    # ------------------------------------------------------------ constructors
+    @classmethod
+    def geometric(cls, workers: Sequence[str], K: int, a0: float = 10.0, a: float = 6.0,
+                  mu0: float = 0.0, sigma0: float = 1.0) -> "Priors":
+        """``α_w = a0 · (a^-1, …, a^-K)`` for every worker (seed 000, Sect. 5.3; paper
+        ``a0 = 10, a = 6``), so ``E[η_w^1] = 1 / (1 + a^-1 + … + a^-(K-1))``."""
+        if not (a0 > 0 and a > 0):
+            raise ValueError("geometric prior needs a0 > 0 and a > 0")
+        row = a0 * float(a) ** -np.arange(1, K + 1, dtype=float)
+        return cls(tuple(workers), np.tile(row, (len(workers), 1)), mu0, sigma0,
+                   f"geometric:a0={a0:g},a={a:g}")
+
+    @classmethod
+    def explicit(cls, table: Mapping[str, Sequence[float]], workers: Sequence[str] | None = None,
+                 mu0: float = 0.0, sigma0: float = 1.0, spec: str = "explicit") -> "Priors":
+        """From ``{worker: [α_1, …, α_K]}``; ``workers`` fixes the row order."""
+        workers = tuple(table) if workers is None else tuple(workers)
+        missing = [w for w in workers if w not in table]
+        if missing:
+            raise DataError(f"no worker prior for {missing[:5]}", spec)
+        K = {len(table[w]) for w in workers}
+        if len(K) != 1:
+            raise DataError("worker prior rows have different lengths", spec)
+        return cls(workers, np.array([list(table[w]) for w in workers], float), mu0, sigma0, spec)
+
+    @classmethod
+    def from_gold(cls, gold: Rankings, K: int, *, true_order: np.ndarray | None = None,
+                  true_scores: np.ndarray | None = None, base: "Priors | None" = None,
+                  mu0: float = 0.0, sigma0: float = 1.0) -> "Priors":
+        """Worker priors from gold tasks with known true order (seed 000, Sect. 5.1,
+        following Chen et al. 2013).
+
+        The true order of each gold task is ``true_order[:, n]`` (per-position layout, as
+        :attr:`Simulation.gold_true_order`) or, failing that, the order by ``true_scores``
+        (aligned with ``gold.items``). For every stage of a gold ranking the reported
+        item's offset ``t`` in the true order of the remaining items is counted, and
+        ``α_w[t] = base_w[t] + count_w[t]``. For pairs this is ``(a, b) = base + (#correct,
+        #wrong)``, CrowdBT's Beta update on gold answers. ``base`` defaults to ``Dir(1,…,1)``.
+        """
+        if true_order is None and true_scores is None:
+            raise ValueError("from_gold needs true_order or true_scores")
+        if true_scores is not None:
+            true_scores = np.asarray(true_scores, float)
+            if true_scores.shape != (gold.n_items,):
+                raise ValueError("true_scores must align with gold.items")
+        counts = np.zeros((gold.n_workers, K))
+        for n in range(gold.n_rankings):
+            r = gold.ranking(n)
+            if true_order is not None:
+                truth = [int(x) for x in true_order[: len(r), n]]
+                if sorted(truth) != sorted(r.tolist()):
+                    raise DataError(f"gold task {n}: true order has other items than the "
+                                    "reported ranking", gold.source)
+            else:
+                truth = list(r[np.argsort(-true_scores[r], kind="stable")])
+            for i in range(len(r) - 1):
+                counts[gold.worker[n], truth.index(r[i])] += 1
+                truth.remove(r[i])
+        if base is None:
+            alpha0 = np.ones((gold.n_workers, K))
+        else:
+            if base.K < K:
+                raise ValueError("base prior shorter than K")
+            alpha0 = base.for_data(gold).alpha[:, :K]
+        return cls(gold.workers, alpha0 + counts, mu0, sigma0, "gold")
+
+
+def parse_worker_prior(spec: str, workers: Sequence[str], K: int, mu0: float = 0.0,
+                       sigma0: float = 1.0) -> Priors:
+    """Parse a CLI spec such as ``geometric:a0=10,a=6`` (the only named profile)."""
+    name, _, rest = spec.partition(":")
+    if name != "geometric":
+        raise DataError(f"unknown worker prior {spec!r}; use geometric:a0=..,a=.. or a file",
+                        "--worker-prior")
+    kw = {"a0": 10.0, "a": 6.0}
+    for part in filter(None, rest.split(",")):
+        key, eq, val = part.partition("=")
+        if not eq or key.strip() not in kw:
+            raise DataError(f"bad geometric parameter {part!r} (expected a0=.. or a=..)",
+                            "--worker-prior")
+        try:
+            kw[key.strip()] = float(val)
+        except ValueError:
+            raise DataError(f"{key}={val!r} is not a number", "--worker-prior") from None
+    return Priors.geometric(workers, K, mu0=mu0, sigma0=sigma0, **kw)
+
+
+def read_worker_prior_file(path: str | Path, mu0: float = 0.0, sigma0: float = 1.0) -> Priors:
+    """Read ``worker,alpha1,…,alphaK`` (CrowdBT: ``worker,a,b``) with a header line."""
+    path = Path(path)
+    table: dict[str, list[float]] = {}
+    with path.open(newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if not header or header[0].strip() != "worker" or len(header) < 3:
+            raise DataError("header must be worker,alpha1,...,alphaK (at least 2 values)",
+                            str(path), 1)
+        for lineno, row in enumerate(reader, start=2):
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) != len(header):
+                raise DataError(f"expected {len(header)} fields, got {len(row)}", str(path), lineno)
+            w = row[0].strip()
+            if not w:
+                raise DataError("empty worker id", str(path), lineno)
+            if w in table:
+                raise DataError(f"worker {w!r} given twice", str(path), lineno)
+            try:
+                vals = [float(c) for c in row[1:]]
+            except ValueError:
+                raise DataError("a concentration is not a number", str(path), lineno) from None
+            if not all(math.isfinite(v) and v > 0 for v in vals):
+                raise DataError("concentrations must be finite and > 0", str(path), lineno)
+            table[w] = vals
+    return Priors.explicit(table, mu0=mu0, sigma0=sigma0, spec=f"file:{path}")

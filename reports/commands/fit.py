@@ -1,0 +1,84 @@
+"""``crowdrank fit``: one model, one method (NUTS or online), written to a folder.
+
+The options shared by both methods (data, model, priors, seed, output) are parsed and
+turned into a :class:`models.data.Rankings` and a :class:`models.priors.Priors` here, so
+that the two methods always receive the same data and the same priors.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from models.priors import Priors, parse_worker_prior, read_worker_prior_file
+
+MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "fit", help="fit one model by NUTS or by online moment matching",
+        description="Fit one model to a rankings file, by NUTS (NumPyro or PyMC) or by the "
+                    "hand-written online update, and write the posterior to --out.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("data", help="rankings file (rankings CSV, pairwise CSV, PrefLib, ...)")
+    p.add_argument("--model", choices=MODELS, default="couple")
+    p.add_argument("--method", choices=("nuts", "online"), default="online")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--seed", type=int, default=0)
+    g = p.add_argument_group("priors (shared by both methods)")
+    g.add_argument("--prior-mu", type=float, default=0.0, help="mean of λ ~ Normal")
+    g.add_argument("--prior-sigma", type=float, default=1.0, help="sd of λ ~ Normal")
+    g.add_argument("--worker-prior", default="geometric:a0=10,a=6",
+                   help="geometric profile a0*(a^-1..a^-K) for every worker")
+    g.add_argument("--worker-prior-file", default=None,
+                   help="CSV worker,alpha1,..,alphaK (CrowdBT: worker,a,b); overrides "
+                        "--worker-prior")
+    n = p.add_argument_group("NUTS (--method nuts)")
+    n.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
+    n.add_argument("--chains", type=int, default=4)
+    n.add_argument("--tune", type=int, default=1000)
+    n.add_argument("--draws", type=int, default=1000)
+    n.add_argument("--target-accept", type=float, default=0.8)
+    n.add_argument("--init-from", default=None,
+                   help="an online posterior.json whose means start the chains")
+    o = p.add_argument_group("online (--method online)")
+    o.add_argument("--taylor", choices=("paper", "full", "plugin"), default="paper",
+                   help="OnlineGBMM approximation of E[softmax]")
+    o.add_argument("--score-alpha", choices=("updated", "prior"), default="updated",
+                   help="which α the OnlineGBMM score step uses")
+    o.add_argument("--order", choices=("file", "shuffle"), default="file",
+                   help="pass order: the file's, or a seeded shuffle")
+    o.add_argument("--passes", type=int, default=1)
+    o.add_argument("--strict", action="store_true",
+                   help="error instead of a counted clamp on a non-positive α or σ²")
+    o.add_argument("--state-in", default=None, help="resume from a saved online state")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def load_priors(args, data) -> Priors:
+    """The :class:`Priors` both methods read, from ``--prior-*`` and ``--worker-prior*``."""
+    if args.worker_prior_file:
+        priors = read_worker_prior_file(args.worker_prior_file, args.prior_mu, args.prior_sigma)
+    else:
+        priors = parse_worker_prior(args.worker_prior, data.workers, max(data.K, 2),
+                                    args.prior_mu, args.prior_sigma)
+    if args.model == "crowdbt":
+        return priors.for_data(data, K=2)
+    if args.model in ("couple", "couple-normalized"):
+        return priors.for_data(data)
+    return priors
+
+
+def run(args) -> int:
+    from models.io import read_rankings
+
+    data = read_rankings(args.data)
+    priors = load_priors(args, data)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    if args.method == "nuts":
+        from reports.commands import fit_nuts
+        return fit_nuts.run(args, data, priors)
+    from reports.commands import fit_online
+    return fit_online.run(args, data, priors)

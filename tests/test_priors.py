@@ -1,0 +1,56 @@
+"""The shared prior object."""
+
+import numpy as np
+import pytest
+
+from models.data import DataError, Rankings
+from models.priors import Priors, parse_worker_prior, read_worker_prior_file
+
+
+def test_geometric_profile_matches_the_paper():
+    p = Priors.geometric(["u", "v"], K=4, a0=10, a=6)
+    np.testing.assert_allclose(p.alpha[0], 10 * 6.0 ** -np.arange(1, 5))
+    # E[eta^1] = 1 / (1 + a^-1 + ... + a^-(K-1))  (seed 000, Sect. 5.3)
+    assert p.alpha[0, 0] / p.alpha[0].sum() == pytest.approx(1 / sum(6.0 ** -np.arange(4)))
+    np.testing.assert_allclose(p.beta(), p.alpha[:, :2])
+    assert parse_worker_prior("geometric:a0=10,a=6", ["u"], 4).alpha[0] == pytest.approx(
+        p.alpha[0])
+
+
+def test_gold_counts_offsets_in_the_true_order():
+    gold = Rankings.from_lists([["a", "b", "c"], ["c", "a", "b"], ["b", "a"]],
+                               ["u", "u", "v"])
+    scores = np.array([3.0, 2.0, 1.0])  # true order a > b > c
+    p = Priors.from_gold(gold, K=3, true_scores=scores)
+    # u: (a,b,c) offsets 0,0; (c,a,b) offsets 2 then 0. v: (b,a) offset 1
+    np.testing.assert_allclose(p.alpha, [[1 + 3, 1 + 0, 1 + 1], [1 + 0, 1 + 1, 1]])
+
+
+def test_for_data_reorders_and_checks():
+    p = Priors.explicit({"v": [1, 2, 3], "u": [4, 5, 6]})
+    d = Rankings.from_lists([["a", "b", "c"]], ["u"])
+    np.testing.assert_allclose(p.for_data(d).alpha, [[4, 5, 6]])
+    d2 = Rankings.from_lists([["a", "b"]], ["zz"])
+    with pytest.raises(DataError, match="no worker prior"):
+        p.for_data(d2)
+    with pytest.raises(DataError, match="needs 4"):
+        p.for_data(d, K=4)
+
+
+def test_bad_specs_and_files(tmp_path):
+    with pytest.raises(DataError, match="unknown worker prior"):
+        parse_worker_prior("flat", ["u"], 2)
+    with pytest.raises(DataError, match="not a number"):
+        parse_worker_prior("geometric:a0=x", ["u"], 2)
+    f = tmp_path / "p.csv"
+    f.write_text("worker,a,b\nu,1,2\nv,1,-3\n")
+    with pytest.raises(DataError) as e:
+        read_worker_prior_file(f)
+    assert "line 3" in str(e.value) and "p.csv" in str(e.value)
+    f.write_text("worker,a,b\nu,1,2\nv,1,nan\n")
+    with pytest.raises(DataError, match="finite"):
+        read_worker_prior_file(f)
+    f.write_text("worker,a,b\nu,1,2\nv,3,4\n")
+    np.testing.assert_allclose(read_worker_prior_file(f).beta(), [[1, 2], [3, 4]])
+    with pytest.raises(ValueError):
+        Priors(("u",), np.array([[0.0, 1.0]]))

@@ -1,0 +1,382 @@
+"""An online (moment-matched) posterior against a NUTS reference on the same data and priors.
+
+DESIGN.md §4 and issue 5. The NUTS result is an ArviZ ``DataTree`` in the layout of
+``docs/contracts.md`` (``lambda`` over ``item``; COUPLE ``eta`` over ``(worker, stage)``,
+CrowdBT ``eta`` over ``worker``); the online posterior is anything with the attributes of
+``inference.online.OnlinePosterior`` (``model, items, mu, sigma2, workers, alpha``), read
+duck-typed so that this layer never needs to construct one. Parameters are matched by their
+real ids, never by position.
+
+The approximate marginals compared are those the online state *is*: ``N(μ_r, σ_r²)`` for
+item scores; for COUPLE the Beta marginals ``Beta(α_t, S − α_t)`` of ``Dir(α_w)`` (seed 000,
+Eq. 9-10 keep ``α_w`` Dirichlet); for CrowdBT ``Beta(a_w, b_w)`` (Chen et al. 2013).
+
+The reference is trusted only if the NUTS convergence gate passes; otherwise every number is
+still computed, and the comparison carries ``trusted = False`` with the gate's reasons.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from . import metrics as M
+
+#: Convergence gate of DESIGN.md §4 (same thresholds as ``inference.nuts``).
+RHAT_MAX = 1.01
+ESS_MIN = 400
+EBFMI_MIN = 0.3
+
+TOP_K = 10          # top-k overlap of the item rankings
+LOW_WORKERS = 6     # the paper's six lowest-quality workers (seed 000, Sect. 5.3, Table 4)
+
+PARAM_COLUMNS = ("model", "variant", "kind", "param", "id", "stage", "mcmc_mean", "mcmc_sd",
+                 "mcse", "rhat", "ess_bulk", "ess_tail", "approx_mean", "approx_sd", "z",
+                 "noise_floor", "sd_ratio", "kl", "w1", "coverage_50", "coverage_90",
+                 "reference_trusted")
+
+
+# ------------------------------------------------------------------ small helpers
+def _finite_or_none(x) -> float | None:
+    """JSON-safe float: a non-finite value becomes ``None`` (reported, never NaN)."""
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _flat_draws(idata, var: str) -> tuple[np.ndarray, list[str]]:
+    """Posterior draws of ``var`` as ``(chain*draw, P)`` and the non-sample dims, in order."""
+    da = idata["posterior"][var]
+    other = [d for d in da.dims if d not in ("chain", "draw")]
+    da = da.transpose("chain", "draw", *other)
+    x = np.asarray(da.values, float)
+    return x.reshape(x.shape[0] * x.shape[1], -1), other
+
+
+def _diag(idata, var: str) -> dict[str, np.ndarray]:
+    """Per-parameter MCSE of the mean, rank R-hat, bulk and tail ESS (ArviZ 1.x), flattened
+    in the order of :func:`_flat_draws`."""
+    import arviz_stats as azs
+
+    da = idata["posterior"][var]
+    other = [d for d in da.dims if d not in ("chain", "draw")]
+
+    def flat(res):
+        return np.asarray(res[var].transpose(*other).values, float).reshape(-1)
+
+    return {"mcse": flat(azs.mcse(idata, var_names=[var], method="mean")),
+            "rhat": flat(azs.rhat(idata, var_names=[var])),
+            "ess_bulk": flat(azs.ess(idata, var_names=[var], method="bulk")),
+            "ess_tail": flat(azs.ess(idata, var_names=[var], method="tail"))}
+
+
+def _coord(idata, name: str) -> list[str]:
+    return [str(v) for v in idata["posterior"][name].values]
+
+
+def _reindex(ids_from, ids_to, what: str) -> np.ndarray:
+    """Index array taking rows in ``ids_from`` order to ``ids_to`` order, by id."""
+    pos = {str(k): i for i, k in enumerate(ids_from)}
+    missing = [k for k in ids_to if str(k) not in pos]
+    if missing:
+        raise ValueError(f"the online posterior has no {what} {missing[:5]} that the NUTS "
+                         "posterior has: were they fitted on the same data?")
+    return np.array([pos[str(k)] for k in ids_to], dtype=int)
+
+
+# ------------------------------------------------------------------ the gate
+@dataclass
+class GateStatus:
+    """Whether the NUTS reference is trusted, and why not."""
+
+    trusted: bool
+    reasons: list[str] = field(default_factory=list)
+
+
+def convergence_gate(idata) -> GateStatus:
+    """DESIGN.md §4 gate computed from a ``DataTree``: rank R-hat < 1.01, bulk and tail
+    ESS >= 400, no divergences, E-BFMI >= 0.3 (when energy is recorded).
+
+    Used when only a ``posterior.nc`` is at hand; a fresh fit carries
+    ``NutsResult.gate``, which :func:`gate_status` prefers.
+    """
+    import arviz_stats as azs
+
+    reasons = []
+    rhat = max(float(azs.rhat(idata)[v].max()) for v in idata["posterior"].data_vars)
+    if not rhat < RHAT_MAX:
+        reasons.append(f"max R-hat {rhat:.3f} >= {RHAT_MAX}")
+    for method in ("bulk", "tail"):
+        ess = min(float(azs.ess(idata, method=method)[v].min())
+                  for v in idata["posterior"].data_vars)
+        if not ess >= ESS_MIN:
+            reasons.append(f"min {method} ESS {ess:.0f} < {ESS_MIN}")
+    if "sample_stats" in idata.children:
+        ss = idata["sample_stats"]
+        if "diverging" in ss:
+            n = int(np.asarray(ss["diverging"].values).sum())
+            if n:
+                reasons.append(f"{n} divergent transition(s)")
+        if "energy" in ss:
+            bf = float(np.min(np.asarray(azs.bfmi(idata)["energy"].values)))
+            if not bf >= EBFMI_MIN:
+                reasons.append(f"min E-BFMI {bf:.2f} < {EBFMI_MIN}")
+    return GateStatus(not reasons, reasons)
+
+
+def gate_status(gate=None, idata=None) -> GateStatus:
+    """The trust decision: from ``NutsResult.gate`` if given, else computed from ``idata``."""
+    if gate is not None:
+        return GateStatus(bool(gate.trusted), [str(r) for r in gate.reasons])
+    if idata is None:
+        return GateStatus(False, ["no NUTS gate and no draws to compute one"])
+    return convergence_gate(idata)
+
+
+# ------------------------------------------------------------------ marginals
+def worker_quality_online(online) -> np.ndarray:
+    """``E[η_w^1]`` under the online state (seed 000, Sect. 5.3): ``α_w^1 / Σ_t α_w^t``;
+    for CrowdBT ``a_w / (a_w + b_w)``. Rows in ``online.workers`` order."""
+    alpha = np.asarray(online.alpha, float)
+    return alpha[:, 0] / alpha.sum(axis=1)
+
+
+def worker_quality_nuts(idata) -> np.ndarray:
+    """Posterior mean of ``η_w^1`` (COUPLE: stage 1; CrowdBT: the accuracy), worker order
+    of the ``worker`` coordinate."""
+    eta = idata["posterior"]["eta"]
+    if "stage" in eta.dims:
+        eta = eta.isel(stage=0)
+    return np.asarray(eta.mean(("chain", "draw")).transpose("worker").values, float)
+
+
+def parameter_table(online, idata, *, model: str | None = None, variant: str = "default",
+                    trusted: bool = True) -> pd.DataFrame:
+    """One row per scalar parameter (every ``λ_r``, every ``η_w`` component) with every
+    metric of :func:`validation.metrics.parameter_metrics` and the MCMC diagnostics."""
+    model = model or getattr(online, "model", None) or idata.attrs.get("model")
+    frames = []
+    # items: Gaussian q
+    items = _coord(idata, "item")
+    idx = _reindex(online.items, items, "item(s)")
+    mu = np.asarray(online.mu, float)[idx]
+    sd = np.sqrt(np.asarray(online.sigma2, float)[idx])
+    x, _ = _flat_draws(idata, "lambda")
+    d = _diag(idata, "lambda")
+    r = M.parameter_metrics("normal", mu, sd, x, d["mcse"])
+    frames.append(pd.DataFrame({"kind": "lambda", "param": [f"lambda[{i}]" for i in items],
+                                "id": items, "stage": 0, **r,
+                                **{k: v for k, v in d.items() if k != "mcse"}}))
+    # workers: Beta marginals
+    if "eta" in idata["posterior"] and getattr(online, "alpha", None) is not None:
+        workers = _coord(idata, "worker")
+        widx = _reindex(online.workers, workers, "worker(s)")
+        alpha = np.asarray(online.alpha, float)[widx]
+        x, dims = _flat_draws(idata, "eta")
+        d = _diag(idata, "eta")
+        if "stage" in dims:
+            stages = [int(s) for s in idata["posterior"]["stage"].values]
+            K = len(stages)
+            if alpha.shape[1] < K:
+                raise ValueError(f"online alpha has {alpha.shape[1]} stages, NUTS has {K}")
+            a, b = M.dirichlet_marginals(alpha[:, :K])
+            ids = np.repeat(workers, K)
+            stage = np.tile(stages, len(workers))
+            params = [f"eta[{w},{t}]" for w, t in zip(ids, stage)]
+            a, b = a.reshape(-1), b.reshape(-1)
+        else:
+            a, b = alpha[:, 0], alpha[:, 1]
+            ids, stage = np.asarray(workers), 1
+            params = [f"eta[{w}]" for w in workers]
+        r = M.parameter_metrics("beta", a, b, x, d["mcse"])
+        frames.append(pd.DataFrame({"kind": "eta", "param": params, "id": ids, "stage": stage,
+                                    **r, **{k: v for k, v in d.items() if k != "mcse"}}))
+    table = pd.concat(frames, ignore_index=True)
+    table["model"] = model
+    table["variant"] = variant
+    table["reference_trusted"] = bool(trusted)
+    return table[list(PARAM_COLUMNS)]
+
+
+def aggregates(table: pd.DataFrame) -> dict[str, dict]:
+    """:func:`validation.metrics.aggregate` over all parameters and per kind."""
+    out = {}
+    for name, sub in [("all", table)] + [(k, table[table.kind == k])
+                                          for k in ("lambda", "eta")]:
+        if len(sub):
+            out[name] = M.aggregate(sub.z, sub.sd_ratio, sub.coverage_50, sub.coverage_90)
+            out[name]["median_noise_floor"] = float(np.median(sub.noise_floor))
+            out[name]["median_kl"] = float(np.median(sub.kl))
+            out[name]["median_w1"] = float(np.median(sub.w1))
+    return out
+
+
+# ------------------------------------------------------------------ ranking level
+def pairwise_accuracy(truth, scores, block: int = 512) -> float:
+    """The paper's accuracy (seed 000, Sect. 5.1, a Wilcoxon–Mann–Whitney statistic):
+    ``Σ_{i,j} 1(r_i > r_j) ∧ 1(λ_i > λ_j) / Σ_{i,j} 1(r_i > r_j)``, ``r`` the true scores
+    (higher is better), ``λ`` the estimates. Ties in ``λ`` count as wrong, ties in ``r``
+    are not pairs. Computed in row blocks so that ``L²`` booleans are never all held."""
+    t, s = np.asarray(truth, float), np.asarray(scores, float)
+    if t.shape != s.shape or t.ndim != 1:
+        raise ValueError("truth and scores must be 1-d arrays of the same length")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(s))):
+        raise ValueError("truth and scores must be finite")
+    num = den = 0
+    for i0 in range(0, len(t), block):
+        gt = t[i0:i0 + block, None] > t[None, :]
+        num += int(np.sum(gt & (s[i0:i0 + block, None] > s[None, :])))
+        den += int(np.sum(gt))
+    if den == 0:
+        raise ValueError("the ground truth orders no pair of items (all scores tied)")
+    return num / den
+
+
+def top_overlap(a, b, k: int = TOP_K) -> float:
+    """Share of the top-``k`` items by ``a`` that are also top-``k`` by ``b``."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    k = min(k, len(a))
+    return len(set(np.argsort(-a, kind="stable")[:k]) & set(np.argsort(-b, kind="stable")[:k])) / k
+
+
+def lowest(values, ids, k: int = LOW_WORKERS) -> list[str]:
+    """The ``k`` ids with the lowest values (the paper's noisy-worker detection)."""
+    order = np.argsort(np.asarray(values, float), kind="stable")[: min(k, len(ids))]
+    return [str(ids[i]) for i in order]
+
+
+def _corr(fn, a, b) -> float | None:
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return None          # undefined (constant input): reported as null, not NaN
+    return _finite_or_none(fn(a, b)[0])
+
+
+def ranking_agreement(online_means, nuts_means, truth=None, k: int = TOP_K) -> dict:
+    """Kendall τ between the two posteriors' item means, top-``k`` overlap, and the pairwise
+    accuracy of each method against the ground truth where known."""
+    out = {"kendall_tau": _corr(stats.kendalltau, online_means, nuts_means),
+           f"top{k}_overlap": top_overlap(online_means, nuts_means, k)}
+    if truth is not None:
+        out["accuracy_online"] = pairwise_accuracy(truth, online_means)
+        out["accuracy_nuts"] = pairwise_accuracy(truth, nuts_means)
+        out["kendall_tau_truth_online"] = _corr(stats.kendalltau, truth, online_means)
+        out["kendall_tau_truth_nuts"] = _corr(stats.kendalltau, truth, nuts_means)
+    return out
+
+
+def worker_agreement(online_q, nuts_q, ids, truth_q=None, k: int = LOW_WORKERS) -> dict:
+    """Spearman correlation of ``E[η_w^1]`` between the methods and the overlap of the ``k``
+    lowest-quality workers by each (seed 000, Sect. 5.3)."""
+    lo_on, lo_nu = lowest(online_q, ids, k), lowest(nuts_q, ids, k)
+    out = {"spearman": _corr(stats.spearmanr, online_q, nuts_q),
+           "lowest_online": lo_on, "lowest_nuts": lo_nu,
+           "lowest_overlap": len(set(lo_on) & set(lo_nu)), "lowest_k": min(k, len(ids))}
+    if truth_q is not None:
+        lo_tr = lowest(truth_q, ids, k)
+        out.update(spearman_truth_online=_corr(stats.spearmanr, truth_q, online_q),
+                   spearman_truth_nuts=_corr(stats.spearmanr, truth_q, nuts_q),
+                   lowest_truth=lo_tr,
+                   lowest_overlap_truth_online=len(set(lo_tr) & set(lo_on)),
+                   lowest_overlap_truth_nuts=len(set(lo_tr) & set(lo_nu)))
+    return out
+
+
+# ------------------------------------------------------------------ order sensitivity
+def order_sensitivity(perm_means, online_means, nuts_means, nuts_sds, ids=None) -> dict:
+    """Spread of the online item means over seeded permutations of the data, beside their
+    gap to MCMC (DESIGN.md §4), both in units of the MCMC sd.
+
+    Parameters
+    ----------
+    perm_means : array, shape (P, L)
+        Online means from ``P`` passes over permuted data (items in the same order as the
+        other arrays).
+    online_means : array, shape (L,)
+        The online means of the pass being audited (file order).
+    nuts_means, nuts_sds : arrays, shape (L,)
+
+    Returns
+    -------
+    dict
+        ``per_item`` (``spread`` = sd over permutations / s, ``gap`` = |online − m| / s),
+        medians and 90th percentiles of both, the share of items whose gap exceeds twice
+        their spread (a gap that order alone does not explain), and the range of Kendall τ
+        between each permutation's means and the MCMC means.
+    """
+    P = np.asarray(perm_means, float)
+    if P.ndim != 2 or P.shape[0] < 2:
+        raise ValueError("order sensitivity needs at least 2 permutations")
+    s = np.asarray(nuts_sds, float)
+    spread = P.std(axis=0, ddof=1) / s
+    gap = np.abs(np.asarray(online_means, float) - np.asarray(nuts_means, float)) / s
+    taus = [_corr(stats.kendalltau, p, nuts_means) for p in P]
+    taus = [t for t in taus if t is not None]
+    out = {"permutations": int(P.shape[0]),
+           "median_spread": float(np.median(spread)), "p90_spread": float(np.percentile(spread, 90)),
+           "median_gap": float(np.median(gap)), "p90_gap": float(np.percentile(gap, 90)),
+           "share_gap_above_2_spread": float(np.mean(gap > 2 * spread)),
+           "kendall_tau_min": min(taus) if taus else None,
+           "kendall_tau_max": max(taus) if taus else None}
+    out["per_item"] = {"id": [str(i) for i in (ids if ids is not None else range(len(s)))],
+                       "spread": spread.tolist(), "gap": gap.tolist()}
+    return out
+
+
+# ------------------------------------------------------------------ everything together
+@dataclass
+class Comparison:
+    """The comparison of one online posterior (one variant) against one NUTS reference."""
+
+    model: str
+    variant: str
+    parameters: pd.DataFrame
+    aggregates: dict
+    ranking: dict
+    workers: dict | None
+    trusted: bool
+    reasons: list[str]
+
+    def to_dict(self) -> dict:
+        """JSON-able summary (no per-parameter rows; those go to ``parameters.csv``)."""
+        return {"model": self.model, "variant": self.variant,
+                "reference_trusted": self.trusted,
+                "reference_note": None if self.trusted else
+                "reference not trusted: " + "; ".join(self.reasons),
+                "aggregates": self.aggregates, "ranking": self.ranking,
+                "workers": self.workers}
+
+
+def compare(online, idata, *, gate=None, truth=None, truth_eta1=None, model=None,
+            variant: str = "default") -> Comparison:
+    """Compare ``online`` with the NUTS ``idata`` at parameter, ranking and worker level.
+
+    Parameters
+    ----------
+    online : OnlinePosterior-like
+    idata : DataTree
+        The NUTS reference (contract layout).
+    gate : Gate-like, optional
+        ``NutsResult.gate``; computed from ``idata`` when absent.
+    truth : array, optional
+        True item scores aligned with the ``item`` coordinate (higher is better).
+    truth_eta1 : array, optional
+        True ``η_w^1`` aligned with the ``worker`` coordinate (simulations).
+    """
+    g = gate_status(gate, idata)
+    table = parameter_table(online, idata, model=model, variant=variant, trusted=g.trusted)
+    lam = table[table.kind == "lambda"]
+    ranking = ranking_agreement(lam.approx_mean.to_numpy(), lam.mcmc_mean.to_numpy(), truth)
+    workers = None
+    if "eta" in idata["posterior"] and getattr(online, "alpha", None) is not None:
+        wid = _coord(idata, "worker")
+        q_on = worker_quality_online(online)[_reindex(online.workers, wid, "worker(s)")]
+        workers = worker_agreement(q_on, worker_quality_nuts(idata), wid, truth_eta1)
+        workers["quality_online"] = q_on.tolist()
+        workers["quality_nuts"] = worker_quality_nuts(idata).tolist()
+        workers["ids"] = wid
+    return Comparison(model=str(table.model.iloc[0]), variant=variant, parameters=table,
+                      aggregates=aggregates(table), ranking=ranking, workers=workers,
+                      trusted=g.trusted, reasons=g.reasons)

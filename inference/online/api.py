@@ -1,0 +1,283 @@
+"""``fit_online``: one or several passes of an online method over a set of rankings.
+
+The order is an explicit argument (DESIGN.md §3): the file's order by default, or a seeded
+shuffle, drawn anew for each pass from one ``numpy`` generator seeded with ``seed``. CrowdBT
+(and OnlineBT with ``bt_breaking="pairs"``) run on the fully rank-broken pairs; a shuffle
+permutes whole rankings, so the pairs of one ranking stay together and in order.
+
+A run can start from a saved state (``state=``): the state's items and workers are matched
+to the data's by id, unseen ones start at their prior, and the options that change the
+update must be the same as the state's. Processing ``n1`` rankings, saving, loading and
+processing the next ``n2`` gives the same numbers, bit for bit, as one pass over all
+``n1 + n2`` (tested).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable
+
+import numpy as np
+
+from models.data import DataError, Rankings
+from models.priors import Priors
+
+from . import kernels
+from .guards import CODES
+from .state import CLAMP_KEYS, OnlineError, OnlinePosterior
+from .gbmm import SCORE_ALPHA, TAYLOR
+
+#: Rankings per kernel call; the progress bar advances between calls.
+BLOCK = 1 << 16
+
+
+def wl_defaults(priors: Priors | None, wl_params: dict | None) -> dict:
+    """Weng–Lin parameters: ``beta = sigma0/2`` (openskill's ``σ/2`` convention),
+    ``kappa = 1e-4``, ``tau = 0`` (no dynamics: the items do not change over the pass),
+    ``gamma = "sigma/c"`` (openskill's default)."""
+    sigma0 = 1.0 if priors is None else float(priors.sigma0)
+    out = {"beta": sigma0 / 2.0, "kappa": 1e-4, "tau": 0.0, "gamma": "sigma/c"}
+    for key, val in (wl_params or {}).items():
+        if key not in out:
+            raise ValueError(f"unknown Weng–Lin parameter {key!r}; expected {tuple(out)}")
+        out[key] = val
+    if not (out["beta"] > 0 and out["kappa"] > 0 and out["tau"] >= 0):
+        raise ValueError("Weng–Lin parameters need beta > 0, kappa > 0, tau >= 0")
+    if out["gamma"] not in kernels.GAMMA_CODES:
+        out["gamma"] = float(out["gamma"])
+    return out
+
+
+def algorithm_options(model: str, *, taylor="paper", score_alpha="updated", kappa=1e-4,
+                      kappa2=1e-4, wl_params=None, bt_breaking="game", priors=None) -> dict:
+    """The options that change the update (checked when resuming)."""
+    if model == "couple":
+        if taylor not in TAYLOR:
+            raise ValueError(f"taylor must be one of {TAYLOR}, got {taylor!r}")
+        if score_alpha not in SCORE_ALPHA:
+            raise ValueError(f"score_alpha must be one of {SCORE_ALPHA}, got {score_alpha!r}")
+    if not (kappa > 0 and kappa2 >= 0):
+        raise ValueError("guards need kappa > 0 and kappa2 >= 0")
+    if model == "couple":
+        return {"taylor": taylor, "score_alpha": score_alpha, "kappa": float(kappa),
+                "kappa2": float(kappa2), "stage_order": "reverse"}
+    if model == "crowdbt":
+        return {"kappa": float(kappa), "kappa2": float(kappa2), "rank_breaking": "full"}
+    if model in ("pl", "bt"):
+        out = wl_defaults(priors, wl_params)
+        if model == "bt":
+            if bt_breaking not in ("game", "pairs"):
+                raise ValueError("bt_breaking must be 'game' (one full-pairing update per "
+                                 "ranking, openskill) or 'pairs' (rank-broken pairs in turn)")
+            out["bt_breaking"] = bt_breaking
+        return out
+    raise ValueError(f"unknown online model {model!r}; expected pl, bt, crowdbt, couple")
+
+
+def pass_orders(n: int, order: str, seed: int, passes: int) -> list[np.ndarray]:
+    """The sequence of ranking indices of every pass: file order, or a seeded shuffle
+    (a new permutation per pass, from one generator)."""
+    if passes < 1:
+        raise ValueError("passes must be >= 1")
+    if order == "file":
+        return [np.arange(n, dtype=np.int64)] * passes
+    if order == "shuffle":
+        rng = np.random.default_rng(seed)
+        return [rng.permutation(n).astype(np.int64) for _ in range(passes)]
+    raise ValueError(f"order must be 'file' or 'shuffle', got {order!r}")
+
+
+def pairs_sequence(lengths: np.ndarray, ranking_seq: np.ndarray) -> np.ndarray:
+    """Pair indices (in the file-order rank-broken array) for rankings in ``ranking_seq``;
+    the ``k(k−1)/2`` pairs of a ranking stay together and in their order."""
+    npairs = (lengths.astype(np.int64) * (lengths - 1)) // 2
+    first = np.concatenate([[0], np.cumsum(npairs)[:-1]])
+    cnt = npairs[ranking_seq]
+    starts = np.repeat(first[ranking_seq], cnt)
+    within = np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    return (starts + within).astype(np.int64)
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, disable=not enabled or total < 200_000, desc=desc,
+                unit="rk", unit_scale=True, leave=False)
+
+
+def fit_online(data: Rankings, model: str, priors: Priors, *, taylor: str = "paper",
+               score_alpha: str = "updated", order: str = "file", seed: int = 0,
+               passes: int = 1, strict: bool = False, state: OnlinePosterior | None = None,
+               progress: bool = True, wl_params: dict | None = None, kappa: float = 1e-4,
+               kappa2: float = 1e-4, bt_breaking: str = "game") -> OnlinePosterior:
+    """Run an online method over ``data`` and return its posterior (``docs/contracts.md``).
+
+    Parameters
+    ----------
+    data : Rankings
+    model : {"pl", "bt", "crowdbt", "couple"}
+        Weng–Lin OnlinePL / OnlineBT, CrowdBT online (Chen et al. 2013), OnlineGBMM
+        (seed 000, Algorithm 1).
+    priors : Priors
+        The same object the NUTS models read: ``mu0, sigma0`` for items, ``alpha`` (COUPLE)
+        or ``beta()`` (CrowdBT) for workers.
+    taylor, score_alpha : OnlineGBMM variants (:mod:`.gbmm`); defaults are the paper's.
+    order, seed, passes : pass order (``"file"`` or a ``"shuffle"`` seeded by ``seed``).
+    strict : a guard failure is an :class:`OnlineError` instead of a counted clamp.
+    state : resume from this posterior (not modified).
+    wl_params : Weng–Lin ``beta, kappa, tau, gamma`` (:func:`wl_defaults`).
+    kappa, kappa2 : guards of Eq. (12) and appendix 1.1.2 (COUPLE, CrowdBT).
+    bt_breaking : OnlineBT on a whole ranking (``"game"``, openskill's full pairing) or on
+        its rank-broken pairs one after another (``"pairs"``, seed 000 Sect. 4.4).
+    """
+    opts = algorithm_options(model, taylor=taylor, score_alpha=score_alpha, kappa=kappa,
+                             kappa2=kappa2, wl_params=wl_params, bt_breaking=bt_breaking,
+                             priors=priors)
+    post = _start_state(data, model, priors, state, opts)
+    item_map, worker_map = post.index_maps(data)
+    seqs = pass_orders(data.n_rankings, order, seed, passes)
+    counts = np.zeros(len(CLAMP_KEYS), dtype=np.int64)
+    err = np.zeros(3, dtype=np.int64)
+    pairwise = model == "crowdbt" or (model == "bt" and opts.get("bt_breaking") == "pairs")
+    src = data.rank_break() if pairwise else data
+    ordr = np.where(src.order >= 0, item_map[np.maximum(src.order, 0)], -1).astype(np.int64)
+    wk = worker_map[src.worker].astype(np.int64)
+    lengths = src.lengths.astype(np.int64)
+    mu, s2 = post.mu, post.sigma2
+    t0 = time.perf_counter()
+    with _progress(data.n_rankings * passes, progress, f"{post.algorithm}") as bar:
+        for p, rseq in enumerate(seqs):
+            seq = pairs_sequence(data.lengths, rseq) if pairwise else rseq
+            per_rk = len(seq) / max(len(rseq), 1)
+            for start in range(0, len(seq), BLOCK):
+                stop = min(start + BLOCK, len(seq))
+                bad = _run_kernel(model, opts, ordr, lengths, wk, seq, start, stop, mu, s2,
+                                  post.alpha, strict, counts, err)
+                if bad >= 0:
+                    _raise_strict(data, src, seq, err, p, pairwise)
+                bar.update(round(stop / per_rk) - round(start / per_rk))
+    post.seconds += time.perf_counter() - t0
+    post.n_rankings += data.n_rankings * passes
+    for key, c in zip(CLAMP_KEYS, counts):
+        post.clamped[key] = int(post.clamped.get(key, 0) + c)
+    post.options.setdefault("runs", []).append(
+        {"source": str(data.source), "order": order, "seed": int(seed), "passes": int(passes),
+         "rankings": int(data.n_rankings), "strict": bool(strict)})
+    return post
+
+
+def _start_state(data, model, priors, state, opts) -> OnlinePosterior:
+    if state is None:
+        if model in ("couple", "crowdbt"):
+            priors = priors.for_data(data, K=2 if model == "crowdbt" else data.K)
+        post = OnlinePosterior.from_priors(model, data.items, priors, workers=data.workers,
+                                           K=max(data.K, 2), options=opts)
+    else:
+        if state.model != model:
+            raise DataError(f"the saved state is for model {state.model!r}, not {model!r}",
+                            "state")
+        differ = {k: (state.options.get(k), v) for k, v in opts.items()
+                  if state.options.get(k) != v}
+        if differ:
+            raise DataError("the saved state was made with other options: " + ", ".join(
+                f"{k}={a!r} (now {b!r})" for k, (a, b) in differ.items()), "state")
+        post = state.copy()
+        post.check("state")
+        post.extend(data.items, data.workers if model in ("couple", "crowdbt") else (),
+                    priors)
+    if model == "couple" and post.alpha.shape[1] < data.K:
+        raise DataError(f"rankings of length {data.K} but the worker state has K="
+                        f"{post.alpha.shape[1]}", data.source)
+    return post
+
+
+def _run_kernel(model, opts, ordr, lengths, wk, seq, start, stop, mu, s2, alpha, strict,
+                counts, err) -> int:
+    if model == "couple":
+        return kernels.gbmm_kernel(ordr, lengths, wk, seq, start, stop, mu, s2, alpha,
+                                   kernels.TAYLOR_CODES[opts["taylor"]],
+                                   opts["score_alpha"] == "prior", opts["kappa"],
+                                   opts["kappa2"], strict, counts, err)
+    if model == "crowdbt":
+        return kernels.crowdbt_kernel(ordr, wk, seq, start, stop, mu, s2, alpha, opts["kappa"],
+                                      opts["kappa2"], strict, counts, err)
+    g = opts["gamma"]
+    gmode = kernels.GAMMA_CODES.get(g, 2) if isinstance(g, str) else 2
+    gconst = float(g) if gmode == 2 else 0.0
+    kern = kernels.pl_kernel if model == "pl" else kernels.bt_kernel
+    return kern(ordr, lengths, seq, start, stop, mu, s2, float(opts["beta"]),
+                float(opts["kappa"]), float(opts["tau"]), gmode, gconst, strict, counts, err)
+
+
+def _raise_strict(data, src, seq, err, p, pairwise):
+    n = int(seq[err[0]])
+    what = {v: k for k, v in CODES.items()}.get(int(err[1]), "?")
+    source_rk = int(src.origin[n]) if pairwise else int(data.origin[n])
+    worker = data.workers[int(src.worker[n])]
+    raise OnlineError(
+        f"{data.source}: ranking {source_rk} (worker {worker!r}, pass {p + 1}, stage "
+        f"{int(err[2])}): {what} became non-finite or non-positive (strict mode; without "
+        f"--strict it is clamped and counted)")
+
+
+# ------------------------------------------------------------------ streaming
+def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
+                      priors: Priors | Callable[[Rankings], Priors], *,
+                      chunk_size: int = 100_000, checkpoint: str | None = None,
+                      checkpoint_every: int = 1_000_000, resume: bool = False,
+                      state: OnlinePosterior | None = None, K: int | None = None,
+                      **opts) -> OnlinePosterior:
+    """One pass in file order over rankings that arrive in chunks, never all in memory.
+
+    ``chunks`` is an iterable of :class:`Rankings` or a path, read with
+    ``models.io.iter_rankings_chunks(path, chunk_size)``. ``priors`` is a :class:`Priors`
+    covering every worker, or a function of a chunk returning one (e.g. a geometric
+    profile for that chunk's workers). With ``checkpoint``, the state is saved atomically
+    every ``checkpoint_every`` rankings and at the end, with the count consumed from this
+    stream in ``options["stream"]["consumed"]``; ``resume=True`` reloads it and skips the
+    rankings already consumed. ``K`` fixes COUPLE's worker vector length up front (the
+    first chunk may not hold the longest ranking; default: the prior's length).
+    """
+    if opts.get("order", "file") != "file" or opts.get("passes", 1) != 1:
+        raise ValueError("streaming runs one pass in file order; shuffle needs the whole data")
+    if isinstance(chunks, str):
+        from models.io import iter_rankings_chunks
+        chunks = iter_rankings_chunks(chunks, chunk_size)
+    skip = 0
+    post = state
+    if resume and checkpoint is not None:
+        from pathlib import Path
+        if Path(checkpoint).exists():
+            post = OnlinePosterior.from_json(checkpoint)
+            skip = int(post.options.get("stream", {}).get("consumed", 0))
+    consumed, since = skip, 0
+    for chunk in chunks:
+        if skip >= chunk.n_rankings:
+            skip -= chunk.n_rankings
+            continue
+        if skip:
+            chunk = chunk.subset(np.arange(skip, chunk.n_rankings))
+            skip = 0
+        pri = priors(chunk) if callable(priors) else priors
+        if post is None and model == "couple":
+            Kc = pri.K if K is None else K
+            post = OnlinePosterior.from_priors(model, [], pri, workers=[], K=Kc,
+                                               options=algorithm_options(
+                                                   model, **_alg_kw(opts), priors=pri))
+        post = fit_online(chunk, model, pri, state=post, progress=False, **opts)
+        post.options.pop("runs", None)   # one entry per chunk would grow without bound
+        consumed += chunk.n_rankings
+        since += chunk.n_rankings
+        post.options["stream"] = {"consumed": consumed}
+        if checkpoint is not None and since >= checkpoint_every:
+            post.to_json(checkpoint)
+            since = 0
+    if post is None:
+        raise DataError("no rankings in the stream", str(chunks))
+    if checkpoint is not None:
+        post.to_json(checkpoint)
+    return post
+
+
+def _alg_kw(opts: dict) -> dict:
+    keys = ("taylor", "score_alpha", "kappa", "kappa2", "wl_params", "bt_breaking")
+    return {k: opts[k] for k in keys if k in opts}

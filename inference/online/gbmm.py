@@ -1,0 +1,177 @@
+"""OnlineGBMM for COUPLE, written for reading: the specification the kernel is tested against.
+
+Seed 000, Sect. 4.3 and Algorithm 1 (DESIGN.md §3). One ranking ``ρ`` by worker ``w`` is
+processed stage by stage in *reverse* (stages ``k−1`` down to ``1``, Remark 3). A stage
+with candidates ``c = ρ(i..k)`` (``m = k−i+1`` of them; offset ``t`` is ``ρ(i+t−1)``, so the
+reported local winner is offset 1) and prior ``a = α_w[1..m]``:
+
+1. ``R_t ≈ E_{N(μ,σ²)}[softmax(λ_c)_t]`` (appendix 1.1.2) by one of three variants
+   (``taylor``): ``paper`` (the appendix's formula), ``full`` (the complete second-order
+   Taylor expansion), ``plugin`` (``R_t = p_t``); then ``R_t ← max(R_t, κ2) / Σ max(R, κ2)``.
+2. ``α_t`` by moment matching of ``η̄_t`` under ``Σ_t η̄_t R_t · Dir(a)`` (Eq. 9a, 9b, 10).
+3. ``μ`` and ``σ²`` of the candidates by Eq. (11) and (12), with ``a`` the *updated* ``α``
+   (``score_alpha="updated"``, the paper's order: α first, then scores) or the stage's
+   prior ``α`` (``score_alpha="prior"``); the paper does not say which.
+
+Within a stage every step reads the stage's starting ``μ, σ²``; across the stages of a
+ranking the state carries over. Plain Python floats and lists, one formula per line.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .arith import plain_sum
+from .guards import guard_finite, guard_positive
+
+TAYLOR = ("paper", "full", "plugin")
+SCORE_ALPHA = ("updated", "prior")
+
+
+def softmax_shifted(mu_c):
+    """``e_t = exp(μ_t − max μ)`` and ``ψ = Σ e``: every quantity of Eq. (11)–(12) and of
+    ``p = softmax(μ_c)`` is invariant to a common shift, and the shift keeps ``exp`` finite
+    for any finite ``μ``."""
+    top = max(mu_c)
+    e = [math.exp(x - top) for x in mu_c]
+    return e, plain_sum(e)
+
+
+def expected_softmax(mu_c, s2_c, taylor="paper", kappa2=1e-4, counts=None):
+    """Step 1: ``R_t ≈ E[softmax(λ_c)_t]`` under independent ``N(μ_c, σ²_c)``.
+
+    ``paper`` (seed 000, appendix 1.1.2): ``R_t = p_t − ½ (Σ_j σ_j² p_j) p_t + ½ σ_t² p_t``.
+    ``full``: ``R_t = p_t + ½ σ_t² p_t(1−p_t)(1−2p_t) − ½ p_t Σ_{j≠t} σ_j² p_j (1−2p_j)``
+    (the second derivatives of softmax; for ``m = 2`` this is Chen et al.'s ``c1``).
+    ``plugin``: ``R_t = p_t``. All are followed by the appendix's guard
+    ``R_t ← max(R_t, κ2) / Σ_v max(R_v, κ2)``; ``counts["kappa2"]`` counts stages where the
+    floor was active.
+    """
+    e, psi = softmax_shifted(mu_c)
+    p = [x / psi for x in e]
+    m = len(p)
+    if taylor == "paper":
+        sp = plain_sum(s2_c[j] * p[j] for j in range(m))
+        R = [p[t] - 0.5 * sp * p[t] + 0.5 * s2_c[t] * p[t] for t in range(m)]
+    elif taylor == "full":
+        R = []
+        for t in range(m):
+            cross = plain_sum(s2_c[j] * p[j] * (1.0 - 2.0 * p[j]) for j in range(m) if j != t)
+            R.append(p[t] + 0.5 * s2_c[t] * p[t] * (1.0 - p[t]) * (1.0 - 2.0 * p[t])
+                     - 0.5 * p[t] * cross)
+    elif taylor == "plugin":
+        R = list(p)
+    else:
+        raise ValueError(f"taylor must be one of {TAYLOR}, got {taylor!r}")
+    if counts is not None and any(r < kappa2 for r in R):
+        counts["kappa2"] += 1
+    R = [max(r, kappa2) for r in R]
+    Z = plain_sum(R)
+    return [r / Z for r in R]
+
+
+def dirichlet_moments(a, R):
+    """Eq. (9a)–(9b): ``E[η_t]`` and ``E[η_t²]`` under ``Σ_v η_v R_v · Dir(a) / R̄``.
+
+    ``S = Σ a``, ``Ra = Σ R_v a_v`` and the evidence ``R̄ = Ra / S`` (appendix 1.1.3).
+    """
+    S = plain_sum(a)
+    Ra = plain_sum(R[v] * a[v] for v in range(len(a)))
+    Rbar = Ra / S
+    E1 = [a[t] * (Ra + R[t]) / (Rbar * (S + 1.0) * S) for t in range(len(a))]
+    E2 = [a[t] * (a[t] + 1.0) * (Ra + 2.0 * R[t]) / (Rbar * (S + 2.0) * (S + 1.0) * S)
+          for t in range(len(a))]
+    return E1, E2
+
+
+def alpha_update(a, R):
+    """Eq. (10): ``α_t ← (E[η_t] − E[η_t²]) E[η_t] / (E[η_t²] − E[η_t]²)``, ``t ≤ m``.
+
+    The raw values; the caller applies the guard (a value can only be non-positive or
+    non-finite through rounding, e.g. ``E[η_t²] − E[η_t]²`` cancelling for huge ``α``).
+    """
+    E1, E2 = dirichlet_moments(a, R)
+    return [(E1[t] - E2[t]) * E1[t] / (E2[t] - E1[t] * E1[t]) for t in range(len(a))]
+
+
+def score_update(mu_c, s2_c, a, kappa=1e-4, counts=None):
+    """Eq. (11)–(12) for the ``m`` candidates with worker weights ``a``.
+
+    ``ψ = Σ e``, ``Ψ = Σ a_t e_t``:
+    ``μ_t ← μ_t + σ_t² (a_t e_t/Ψ − e_t/ψ)``,
+    ``σ_t² ← σ_t² · max(1 + σ_t² (a_t e_t (Ψ − a_t e_t)/Ψ² − e_t (ψ − e_t)/ψ²), κ)``.
+    ``counts["kappa"]`` counts candidates where the ``κ`` floor was active.
+    """
+    e, psi = softmax_shifted(mu_c)
+    m = len(e)
+    Psi = plain_sum(a[t] * e[t] for t in range(m))
+    mu_new, s2_new = [], []
+    for t in range(m):
+        ae = a[t] * e[t]
+        mu_new.append(mu_c[t] + s2_c[t] * (ae / Psi - e[t] / psi))
+        factor = 1.0 + s2_c[t] * (ae * (Psi - ae) / (Psi * Psi) - e[t] * (psi - e[t]) / (psi * psi))
+        if counts is not None and factor < kappa:
+            counts["kappa"] += 1
+        s2_new.append(s2_c[t] * max(factor, kappa))
+    return mu_new, s2_new
+
+
+def stage_update(mu_c, s2_c, a, *, taylor="paper", score_alpha="updated", kappa=1e-4,
+                 kappa2=1e-4, counts=None, strict=False, where=""):
+    """One stage, steps 1–3, guarded: returns ``(μ_c', σ²_c', a')``."""
+    if counts is None:
+        counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
+    R = expected_softmax(mu_c, s2_c, taylor, kappa2, counts)
+    raw = alpha_update(a, R)
+    a_new = [guard_positive(raw[t], a[t], "alpha", counts, strict, where)
+             for t in range(len(a))]
+    if score_alpha == "updated":
+        a_score = a_new
+    elif score_alpha == "prior":
+        a_score = list(a)
+    else:
+        raise ValueError(f"score_alpha must be one of {SCORE_ALPHA}, got {score_alpha!r}")
+    mu_raw, s2_raw = score_update(mu_c, s2_c, a_score, kappa, counts)
+    mu_new = [guard_finite(mu_raw[t], mu_c[t], "mu", counts, strict, where)
+              for t in range(len(mu_c))]
+    s2_new = [guard_positive(s2_raw[t], s2_c[t], "sigma2", counts, strict, where)
+              for t in range(len(s2_c))]
+    return mu_new, s2_new, a_new
+
+
+def ranking_update(mu, sigma2, alpha_w, ranking, **opts):
+    """One ranking (item indices best first) by one worker, in place, reverse stages.
+
+    ``mu``, ``sigma2`` are the item arrays/lists, ``alpha_w`` the worker's row (length
+    ``>= k``). Stage ``i`` (1-based) has candidates ``ranking[i−1:]``; it is run for
+    ``i = k−1, …, 1`` (Remark 3), each stage starting from what the previous one left.
+    """
+    k = len(ranking)
+    where = opts.pop("where", "ranking")
+    for s in range(k - 2, -1, -1):
+        cand = [int(x) for x in ranking[s:]]
+        m = k - s
+        mu_c = [float(mu[r]) for r in cand]
+        s2_c = [float(sigma2[r]) for r in cand]
+        a = [float(alpha_w[t]) for t in range(m)]
+        mu_c, s2_c, a = stage_update(mu_c, s2_c, a, where=f"{where}, stage {s + 1}", **opts)
+        for j, r in enumerate(cand):
+            mu[r] = mu_c[j]
+            sigma2[r] = s2_c[j]
+        for t in range(m):
+            alpha_w[t] = a[t]
+
+
+def gbmm_pass_python(order, lengths, worker, seq, mu, sigma2, alpha, *, taylor="paper",
+                     score_alpha="updated", kappa=1e-4, kappa2=1e-4, strict=False,
+                     counts=None):
+    """The reference pass: rankings ``seq`` (column indices of ``order``) in that order,
+    updating ``mu``, ``sigma2``, ``alpha`` in place. Mirrors the kernel's signature."""
+    if counts is None:
+        counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
+    for n in seq:
+        k = int(lengths[n])
+        ranking_update(mu, sigma2, alpha[worker[n]], [int(order[p, n]) for p in range(k)],
+                       taylor=taylor, score_alpha=score_alpha, kappa=kappa, kappa2=kappa2,
+                       counts=counts, strict=strict, where=f"ranking {n}")
+    return counts

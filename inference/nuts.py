@@ -1,0 +1,343 @@
+"""NUTS runners: one data set, one model, one back-end → an ArviZ DataTree (DESIGN.md §4).
+
+:func:`fit_nuts` samples a model of :mod:`models.numpyro_models` or
+:mod:`models.pymc_models` and returns a :class:`NutsResult` whose ``idata`` has the layout
+of ``docs/contracts.md`` (posterior ``lambda`` ``(chain, draw, item)``, ``eta``;
+``sample_stats``; ``log_likelihood`` with one value per *source ranking*;
+``observed_data``), coordinates named after the real ids, and whose ``gate`` says whether
+the run is trusted as a reference (:mod:`inference.gate`).
+
+Parallel chains (NumPyro)
+-------------------------
+NumPyro runs chains in parallel with ``pmap`` over XLA *host devices*, whose number is
+fixed by ``XLA_FLAGS=--xla_force_host_platform_device_count`` when JAX initialises. This
+module sets that flag at import **only if JAX is not imported yet and the user has not set
+it**, to ``max(4, os.cpu_count())`` so that the default 4 chains get a device each (with
+fewer devices than chains NumPyro silently falls back to sequential chains). The choice of
+``chain_method`` is ``"parallel"`` when there are enough devices, else ``"vectorized"``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from models.data import Rankings
+from models.model_inputs import ModelInputs, model_inputs
+from models.priors import Priors
+
+from .gate import Gate, check
+
+
+def _configure_host_devices() -> None:
+    """Ask XLA for one CPU device per chain, if it is still possible (see module doc)."""
+    if "jax" in sys.modules:
+        return  # too late: the flag is read once, when JAX's backend starts
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" in flags:
+        return  # the user's choice wins
+    n = max(4, os.cpu_count() or 1)
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
+
+
+_configure_host_devices()
+
+BACKENDS = ("numpyro", "pymc")
+#: Above this many stored log-lik values (chains × draws × rankings) the pointwise
+#: log-likelihood is not stored by default (paper scale: 4·1000·450,000 ≈ 1.8e9 ≈ 7 GB).
+POINTWISE_LIMIT = 50_000_000
+
+
+@dataclass
+class NutsResult:
+    """What :func:`fit_nuts` returns (``docs/contracts.md``)."""
+
+    idata: object
+    gate: Gate
+    timings: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- public API
+def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "numpyro",
+             chains: int = 4, tune: int = 1000, draws: int = 1000,
+             target_accept: float = 0.8, seed: int = 0, init: dict | None = None,
+             progress: bool = True, precision: str = "float64",
+             chain_method: str | None = None, pointwise: bool | None = None) -> NutsResult:
+    """Sample ``model`` on ``data`` under ``priors`` with NUTS.
+
+    Parameters
+    ----------
+    data : Rankings
+    model : {"pl", "bt", "crowdbt", "couple", "couple-normalized"}
+    priors : Priors
+        ``λ ~ Normal(mu0, sigma0)``; COUPLE ``η_w ~ Dir(α_w)``; CrowdBT
+        ``η_w ~ Beta(α_w1, α_w2)`` (the same object the online methods read).
+    backend : {"numpyro", "pymc"}
+        PyMC uses its default sampler (nutpie when installed and compatible).
+    chains, tune, draws, target_accept, seed
+        Sampler settings; ``seed`` fixes every random choice.
+    init : dict, optional
+        A starting point on the constrained scale, e.g. the online posterior means:
+        ``{"lambda": (L,), "eta": (W, K)}`` (COUPLE) or ``(W,)``/``(W, 2)`` (CrowdBT: the
+        accuracy, or Beta ``(a, b)`` from which the mean is taken). Every chain starts there
+        (PyMC adds its usual jitter).
+    progress : bool
+        Show a progress bar.
+    precision : {"float64", "float32"}
+        NumPyro only; float32 roughly halves the gradient time at large scale
+        (``bench/bench_nuts.py``). PyMC always uses float64.
+    chain_method : {"parallel", "vectorized", "sequential"}, optional
+        NumPyro only; default ``"parallel"`` when there are enough host devices.
+    pointwise : bool, optional
+        Store the per-ranking log-likelihood; default: only below
+        :data:`POINTWISE_LIMIT` stored values.
+
+    Returns
+    -------
+    NutsResult
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+    if chains < 1 or draws < 1 or tune < 0:
+        raise ValueError("need chains >= 1, draws >= 1 and tune >= 0")
+    if not 0 < target_accept < 1:
+        raise ValueError("target_accept must be in (0, 1)")
+    if precision not in ("float64", "float32"):
+        raise ValueError("precision must be 'float64' or 'float32'")
+    inputs = model_inputs(model, data, priors)
+    init_values = None if init is None else _check_init(init, inputs)
+    if pointwise is None:
+        pointwise = chains * draws * inputs.n_obs <= POINTWISE_LIMIT
+    t0 = time.perf_counter()
+    if backend == "numpyro":
+        post, stats, ll, timings = _run_numpyro(
+            inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
+            seed=seed, init=init_values, progress=progress, precision=precision,
+            chain_method=chain_method, pointwise=pointwise)
+    else:
+        from .nuts_pymc import run_pymc
+        post, stats, ll, timings = run_pymc(
+            inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
+            seed=seed, init=init_values, progress=progress, pointwise=pointwise)
+    timings["total"] = time.perf_counter() - t0
+    idata = to_datatree(inputs, data, priors, post, stats, ll, backend=backend,
+                        extra_attrs={"chains": chains, "tune": tune, "draws": draws,
+                                     "target_accept": target_accept, "seed": seed,
+                                     "precision": precision if backend == "numpyro"
+                                     else "float64",
+                                     "init": "given" if init is not None else "default"})
+    gate = check(idata)
+    return NutsResult(idata=idata, gate=gate, timings=timings)
+
+
+# ---------------------------------------------------------------- init
+def _check_init(init: dict, inputs: ModelInputs) -> dict:
+    """Validate a starting point and move it strictly inside the support."""
+    out = {}
+    lam = np.asarray(init.get("lambda"), float)
+    if lam.shape != (inputs.n_items,) or not np.all(np.isfinite(lam)):
+        raise ValueError(f"init['lambda'] must be {inputs.n_items} finite values, "
+                         f"got shape {lam.shape}")
+    out["lambda"] = lam
+    if inputs.model == "crowdbt" and init.get("eta") is not None:
+        eta = np.asarray(init["eta"], float)
+        if eta.ndim == 2 and eta.shape[1] == 2:  # Beta (a, b): start at the mean
+            eta = eta[:, 0] / eta.sum(axis=1)
+        if eta.shape != (inputs.n_workers,):
+            raise ValueError(f"init['eta'] for CrowdBT must be ({inputs.n_workers},) "
+                             f"or ({inputs.n_workers}, 2), got {eta.shape}")
+        out["eta"] = np.clip(eta, 1e-3, 1 - 1e-3)
+    elif inputs.model in ("couple", "couple-normalized") and init.get("eta") is not None:
+        eta = np.asarray(init["eta"], float)
+        if eta.ndim != 2 or eta.shape[0] != inputs.n_workers or eta.shape[1] < inputs.K:
+            raise ValueError(f"init['eta'] for COUPLE must be ({inputs.n_workers}, "
+                             f">={inputs.K}), got {eta.shape}")
+        eta = np.clip(eta[:, : inputs.K], 1e-6, None)  # keep the start off the boundary
+        out["eta"] = eta / eta.sum(axis=1, keepdims=True)
+    return out
+
+
+# ---------------------------------------------------------------- NumPyro
+def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, init, progress,
+                 precision, chain_method, pointwise):
+    import jax
+    from numpyro.infer import MCMC, NUTS, init_to_median, init_to_value
+
+    from models import numpyro_models as npm
+
+    if chain_method is None:
+        chain_method = ("parallel" if jax.local_device_count() >= chains else "vectorized")
+    timings = {}
+    with jax.enable_x64(precision == "float64"):
+        def prog():
+            return npm.model(inputs)
+
+        strategy = init_to_value(values=init) if init else init_to_median(num_samples=15)
+        kernel = NUTS(prog, target_accept_prob=target_accept, init_strategy=strategy)
+        timings.update(gradient_timing(inputs))
+        extra = ("diverging", "energy", "num_steps", "accept_prob", "adapt_state.step_size",
+                 "potential_energy")
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="There are not enough devices")
+            mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains,
+                        chain_method=chain_method, progress_bar=progress)
+        key = jax.random.PRNGKey(seed)
+        t = time.perf_counter()
+        mcmc.warmup(key, extra_fields=extra, collect_warmup=False)
+        timings["warmup"] = time.perf_counter() - t
+        t = time.perf_counter()
+        mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=extra)
+        timings["sampling"] = time.perf_counter() - t
+        samples = mcmc.get_samples(group_by_chain=True)
+        ex = mcmc.get_extra_fields(group_by_chain=True)
+        post = {k: np.asarray(v, float) for k, v in samples.items()}
+        n_steps = np.asarray(ex["num_steps"])
+        stats = {
+            "diverging": np.asarray(ex["diverging"], bool),
+            "energy": np.asarray(ex["energy"], float),
+            "lp": -np.asarray(ex["potential_energy"], float),
+            "n_steps": n_steps.astype(np.int64),
+            # Depth of the trajectory tree: a full tree of depth d has 2^d - 1 leapfrogs.
+            "tree_depth": np.ceil(np.log2(n_steps + 1.0)).astype(np.int64),
+            "acceptance_rate": np.asarray(ex["accept_prob"], float),
+            "step_size": np.asarray(ex["adapt_state.step_size"], float),
+        }
+        ll = None
+        if pointwise:
+            t = time.perf_counter()
+            ll = _numpyro_pointwise(inputs, samples)
+            timings["pointwise"] = time.perf_counter() - t
+    return post, stats, ll, timings
+
+
+def gradient_timing(inputs: ModelInputs, reps: int = 5) -> dict:
+    """Seconds to compile the potential+gradient and ms per call, at a fixed point.
+
+    The potential is built with :func:`numpyro.infer.util.potential_energy` on the
+    unconstrained scale and jitted as one program, as NUTS does internally; this is the
+    unit cost of a leapfrog step. (Measured separately: NUTS compiles its own copy.)
+    """
+    import jax
+    import jax.numpy as jnp
+    from numpyro.infer.util import potential_energy
+
+    from models import numpyro_models as npm
+
+    z = {"lambda": jnp.zeros(inputs.n_items)}
+    if inputs.model == "crowdbt":
+        z["eta"] = jnp.zeros(inputs.n_workers)
+    elif inputs.has_eta:
+        z["eta"] = jnp.zeros((inputs.n_workers, inputs.K - 1))  # stick-breaking: K - 1
+    vg = jax.jit(jax.value_and_grad(
+        lambda p: potential_energy(npm.model, (inputs,), {}, p)))
+    t = time.perf_counter()
+    jax.block_until_ready(vg(z))
+    compile_s = time.perf_counter() - t
+    t = time.perf_counter()
+    for _ in range(reps):
+        jax.block_until_ready(vg(z))
+    return {"compile": compile_s, "gradient_ms": 1e3 * (time.perf_counter() - t) / reps}
+
+
+def _numpyro_pointwise(inputs, samples, chunk: int = 256) -> np.ndarray:
+    """Per-ranking log-lik for every draw, ``(chain, draw, n_obs)``, in chunks of draws."""
+    import jax
+
+    from models import numpyro_models as npm
+
+    lam = samples["lambda"]
+    eta = samples.get("eta")
+    C, D = lam.shape[:2]
+    flat_lam = lam.reshape((C * D,) + lam.shape[2:])
+    flat_eta = None if eta is None else eta.reshape((C * D,) + eta.shape[2:])
+    if flat_eta is None:
+        fn = jax.jit(jax.vmap(lambda l_: npm.pointwise_loglik(inputs, l_)))
+    else:
+        fn = jax.jit(jax.vmap(lambda l_, e_: npm.pointwise_loglik(inputs, l_, e_)))
+    out = np.empty((C * D, inputs.n_obs))
+    for s in range(0, C * D, chunk):
+        args = (flat_lam[s:s + chunk],) if flat_eta is None else \
+            (flat_lam[s:s + chunk], flat_eta[s:s + chunk])
+        out[s:s + chunk] = np.asarray(fn(*args))
+    return out.reshape(C, D, inputs.n_obs)
+
+
+# ---------------------------------------------------------------- DataTree
+def to_datatree(inputs: ModelInputs, data: Rankings, priors: Priors, post: dict, stats: dict,
+                ll: np.ndarray | None, *, backend: str, extra_attrs: dict | None = None):
+    """Assemble the contract's DataTree from plain arrays (chain, draw, ...)."""
+    from arviz_base import from_dict
+
+    coords = {"item": list(data.items), "worker": list(data.workers),
+              "stage": list(range(1, inputs.K + 1)),
+              "ranking": list(range(data.n_rankings)),
+              "position": list(range(data.K))}
+    dims = {"lambda": ["item"], "order": ["ranking", "position"],
+            "ranking_worker": ["ranking"], "ranking_length": ["ranking"]}
+    posterior = {"lambda": post["lambda"]}
+    if "eta" in post:
+        posterior["eta"] = post["eta"]
+        dims["eta"] = ["worker", "stage"] if post["eta"].ndim == 4 else ["worker"]
+    groups = {
+        "posterior": posterior,
+        "sample_stats": stats,
+        # The observed rankings as item indices (best first, -1 padding); ids are the
+        # posterior's ``item``/``worker`` coordinates.
+        "observed_data": {"order": np.asarray(data.order.T, np.int64),
+                          "ranking_worker": np.asarray(data.worker, np.int64),
+                          "ranking_length": np.asarray(data.lengths, np.int64)},
+    }
+    if ll is not None:
+        groups["log_likelihood"] = {"rankings": ll}
+        dims_ll = {"rankings": ["ranking"]}
+    else:
+        dims_ll = {}
+    attrs = {"model": inputs.model, "backend": backend, "prior_spec": priors.spec,
+             "mu0": float(priors.mu0), "sigma0": float(priors.sigma0),
+             "n_rankings": int(data.n_rankings), "source": str(data.source),
+             "pointwise_loglik": int(ll is not None)}
+    if extra_attrs:
+        attrs.update({k: v for k, v in extra_attrs.items()})
+    dt = from_dict(groups, coords=coords, dims={**dims, **dims_ll})
+    dt.attrs.update(attrs)
+    return dt
+
+
+# ---------------------------------------------------------------- files
+def write_nuts(result: NutsResult, out_dir) -> dict:
+    """Write ``posterior.nc`` (the DataTree) and ``summary.csv`` (one row per parameter,
+    named by its real id) into ``out_dir``; returns the paths."""
+    import arviz_stats as azs
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    nc = out / "posterior.nc"
+    idata = result.idata
+    idata.attrs.update({f"gate_{k}": (v if not isinstance(v, list) else "; ".join(v))
+                        for k, v in result.gate.to_dict().items()})
+    idata.attrs["gate_trusted"] = int(result.gate.trusted)
+    idata.to_netcdf(nc, engine="h5netcdf")
+    summ = azs.summary(idata, round_to="none")
+    csv = out / "summary.csv"
+    summ.to_csv(csv, index_label="parameter")
+    return {"posterior": str(nc), "summary": str(csv)}
+
+
+def read_nuts(path):
+    """Read a ``posterior.nc`` written by :func:`write_nuts` back as a DataTree."""
+    import xarray as xr
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / "posterior.nc"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no NUTS posterior here")
+    return xr.open_datatree(path, engine="h5netcdf").load()
+
+

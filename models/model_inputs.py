@@ -1,0 +1,158 @@
+"""Padded NumPy arrays that the NumPyro and PyMC models consume (DESIGN.md §2).
+
+Both PPL routes read the *same* :class:`ModelInputs`, built once here from a
+:class:`~models.data.Rankings` and a :class:`~models.priors.Priors`, so that the two
+back-ends cannot disagree on the data or the prior. Everything is plain NumPy: importing
+this module pulls in neither JAX nor PyTensor.
+
+Layouts
+-------
+* PL, COUPLE, normalised COUPLE: the per-position layout ``index, mask`` of shape
+  ``(K, N)`` from :meth:`Rankings.positions` (one column per ranking).
+* BT, CrowdBT: the fully rank-broken pairs (seed 000, Lemma 1) as ``(2, P)`` with an
+  ``origin`` array mapping each pair to its source ranking, so that the pointwise
+  log-likelihood can be summed back to one value per *ranking* (LOO compares models on the
+  same observations).
+* Normalised COUPLE also needs, for every ranking length ``k >= 3``, the rankings of that
+  length and the ``k!`` permutations of positions, to sum Eq. 4 over all orderings of the
+  task (``k = 2`` is skipped: the two orderings' Eq. 4 values sum to exactly 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from itertools import permutations
+
+import numpy as np
+
+from .data import DataError, Rankings
+from .priors import Priors
+
+MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized")
+PAIRWISE = ("bt", "crowdbt")
+#: Normalised COUPLE enumerates ``k!`` orderings per ranking.
+MAX_K_NORMALIZED = 6
+
+
+@dataclass(frozen=True, eq=False)
+class PermGroup:
+    """Rankings of one length ``k`` with the ``k!`` position permutations.
+
+    ``rows`` index the source rankings; ``items`` ``(k, n_k)`` their items in reported
+    order; ``worker`` ``(n_k,)``; ``perms`` ``(P, k)`` with ``perms[0]`` the identity.
+    """
+
+    k: int
+    rows: np.ndarray
+    items: np.ndarray
+    worker: np.ndarray
+    perms: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class ModelInputs:
+    """Everything a PPL model needs, as arrays.
+
+    Attributes
+    ----------
+    model : str
+        One of :data:`MODELS`.
+    n_items, n_workers, n_obs : int
+        ``L``, ``W`` and the number of *source* rankings (pointwise log-lik length).
+    index, mask : ndarray, shape (K, M)
+        Gather-safe item indices and the real-position mask; ``M = N`` rankings, or the
+        number of rank-broken pairs (``K = 2``) for BT/CrowdBT.
+    worker : ndarray, shape (M,)
+    origin : ndarray, shape (M,)
+        Source ranking ``0..n_obs-1`` of each column.
+    alpha : ndarray or None
+        ``(W, K)`` Dirichlet concentrations (COUPLE), ``(W, 2)`` Beta ``(a, b)`` (CrowdBT),
+        ``None`` for PL/BT.
+    mu0, sigma0 : float
+        ``λ_r ~ Normal(mu0, sigma0)``.
+    groups : tuple of PermGroup
+        Normalised COUPLE only: one per ranking length ``k >= 3``.
+    """
+
+    model: str
+    n_items: int
+    n_workers: int
+    n_obs: int
+    index: np.ndarray
+    mask: np.ndarray
+    worker: np.ndarray
+    origin: np.ndarray
+    alpha: np.ndarray | None
+    mu0: float
+    sigma0: float
+    groups: tuple = ()
+
+    @property
+    def K(self) -> int:
+        return int(self.index.shape[0])
+
+    @property
+    def has_eta(self) -> bool:
+        return self.alpha is not None
+
+
+def model_inputs(model: str, data: Rankings, priors: Priors) -> ModelInputs:
+    """Build the arrays of ``model`` for ``data`` under ``priors``.
+
+    Worker priors are re-ordered to ``data.workers`` (:meth:`Priors.for_data`), which also
+    raises a :class:`DataError` when a worker has no prior or the prior is too short.
+    """
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; expected one of {MODELS}")
+    if data.n_rankings == 0:
+        raise DataError("no rankings to fit", data.source)
+    # A fresh origin 0..N-1: the pointwise log-lik is indexed by this data set's rankings,
+    # whatever subset history the container carries.
+    fresh = dataclasses.replace(data, origin=None)
+    alpha = None
+    if model == "crowdbt":
+        alpha = priors.for_data(data, K=2).beta()
+    elif model in ("couple", "couple-normalized"):
+        alpha = priors.for_data(data).alpha[:, : data.K].copy()
+    if model in PAIRWISE:
+        pairs = fresh.rank_break()
+        index, mask = pairs.positions()
+        worker, origin = pairs.worker, pairs.origin
+    else:
+        index, mask = fresh.positions()
+        worker, origin = fresh.worker, fresh.origin
+    groups = ()
+    if model == "couple-normalized":
+        if data.K > MAX_K_NORMALIZED:
+            raise DataError(f"normalised COUPLE enumerates k! orderings and supports "
+                            f"k <= {MAX_K_NORMALIZED}; the data have k = {data.K}", data.source)
+        groups = tuple(_perm_groups(fresh))
+    return ModelInputs(
+        model=model, n_items=data.n_items, n_workers=data.n_workers, n_obs=data.n_rankings,
+        index=np.ascontiguousarray(index, dtype=np.int32), mask=np.asarray(mask, bool),
+        worker=np.asarray(worker, np.int32), origin=np.asarray(origin, np.int64),
+        alpha=None if alpha is None else np.asarray(alpha, float),
+        mu0=float(priors.mu0), sigma0=float(priors.sigma0), groups=groups)
+
+
+def _perm_groups(data: Rankings) -> list[PermGroup]:
+    out = []
+    for k in sorted(set(data.lengths.tolist())):
+        if k < 3:
+            continue  # Z = 1 exactly for pairs
+        rows = np.flatnonzero(data.lengths == k)
+        out.append(PermGroup(
+            k=int(k), rows=rows, items=np.ascontiguousarray(data.order[:k, rows]),
+            worker=data.worker[rows].copy(),
+            perms=np.array(list(permutations(range(k))), dtype=np.int32)))
+    return out
+
+
+def eta_site_shape(inputs: ModelInputs) -> tuple[int, ...] | None:
+    """Shape of the ``eta`` parameter: ``(W, K)`` COUPLE, ``(W,)`` CrowdBT, ``None``."""
+    if inputs.model == "crowdbt":
+        return (inputs.n_workers,)
+    if inputs.model in ("couple", "couple-normalized"):
+        return (inputs.n_workers, inputs.K)
+    return None

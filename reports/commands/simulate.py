@@ -74,6 +74,12 @@ def run(args) -> int:
                      ("tasks", "tasks_per_worker"), ("kmax", "kmax")):
         if getattr(args, opt) is not None:
             base[key] = getattr(args, opt)
+    if pairwise and base["kmax"] != 2:
+        raise ValueError(f"{args.model} is a pairwise model: use --kmax 2 (k-ary data are "
+                         "rank-broken at fit time, not simulated)")
+    if not 2 <= base["kmax"] <= base["n_items"]:
+        raise ValueError(f"need 2 <= --kmax <= --items, got kmax={base['kmax']}, "
+                         f"items={base['n_items']}")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")

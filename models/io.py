@@ -1037,18 +1037,19 @@ def _with_source(data: Rankings, source: str, *notes: str) -> Rankings:
                     notes=tuple(data.notes) + notes)
 
 
-def read_data(spec: str | Path, fmt: str | None = None, truth: str | Path | None = None
-              ) -> tuple[Rankings, np.ndarray | None]:
+def read_data(spec: str | Path, fmt: str | None = None, truth: str | Path | None = None,
+              invalid: str = "error") -> tuple[Rankings, np.ndarray | None]:
     """A file path *or* a shared data set name (:data:`DATASETS`), with its truth.
 
     For a file, ``truth`` (a ``item,score`` CSV) is read if given; for a data set name its
-    own truth is used unless ``truth`` overrides it. The CLI uses this for ``FILE``.
+    own truth is used unless ``truth`` overrides it (and ``invalid`` does not apply: the
+    data sets' own defaults hold). The CLI uses this for ``FILE``.
     """
     p = Path(spec)
     if not p.exists() and str(spec) in DATASETS:
         data, t = load_dataset(str(spec))
     else:
-        data, t = read_rankings(p, fmt=fmt), None
+        data, t = read_rankings(p, fmt=fmt, invalid=invalid), None
     if truth is not None:
         t = read_truth(truth, data)
     return data, t

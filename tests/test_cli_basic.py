@@ -131,3 +131,14 @@ def test_summary_of_the_shared_sets_by_name(shared_datasets, name, capsys):
     assert cli.main(["data", "summary", name, "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["truth"]["pairwise_agreement"] > 0.5
+
+
+def test_summary_skip_invalid_counts_what_it_skips(tmp_path, capsys):
+    p = tmp_path / "r.csv"
+    p.write_text("worker,ranking\nu,a>b\nu,a>b>a\nv,b>c\n")
+    assert cli.main(["data", "summary", str(p)]) == 2
+    capsys.readouterr()
+    assert cli.main(["data", "summary", str(p), "--skip-invalid", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["rankings"] == 2 and any("skipped 1 invalid" in n and "line 3" in n
+                                      for n in s["notes"])

@@ -27,6 +27,9 @@ def register(sub) -> None:
     s.add_argument("--truth", default=None, help="ground-truth CSV item,score (higher = better)")
     s.add_argument("--format", dest="fmt", choices=FORMATS, default=None,
                    help="file format (default: detected from the extension and header)")
+    s.add_argument("--skip-invalid", action="store_true",
+                   help="skip (and count) rankings that name an item twice, have fewer than "
+                        "2 items or an empty id, instead of stopping at the first")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
     s.set_defaults(func=run_summary)
 
@@ -91,7 +94,8 @@ def format_summary(s: dict) -> str:
 def run_summary(args) -> int:
     from models.io import read_data
 
-    data, truth = read_data(args.file, fmt=args.fmt, truth=args.truth)
+    data, truth = read_data(args.file, fmt=args.fmt, truth=args.truth,
+                            invalid="skip" if args.skip_invalid else "error")
     s = summarize(data, truth)
     print(json.dumps(s, indent=2) if args.json else format_summary(s))
     return 0

@@ -14,3 +14,20 @@ def plain_sum(xs) -> float:
     for x in xs:
         acc += x
     return acc
+
+
+def ieee(xs) -> list:
+    """Cast to ``numpy.float64`` so that ``x / 0`` gives ``inf``/``nan`` (as the kernels,
+    compiled with numba's ``error_model="numpy"``, do) instead of raising: a broken moment
+    match must reach the guards, not crash the pass."""
+    import numpy as np
+    return [np.float64(x) for x in xs]
+
+
+def exp(x) -> float:
+    """``math.exp`` with IEEE overflow to ``inf`` (the same numbers as the kernels' exp)."""
+    import math
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf

@@ -20,8 +20,9 @@ k-ary data are fully rank-broken first (``Rankings.rank_break()``; seed 000, Lem
 
 from __future__ import annotations
 
-import math
+import numpy as np
 
+from .arith import exp, ieee
 from .guards import guard_finite, guard_positive
 
 
@@ -30,8 +31,15 @@ def pair_update(mu_w, mu_l, s2_w, s2_l, a, b, *, kappa=1e-4, kappa2=1e-4, counts
     """One reported pair ``w > l``: returns ``(μ_w, μ_l, σ_w², σ_l², a, b)``, guarded."""
     if counts is None:
         counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
+    with np.errstate(all="ignore"):
+        out = _pair(*ieee([mu_w, mu_l, s2_w, s2_l, a, b]), kappa, kappa2, counts, strict,
+                    where)
+    return tuple(float(x) for x in out)
+
+
+def _pair(mu_w, mu_l, s2_w, s2_l, a, b, kappa, kappa2, counts, strict, where):
     top = max(mu_w, mu_l)
-    ew, el = math.exp(mu_w - top), math.exp(mu_l - top)   # ratios are shift invariant
+    ew, el = exp(mu_w - top), exp(mu_l - top)   # ratios are shift invariant
     p = ew / (ew + el)
     d = ew + el
     c1 = p + 0.5 * (s2_w + s2_l) * ew * el * (el - ew) / (d * d * d)

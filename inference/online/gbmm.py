@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import math
 
-from .arith import plain_sum
+import numpy as np
+
+from .arith import exp, ieee, plain_sum
 from .guards import guard_finite, guard_positive
 
 TAYLOR = ("paper", "full", "plugin")
@@ -33,7 +35,7 @@ def softmax_shifted(mu_c):
     ``p = softmax(μ_c)`` is invariant to a common shift, and the shift keeps ``exp`` finite
     for any finite ``μ``."""
     top = max(mu_c)
-    e = [math.exp(x - top) for x in mu_c]
+    e = [exp(x - top) for x in mu_c]
     return e, plain_sum(e)
 
 
@@ -121,6 +123,12 @@ def stage_update(mu_c, s2_c, a, *, taylor="paper", score_alpha="updated", kappa=
     """One stage, steps 1–3, guarded: returns ``(μ_c', σ²_c', a')``."""
     if counts is None:
         counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
+    with np.errstate(all="ignore"):
+        return _stage(ieee(mu_c), ieee(s2_c), ieee(a), taylor, score_alpha, kappa, kappa2,
+                      counts, strict, where)
+
+
+def _stage(mu_c, s2_c, a, taylor, score_alpha, kappa, kappa2, counts, strict, where):
     R = expected_softmax(mu_c, s2_c, taylor, kappa2, counts)
     raw = alpha_update(a, R)
     a_new = [guard_positive(raw[t], a[t], "alpha", counts, strict, where)
@@ -136,7 +144,7 @@ def stage_update(mu_c, s2_c, a, *, taylor="paper", score_alpha="updated", kappa=
               for t in range(len(mu_c))]
     s2_new = [guard_positive(s2_raw[t], s2_c[t], "sigma2", counts, strict, where)
               for t in range(len(s2_c))]
-    return mu_new, s2_new, a_new
+    return [float(x) for x in mu_new], [float(x) for x in s2_new], [float(x) for x in a_new]
 
 
 def ranking_update(mu, sigma2, alpha_w, ranking, **opts):

@@ -29,7 +29,7 @@ TAYLOR_CODES = {"paper": 0, "full": 1, "plugin": 2}
 GAMMA_CODES = {"sigma/c": 0, "1/k": 1}               # anything else: a constant (code 2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _positive(new, old, counts, strict):
     """The guard of :func:`inference.online.guards.guard_positive`; returns (value, fail)."""
     if math.isfinite(new) and new >= FLOOR:
@@ -41,7 +41,7 @@ def _positive(new, old, counts, strict):
     return FLOOR, False
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, taylor,
                 score_prior, kappa, kappa2, strict, counts, err):
     """OnlineGBMM (seed 000, Algorithm 1): reverse stages, Eq. (9)-(12) per stage."""
@@ -164,7 +164,7 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def crowdbt_kernel(pairs, worker, seq, start, stop, mu, sigma2, ab, kappa, kappa2, strict,
                    counts, err):
     """CrowdBT online (Chen et al. 2013) over rank-broken pairs ``pairs[:, n] = (w, l)``."""
@@ -246,7 +246,7 @@ def crowdbt_kernel(pairs, worker, seq, start, stop, mu, sigma2, ab, kappa, kappa
     return -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _gamma(mode, const, s2i, c, k):
     if mode == 0:
         return math.sqrt(s2i) / c
@@ -255,7 +255,7 @@ def _gamma(mode, const, s2i, c, k):
     return const
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _write_back(pos, k, cand, mu, sigma2, mu_new, s2_new, s2, strict, counts, err):
     """Guards of the Weng–Lin updates, then the write; returns True on a strict failure."""
     for i in range(k):
@@ -279,7 +279,7 @@ def _write_back(pos, k, cand, mu, sigma2, mu_new, s2_new, s2, strict, counts, er
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def pl_kernel(order, lengths, seq, start, stop, mu, sigma2, beta, kappa, tau, gmode, gconst,
               strict, counts, err):
     """Weng–Lin OnlinePL (Algorithm 4), one player per team, openskill's conventions."""
@@ -335,7 +335,7 @@ def pl_kernel(order, lengths, seq, start, stop, mu, sigma2, beta, kappa, tau, gm
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def bt_kernel(order, lengths, seq, start, stop, mu, sigma2, beta, kappa, tau, gmode, gconst,
               strict, counts, err):
     """Weng–Lin OnlineBT with full pairing (Algorithm 1), openskill's BradleyTerryFull."""

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import math
 
-from .arith import plain_sum
+import numpy as np
+
+from .arith import exp, ieee, plain_sum
 from .guards import guard_finite, guard_positive
 
 GAMMAS = ("sigma/c", "1/k")
@@ -48,6 +50,13 @@ def gamma_value(gamma, sigma2_i: float, c: float, k: int) -> float:
 def pl_game(mu_g, s2_g, *, beta, kappa=1e-4, tau=0.0, gamma="sigma/c", counts=None,
             strict=False, where=""):
     """One ranking (items best first) under OnlinePL; returns new ``(μ, σ²)`` lists."""
+    with np.errstate(all="ignore"):
+        m2, v2 = _pl_game(ieee(mu_g), ieee(s2_g), beta, kappa, tau, gamma, counts, strict,
+                          where)
+    return [float(x) for x in m2], [float(x) for x in v2]
+
+
+def _pl_game(mu_g, s2_g, beta, kappa, tau, gamma, counts, strict, where):
     if counts is None:
         counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
     k = len(mu_g)
@@ -55,7 +64,7 @@ def pl_game(mu_g, s2_g, *, beta, kappa=1e-4, tau=0.0, gamma="sigma/c", counts=No
     c = math.sqrt(plain_sum(s + beta * beta for s in s2))
     top = max(mu_g)
     # e^{(μ − max)/c}: every p_iq is a ratio, so the shift only keeps exp finite
-    e = [math.exp((m - top) / c) for m in mu_g]
+    e = [exp((m - top) / c) for m in mu_g]
     S = [plain_sum(e[q:]) for q in range(k)]          # S_q: items ranked at q or below
     mu_new, s2_new = [], []
     for i in range(k):
@@ -79,6 +88,13 @@ def pl_game(mu_g, s2_g, *, beta, kappa=1e-4, tau=0.0, gamma="sigma/c", counts=No
 def bt_game(mu_g, s2_g, *, beta, kappa=1e-4, tau=0.0, gamma="sigma/c", counts=None,
             strict=False, where=""):
     """One ranking (items best first) under OnlineBT with full pairing."""
+    with np.errstate(all="ignore"):
+        m2, v2 = _bt_game(ieee(mu_g), ieee(s2_g), beta, kappa, tau, gamma, counts, strict,
+                          where)
+    return [float(x) for x in m2], [float(x) for x in v2]
+
+
+def _bt_game(mu_g, s2_g, beta, kappa, tau, gamma, counts, strict, where):
     if counts is None:
         counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
     k = len(mu_g)
@@ -90,7 +106,7 @@ def bt_game(mu_g, s2_g, *, beta, kappa=1e-4, tau=0.0, gamma="sigma/c", counts=No
             if q == i:
                 continue
             ciq = math.sqrt(s2[i] + s2[q] + 2.0 * beta * beta)
-            piq = 1.0 / (1.0 + math.exp((mu_g[q] - mu_g[i]) / ciq))
+            piq = 1.0 / (1.0 + exp((mu_g[q] - mu_g[i]) / ciq))
             s = 1.0 if q > i else 0.0            # best first: i beat every q after it
             omega += s2[i] / ciq * (s - piq)
             delta += gamma_value(gamma, s2[i], ciq, k) * (s2[i] / ciq) / ciq * piq * (1 - piq)

@@ -1,0 +1,145 @@
+"""Guards: extreme inputs give finite μ, positive σ² and α, with every clamp counted; strict
+mode turns a would-be clamp into an error naming the ranking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from inference.online import OnlineError, fit_online, kernels
+from inference.online.crowdbt import pair_update
+from inference.online.gbmm import stage_update
+from inference.online.state import CLAMP_KEYS
+from inference.online.wenglin import bt_game, pl_game
+from models.data import Rankings
+from models.priors import Priors
+
+mus = st.floats(-50, 50)
+s2s = st.floats(1e-8, 1e4)
+alphas = st.floats(1e-4, 1e7)
+
+
+def _zero():
+    return {k: 0 for k in CLAMP_KEYS}
+
+
+def _ok(values, positive):
+    arr = np.asarray(values, float)
+    return np.all(np.isfinite(arr)) and (not positive or np.all(arr > 0))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(2, 8).flatmap(lambda m: st.tuples(
+    st.lists(mus, min_size=m, max_size=m), st.lists(s2s, min_size=m, max_size=m),
+    st.lists(alphas, min_size=m, max_size=m))),
+    st.sampled_from(["paper", "full", "plugin"]), st.sampled_from(["updated", "prior"]))
+def test_gbmm_stage_extremes_finite_positive(args, taylor, score_alpha):
+    mu, s2, a = args
+    counts = _zero()
+    m2, v2, a2 = stage_update(mu, s2, a, taylor=taylor, score_alpha=score_alpha,
+                              counts=counts)
+    assert _ok(m2, False) and _ok(v2, True) and _ok(a2, True)
+    assert all(isinstance(v, int) and v >= 0 for v in counts.values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(mus, mus, s2s, s2s, alphas, alphas)
+def test_crowdbt_pair_extremes_finite_positive(mw, ml, sw, sl, a, b):
+    out = pair_update(mw, ml, sw, sl, a, b, counts=_zero())
+    assert _ok(out[:2], False) and _ok(out[2:], True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 10).flatmap(lambda m: st.tuples(
+    st.lists(mus, min_size=m, max_size=m), st.lists(s2s, min_size=m, max_size=m))),
+    st.sampled_from([pl_game, bt_game]))
+def test_weng_lin_extremes_finite_positive(args, game):
+    mu, s2 = args
+    m2, v2 = game(mu, s2, beta=0.5, counts=_zero())
+    assert _ok(m2, False) and _ok(v2, True)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**31 - 1), st.integers(2, 12), st.sampled_from(["couple", "crowdbt",
+                                                                          "pl", "bt"]))
+def test_long_and_short_rankings_through_kernels(seed, kmax, model):
+    """Whole passes with extreme prior states: finite, positive, counters consistent."""
+    rng = np.random.default_rng(seed)
+    L, W, N = 15, 3, 40
+    kmax = min(kmax, L)
+    ranks = [list(rng.choice(L, size=int(rng.integers(2, kmax + 1)), replace=False))
+             for _ in range(N)]
+    d = Rankings.from_lists([[str(i) for i in r] for r in ranks],
+                            [str(w) for w in rng.integers(0, W, N)],
+                            items=[str(i) for i in range(L)], worker_ids=["0", "1", "2"])
+    alpha = np.exp(rng.uniform(np.log(1e-4), np.log(1e7), (W, max(d.K, 2))))
+    pri = Priors(d.workers, alpha, mu0=float(rng.uniform(-50, 50)),
+                 sigma0=float(np.sqrt(np.exp(rng.uniform(np.log(1e-8), np.log(1e4))))))
+    post = fit_online(d, model, pri, progress=False)
+    assert _ok(post.mu, False) and _ok(post.sigma2, True)
+    if post.alpha is not None:
+        assert _ok(post.alpha, True)
+    assert set(post.clamped) == set(CLAMP_KEYS)
+
+
+def test_clamp_is_counted_and_strict_raises():
+    """α of 1e300: the moments of Eq. (9) overflow, so Eq. (10) cannot be evaluated."""
+    d = Rankings.from_lists([["a", "b", "c"], ["b", "c"]], ["w1", "w1"])
+    pri = Priors.explicit({"w1": [1e300, 1e300, 1.0]})
+    post = fit_online(d, "couple", pri, progress=False)
+    assert post.clamped["alpha"] > 0
+    assert np.all(np.isfinite(post.alpha)) and np.all(post.alpha > 0)
+    assert np.all(np.isfinite(post.mu)) and np.all(post.sigma2 > 0)
+    with pytest.raises(OnlineError, match=r"ranking \d+ \(worker 'w1'.*alpha"):
+        fit_online(d, "couple", pri, progress=False, strict=True)
+
+
+def test_strict_crowdbt_names_the_source_ranking():
+    d = Rankings.from_lists([["a", "b"], ["a", "b", "c"]], ["w1", "w2"])
+    pri = Priors.explicit({"w1": [1.0, 2.0], "w2": [1e300, 1e300]})
+    with pytest.raises(OnlineError, match=r"ranking 1 \(worker 'w2'"):
+        fit_online(d, "crowdbt", pri, progress=False, strict=True)
+    post = fit_online(d, "crowdbt", pri, progress=False)
+    assert post.clamped["alpha"] > 0
+
+
+def test_kernel_counts_kappa_floor():
+    """A huge variance drives the factor of Eq. (12) below κ: counted, σ² stays > 0."""
+    d = Rankings.from_lists([["a", "b"]] * 3, ["w"] * 3)
+    pri = Priors.explicit({"w": [50.0, 1.0]}, sigma0=100.0)
+    post = fit_online(d, "couple", pri, progress=False)
+    assert post.clamped["kappa"] > 0
+    assert np.all(post.sigma2 > 0)
+
+
+def test_kernel_module_has_one_kernel_per_method():
+    for name in ("gbmm_kernel", "crowdbt_kernel", "pl_kernel", "bt_kernel"):
+        assert callable(getattr(kernels, name))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 6).flatmap(lambda k: st.tuples(
+    st.lists(mus, min_size=k, max_size=k), st.lists(s2s, min_size=k, max_size=k),
+    st.lists(alphas, min_size=k, max_size=k))), st.sampled_from(["paper", "full", "plugin"]))
+def test_gbmm_kernel_equals_spec_at_extremes(args, taylor):
+    """Even where the guards bind, the kernel computes what the specification computes."""
+    from inference.online.gbmm import ranking_update
+    mu, s2, a = (np.array(x, float) for x in args)
+    k = len(mu)
+    order = np.arange(k, dtype=np.int64)[:, None]
+    m1, v1, a1 = mu.copy(), s2.copy(), a.copy()
+    c1 = _zero()
+    ranking_update(m1, v1, a1, list(range(k)), taylor=taylor, counts=c1)
+    m2, v2, a2 = mu.copy(), s2.copy(), a[None, :].copy()
+    counts, err = np.zeros(5, np.int64), np.zeros(3, np.int64)
+    rc = kernels.gbmm_kernel(order, np.array([k], np.int64), np.zeros(1, np.int64),
+                             np.zeros(1, np.int64), 0, 1, m2, v2, a2,
+                             kernels.TAYLOR_CODES[taylor], False, 1e-4, 1e-4, False, counts,
+                             err)
+    assert rc == -1
+    np.testing.assert_allclose(m2, m1, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(v2, v1, rtol=1e-12)
+    np.testing.assert_allclose(a2[0], a1, rtol=1e-12)
+    assert dict(zip(CLAMP_KEYS, counts.tolist())) == c1

@@ -1,0 +1,202 @@
+"""The NumPyro and PyMC models against the NumPy reference (no sampling here).
+
+The reference is ``models.likelihood`` (one ranking, one stage at a time) plus the log
+prior from ``scipy.stats``; both PPL densities are compared on the *constrained* scale
+(no Jacobian), at random parameter points, for every model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import inference.nuts  # noqa: F401  (sets the XLA host-device flag before JAX starts)
+from models.data import Rankings
+from models.likelihood import MODELS, loglik, loglik_pointwise
+from models.model_inputs import model_inputs
+from models.priors import Priors
+from models.simulate import simulate
+
+jax = pytest.importorskip("jax")
+numpyro = pytest.importorskip("numpyro")
+
+
+@pytest.fixture(scope="module")
+def data() -> Rankings:
+    # k = 2..4 mixed, so padding, dead stages and the k! normaliser are all exercised
+    return simulate("couple", n_items=9, n_workers=3, tasks_per_worker=12, kmax=4,
+                    seed=11).rankings
+
+
+@pytest.fixture(scope="module")
+def priors(data) -> Priors:
+    # unequal, non-geometric worker priors so that a row mix-up would show
+    rng = np.random.default_rng(5)
+    return Priors(data.workers, rng.uniform(0.3, 4.0, size=(data.n_workers, data.K)),
+                  mu0=0.3, sigma0=1.4, spec="test")
+
+
+def random_point(model, data, priors, seed):
+    """A random constrained point and the reference log joint at it."""
+    rng = np.random.default_rng(seed)
+    lam = rng.normal(0, 1.5, size=data.n_items)
+    ref = stats.norm.logpdf(lam, priors.mu0, priors.sigma0).sum()
+    params = {"lambda": lam}
+    eta = None
+    if model == "crowdbt":
+        eta = rng.uniform(0.05, 0.95, size=data.n_workers)
+        ab = priors.beta()
+        ref += stats.beta.logpdf(eta, ab[:, 0], ab[:, 1]).sum()
+    elif model.startswith("couple"):
+        eta = rng.dirichlet(np.full(data.K, 2.0), size=data.n_workers)
+        ref += sum(stats.dirichlet.logpdf(eta[w], priors.alpha[w, : data.K])
+                   for w in range(data.n_workers))
+    if eta is not None:
+        params["eta"] = eta
+    ref += loglik(model, data, lam, eta)
+    return params, float(ref), eta
+
+
+# ---------------------------------------------------------------- NumPyro
+@pytest.mark.parametrize("model", MODELS)
+def test_numpyro_log_density_matches_reference(model, data, priors):
+    from numpyro.infer.util import log_density
+
+    from models import numpyro_models as npm
+
+    inp = model_inputs(model, data, priors)
+    with jax.enable_x64(True):
+        # jitted: one compile instead of one per eager op
+        dens = jax.jit(lambda p: log_density(npm.model, (inp,), {}, p)[0])
+        for seed in (0, 1):
+            params, ref, _ = random_point(model, data, priors, seed)
+            assert float(dens(params)) == pytest.approx(ref, rel=1e-10, abs=1e-9)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_numpyro_pointwise_matches_reference(model, data, priors):
+    from models import numpyro_models as npm
+
+    inp = model_inputs(model, data, priors)
+    with jax.enable_x64(True):
+        params, _, eta = random_point(model, data, priors, 3)
+        got = np.asarray(jax.jit(lambda l_, e_: npm.pointwise_loglik(inp, l_, e_))(
+            params["lambda"], params.get("eta")))
+    want = loglik_pointwise(model, data, params["lambda"], eta)
+    assert got.shape == (data.n_rankings,)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_numpyro_float32_close_to_reference(data, priors):
+    """The float32 path (used for speed at scale) stays within single precision."""
+    from models import numpyro_models as npm
+
+    inp = model_inputs("couple", data, priors)
+    params, _, eta = random_point("couple", data, priors, 4)
+    with jax.enable_x64(False):
+        got = np.asarray(npm.pointwise_loglik(
+            inp, jax.numpy.asarray(params["lambda"], "float32"),
+            jax.numpy.asarray(eta, "float32")))
+    assert got.dtype == np.float32
+    want = loglik_pointwise("couple", data, params["lambda"], eta)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_numpyro_couple_with_e1_is_pl(data, priors):
+    """η_w = (1, 0, …, 0) reduces COUPLE to PL exactly (DESIGN.md §2), zeros included."""
+    from models import numpyro_models as npm
+
+    inp_c = model_inputs("couple", data, priors)
+    inp_p = model_inputs("pl", data, priors)
+    lam = np.random.default_rng(9).normal(size=data.n_items)
+    e1 = np.zeros((data.n_workers, data.K))
+    e1[:, 0] = 1.0
+    with jax.enable_x64(True):
+        c = np.asarray(npm.pointwise_loglik(inp_c, lam, e1))
+        p = np.asarray(npm.pointwise_loglik(inp_p, lam))
+        g = jax.grad(lambda l_: npm.pointwise_loglik(inp_c, l_, e1).sum())(lam)
+    np.testing.assert_allclose(c, p, rtol=1e-12, atol=1e-12)
+    assert np.all(np.isfinite(np.asarray(g)))
+
+
+def test_numpyro_couple_on_pairs_equals_crowdbt(priors):
+    """k = 2: COUPLE with ``Dir(α1, α2)`` is CrowdBT with ``Beta(α1, α2)`` — log joint equal."""
+    from numpyro.infer.util import log_density
+
+    from models import numpyro_models as npm
+
+    pairs = simulate("crowdbt", n_items=7, n_workers=3, tasks_per_worker=15, seed=2).rankings
+    pr = Priors(pairs.workers, priors.alpha[:, :2], priors.mu0, priors.sigma0, "test")
+    rng = np.random.default_rng(1)
+    lam = rng.normal(size=pairs.n_items)
+    acc = rng.uniform(0.1, 0.9, size=pairs.n_workers)
+    with jax.enable_x64(True):
+        a, _ = log_density(npm.model, (model_inputs("crowdbt", pairs, pr),), {},
+                           {"lambda": lam, "eta": acc})
+        b, _ = log_density(npm.model, (model_inputs("couple", pairs, pr),), {},
+                           {"lambda": lam, "eta": np.stack([acc, 1 - acc], axis=1)})
+    assert float(a) == pytest.approx(float(b), rel=1e-12)
+
+
+def test_numpyro_gradient_matches_finite_differences(data, priors):
+    """Autodiff through the masked logsumexp stage mixture is correct (no -inf leaks)."""
+    from models import numpyro_models as npm
+
+    inp = model_inputs("couple-normalized", data, priors)
+    params, _, eta = random_point("couple-normalized", data, priors, 6)
+    lam = params["lambda"]
+    with jax.enable_x64(True):
+        g = np.asarray(jax.jit(jax.grad(
+            lambda l_: npm.pointwise_loglik(inp, l_, eta).sum()))(lam))
+    h = 1e-6
+    for r in range(data.n_items):
+        e = np.zeros_like(lam)
+        e[r] = h
+        fd = (loglik("couple-normalized", data, lam + e, eta)
+              - loglik("couple-normalized", data, lam - e, eta)) / (2 * h)
+        assert g[r] == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+
+# ---------------------------------------------------------------- PyMC
+@pytest.mark.parametrize("model", MODELS)
+def test_pymc_log_density_matches_reference(model, data, priors):
+    pytest.importorskip("pymc")
+    from pymc.model.transform.conditioning import remove_value_transforms
+
+    from models import pymc_models as pmm
+
+    inp = model_inputs(model, data, priors)
+    m = remove_value_transforms(pmm.build_model(inp, data.items, data.workers))
+    # the Python linker compiles in a fraction of numba's time; values are identical
+    logp = m.compile_logp(jacobian=False, mode="FAST_COMPILE")
+    for seed in (0, 1):
+        params, ref, _ = random_point(model, data, priors, seed)
+        assert float(logp(params)) == pytest.approx(ref, rel=1e-10, abs=1e-9)
+
+
+@pytest.mark.parametrize("model", ["crowdbt", "couple-normalized"])
+def test_pymc_pointwise_matches_reference(model, data, priors):
+    pytest.importorskip("pymc")
+    import pytensor
+    import pytensor.tensor as pt
+
+    from models import pymc_models as pmm
+
+    inp = model_inputs(model, data, priors)
+    lam = pt.dvector("lam")
+    eta = pt.dvector("eta") if model == "crowdbt" else pt.dmatrix("eta")
+    fn = pytensor.function([lam, eta], pmm.pointwise_loglik(inp, lam, eta),
+                           mode="FAST_COMPILE")
+    params, _, e = random_point(model, data, priors, 2)
+    np.testing.assert_allclose(fn(params["lambda"], e),
+                               loglik_pointwise(model, data, params["lambda"], e),
+                               rtol=1e-10, atol=1e-10)
+
+
+def test_model_inputs_reject_missing_worker_prior(data):
+    from models.data import DataError
+
+    pr = Priors(data.workers[:-1], np.ones((data.n_workers - 1, data.K)))
+    with pytest.raises(DataError, match="no worker prior"):
+        model_inputs("couple", data, pr)

@@ -446,3 +446,30 @@ def test_unknown_dataset_and_missing_root(tmp_path):
         load_dataset("sushi")
     with pytest.raises(FileNotFoundError, match="CROWDRANK_DATASETS"):
         load_dataset("readlevel", root=tmp_path)
+
+
+@pytest.mark.parametrize("text", [
+    "worker,ranking,task\nu, a > b >c ,t1\nv,c>a,t2\nu,b>d>a>c,t3\n",
+    "ranking,worker\nx>y,w\ny>z>x,v\n",
+])
+def test_fast_and_careful_readers_agree(tmp_path, text):
+    p = put(tmp_path, "r.csv", text)
+    a, b = read_rankings(p), read_rankings(p, fast=False)
+    assert a.items == b.items and a.workers == b.workers and a.notes == b.notes
+    for f in ("order", "lengths", "worker", "origin"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+    assert (a.task is None) == (b.task is None)
+    if a.task is not None:
+        assert list(a.task) == list(b.task)
+
+
+def test_fast_reader_agrees_on_simulated_data_and_fixed_universe(tmp_path):
+    sim = simulate("couple", n_items=40, n_workers=7, tasks_per_worker=30, seed=9)
+    p = write_rankings(sim.rankings, tmp_path / "r.csv")
+    universe = list(reversed(sim.rankings.items))
+    for kw in ({}, {"items": universe}):
+        a, b = read_rankings(p, **kw), read_rankings(p, fast=False, **kw)
+        assert a.items == b.items and a.workers == b.workers
+        np.testing.assert_array_equal(a.order, b.order)
+        np.testing.assert_array_equal(a.worker, b.worker)
+        assert list(a.task) == list(b.task)

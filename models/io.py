@@ -625,6 +625,8 @@ def _fast_rankings_csv(path: Path, items, worker_ids) -> Rankings | None:
     cols = [str(c).strip().lower() for c in df.columns]
     if sorted(cols) not in (["ranking", "worker"], ["ranking", "task", "worker"]) or not len(df):
         return None
+    if df.isna().to_numpy().any():
+        return None
     df.columns = cols
     rk = df["ranking"].astype(str)
     if rk.str.contains("=", regex=False).any():

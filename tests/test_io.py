@@ -109,6 +109,8 @@ def test_unrecognised_header_and_empty_file(tmp_path):
 
 def test_empty_task_id_is_an_error(tmp_path):
     bad(put(tmp_path, "t.csv", "worker,ranking,task\nu,a>b,\n"), "empty task id", 2)
+    bad(put(tmp_path, "u.csv", "worker,ranking,task\nv,b>a,t\nu,a>b\n"),
+        "malformed line: expected 3 fields", 3)
 
 
 def test_fixed_universe(tmp_path):

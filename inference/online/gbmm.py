@@ -50,7 +50,8 @@ def expected_softmax(mu_c, s2_c, taylor="paper", kappa2=1e-4, counts=None):
     floor was active.
     """
     e, psi = softmax_shifted(mu_c)
-    p = [x / psi for x in e]
+    inv_psi = 1.0 / psi
+    p = [x * inv_psi for x in e]
     m = len(p)
     if taylor == "paper":
         sp = plain_sum(s2_c[j] * p[j] for j in range(m))
@@ -68,8 +69,8 @@ def expected_softmax(mu_c, s2_c, taylor="paper", kappa2=1e-4, counts=None):
     if counts is not None and any(r < kappa2 for r in R):
         counts["kappa2"] += 1
     R = [max(r, kappa2) for r in R]
-    Z = plain_sum(R)
-    return [r / Z for r in R]
+    inv_Z = 1.0 / plain_sum(R)
+    return [r * inv_Z for r in R]
 
 
 def dirichlet_moments(a, R):
@@ -80,9 +81,10 @@ def dirichlet_moments(a, R):
     S = plain_sum(a)
     Ra = plain_sum(R[v] * a[v] for v in range(len(a)))
     Rbar = Ra / S
-    E1 = [a[t] * (Ra + R[t]) / (Rbar * (S + 1.0) * S) for t in range(len(a))]
-    E2 = [a[t] * (a[t] + 1.0) * (Ra + 2.0 * R[t]) / (Rbar * (S + 2.0) * (S + 1.0) * S)
-          for t in range(len(a))]
+    d1 = 1.0 / (Rbar * (S + 1.0) * S)              # the denominators do not depend on t
+    d2 = 1.0 / (Rbar * (S + 2.0) * (S + 1.0) * S)
+    E1 = [a[t] * (Ra + R[t]) * d1 for t in range(len(a))]
+    E2 = [a[t] * (a[t] + 1.0) * (Ra + 2.0 * R[t]) * d2 for t in range(len(a))]
     return E1, E2
 
 
@@ -107,11 +109,12 @@ def score_update(mu_c, s2_c, a, kappa=1e-4, counts=None):
     e, psi = softmax_shifted(mu_c)
     m = len(e)
     Psi = plain_sum(a[t] * e[t] for t in range(m))
+    u, v = 1.0 / Psi, 1.0 / psi                    # one division each per stage
     mu_new, s2_new = [], []
     for t in range(m):
         ae = a[t] * e[t]
-        mu_new.append(mu_c[t] + s2_c[t] * (ae / Psi - e[t] / psi))
-        factor = 1.0 + s2_c[t] * (ae * (Psi - ae) / (Psi * Psi) - e[t] * (psi - e[t]) / (psi * psi))
+        mu_new.append(mu_c[t] + s2_c[t] * (ae * u - e[t] * v))
+        factor = 1.0 + s2_c[t] * (ae * (Psi - ae) * u * u - e[t] * (psi - e[t]) * v * v)
         if counts is not None and factor < kappa:
             counts["kappa"] += 1
         s2_new.append(s2_c[t] * max(factor, kappa))

@@ -73,8 +73,9 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
             for t in range(m):
                 e[t] = math.exp(mu_c[t] - top)
                 psi += e[t]
+            inv_psi = 1.0 / psi
             for t in range(m):
-                p[t] = e[t] / psi
+                p[t] = e[t] * inv_psi
             # step 1: R_t ~ E[softmax], appendix 1.1.2, then the kappa2 guard
             if taylor == 0:
                 sp = 0.0
@@ -102,8 +103,9 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
                 Z += R[t]
             if floored:
                 counts[_KAPPA2] += 1
+            inv_Z = 1.0 / Z
             for t in range(m):
-                R[t] = R[t] / Z
+                R[t] = R[t] * inv_Z
             # step 2: Eq. (9a), (9b), (10)
             S = 0.0
             for t in range(m):
@@ -112,16 +114,19 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
             for v in range(m):
                 Ra += R[v] * a[v]
             Rbar = Ra / S
+            d1 = 1.0 / (Rbar * (S + 1.0) * S)
+            d2 = 1.0 / (Rbar * (S + 2.0) * (S + 1.0) * S)
             for t in range(m):
-                E1 = a[t] * (Ra + R[t]) / (Rbar * (S + 1.0) * S)
-                E2 = a[t] * (a[t] + 1.0) * (Ra + 2.0 * R[t]) / (Rbar * (S + 2.0) * (S + 1.0) * S)
-                val, fail = _positive((E1 - E2) * E1 / (E2 - E1 * E1), a[t], counts, strict)
+                E1 = a[t] * (Ra + R[t]) * d1
+                E2 = a[t] * (a[t] + 1.0) * (Ra + 2.0 * R[t]) * d2
+                raw = (E1 - E2) * E1 / (E2 - E1 * E1)
+                val, fail = _positive(raw, a[t], counts, strict)
                 if fail:
                     err[0] = pos
                     err[1] = 1
                     err[2] = s + 1
                     return pos
-                if val != (E1 - E2) * E1 / (E2 - E1 * E1):
+                if val != raw:
                     counts[_A] += 1
                 a_new[t] = val
             # step 3: Eq. (11), (12) with the updated (default) or the prior alpha
@@ -132,12 +137,13 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
             else:
                 for t in range(m):
                     Psi += a_new[t] * e[t]
+            u = 1.0 / Psi
             for t in range(m):
                 at = a[t] if score_prior else a_new[t]
                 ae = at * e[t]
-                mnew = mu_c[t] + s2_c[t] * (ae / Psi - e[t] / psi)
-                factor = 1.0 + s2_c[t] * (ae * (Psi - ae) / (Psi * Psi)
-                                          - e[t] * (psi - e[t]) / (psi * psi))
+                mnew = mu_c[t] + s2_c[t] * (ae * u - e[t] * inv_psi)
+                factor = 1.0 + s2_c[t] * (ae * (Psi - ae) * u * u
+                                          - e[t] * (psi - e[t]) * inv_psi * inv_psi)
                 if factor < kappa:
                     counts[_KAPPA] += 1
                 snew = s2_c[t] * max(factor, kappa)

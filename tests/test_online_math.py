@@ -19,8 +19,13 @@ from scipy import integrate, special, stats
 
 from inference.online import fit_online
 from inference.online.crowdbt import pair_update
-from inference.online.gbmm import (alpha_update, dirichlet_moments, expected_softmax,
-                                   score_update, stage_update)
+from inference.online.gbmm import (
+    alpha_update,
+    dirichlet_moments,
+    expected_softmax,
+    score_update,
+    stage_update,
+)
 from models.data import Rankings
 from models.priors import Priors
 from models.simulate import simulate
@@ -124,9 +129,9 @@ def test_full_taylor_is_second_order_and_paper_formula_is_not():
     for h in (0.02, 0.01):
         s2 = base * h
         exact = _exact_expected_softmax(mu, s2)
-        for v in err:
-            err[v].append(np.max(np.abs(np.array(expected_softmax(list(mu), list(s2), v, 0.0))
-                                        - exact)))
+        for v, errs in err.items():
+            errs.append(np.max(np.abs(np.array(expected_softmax(list(mu), list(s2), v, 0.0))
+                                      - exact)))
     # halving σ² divides an O(σ⁴) error by ~4 and an O(σ²) error by ~2
     assert 3.3 < err["full"][0] / err["full"][1] < 4.7
     assert 1.6 < err["paper"][0] / err["paper"][1] < 2.4

@@ -12,9 +12,9 @@ import pytest
 
 openskill = pytest.importorskip("openskill.models")
 
-from inference.online import fit_online  # noqa: E402
-from models.data import Rankings  # noqa: E402
-from models.priors import Priors  # noqa: E402
+from inference.online import fit_online
+from models.data import Rankings
+from models.priors import Priors
 
 
 def _random_rankings(seed, n=2500, L=40, kmax=6):
@@ -38,9 +38,9 @@ def _openskill_pass(model, data):
 
 @pytest.mark.parametrize("name,cls", [("pl", "PlackettLuce"), ("bt", "BradleyTerryFull")])
 @pytest.mark.parametrize("params", [
-    dict(beta=0.5, kappa=1e-4, tau=0.0, gamma="sigma/c"),     # the defaults, tau = 0
-    dict(beta=1.3, kappa=0.05, tau=0.0, gamma="1/k"),
-    dict(beta=0.25, kappa=1e-4, tau=0.02, gamma="sigma/c"),
+    {"beta": 0.5, "kappa": 1e-4, "tau": 0.0, "gamma": "sigma/c"},     # the defaults, tau = 0
+    {"beta": 1.3, "kappa": 0.05, "tau": 0.0, "gamma": "1/k"},
+    {"beta": 0.25, "kappa": 1e-4, "tau": 0.02, "gamma": "sigma/c"},
 ])
 def test_weng_lin_equals_openskill(name, cls, params):
     data = _random_rankings(seed=len(name) + int(params["beta"] * 10))

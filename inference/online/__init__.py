@@ -9,4 +9,4 @@ specification; :mod:`.kernels` are their numba transcriptions.
 from .api import fit_online, fit_online_stream
 from .state import OnlineError, OnlinePosterior
 
-__all__ = ["fit_online", "fit_online_stream", "OnlinePosterior", "OnlineError"]
+__all__ = ["OnlineError", "OnlinePosterior", "fit_online", "fit_online_stream"]

@@ -15,7 +15,7 @@ processing the next ``n2`` gives the same numbers, bit for bit, as one pass over
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -23,9 +23,9 @@ from models.data import DataError, Rankings
 from models.priors import Priors
 
 from . import kernels
+from .gbmm import SCORE_ALPHA, TAYLOR
 from .guards import CODES
 from .state import CLAMP_KEYS, OnlineError, OnlinePosterior
-from .gbmm import SCORE_ALPHA, TAYLOR
 
 #: Rankings per kernel call; the progress bar advances between calls.
 BLOCK = 1 << 16

@@ -19,8 +19,6 @@ ranking the state carries over. Plain Python floats and lists, one formula per l
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .arith import exp, ieee, plain_sum

@@ -67,8 +67,7 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
                 mu_c[t] = mu[r]
                 s2_c[t] = sigma2[r]
                 a[t] = alpha[w, t]
-                if mu_c[t] > top:
-                    top = mu_c[t]
+                top = max(top, mu_c[t])
             psi = 0.0
             for t in range(m):
                 e[t] = math.exp(mu_c[t] - top)
@@ -308,8 +307,7 @@ def pl_kernel(order, lengths, seq, start, stop, mu, sigma2, beta, kappa, tau, gm
             mu_g[t] = mu[r]
             s2[t] = sigma2[r] + tau * tau
             csum += s2[t] + beta * beta
-            if mu_g[t] > top:
-                top = mu_g[t]
+            top = max(top, mu_g[t])
         c = math.sqrt(csum)
         for t in range(k):
             e[t] = math.exp((mu_g[t] - top) / c)

@@ -93,7 +93,7 @@ class OnlinePosterior:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_priors(cls, model: str, items, priors: Priors, workers=None, K: int | None = None,
-                    options: dict | None = None) -> "OnlinePosterior":
+                    options: dict | None = None) -> OnlinePosterior:
         """The prior state: ``μ = mu0``, ``σ² = sigma0²`` for every item; workers' ``α``
         from ``priors.alpha`` (COUPLE, first ``K`` entries) or ``priors.beta()`` (CrowdBT)."""
         if model not in ALGORITHMS:
@@ -126,7 +126,7 @@ class OnlinePosterior:
         opts.update(options or {})
         return cls(model, ALGORITHMS[model], opts, items, mu, sigma2, wk, alpha)
 
-    def copy(self) -> "OnlinePosterior":
+    def copy(self) -> OnlinePosterior:
         return OnlinePosterior(
             self.model, self.algorithm, json.loads(json.dumps(self.options)), list(self.items),
             self.mu.copy(), self.sigma2.copy(), list(self.workers),
@@ -134,7 +134,7 @@ class OnlinePosterior:
             dict(self.clamped), float(self.seconds))
 
     # ------------------------------------------------------------------ id alignment
-    def extend(self, items=(), workers=(), priors: Priors | None = None) -> "OnlinePosterior":
+    def extend(self, items=(), workers=(), priors: Priors | None = None) -> OnlinePosterior:
         """Add unseen items (prior ``N(mu0, sigma0²)``) and workers (their prior ``α``) in
         place, so that a resumed run can read data with new ids. Returns ``self``."""
         known = set(self.items)
@@ -210,7 +210,7 @@ class OnlinePosterior:
         }
 
     @classmethod
-    def from_dict(cls, d: dict, source: str = "<state>") -> "OnlinePosterior":
+    def from_dict(cls, d: dict, source: str = "<state>") -> OnlinePosterior:
         for key in ("model", "items", "workers", "n_rankings"):
             if key not in d:
                 raise DataError(f"not an online posterior: missing {key!r}", source)
@@ -251,7 +251,7 @@ class OnlinePosterior:
         return atomic_write_json(self.to_dict(), path)
 
     @classmethod
-    def from_json(cls, path: str | Path) -> "OnlinePosterior":
+    def from_json(cls, path: str | Path) -> OnlinePosterior:
         path = Path(path)
         try:
             d = json.loads(path.read_text())

@@ -294,24 +294,23 @@ class Rankings:
         """Whether the comparison graph (items linked when ranked together) is connected.
 
         Only items that appear at least once count; items never ranked are reported by
-        :func:`summary` separately.
+        :func:`summary` separately. Linking each ranking's first item to the others gives
+        the same components as all pairs, with ``K - 1`` edges per ranking.
         """
-        parent = np.arange(self.n_items)
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
 
-        def find(x):
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
+        src, dst = [], []
         for p in range(1, self.K):
             sel = self.lengths > p
-            for a, b in zip(self.order[0, sel], self.order[p, sel]):
-                ra, rb = find(a), find(b)
-                if ra != rb:
-                    parent[ra] = rb
-        seen = np.flatnonzero(self.appearances_per_item() > 0)
-        return len({find(i) for i in seen}) <= 1
+            src.append(self.order[0, sel])
+            dst.append(self.order[p, sel])
+        src = np.concatenate(src) if src else np.zeros(0, np.int32)
+        dst = np.concatenate(dst) if dst else np.zeros(0, np.int32)
+        graph = coo_matrix((np.ones(len(src)), (src, dst)), shape=(self.n_items,) * 2)
+        _, labels = connected_components(graph, directed=False)
+        seen = self.appearances_per_item() > 0
+        return len(np.unique(labels[seen])) <= 1
 
     def summary(self) -> dict:
         """Plain-dict facts for ``crowdrank data summary`` and reports."""

@@ -21,7 +21,8 @@ def register(sub) -> None:
         description="Fit one model to a rankings file, by NUTS (NumPyro or PyMC) or by the "
                     "hand-written online update, and write the posterior to --out.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("data", help="rankings file (rankings CSV, pairwise CSV, PrefLib, ...)")
+    p.add_argument("data", help="rankings file (rankings CSV, pairwise CSV, PrefLib, ...) or "
+                                "a shared data set name (babyface, readlevel, ...)")
     p.add_argument("--model", choices=MODELS, default="couple")
     p.add_argument("--method", choices=("nuts", "online"), default="online")
     p.add_argument("--out", required=True, help="output folder")
@@ -72,9 +73,9 @@ def load_priors(args, data) -> Priors:
 
 
 def run(args) -> int:
-    from models.io import read_rankings
+    from models.io import read_data
 
-    data = read_rankings(args.data)
+    data, _ = read_data(args.data)
     priors = load_priors(args, data)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     if args.method == "nuts":

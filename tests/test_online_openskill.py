@@ -58,3 +58,16 @@ def test_weng_lin_equals_openskill(name, cls, params):
     np.testing.assert_allclose(post.sigma2, s2_os, rtol=1e-9)
     # not vacuous: the pass moved every ranked item
     assert np.all(np.abs(post.mu - mu0) > 1e-6)
+
+
+def test_online_bt_pairs_equals_openskill_on_rank_broken_pairs():
+    """``bt_breaking="pairs"``: each ranking's pairs as 2-player games, one after another."""
+    data = _random_rankings(seed=9, n=600, kmax=5)
+    model = openskill.BradleyTerryFull(mu=0.0, sigma=1.0, beta=0.5, kappa=1e-4, tau=0.0)
+    mu_os, s2_os = _openskill_pass(model, data.rank_break())
+    post = fit_online(data, "bt", Priors.geometric(["w"], 2), bt_breaking="pairs",
+                      progress=False)
+    np.testing.assert_allclose(post.mu, mu_os, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(post.sigma2, s2_os, rtol=1e-9)
+    game = fit_online(data, "bt", Priors.geometric(["w"], 2), progress=False)
+    assert np.max(np.abs(game.mu - post.mu)) > 1e-3     # the two breakings differ

@@ -87,6 +87,11 @@ def _reindex(ids_from, ids_to, what: str) -> np.ndarray:
     return np.array([pos[str(k)] for k in ids_to], dtype=int)
 
 
+def align(values, ids_from, ids_to, what: str = "item(s)") -> np.ndarray:
+    """``values`` given in ``ids_from`` order, returned in ``ids_to`` order (by id)."""
+    return np.asarray(values)[_reindex(ids_from, ids_to, what)]
+
+
 # ------------------------------------------------------------------ the gate
 @dataclass
 class GateStatus:

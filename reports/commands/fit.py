@@ -54,6 +54,17 @@ def register(sub) -> None:
     o.add_argument("--strict", action="store_true",
                    help="error instead of a counted clamp on a non-positive α or σ²")
     o.add_argument("--state-in", default=None, help="resume from a saved online state")
+    o.add_argument("--kappa", type=float, default=1e-4, help="σ² floor factor of Eq. (12)")
+    o.add_argument("--kappa2", type=float, default=1e-4,
+                   help="floor of R_t (appendix 1.1.2) in OnlineGBMM / CrowdBT")
+    o.add_argument("--bt-breaking", choices=("game", "pairs"), default="game",
+                   help="OnlineBT per ranking (openskill's full pairing) or per rank-broken pair")
+    o.add_argument("--wl-beta", type=float, default=None,
+                   help="Weng–Lin β (default prior-sigma/2, openskill's convention)")
+    o.add_argument("--wl-kappa", type=float, default=None, help="Weng–Lin κ (default 1e-4)")
+    o.add_argument("--wl-tau", type=float, default=None, help="Weng–Lin τ dynamics (default 0)")
+    o.add_argument("--wl-gamma", default=None,
+                   help="Weng–Lin γ: sigma/c (openskill's default), 1/k, or a number")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 

@@ -13,6 +13,13 @@ from pathlib import Path
 from models.data import DataError
 
 
+def _wl_params(args) -> dict | None:
+    """Weng–Lin parameters given on the command line (the rest keep their defaults)."""
+    given = {key: getattr(args, f"wl_{key}", None) for key in ("beta", "kappa", "tau", "gamma")}
+    given = {k: v for k, v in given.items() if v is not None}
+    return given or None
+
+
 def run(args, data, priors) -> int:
     from inference.online import OnlinePosterior, fit_online
 
@@ -26,7 +33,9 @@ def run(args, data, priors) -> int:
         score_alpha=getattr(args, "score_alpha", "updated"),
         order=getattr(args, "order", "file"), seed=int(getattr(args, "seed", 0)),
         passes=int(getattr(args, "passes", 1)), strict=bool(getattr(args, "strict", False)),
-        state=state, progress=not getattr(args, "no_progress", False))
+        state=state, progress=not getattr(args, "no_progress", False),
+        kappa=float(getattr(args, "kappa", 1e-4)), kappa2=float(getattr(args, "kappa2", 1e-4)),
+        bt_breaking=getattr(args, "bt_breaking", "game"), wl_params=_wl_params(args))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     post.to_json(out / "posterior.json")

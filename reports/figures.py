@@ -75,7 +75,7 @@ def trace_worst(idata, table: pd.DataFrame, n: int = WORST):
     import arviz_plots as azp
 
     pc = azp.plot_trace(_worst_datatree(idata, table, n), backend="matplotlib",
-                        figure_kwargs={"figsize": (9, 1.8 * n)})
+                        figure_kwargs={"figsize": (10, 3.2)})
     return _pc_figure(pc)
 
 
@@ -84,7 +84,7 @@ def rank_worst(idata, table: pd.DataFrame, n: int = WORST):
     import arviz_plots as azp
 
     pc = azp.plot_rank(_worst_datatree(idata, table, n), backend="matplotlib",
-                       figure_kwargs={"figsize": (9, 2.2 * ((n + 1) // 2))})
+                       figure_kwargs={"figsize": (10, 3.4)})
     return _pc_figure(pc)
 
 

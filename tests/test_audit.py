@@ -1,0 +1,151 @@
+"""The audit job end to end (tiny NUTS), its CLI, and the cached experiment grid."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from models.data import DataError
+from reports.audit import parse_variants, variant_label, variant_list
+from validation import experiments as X
+
+
+# ------------------------------------------------------------------ variants
+def test_variants_parse_and_expand():
+    v = parse_variants(["taylor=paper,full", "score_alpha=prior"])
+    assert v == {"taylor": ["paper", "full"], "score_alpha": ["prior"]}
+    combos = variant_list(v)
+    assert combos[0] == {"taylor": "paper", "score_alpha": "updated"}     # default first
+    assert {"taylor": "full", "score_alpha": "prior"} in combos
+    assert len(combos) == 3
+    assert [variant_label(c) for c in combos] == ["default", "score_alpha=prior",
+                                                   "taylor=full,score_alpha=prior"]
+    assert parse_variants(["taylor=paper,full;score-alpha=updated,prior"]) == {
+        "taylor": ["paper", "full"], "score_alpha": ["updated", "prior"]}
+    with pytest.raises(DataError, match="--variants.*bad variant 'kappa=1'"):
+        parse_variants(["kappa=1"])
+    with pytest.raises(DataError, match="taylor takes paper, full, plugin"):
+        parse_variants(["taylor=exact"])
+
+
+def test_cli_rejects_bad_options(capsys, tmp_path):
+    from reports.cli import main
+
+    assert main(["audit", "--variants", "taylor=bogus", "--out", str(tmp_path)]) == 2
+    assert "taylor takes" in capsys.readouterr().err
+    assert main(["audit", "--truth", "t.csv", "--out", str(tmp_path)]) == 2
+    assert "--truth needs DATA" in capsys.readouterr().err
+    assert main(["audit", str(tmp_path / "missing.csv"), "--out", str(tmp_path)]) == 2
+    assert "missing.csv" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ experiment grid
+def test_grid_specs_and_keys():
+    g = X.grid(["couple", "crowdbt"], ["amateur"], range(2), [{}, {"taylor": "full"}], n_items=5)
+    assert len(g) == 8 and all(s["n_items"] == 5 for s in g)
+    assert X.spec_key(g[0]) == X.spec_key(dict(reversed(list(g[0].items()))))   # order-free
+    assert len({X.spec_key(s) for s in g}) == 8
+
+
+def test_grid_caches_and_resumes_after_interruption(tmp_path):
+    specs = X.grid(["m"], ["s"], range(5))
+    calls = []
+
+    def fn(spec):
+        calls.append(spec["seed"])
+        if spec["seed"] == 3 and len(calls) < 6:
+            raise RuntimeError("boom")          # a failure mid-grid
+        return {"value": spec["seed"] ** 2}
+
+    with pytest.raises(X.GridError, match="1 experiment"):
+        X.run_grid(specs, fn, tmp_path, processes=1, progress=False)
+    assert calls == [0, 1, 2, 3, 4]             # the others still ran and were cached
+    assert len(list(tmp_path.glob("*.json"))) == 4
+    run = X.run_grid(specs, fn, tmp_path, processes=1, progress=False)
+    assert calls[5:] == [3]                     # only the missing one re-ran
+    assert [r["value"] for r in run.results] == [0, 1, 4, 9, 16]
+    assert len(run.cached) == 4 and len(run.computed) == 1
+    again = X.run_grid(specs, fn, tmp_path, processes=1, progress=False)
+    assert calls[6:] == [] and again.computed == []
+
+    # an interruption (Ctrl-C) leaves what finished cached, and no partial file
+    specs2 = X.grid(["m2"], ["s"], range(3))
+
+    def interrupted(spec):
+        if spec["seed"] == 1:
+            raise KeyboardInterrupt
+        return {"ok": True}
+
+    with pytest.raises(KeyboardInterrupt):
+        X.run_grid(specs2, interrupted, tmp_path / "b", processes=1, progress=False)
+    assert X.load_cached(tmp_path / "b", specs2[0]) == {"ok": True}
+    assert X.load_cached(tmp_path / "b", specs2[1]) is None
+    assert not list((tmp_path / "b").glob("*.tmp*"))
+
+
+def test_grid_runs_in_parallel_processes(tmp_path):
+    specs = X.grid(["a", "b"], ["s"], range(2))
+    run = X.run_grid(specs, dict, tmp_path, processes=2, progress=False)   # dict: picklable
+    assert [r["model"] for r in run.results] == ["a", "a", "b", "b"]
+    assert len(run.computed) == 4
+
+
+# ------------------------------------------------------------------ end to end
+@pytest.mark.slow
+def test_audit_end_to_end_tiny(tmp_path):
+    """crowdrank audit FILE --truth FILE on a tiny simulated set, both models, tiny NUTS."""
+    from inference.nuts import read_nuts
+    from inference.online import OnlinePosterior
+    from models.io import write_rankings, write_truth
+    from models.simulate import simulate
+    from reports.cli import main
+
+    sim = simulate("couple", n_items=8, n_workers=3, tasks_per_worker=8, kmax=3, seed=4)
+    data_path = write_rankings(sim.rankings, tmp_path / "rk.csv")
+    truth_path = write_truth(sim.rankings.items, sim.lam, tmp_path / "truth.csv")
+    out = tmp_path / "audit"
+    rc = main(["audit", str(data_path), "--truth", str(truth_path), "--chains", "2",
+               "--tune", "60", "--draws", "60", "--permutations", "2", "--quiet",
+               "--variants", "taylor=paper,plugin", "--out", str(out)])
+    assert rc == 0
+    for f in ("report.html", "metrics.json", "parameters.csv", "couple/nuts/posterior.nc",
+              "couple/online/posterior.json", "crowdbt/nuts/posterior.nc",
+              "crowdbt/online/posterior.json"):
+        assert (out / f).is_file(), f
+    metrics = json.loads((out / "metrics.json").read_text())
+    t = pd.read_csv(out / "parameters.csv")
+    items, workers = list(sim.rankings.items), list(sim.rankings.workers)
+    for model, n_eta in (("couple", 3 * 3), ("crowdbt", 3)):
+        m = metrics["models"][model]
+        # 120 draws cannot pass the gate: everything computed, marked not trusted, with why
+        assert m["reference_trusted"] is False and "ESS" in m["reference_note"]
+        assert 0.0 <= m["ranking"]["accuracy_online"] <= 1.0
+        rows = t[(t.model == model) & (t.variant == "default")]
+        assert len(rows) == len(items) + n_eta
+        assert set(rows[rows.kind == "lambda"].id) == set(items)
+        assert set(rows[rows.kind == "eta"].id) == set(workers)
+        # the table agrees with the written fits, recomputed independently here
+        dt = read_nuts(out / model / "nuts")
+        post = OnlinePosterior.from_json(out / model / "online" / "posterior.json")
+        lam = rows[rows.kind == "lambda"].set_index("id")
+        draws = dt["posterior"]["lambda"]
+        for i, it in enumerate(post.items):
+            assert lam.loc[it, "approx_mean"] == pytest.approx(post.mu[i])
+            assert lam.loc[it, "mcmc_mean"] == pytest.approx(
+                float(draws.sel(item=it).mean()), rel=1e-9, abs=1e-12)
+        # the accuracy in metrics.json is the paper's formula on the written means
+        truth = dict(zip(items, sim.lam))
+        t_arr = np.array([truth[i] for i in post.items])
+        pairs = t_arr[:, None] > t_arr[None, :]
+        acc = np.sum(pairs & (post.mu[:, None] > post.mu[None, :])) / pairs.sum()
+        assert m["ranking"]["accuracy_online"] == pytest.approx(acc)
+    assert [v["variant"] for v in metrics["models"]["couple"]["variants"]] == [
+        "default", "taylor=plugin"]
+    assert (out / "couple/online/variants/taylor-plugin.json").is_file()
+    assert set(t[t.model == "couple"].variant) == {"default", "taylor=plugin"}
+    html = (out / "report.html").read_text()
+    assert html.count("<img ") >= 20 and "reference not trusted" in html.lower()

@@ -121,8 +121,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             seed=seed, init=init_values, progress=progress, precision=precision,
             chain_method=chain_method, pointwise=pointwise)
     else:
-        from .nuts_pymc import run_pymc
-        post, stats, ll, timings = run_pymc(
+        post, stats, ll, timings = _run_pymc(
             inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
             seed=seed, init=init_values, progress=progress, pointwise=pointwise)
     timings["total"] = time.perf_counter() - t0
@@ -266,6 +265,78 @@ def _numpyro_pointwise(inputs, samples, chunk: int = 256) -> np.ndarray:
             (flat_lam[s:s + chunk], flat_eta[s:s + chunk])
         out[s:s + chunk] = np.asarray(fn(*args))
     return out.reshape(C, D, inputs.n_obs)
+
+
+# ---------------------------------------------------------------- PyMC
+#: sample_stats names of the PyMC sampler and of nutpie, mapped to the contract's names
+_PYMC_STATS = {"diverging": ("diverging",), "energy": ("energy",),
+               "tree_depth": ("tree_depth", "depth"), "n_steps": ("n_steps",),
+               "lp": ("lp", "logp"), "acceptance_rate": ("acceptance_rate", "mean_tree_accept"),
+               "step_size": ("step_size",)}
+
+
+def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, init, progress, pointwise):
+    import pymc as pm
+
+    from models import pymc_models as pmm
+
+    timings = {}
+    t = time.perf_counter()
+    model = pmm.build_model(inputs)
+    timings["compile"] = time.perf_counter() - t  # graph only; samplers compile lazily
+    t = time.perf_counter()
+    with model:
+        idata = pm.sample(draws=draws, tune=tune, chains=chains,
+                          cores=min(chains, os.cpu_count() or 1), target_accept=target_accept,
+                          random_seed=seed, initvals=init, progressbar=progress,
+                          compute_convergence_checks=False)
+    # PyMC reports no separate warm-up time; the split is not available here.
+    timings["sampling"] = time.perf_counter() - t
+    timings["warmup"] = float("nan")
+    ss = idata["sample_stats"].to_dataset()
+    post = {"lambda": np.asarray(idata["posterior"]["lambda"].values, float)}
+    if inputs.has_eta:
+        post["eta"] = np.asarray(idata["posterior"]["eta"].values, float)
+    stats = {}
+    for name, candidates in _PYMC_STATS.items():
+        for c in candidates:
+            if c in ss:
+                stats[name] = np.asarray(ss[c].values)
+                break
+    stats["diverging"] = stats["diverging"].astype(bool)
+    timings["sampler"] = str(idata["posterior"].attrs.get("inference_library", "pymc"))
+    ll = None
+    if pointwise:
+        t = time.perf_counter()
+        ll = _pymc_pointwise(inputs, post)
+        timings["pointwise"] = time.perf_counter() - t
+    return post, stats, ll, timings
+
+
+def _pymc_pointwise(inputs, post) -> np.ndarray:
+    """Per-ranking log-lik of every draw with a compiled PyTensor function."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from models import pymc_models as pmm
+
+    lam = pt.dvector("lam")
+    eta = None
+    args = [lam]
+    if inputs.model == "crowdbt":
+        eta = pt.dvector("eta")
+    elif inputs.has_eta:
+        eta = pt.dmatrix("eta")
+    if eta is not None:
+        args.append(eta)
+    fn = pytensor.function(args, pmm.pointwise_loglik(inputs, lam, eta))
+    C, D = post["lambda"].shape[:2]
+    out = np.empty((C, D, inputs.n_obs))
+    for c in range(C):
+        for d in range(D):
+            a = [post["lambda"][c, d]] + ([post["eta"][c, d]] if eta is not None else [])
+            out[c, d] = fn(*a)
+    return out
 
 
 # ---------------------------------------------------------------- DataTree

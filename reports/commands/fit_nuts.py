@@ -1,0 +1,92 @@
+"""``crowdrank fit --method nuts``: sample one model with NUTS and write the posterior.
+
+Called by :mod:`reports.commands.fit` as ``run(args, data, priors)`` with the data and the
+priors already built (the same priors the online methods get). Writes
+``DIR/posterior.nc`` (the ArviZ DataTree, NetCDF) and ``DIR/summary.csv`` (one row per
+parameter, named by its real id), and prints the convergence gate's verdict.
+
+``--init-from posterior.json`` starts every chain at the means of an online posterior
+(the JSON of ``docs/contracts.md``), read here with plain :mod:`json` so that the NUTS
+route does not depend on the online package.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from models.data import DataError
+
+
+def init_from_online_json(path, data, model: str) -> dict:
+    """The starting point ``{"lambda", "eta"}`` from an online ``posterior.json``.
+
+    Items take ``mu``; COUPLE workers take the Dirichlet mean ``α / Σα`` (cut to the data's
+    ``K``); CrowdBT workers the Beta mean ``a / (a + b)``. Every item and (for COUPLE and
+    CrowdBT) every worker of the data must be present.
+    """
+    path = Path(path)
+    try:
+        d = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataError(f"not valid JSON: {exc.msg}", str(path), exc.lineno) from None
+    if not isinstance(d, dict) or "items" not in d:
+        raise DataError("not an online posterior: no 'items'", str(path))
+    items = d["items"]
+    missing = [it for it in data.items if it not in items]
+    if missing:
+        raise DataError(f"{len(missing)} item(s) of the data are not in the posterior, "
+                        f"e.g. {missing[:5]}", str(path))
+    try:
+        lam = np.array([float(items[it]["mu"]) for it in data.items])
+    except (KeyError, TypeError, ValueError):
+        raise DataError("every item needs a numeric 'mu'", str(path)) from None
+    if not np.all(np.isfinite(lam)):
+        raise DataError("an item 'mu' is not finite", str(path))
+    init = {"lambda": lam}
+    if model in ("crowdbt", "couple", "couple-normalized"):
+        workers = d.get("workers") or {}
+        missing = [w for w in data.workers if w not in workers]
+        if missing:
+            raise DataError(f"{len(missing)} worker(s) of the data are not in the posterior, "
+                            f"e.g. {missing[:5]}", str(path))
+        try:
+            alpha = [np.asarray(workers[w]["alpha"], float) for w in data.workers]
+        except (KeyError, TypeError, ValueError):
+            raise DataError("every worker needs a numeric 'alpha' list", str(path)) from None
+        if model == "crowdbt":
+            if any(a.shape[0] < 2 for a in alpha):
+                raise DataError("CrowdBT workers need alpha = [a, b]", str(path))
+            ab = np.array([a[:2] for a in alpha])
+            init["eta"] = ab[:, 0] / ab.sum(axis=1)
+        else:
+            if any(a.shape[0] < data.K for a in alpha):
+                raise DataError(f"COUPLE workers need {data.K} alpha values (the data's K)",
+                                str(path))
+            a = np.array([x[: data.K] for x in alpha])
+            if not np.all(np.isfinite(a)) or np.any(a <= 0):
+                raise DataError("worker alpha values must be finite and > 0", str(path))
+            init["eta"] = a / a.sum(axis=1, keepdims=True)
+    return init
+
+
+def run(args, data, priors) -> int:
+    from inference.nuts import fit_nuts, write_nuts
+
+    init = None
+    if getattr(args, "init_from", None):
+        init = init_from_online_json(args.init_from, data, args.model)
+    result = fit_nuts(
+        data, args.model, priors, backend=args.backend, chains=int(args.chains),
+        tune=int(args.tune), draws=int(args.draws), target_accept=float(args.target_accept),
+        seed=int(args.seed), init=init, progress=not getattr(args, "no_progress", False))
+    paths = write_nuts(result, args.out)
+    t = result.timings
+    print(f"NUTS ({args.backend}, {args.model}): {data.n_rankings} rankings, "
+          f"{data.n_items} items, {data.n_workers} workers; {args.chains} chains x "
+          f"{args.draws} draws in {t.get('total', float('nan')):.1f} s")
+    print(result.gate.verdict())
+    print(f"wrote {paths['posterior']} and {paths['summary']}")
+    return 0

@@ -112,6 +112,10 @@ def column_loglik(inputs: ModelInputs, lam, eta=None):
     """Log-likelihood of every column of the padded layout (rankings, or pairs)."""
     m = inputs.model
     index, mask = jnp.asarray(inputs.index), jnp.asarray(inputs.mask)
+    # init_to_value hands back the caller's NumPy arrays: make them JAX arrays before
+    # they are indexed with traced indices
+    lam = jnp.asarray(lam)
+    eta = None if eta is None else jnp.asarray(eta)
     if m == "pl":
         return pl_loglik(lam, index, mask)
     if m == "bt":

@@ -13,9 +13,14 @@ Layouts
   ``origin`` array mapping each pair to its source ranking, so that the pointwise
   log-likelihood can be summed back to one value per *ranking* (LOO compares models on the
   same observations).
-* Normalised COUPLE also needs, for every ranking length ``k >= 3``, the rankings of that
-  length and the ``k!`` permutations of positions, to sum Eq. 4 over all orderings of the
-  task (``k = 2`` is skipped: the two orderings' Eq. 4 values sum to exactly 1).
+* Columns are sorted by ranking length (longest first, stable), and :attr:`ModelInputs.blocks`
+  gives the ``(k, start, stop)`` column range of each length. The models then work on dense
+  ``(k, n_k)`` slices with static shapes: no masks, no ``-inf`` padding and no work on the
+  stages a short ranking does not have (measured ~3x faster at the paper's scale than the
+  masked ``(K, N)`` form). ``origin`` maps every column back to its source ranking.
+* Normalised COUPLE also needs, for every ranking length ``k >= 3``, the ``k!``
+  permutations of positions, to sum Eq. 4 over all orderings of the task (``k = 2`` is
+  skipped: the two orderings' Eq. 4 values sum to exactly 1).
 """
 
 from __future__ import annotations
@@ -39,14 +44,13 @@ MAX_K_NORMALIZED = 6
 class PermGroup:
     """Rankings of one length ``k`` with the ``k!`` position permutations.
 
-    ``rows`` index the source rankings; ``items`` ``(k, n_k)`` their items in reported
-    order; ``worker`` ``(n_k,)``; ``perms`` ``(P, k)`` with ``perms[0]`` the identity.
+    ``start:stop`` is the block's column range; ``perms`` ``(P, k)`` with ``perms[0]`` the
+    identity.
     """
 
     k: int
-    rows: np.ndarray
-    items: np.ndarray
-    worker: np.ndarray
+    start: int
+    stop: int
     perms: np.ndarray
 
 
@@ -71,6 +75,8 @@ class ModelInputs:
         ``None`` for PL/BT.
     mu0, sigma0 : float
         ``λ_r ~ Normal(mu0, sigma0)``.
+    blocks : tuple of (k, start, stop)
+        Column range of the rankings of each length ``k`` (columns sorted by length).
     groups : tuple of PermGroup
         Normalised COUPLE only: one per ranking length ``k >= 3``.
     """
@@ -86,6 +92,7 @@ class ModelInputs:
     alpha: np.ndarray | None
     mu0: float
     sigma0: float
+    blocks: tuple = ()
     groups: tuple = ()
 
     @property
@@ -122,31 +129,29 @@ def model_inputs(model: str, data: Rankings, priors: Priors) -> ModelInputs:
     else:
         index, mask = fresh.positions()
         worker, origin = fresh.worker, fresh.origin
+    # longest rankings first, file order within a length: one dense block per length
+    lengths = mask.sum(axis=0)
+    srt = np.argsort(-lengths, kind="stable")
+    index, mask, worker, origin, lengths = (index[:, srt], mask[:, srt], worker[srt],
+                                            origin[srt], lengths[srt])
+    blocks = []
+    for k in sorted(set(lengths.tolist()), reverse=True):
+        sel = np.flatnonzero(lengths == k)
+        blocks.append((int(k), int(sel[0]), int(sel[-1]) + 1))
     groups = ()
     if model == "couple-normalized":
         if data.K > MAX_K_NORMALIZED:
             raise DataError(f"normalised COUPLE enumerates k! orderings and supports "
                             f"k <= {MAX_K_NORMALIZED}; the data have k = {data.K}", data.source)
-        groups = tuple(_perm_groups(fresh))
+        groups = tuple(PermGroup(k, a, b, np.array(list(permutations(range(k))), np.int32))
+                       for k, a, b in blocks if k >= 3)  # Z = 1 exactly for pairs
     return ModelInputs(
         model=model, n_items=data.n_items, n_workers=data.n_workers, n_obs=data.n_rankings,
         index=np.ascontiguousarray(index, dtype=np.int32), mask=np.asarray(mask, bool),
         worker=np.asarray(worker, np.int32), origin=np.asarray(origin, np.int64),
         alpha=None if alpha is None else np.asarray(alpha, float),
-        mu0=float(priors.mu0), sigma0=float(priors.sigma0), groups=groups)
-
-
-def _perm_groups(data: Rankings) -> list[PermGroup]:
-    out = []
-    for k in sorted(set(data.lengths.tolist())):
-        if k < 3:
-            continue  # Z = 1 exactly for pairs
-        rows = np.flatnonzero(data.lengths == k)
-        out.append(PermGroup(
-            k=int(k), rows=rows, items=np.ascontiguousarray(data.order[:k, rows]),
-            worker=data.worker[rows].copy(),
-            perms=np.array(list(permutations(range(k))), dtype=np.int32)))
-    return out
+        mu0=float(priors.mu0), sigma0=float(priors.sigma0), blocks=tuple(blocks),
+        groups=groups)
 
 
 def eta_site_shape(inputs: ModelInputs) -> tuple[int, ...] | None:

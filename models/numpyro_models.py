@@ -1,13 +1,24 @@
 """The five models as NumPyro programs (DESIGN.md §2; seed 000, Eq. 1-4).
 
 Every model is a plain function of a :class:`~models.model_inputs.ModelInputs` (padded
-arrays and masks), vectorised over rankings; the only Python loop is over the ``K <= 6``
-stage positions. Sites: ``lambda`` ``(L,)`` ``~ Normal(mu0, sigma0)``; ``eta`` ``(W, K)``
-``~ Dirichlet(α_w)`` (COUPLE) or ``(W,)`` ``~ Beta(a_w, b_w)`` (CrowdBT); the likelihood
-enters as one ``numpyro.factor("loglik", ...)`` so that NUTS sees a single fused kernel.
+arrays), vectorised over rankings; the only Python loops are over the ``<= 5`` ranking
+lengths and the ``K <= 6`` stage positions. Sites: ``lambda`` ``(L,)``
+``~ Normal(mu0, sigma0)``; ``eta`` ``(W, K)`` ``~ Dirichlet(α_w)`` (COUPLE) or ``(W,)``
+``~ Beta(a_w, b_w)`` (CrowdBT); the likelihood enters as one ``numpyro.factor("loglik")``.
 
-The log-likelihood functions (``*_loglik``) return one value per *column* of the padded
-layout; :func:`pointwise_loglik` sums them to one value per source ranking.
+Numerics of the COUPLE stage (seed 000, Eq. 3). With ``m`` candidates ``c = ρ(i..k)``,
+
+    log P_i = log Σ_{t<m} η_t e^{λ_{c_t}} − log Σ_{t<m} e^{λ_{c_t}} − log Σ_{v<m} η_v,
+
+which is ``logsumexp_t(log η̄_t + log softmax(λ_c)_t)`` rearranged: the first term is a
+logsumexp of ``log η_t + λ_{c_t}`` (stable, shifted by its own maximum), the second is
+computed for all stages at once by the backward recursion
+``LSE_i = logaddexp(λ_{ρ(i)}, LSE_{i+1})`` (one ``exp`` per stage instead of ``m``), and the
+third is a per-worker table ``log cumsum(η)``. Rankings of one length form one dense block
+(:attr:`ModelInputs.blocks`), so no masks or ``-inf`` padding enter the arithmetic.
+
+The ``*_loglik`` functions return one value per *column*; :func:`pointwise_loglik` sums
+them to one value per source ranking.
 """
 
 from __future__ import annotations
@@ -17,126 +28,130 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 from jax.nn import log_sigmoid
-from jax.scipy.special import logsumexp
 
 from .model_inputs import ModelInputs
 
 
-# ---------------------------------------------------------------- stage kernels
-def _masked_lse(x, active):
-    """``log Σ exp(x)`` over axis 0, over ``active`` entries only (padding is ``-inf``)."""
-    return logsumexp(jnp.where(active, x, -jnp.inf), axis=0)
+# ---------------------------------------------------------------- row kernels
+def _lse_rows(rows):
+    """``log Σ_j exp(rows[j])`` for a short list of equal-shape arrays, stably.
 
-
-def pl_loglik(lam, index, mask):
-    """Plackett–Luce per ranking (seed 000, Eq. 1): ``Σ_i λ_ρ(i) − log Σ_{j≥i} e^λ_ρ(j)``.
-
-    ``index, mask`` ``(K, N)``; returns ``(N,)``.
+    Written row by row so that XLA fuses it into one elementwise loop; the shift is a
+    ``stop_gradient`` (the value does not depend on it, and neither does the gradient).
     """
-    x = lam[index]
-    K = index.shape[0]
-    total = jnp.zeros(index.shape[1], x.dtype)
-    for i in range(K - 1):
-        on = mask[i + 1]  # stage i exists iff k >= i + 2
-        # On a dead stage every slot is made active so that no -inf - -inf NaN appears;
-        # the value is then discarded by the outer where.
-        act = mask[i:] | ~on
-        stage = x[i] - _masked_lse(x[i:], act)
-        total = total + jnp.where(on, stage, 0.0)
-    return total
+    m = rows[0]
+    for r in rows[1:]:
+        m = jnp.maximum(m, r)
+    m = jax.lax.stop_gradient(m)
+    s = jnp.exp(rows[0] - m)
+    for r in rows[1:]:
+        s = s + jnp.exp(r - m)
+    return m + jnp.log(s)
 
 
-def couple_loglik(lam, log_eta_rows, index, mask):
-    """COUPLE per ranking (seed 000, Eq. 3-4), stable stage mixture.
+def _suffix_lse(x):
+    """``LSE_i = log Σ_{j≥i} exp(x[j])`` for ``i = 0..k-2`` by backward recursion."""
+    k = x.shape[0]
+    out = [None] * (k - 1)
+    acc = x[k - 1]
+    for i in range(k - 2, -1, -1):
+        acc = jnp.logaddexp(x[i], acc)
+        out[i] = acc
+    return out
 
-    At stage ``i`` with ``m`` candidates ``ρ(i..k)``:
-    ``log P = logsumexp_t [log η̄_t + log softmax(λ_c)_t]``, ``t < m``, with
-    ``log η̄_t = log η_t − logsumexp_{v<m} log η_v``; padded slots are ``-inf``.
+
+def pl_block(x):
+    """Plackett–Luce (seed 000, Eq. 1) of a dense block: ``x = λ[ρ]`` ``(k, n)`` → ``(n,)``."""
+    lse = _suffix_lse(x)
+    return sum(x[i] - lse[i] for i in range(x.shape[0] - 1))
+
+
+def couple_block(x, log_eta_rows, log_cum_rows):
+    """COUPLE (seed 000, Eq. 3-4) of a dense block of rankings of one length ``k``.
 
     Parameters
     ----------
-    lam : (L,)
-    log_eta_rows : (K, N)
-        ``log η`` of each ranking's worker, transposed to the per-position layout.
-    index, mask : (K, N)
+    x : (k, n)
+        ``λ`` of each ranking's items in reported order.
+    log_eta_rows : (k, n)
+        ``log η_w[t]`` of each ranking's worker.
+    log_cum_rows : (k, n)
+        ``log Σ_{v≤t} η_w[v]`` of each ranking's worker.
     """
-    x = lam[index]
-    K = index.shape[0]
-    total = jnp.zeros(index.shape[1], x.dtype)
-    for i in range(K - 1):
-        on = mask[i + 1]
-        act = mask[i:] | ~on
-        xs = jnp.where(act, x[i:], -jnp.inf)
-        log_soft = xs - logsumexp(xs, axis=0)
-        le = jnp.where(act, log_eta_rows[: K - i], -jnp.inf)
-        log_etabar = le - logsumexp(le, axis=0)
-        stage = logsumexp(log_etabar + log_soft, axis=0)
-        total = total + jnp.where(on, stage, 0.0)
+    k = x.shape[0]
+    lse = _suffix_lse(x)
+    total = 0.0
+    for i in range(k - 1):
+        m = k - i
+        mix = _lse_rows([log_eta_rows[t] + x[i + t] for t in range(m)])
+        total = total + mix - lse[i] - log_cum_rows[m - 1]
     return total
 
 
-def couple_log_normalizer(lam, log_eta, group):
-    """``log Σ_{orderings} Eq. 4`` for the rankings of one length ``k`` (DESIGN.md §2).
-
-    ``group`` is a :class:`~models.model_inputs.PermGroup`; every ``k!`` ordering of each
-    task is scored with :func:`couple_loglik` on a ``(k, P·n_k)`` layout and the ``P``
-    values per task are combined by logsumexp. Returns ``(n_k,)``.
-    """
-    k, P, n = group.k, group.perms.shape[0], group.items.shape[1]
-    cand = group.items[group.perms.T]                 # (k, P, n_k): ordering p of task j
-    idx = jnp.asarray(cand.reshape(k, P * n))
-    le = log_eta[group.worker, :k].T                  # (k, n_k)
-    le = jnp.broadcast_to(le[:, None, :], (k, P, n)).reshape(k, P * n)
-    ll = couple_loglik(lam, le, idx, jnp.ones((k, P * n), bool)).reshape(P, n)
-    return logsumexp(ll, axis=0)
-
-
-def pair_loglik(lam, index, eta_pairs=None):
-    """BT (``eta_pairs=None``) or CrowdBT (Chen et al. 2013) per pair ``i > j``:
+def pair_block(x, eta_pairs=None):
+    """BT (``eta_pairs=None``) or CrowdBT (Chen et al. 2013) per pair ``x = (λ_i, λ_j)``:
     ``log(η σ(d) + (1 − η) σ(−d))``, ``d = λ_i − λ_j``, via logaddexp for stability."""
-    d = lam[index[0]] - lam[index[1]]
+    d = x[0] - x[1]
     if eta_pairs is None:
         return log_sigmoid(d)
     return jnp.logaddexp(jnp.log(eta_pairs) + log_sigmoid(d),
                          jnp.log1p(-eta_pairs) + log_sigmoid(-d))
 
 
-# ---------------------------------------------------------------- whole data
 def _safe_log(x):
-    # A Dirichlet draw can underflow to exactly 0 in float32 for tiny α; log(tiny) keeps
-    # log η̄ finite (its weight is then ~0 anyway) instead of turning the stage into NaN.
+    # A Dirichlet draw can underflow to exactly 0 (float32, tiny α); log(tiny) keeps the
+    # stage finite (that entry's weight is ~0 anyway) instead of producing -inf - -inf.
     return jnp.log(jnp.maximum(x, jnp.finfo(x.dtype).tiny))
 
 
+def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
+    """``log Σ_{k! orderings} Eq. 4`` for the rankings of one length (DESIGN.md §2).
+
+    Every ordering of each task is scored with :func:`couple_block` on a ``(k, P·n)``
+    layout; the ``P`` values per task are combined by logsumexp. Returns ``(n,)``.
+    """
+    k, a, b = group.k, group.start, group.stop
+    P, n = group.perms.shape[0], b - a
+    cand = index[:k, a:b][group.perms.T].reshape(k, P * n)     # ordering p of task j
+    w = jnp.tile(worker[a:b], P)
+    ll = couple_block(lam[cand], log_eta[w, :k].T, log_cum[w, :k].T).reshape(P, n)
+    return _lse_rows([ll[p] for p in range(P)])
+
+
+# ---------------------------------------------------------------- whole data
 def column_loglik(inputs: ModelInputs, lam, eta=None):
-    """Log-likelihood of every column of the padded layout (rankings, or pairs)."""
+    """Log-likelihood of every column of the (length-sorted) layout: rankings, or pairs."""
     m = inputs.model
-    index, mask = jnp.asarray(inputs.index), jnp.asarray(inputs.mask)
+    index, worker = inputs.index, inputs.worker
     # init_to_value hands back the caller's NumPy arrays: make them JAX arrays before
     # they are indexed with traced indices
     lam = jnp.asarray(lam)
     eta = None if eta is None else jnp.asarray(eta)
-    if m == "pl":
-        return pl_loglik(lam, index, mask)
     if m == "bt":
-        return pair_loglik(lam, index)
+        return pair_block(lam[index])
     if m == "crowdbt":
-        return pair_loglik(lam, index, eta[jnp.asarray(inputs.worker)])
+        return pair_block(lam[index], eta[worker])
+    if m == "pl":
+        return jnp.concatenate([pl_block(lam[index[:k, a:b]]) for k, a, b in inputs.blocks])
     log_eta = _safe_log(eta)
-    ll = couple_loglik(lam, log_eta[jnp.asarray(inputs.worker)].T, index, mask)
+    log_cum = _safe_log(jnp.cumsum(eta, axis=1))
+    parts = []
+    for k, a, b in inputs.blocks:
+        w = worker[a:b]
+        parts.append(couple_block(lam[index[:k, a:b]], log_eta[w, :k].T, log_cum[w, :k].T))
+    ll = jnp.concatenate(parts)
     if m == "couple-normalized":
         for g in inputs.groups:
-            ll = ll.at[g.rows].add(-couple_log_normalizer(lam, log_eta, g))
+            z = couple_log_normalizer(lam, log_eta, log_cum, index, worker, g)
+            ll = ll.at[g.start:g.stop].add(-z)
     return ll
 
 
 def pointwise_loglik(inputs: ModelInputs, lam, eta=None):
-    """One log-likelihood value per source ranking, shape ``(n_obs,)``: pairs of BT/CrowdBT
-    are summed back to their ranking (``segment_sum`` over ``origin``)."""
+    """One log-likelihood value per source ranking, ``(n_obs,)``, in the data's order: the
+    columns are put back by ``origin`` and the pairs of BT/CrowdBT summed per ranking."""
     ll = column_loglik(inputs, lam, eta)
-    if inputs.model in ("bt", "crowdbt"):
-        return jax.ops.segment_sum(ll, jnp.asarray(inputs.origin), num_segments=inputs.n_obs)
-    return ll
+    return jax.ops.segment_sum(ll, jnp.asarray(inputs.origin), num_segments=inputs.n_obs)
 
 
 def model(inputs: ModelInputs):
@@ -149,5 +164,5 @@ def model(inputs: ModelInputs):
         eta = numpyro.sample("eta", dist.Beta(a[:, 0], a[:, 1]).to_event(1))
     elif inputs.model in ("couple", "couple-normalized"):
         eta = numpyro.sample("eta", dist.Dirichlet(jnp.asarray(inputs.alpha)).to_event(1))
-    # Only the total enters the density: the pairs of BT/CrowdBT need not be regrouped.
+    # Only the total enters the density: columns need not be put back in data order.
     numpyro.factor("loglik", jnp.sum(column_loglik(inputs, lam, eta)))

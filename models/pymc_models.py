@@ -5,7 +5,8 @@ same :class:`~models.model_inputs.ModelInputs`, so both PPLs fit the same data u
 same prior. Variables: ``lambda`` (dim ``item``) ``~ Normal(mu0, sigma0)``; ``eta``
 (dims ``worker, stage``) ``~ Dirichlet(α_w)`` for COUPLE or (dim ``worker``)
 ``~ Beta(a_w, b_w)`` for CrowdBT; the likelihood is one ``pm.Potential("loglik")``.
-Vectorised over rankings; the only Python loop is over the ``K <= 6`` stage positions.
+Vectorised over rankings, one dense block per ranking length (see
+:mod:`models.model_inputs`); the only Python loops are over lengths and stage positions.
 """
 
 from __future__ import annotations
@@ -13,14 +14,30 @@ from __future__ import annotations
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from pytensor.gradient import zero_grad
 
 from .model_inputs import ModelInputs
 
-_NEG_INF = -np.inf
+def _lse_rows(rows):
+    """Stable ``log Σ_j exp(rows[j])`` over a short list of vectors (shift: ``zero_grad``)."""
+    m = rows[0]
+    for r in rows[1:]:
+        m = pt.maximum(m, r)
+    m = zero_grad(m)
+    s = pt.exp(rows[0] - m)
+    for r in rows[1:]:
+        s = s + pt.exp(r - m)
+    return m + pt.log(s)
 
 
-def _lse(x, axis=0):
-    return pt.logsumexp(x, axis=axis)
+def _suffix_lse(x, k):
+    """``LSE_i = log Σ_{j≥i} exp(x[j])``, ``i = 0..k-2``, by backward recursion."""
+    out = [None] * (k - 1)
+    acc = x[k - 1]
+    for i in range(k - 2, -1, -1):
+        acc = pt.logaddexp(x[i], acc)
+        out[i] = acc
+    return out
 
 
 def _log_sigmoid(x):
@@ -28,53 +45,31 @@ def _log_sigmoid(x):
     return -pt.log1pexp(-x)
 
 
-def pl_loglik(lam, index, mask):
-    """Plackett–Luce per ranking (seed 000, Eq. 1); ``index, mask`` ``(K, N)`` → ``(N,)``."""
-    x = lam[index]
-    K = index.shape[0]
-    total = pt.zeros(index.shape[1])
-    for i in range(K - 1):
-        on = mask[i + 1]           # stage i exists iff k >= i + 2
-        act = mask[i:] | ~on[None, :]  # dead stages fully active: no -inf - -inf
-        stage = x[i] - _lse(pt.switch(act, x[i:], _NEG_INF))
-        total = total + pt.switch(on, stage, 0.0)
+def pl_block(x, k):
+    """Plackett–Luce (seed 000, Eq. 1) of a dense block ``x = λ[ρ]`` ``(k, n)``."""
+    lse = _suffix_lse(x, k)
+    total = x[0] - lse[0]
+    for i in range(1, k - 1):
+        total = total + x[i] - lse[i]
     return total
 
 
-def couple_loglik(lam, log_eta_rows, index, mask):
-    """COUPLE per ranking (seed 000, Eq. 3-4) with the stable stage mixture
-    ``logsumexp_t [log η̄_t + log softmax(λ_c)_t]`` over the active ``t < m``.
-
-    ``log_eta_rows`` ``(K, N)`` is ``log η`` of each ranking's worker; ``index`` is NumPy.
-    """
-    x = lam[index]
-    K = index.shape[0]
-    total = pt.zeros(index.shape[1])
-    for i in range(K - 1):
-        on = mask[i + 1]
-        act = mask[i:] | ~on[None, :]
-        xs = pt.switch(act, x[i:], _NEG_INF)
-        log_soft = xs - _lse(xs)[None, :]
-        le = pt.switch(act, log_eta_rows[: K - i], _NEG_INF)
-        log_etabar = le - _lse(le)[None, :]
-        stage = _lse(log_etabar + log_soft)
-        total = total + pt.switch(on, stage, 0.0)
+def couple_block(x, log_eta_rows, log_cum_rows, k):
+    """COUPLE (seed 000, Eq. 3-4) of a dense block of rankings of one length ``k``:
+    ``Σ_i [logsumexp_t(log η_t + λ_{ρ(i+t)}) − LSE_i − log Σ_{v<m} η_v]`` (see the
+    NumPyro twin, :func:`models.numpyro_models.couple_block`)."""
+    lse = _suffix_lse(x, k)
+    total = 0.0
+    for i in range(k - 1):
+        m = k - i
+        mix = _lse_rows([log_eta_rows[t] + x[i + t] for t in range(m)])
+        total = total + mix - lse[i] - log_cum_rows[m - 1]
     return total
 
 
-def couple_log_normalizer(lam, log_eta, group):
-    """``log Σ_{k! orderings} Eq. 4`` for the rankings of one length (DESIGN.md §2)."""
-    k, P, n = group.k, group.perms.shape[0], group.items.shape[1]
-    cand = group.items[group.perms.T].reshape(k, P * n)
-    le = log_eta[group.worker, :k].T                              # (k, n)
-    le = pt.tile(le[:, None, :], (1, P, 1)).reshape((k, P * n))
-    ll = couple_loglik(lam, le, cand, np.ones((k, P * n), bool)).reshape((P, n))
-    return _lse(ll, axis=0)
-
-
-def pair_loglik(lam, index, eta_pairs=None):
+def pair_block(x, eta_pairs=None):
     """BT, or CrowdBT ``log(η σ(d) + (1 − η) σ(−d))`` per pair (Chen et al. 2013)."""
-    d = lam[index[0]] - lam[index[1]]
+    d = x[0] - x[1]
     if eta_pairs is None:
         return _log_sigmoid(d)
     return pt.logaddexp(pt.log(eta_pairs) + _log_sigmoid(d),
@@ -86,30 +81,46 @@ def _safe_log(x):
     return pt.log(pt.maximum(x, np.finfo(np.float64).tiny))
 
 
+def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
+    """``log Σ_{k! orderings} Eq. 4`` for the rankings of one length (DESIGN.md §2)."""
+    k, a, b = group.k, group.start, group.stop
+    P, n = group.perms.shape[0], b - a
+    cand = index[:k, a:b][group.perms.T].reshape(k, P * n)
+    w = np.tile(worker[a:b], P)
+    ll = couple_block(lam[cand], log_eta[w, :k].T, log_cum[w, :k].T, k).reshape((P, n))
+    return _lse_rows([ll[p] for p in range(P)])
+
+
 def column_loglik(inputs: ModelInputs, lam, eta=None):
-    """Log-likelihood of each column of the padded layout (rankings, or pairs)."""
+    """Log-likelihood of each column of the (length-sorted) layout: rankings, or pairs."""
     m = inputs.model
-    if m == "pl":
-        return pl_loglik(lam, inputs.index, inputs.mask)
+    index, worker = inputs.index, inputs.worker
     if m == "bt":
-        return pair_loglik(lam, inputs.index)
+        return pair_block(lam[index])
     if m == "crowdbt":
-        return pair_loglik(lam, inputs.index, eta[inputs.worker])
+        return pair_block(lam[index], eta[worker])
+    if m == "pl":
+        return pt.concatenate([pl_block(lam[index[:k, a:b]], k) for k, a, b in inputs.blocks])
     log_eta = _safe_log(eta)
-    ll = couple_loglik(lam, log_eta[inputs.worker].T, inputs.index, inputs.mask)
+    log_cum = _safe_log(pt.cumsum(eta, axis=1))
+    parts = []
+    for k, a, b in inputs.blocks:
+        w = worker[a:b]
+        parts.append(couple_block(lam[index[:k, a:b]], log_eta[w, :k].T,
+                                  log_cum[w, :k].T, k))
+    ll = pt.concatenate(parts)
     if m == "couple-normalized":
         for g in inputs.groups:
-            ll = pt.inc_subtensor(ll[g.rows], -couple_log_normalizer(lam, log_eta, g))
+            z = couple_log_normalizer(lam, log_eta, log_cum, index, worker, g)
+            ll = pt.inc_subtensor(ll[g.start:g.stop], -z)
     return ll
 
 
 def pointwise_loglik(inputs: ModelInputs, lam, eta=None):
-    """One value per source ranking (pairs summed back by ``origin``), ``(n_obs,)``."""
+    """One value per source ranking, ``(n_obs,)``, in the data's order (columns put back by
+    ``origin``; inc_subtensor accumulates repeated indices, so pairs sum per ranking)."""
     ll = column_loglik(inputs, lam, eta)
-    if inputs.model in ("bt", "crowdbt"):
-        # inc_subtensor accumulates repeated indices (like np.add.at): a segment sum
-        return pt.inc_subtensor(pt.zeros(inputs.n_obs)[inputs.origin], ll)
-    return ll
+    return pt.inc_subtensor(pt.zeros(inputs.n_obs)[inputs.origin], ll)
 
 
 def build_model(inputs: ModelInputs, items=None, workers=None) -> pm.Model:

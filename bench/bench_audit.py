@@ -1,0 +1,105 @@
+"""Wall time of the main job, ``crowdrank audit`` on its embedded default (budget: 3 min on
+2 cores), and optionally on the shared real data sets.
+
+Each audit runs as a user runs it — a fresh ``python -m reports.cli audit`` process, imports
+and JIT compilation included — and its ``metrics.json`` is read back for the per-stage
+timings, the NUTS gate and the headline comparison figures. The load average is recorded
+beside the times because the machine may be shared.
+
+Prints one JSON object per audit and writes ``bench/results/audit.json``.
+
+    python bench/bench_audit.py                       # the default audit
+    python bench/bench_audit.py --real                # + babyface and readlevel (--quick)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGET_S = 180.0
+
+
+def run_one(args: list[str], out: Path) -> dict:
+    """Run one audit in a fresh process; return its timings and headline figures."""
+    load0 = os.getloadavg()
+    t0, c0 = time.perf_counter(), os.times()
+    proc = subprocess.run([sys.executable, "-m", "reports.cli", "audit", *args, "--out",
+                           str(out)], cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    c1 = os.times()
+    rec = {"args": args, "rc": proc.returncode, "wall_s": round(wall, 2),
+           "cpu_s_children": round((c1.children_user + c1.children_system)
+                                   - (c0.children_user + c0.children_system), 2),
+           "loadavg_before": [round(x, 2) for x in load0],
+           "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+    if proc.returncode != 0:
+        rec["stderr_tail"] = proc.stderr[-2000:]
+        return rec
+    m = json.loads((out / "metrics.json").read_text())
+    rec["data"] = {k: m["data"][k] for k in ("items", "workers", "rankings", "K")}
+    rec["config"] = {k: m["config"][k] for k in ("chains", "tune", "draws", "backend")}
+    for model, mm in m["models"].items():
+        lam = mm["aggregates"].get("lambda", {})
+        eta = mm["aggregates"].get("eta", {})
+        rec[model] = {
+            "trusted": mm["reference_trusted"],
+            "gate": {k: mm["gate"].get(k) for k in ("rhat_max", "ess_bulk_min",
+                                                    "ess_tail_min", "divergences",
+                                                    "ebfmi_min")},
+            "nuts_s": {k: round(v, 2) for k, v in mm["timings"]["nuts"].items()
+                       if isinstance(v, (int, float))},
+            "online_s": round(mm["timings"]["online"]["default"]["wall"], 4),
+            "lambda_median_abs_z": lam.get("median_abs_z"),
+            "lambda_p90_abs_z": lam.get("p90_abs_z"),
+            "lambda_median_sd_ratio": lam.get("median_sd_ratio"),
+            "eta_median_abs_z": eta.get("median_abs_z"),
+            "eta_median_sd_ratio": eta.get("median_sd_ratio"),
+            "share_close": mm["aggregates"]["all"]["share_close"],
+            "coverage_50": mm["aggregates"]["all"]["mean_coverage_50"],
+            "coverage_90": mm["aggregates"]["all"]["mean_coverage_90"],
+            "kendall_tau": mm["ranking"].get("kendall_tau"),
+            "accuracy_online": mm["ranking"].get("accuracy_online"),
+            "accuracy_nuts": mm["ranking"].get("accuracy_nuts"),
+            "lowest6_shared": (mm["workers"] or {}).get("lowest_overlap"),
+            "order_median_spread": (mm["order_sensitivity"] or {}).get("median_spread"),
+            "order_median_gap": (mm["order_sensitivity"] or {}).get("median_gap"),
+        }
+    rec["seconds_total_inside"] = round(m.get("seconds_total", float("nan")), 2)
+    return rec
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--real", action="store_true", help="also babyface and readlevel (--quick)")
+    p.add_argument("--keep", default=None, help="keep the audit folders under this folder")
+    args, _ = p.parse_known_args(argv)       # bench/run_all.py passes its own flags along
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_audit_"))
+    runs = [("default", [])]
+    if args.real:
+        runs += [("babyface", ["babyface", "--quick"]), ("readlevel", ["readlevel", "--quick"])]
+    results = []
+    for name, a in runs:
+        rec = {"bench": "audit", "name": name, "machine": platform.machine(),
+               "cpus": os.cpu_count(), **run_one(a, base / name)}
+        if name == "default":
+            rec["budget_s"] = BUDGET_S
+            rec["within_budget"] = rec["wall_s"] <= BUDGET_S
+        print(json.dumps(rec), flush=True)
+        results.append(rec)
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "audit.json").write_text(json.dumps(results, indent=1))
+    return 0 if all(r["rc"] == 0 for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

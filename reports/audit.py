@@ -33,7 +33,10 @@ from models.data import DataError, Rankings
 from models.priors import Priors, parse_worker_prior
 
 #: The embedded default (see bench/bench_audit.py for its timing on 2 cores).
-DEFAULT_SIMULATION = dict(n_items=60, n_workers=15, tasks_per_worker=40, kmax=4,
+#: 600 rankings: NUTS cost grows with the number of rankings, and 100 tasks per worker keep
+#: each worker's η identified well enough for the sampler (with 40 tasks per worker the
+#: COUPLE η posteriors were so broad that min ESS stayed near 130 with 4 × 1000 draws).
+DEFAULT_SIMULATION = dict(n_items=40, n_workers=6, tasks_per_worker=100, kmax=4,
                           setting="amateur", seed=2026)
 
 #: Online variants that can be compared (OnlineGBMM, DESIGN.md §3); the first value of
@@ -50,8 +53,8 @@ class AuditConfig:
     models: tuple[str, ...] = MODELS
     backend: str = "numpyro"
     chains: int = 4
-    tune: int = 600
-    draws: int = 600
+    tune: int = 500
+    draws: int = 1500
     target_accept: float = 0.8
     chain_method: str | None = None
     variants: dict = field(default_factory=dict)   # option -> values to compare

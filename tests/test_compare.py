@@ -183,7 +183,11 @@ def test_top_overlap_and_lowest_workers():
     q2[[1, 0]] = q2[[0, 1]]
     assert C.lowest(q1, ids, 6) == ["w1", "w3", "w5", "w7", "w6", "w4"]
     w = C.worker_agreement(q1, q2, ids, truth_q=q1)
-    assert w["lowest_overlap"] == 5 and w["lowest_overlap_truth_online"] == 6
+    # 8 workers: at most half of them, 4, count as "lowest" (w1 w3 w5 w7 vs w0 w3 w5 w7)
+    assert w["lowest_k"] == 4
+    assert w["lowest_overlap"] == 3 and w["lowest_overlap_truth_online"] == 4
+    big = C.worker_agreement(np.arange(14.0), np.arange(14.0)[::-1], [f"w{i}" for i in range(14)])
+    assert big["lowest_k"] == 6 and big["lowest_overlap"] == 0
     assert w["spearman"] == pytest.approx(stats.spearmanr(q1, q2)[0])
 
 

@@ -274,11 +274,14 @@ def ranking_agreement(online_means, nuts_means, truth=None, k: int = TOP_K) -> d
 
 def worker_agreement(online_q, nuts_q, ids, truth_q=None, k: int = LOW_WORKERS) -> dict:
     """Spearman correlation of ``E[η_w^1]`` between the methods and the overlap of the ``k``
-    lowest-quality workers by each (seed 000, Sect. 5.3)."""
+    lowest-quality workers by each (seed 000, Sect. 5.3; ``k`` is at most half the
+    workers, so that the overlap still means something with few workers)."""
+    # with few workers "the six lowest" would be (nearly) all of them: use half at most
+    k = max(1, min(k, len(ids) // 2))
     lo_on, lo_nu = lowest(online_q, ids, k), lowest(nuts_q, ids, k)
     out = {"spearman": _corr(stats.spearmanr, online_q, nuts_q),
            "lowest_online": lo_on, "lowest_nuts": lo_nu,
-           "lowest_overlap": len(set(lo_on) & set(lo_nu)), "lowest_k": min(k, len(ids))}
+           "lowest_overlap": len(set(lo_on) & set(lo_nu)), "lowest_k": k}
     if truth_q is not None:
         lo_tr = lowest(truth_q, ids, k)
         out.update(spearman_truth_online=_corr(stats.spearmanr, truth_q, online_q),

@@ -54,7 +54,7 @@ class AuditConfig:
     backend: str = "numpyro"
     chains: int = 4
     tune: int = 500
-    draws: int = 1500
+    draws: int = 1000
     target_accept: float = 0.8
     chain_method: str | None = None
     variants: dict = field(default_factory=dict)   # option -> values to compare

@@ -73,12 +73,12 @@ def pymc_gradient(inputs, reps: int) -> dict:
             "gradient_ms": round(1e3 * (time.perf_counter() - t) / reps, 4)}
 
 
-def nuts_run(data, priors, backend, chains, tune, draws, precision) -> dict:
+def nuts_run(data, priors, backend, chains, tune, draws, precision, init=None) -> dict:
     import arviz_stats as azs
 
     r = nuts.fit_nuts(data, "couple", priors, backend=backend, chains=chains, tune=tune,
                       draws=draws, seed=0, progress=False, precision=precision,
-                      pointwise=False)
+                      pointwise=False, init=init)
     post = r.idata["posterior"].to_dataset()
     ess = min(float(np.nanmin(np.asarray(azs.ess(post[v], method="bulk"))))
               for v in post.data_vars)
@@ -106,6 +106,15 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-nuts", action="store_true", help="gradient timings only")
     ap.add_argument("--paper-scale", action="store_true",
                     help="also time the NumPyro gradient at the paper's scale (no NUTS run)")
+    ap.add_argument("--skip-medium", action="store_true", help="paper scale only")
+    ap.add_argument("--paper-nuts", action="store_true",
+                    help="also RUN NUTS at the paper scale (long: only on a machine that "
+                         "can afford it)")
+    ap.add_argument("--paper-init", choices=("default", "online"), default="online",
+                    help="start of the paper-scale run: NumPyro's default, or the "
+                         "OnlineGBMM posterior means")
+    ap.add_argument("--paper-tune", type=int, default=1000)
+    ap.add_argument("--paper-draws", type=int, default=1000)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     backends = [b for b in args.backends.split(",") if b]
@@ -114,6 +123,8 @@ def main(argv=None) -> int:
     env = {"cpus": os.cpu_count(), "jax_devices": jax.local_device_count(),
            "load_avg_1m": os.getloadavg()[0]}
 
+    import jax as _jax
+    env["jax_backend"] = _jax.default_backend()
     sim = simulate("couple", n_items=100, n_workers=50, tasks_per_worker=100, kmax=4,
                    setting="amateur", seed=0)
     data = sim.rankings
@@ -122,7 +133,7 @@ def main(argv=None) -> int:
     medium = {"scale": "medium", "L": data.n_items, "W": data.n_workers,
               "N": data.n_rankings, "model": "couple", **env}
     steps_per_draw = None
-    for b in backends:
+    for b in ([] if args.skip_medium else backends):
         if b == "numpyro":
             for prec in ("float32", "float64"):
                 emit({**medium, "backend": b, "what": "gradient", "precision": prec,
@@ -154,21 +165,41 @@ def main(argv=None) -> int:
             grads[prec] = g["gradient_ms"]
             emit({**paper, "what": "gradient", "precision": prec, **g}, out)
         # Extrapolation, not a measurement: gradients of a 4-chain run of 1000 + 1000
-        # iterations with `steps` leapfrogs each, at the measured float32 gradient time;
-        # 4 chains on `cpus` cores run ceil(4 / cpus) rounds if each chain keeps a core busy.
-        steps = 31.0  # prototype's figure after adaptation (issue 3)
-        rounds = int(np.ceil(4 / max(1, os.cpu_count() or 1)))
+        # iterations with `steps` leapfrogs each, at the measured float32 gradient time.
+        # One gradient barely uses a second core (measured: 61 ms on 1 core, 56 ms on 2),
+        # so 4 chains on `cores` cores run ceil(4 / cores) after one another.
+        steps = steps_per_draw or 31.0  # else the prototype's figure after adaptation
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        rounds = int(np.ceil(4 / max(1, cores)))
         est = 2000 * steps * grads["float32"] / 1e3 * rounds
         emit({**paper, "what": "EXTRAPOLATION (not measured)",
               "assumes": {"chains": 4, "tune": 1000, "draws": 1000,
                           "leapfrog_per_iteration": steps,
-                          "leapfrog_per_draw_medium_scale": steps_per_draw,
-                          "gradient_ms_float32": grads["float32"],
-                          "chains_per_core_rounds": rounds},
+                          "leapfrog_source": "medium-scale run" if steps_per_draw
+                          else "prototype (issue 3)",
+                          "gradient_ms_float32": grads["float32"], "cores": cores,
+                          "chains_after_one_another": rounds},
               "estimated_minutes": round(est / 60, 1),
-              "note": "first warm-up phase from a default start was measured by the "
-                      "prototype to cost several extra minutes (deeper trees); start from "
-                      "the online means (--init-from) to cut it"}, out)
+              "note": "excludes compile and the deeper trees of the first warm-up phase "
+                      "from a default start; start from the online means to cut those"}, out)
+        if args.paper_nuts:
+            init = None
+            if args.paper_init == "online":
+                t = time.perf_counter()
+                try:
+                    from inference.online import fit_online
+                    op = fit_online(big, "couple", bpr, progress=False)
+                    a = np.asarray(op.alpha, float)
+                    init = {"lambda": np.asarray(op.mu, float),
+                            "eta": a / a.sum(1, keepdims=True)}
+                    emit({**paper, "what": "online init",
+                          "seconds": round(time.perf_counter() - t, 2)}, out)
+                except Exception as exc:  # the online route is optional here
+                    emit({**paper, "what": "online init FAILED, default start",
+                          "error": repr(exc)}, out)
+            rec = nuts_run(big, bpr, "numpyro", 4, args.paper_tune, args.paper_draws,
+                           "float32", init=init)
+            emit({**paper, "what": "nuts (MEASURED)", "init": args.paper_init, **rec}, out)
 
     p = Path(args.out)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -125,12 +125,14 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
             seed=seed, init=init_values, progress=progress, pointwise=pointwise)
     timings["total"] = time.perf_counter() - t0
+    sampler = timings.pop("sampler", "numpyro")
     idata = to_datatree(inputs, data, priors, post, stats, ll, backend=backend,
                         extra_attrs={"chains": chains, "tune": tune, "draws": draws,
                                      "target_accept": target_accept, "seed": seed,
                                      "precision": precision if backend == "numpyro"
                                      else "float64",
-                                     "init": "given" if init is not None else "default"})
+                                     "init": "given" if init is not None else "default",
+                                     "sampler": sampler})
     gate = check(idata)
     return NutsResult(idata=idata, gate=gate, timings=timings)
 

@@ -77,10 +77,35 @@ def run_one(args: list[str], out: Path) -> dict:
     return rec
 
 
+def save_figures(audit_dir: Path, fig_dir: Path, prefix: str, dpi: int = 70) -> list[str]:
+    """Small PNGs of the headline comparison figures (for the README), from the files an
+    audit wrote: ``parameters.csv`` and the NUTS ``posterior.nc`` of each model."""
+    import pandas as pd
+
+    sys.path.insert(0, str(ROOT))
+    from inference.nuts import read_nuts
+    from reports import figures as F
+
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    t = pd.read_csv(audit_dir / "parameters.csv", dtype={"id": str})
+    written = []
+    for model in t.model.unique():
+        tm = t[(t.model == model) & (t.variant == "default")]
+        dt = read_nuts(audit_dir / model / "nuts")
+        for name, fig in (("means", F.means_scatter(tm)), ("z_sd", F.z_and_sd_ratio(tm)),
+                          ("forest", F.forest_items(tm, dt, n_each=4))):
+            path = fig_dir / f"{prefix}_{model}_{name}.png"
+            fig.savefig(path, dpi=dpi)
+            written.append(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path))
+    return written
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--real", action="store_true", help="also babyface and readlevel (--quick)")
     p.add_argument("--keep", default=None, help="keep the audit folders under this folder")
+    p.add_argument("--figures", default=None,
+                   help="write small PNGs of the headline figures to this folder")
     args, _ = p.parse_known_args(argv)       # bench/run_all.py passes its own flags along
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_audit_"))
     runs = [("default", [])]
@@ -93,6 +118,9 @@ def main(argv=None) -> int:
         if name == "default":
             rec["budget_s"] = BUDGET_S
             rec["within_budget"] = rec["wall_s"] <= BUDGET_S
+        if args.figures and rec["rc"] == 0:
+            rec["figures"] = save_figures(base / name, Path(args.figures).resolve(),
+                                          f"audit_{name}")
         print(json.dumps(rec), flush=True)
         results.append(rec)
     out = ROOT / "bench" / "results"

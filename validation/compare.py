@@ -26,11 +26,6 @@ from scipy import stats
 
 from . import metrics as M
 
-#: Convergence gate of DESIGN.md §4 (same thresholds as ``inference.nuts``).
-RHAT_MAX = 1.01
-ESS_MIN = 400
-EBFMI_MIN = 0.3
-
 TOP_K = 10          # top-k overlap of the item rankings
 LOW_WORKERS = 6     # the paper's six lowest-quality workers (seed 000, Sect. 5.3, Table 4)
 
@@ -102,34 +97,16 @@ class GateStatus:
 
 
 def convergence_gate(idata) -> GateStatus:
-    """DESIGN.md §4 gate computed from a ``DataTree``: rank R-hat < 1.01, bulk and tail
-    ESS >= 400, no divergences, E-BFMI >= 0.3 (when energy is recorded).
+    """DESIGN.md §4 gate computed from a ``DataTree`` by :func:`inference.gate.check`
+    (rank R-hat < 1.01, bulk and tail ESS >= 400, no divergences, E-BFMI >= 0.3).
 
     Used when only a ``posterior.nc`` is at hand; a fresh fit carries
     ``NutsResult.gate``, which :func:`gate_status` prefers.
     """
-    import arviz_stats as azs
+    from inference.gate import check
 
-    reasons = []
-    rhat = max(float(azs.rhat(idata)[v].max()) for v in idata["posterior"].data_vars)
-    if not rhat < RHAT_MAX:
-        reasons.append(f"max R-hat {rhat:.3f} >= {RHAT_MAX}")
-    for method in ("bulk", "tail"):
-        ess = min(float(azs.ess(idata, method=method)[v].min())
-                  for v in idata["posterior"].data_vars)
-        if not ess >= ESS_MIN:
-            reasons.append(f"min {method} ESS {ess:.0f} < {ESS_MIN}")
-    if "sample_stats" in idata.children:
-        ss = idata["sample_stats"]
-        if "diverging" in ss:
-            n = int(np.asarray(ss["diverging"].values).sum())
-            if n:
-                reasons.append(f"{n} divergent transition(s)")
-        if "energy" in ss:
-            bf = float(np.min(np.asarray(azs.bfmi(idata)["energy"].values)))
-            if not bf >= EBFMI_MIN:
-                reasons.append(f"min E-BFMI {bf:.2f} < {EBFMI_MIN}")
-    return GateStatus(not reasons, reasons)
+    g = check(idata)
+    return GateStatus(bool(g.trusted), [str(r) for r in g.reasons])
 
 
 def gate_status(gate=None, idata=None) -> GateStatus:

@@ -22,9 +22,9 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,8 +36,8 @@ from models.priors import Priors, parse_worker_prior
 #: 600 rankings: NUTS cost grows with the number of rankings, and 100 tasks per worker keep
 #: each worker's η identified well enough for the sampler (with 40 tasks per worker the
 #: COUPLE η posteriors were so broad that min ESS stayed near 130 with 4 × 1000 draws).
-DEFAULT_SIMULATION = dict(n_items=40, n_workers=6, tasks_per_worker=100, kmax=4,
-                          setting="amateur", seed=2026)
+DEFAULT_SIMULATION = {"n_items": 40, "n_workers": 6, "tasks_per_worker": 100, "kmax": 4,
+                          "setting": "amateur", "seed": 2026}
 
 #: Online variants that can be compared (OnlineGBMM, DESIGN.md §3); the first value of
 #: each is the default.
@@ -66,9 +66,9 @@ class AuditConfig:
     progress_bars: bool = False
 
     @classmethod
-    def quick(cls, **kw) -> "AuditConfig":
+    def quick(cls, **kw) -> AuditConfig:
         """Fewer draws and permutations, for a first look at a large or real data set."""
-        base = dict(tune=300, draws=300, permutations=3)
+        base = {"tune": 300, "draws": 300, "permutations": 3}
         base.update(kw)
         return cls(**base)
 

@@ -12,9 +12,9 @@ import base64
 import html
 import io
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;
@@ -45,7 +45,7 @@ class Section:
     blocks: list[str] = field(default_factory=list)
     anchor: str | None = None
 
-    def add(self, *blocks: str) -> "Section":
+    def add(self, *blocks: str) -> Section:
         self.blocks.extend(blocks)
         return self
 
@@ -98,7 +98,7 @@ def note(text: str, kind: str = "note") -> str:
     return f'<div class="{esc(kind)}">{esc(text)}</div>'
 
 
-def table(rows: Sequence[Mapping] | "object", columns: Sequence[str] | None = None,
+def table(rows: Sequence[Mapping] | object, columns: Sequence[str] | None = None,
           headers: Sequence[str] | None = None, digits: int = 3) -> str:
     """An HTML table from a list of dicts or a pandas DataFrame."""
     if hasattr(rows, "to_dict"):
@@ -150,17 +150,18 @@ def heading(text: str) -> str:
 
 DEFINITIONS = [
     ("m, s, e", "MCMC (NUTS) mean, sd and Monte Carlo standard error of the mean (ArviZ)"),
-    ("q", "the online approximation's marginal: N(μ, σ²) for λ; Beta(α_t, S − α_t) for a "
-          "COUPLE η component (Dirichlet marginal); Beta(a, b) for CrowdBT's η"),
+    ("q", ("the online approximation's marginal: N(μ, σ²) for λ; Beta(α_t, S − α_t) for a "
+          "COUPLE η component (Dirichlet marginal); Beta(a, b) for CrowdBT's η")),
     ("z", "(E_q − m) / s; its noise floor e / s is what Monte Carlo error alone gives"),
     ("sd ratio", "sd_q / s; below 1 the approximation is over-confident"),
     ("KL", "KL(q ‖ moment fit to the draws) in closed form (Gaussian for λ, Beta for η)"),
     ("W1", "1-Wasserstein distance between the draws and q (SciPy), in units of s"),
     ("coverage", "share of the MCMC draws inside q's central 50 % / 90 % interval"),
     ("share close", "share of parameters with |z| ≤ 0.1 and sd ratio in [0.9, 1.1]"),
-    ("accuracy", "the paper's pairwise accuracy Σ 1(r_i > r_j) ∧ 1(λ_i > λ_j) / Σ 1(r_i > r_j) "
-                 "against the ground truth (seed 000, Sect. 5.1), with posterior means"),
-    ("lowest six", "the six workers with the lowest E[η_w¹] (seed 000, Sect. 5.3)"),
+    ("accuracy", ("the paper's pairwise accuracy Σ 1(r_i > r_j) ∧ 1(λ_i > λ_j) / Σ 1(r_i > r_j) "
+                 "against the ground truth (seed 000, Sect. 5.1), with posterior means")),
+    ("lowest six", ("the six workers with the lowest E[η_w¹] (seed 000, Sect. 5.3); at most "
+                   "half the workers when there are fewer than 12")),
 ]
 
 
@@ -222,15 +223,15 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
                                                              d["k_counts"].items())),
                           ("pairs after full rank-breaking", d["pairs_after_rank_breaking"]),
                           ("rankings per worker (min / median / max)",
-                           f"{d['rankings_per_worker']['min']} / "
+                           (f"{d['rankings_per_worker']['min']} / "
                            f"{d['rankings_per_worker']['median']:g} / "
-                           f"{d['rankings_per_worker']['max']}"),
+                           f"{d['rankings_per_worker']['max']}")),
                           ("items never ranked", d["items_never_ranked"]),
                           ("tied rankings split", d["ties_split"]),
                           ("comparison graph connected", d["connected"]),
                           ("ground truth", "known" if metrics["truth_known"] else "none"),
-                          ("priors (both methods)", f"{priors.spec}; λ ~ N({priors.mu0:g}, "
-                                                    f"{priors.sigma0:g}²)")]))
+                          ("priors (both methods)", (f"{priors.spec}; λ ~ N({priors.mu0:g}, "
+                                                    f"{priors.sigma0:g}²)"))]))
     for n in d.get("notes") or []:
         data_s.add(note(str(n)))
     # ---------------------------------------------------------------- MCMC diagnostics

@@ -12,7 +12,7 @@ from validation import metrics as M
 # ------------------------------------------------------------------ closed-form KL
 def _kl_quad(p, q, lo, hi):
     """KL(p ‖ q) by numerical integration: an independent check of the closed forms."""
-    f = lambda x: p.pdf(x) * (p.logpdf(x) - q.logpdf(x))  # noqa: E731
+    f = lambda x: p.pdf(x) * (p.logpdf(x) - q.logpdf(x))
     return integrate.quad(f, lo, hi, limit=200)[0]
 
 

@@ -20,11 +20,11 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
 
 
 def spec_key(spec: Mapping) -> str:

@@ -202,7 +202,7 @@ def parameter_metrics(family: str, p1, p2, draws: np.ndarray, mcse) -> dict[str,
            "w1": wasserstein_to_draws(family, p1, p2, draws) / s}
     for prob in COVERAGE_PROBS:
         lo, hi = central_interval(family, p1, p2, prob)
-        out[f"coverage_{int(round(prob * 100))}"] = coverage(draws, lo, hi)
+        out[f"coverage_{round(prob * 100)}"] = coverage(draws, lo, hi)
     return out
 
 

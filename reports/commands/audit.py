@@ -55,10 +55,10 @@ def config_from_args(args):
     """An :class:`reports.audit.AuditConfig` from the parsed options."""
     from reports.audit import MODELS, AuditConfig, parse_variants
 
-    kw = dict(models=MODELS if args.model == "all" else (args.model,), backend=args.backend,
-              variants=parse_variants(args.variants), seed=args.seed,
-              worker_prior=args.worker_prior, prior_mu=args.prior_mu,
-              prior_sigma=args.prior_sigma, progress_bars=args.progress_bars)
+    kw = {"models": MODELS if args.model == "all" else (args.model,), "backend": args.backend,
+              "variants": parse_variants(args.variants), "seed": args.seed,
+              "worker_prior": args.worker_prior, "prior_mu": args.prior_mu,
+              "prior_sigma": args.prior_sigma, "progress_bars": args.progress_bars}
     for name in ("chains", "tune", "draws", "target_accept", "permutations"):
         v = getattr(args, name)
         if v is not None:

@@ -28,12 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import inference.nuts as nuts  # noqa: E402  (sets XLA host devices before JAX starts)
-import numpy as np  # noqa: E402
+import numpy as np
 
-from models.model_inputs import model_inputs  # noqa: E402
-from models.priors import Priors  # noqa: E402
-from models.simulate import simulate, simulate_paper_scale  # noqa: E402
+from inference import nuts
+from models.model_inputs import model_inputs
+from models.priors import Priors
+from models.simulate import simulate, simulate_paper_scale
 
 RESULTS = ROOT / "bench" / "results" / "nuts.json"
 
@@ -194,7 +194,7 @@ def main(argv=None) -> int:
                             "eta": a / a.sum(1, keepdims=True)}
                     emit({**paper, "what": "online init",
                           "seconds": round(time.perf_counter() - t, 2)}, out)
-                except Exception as exc:  # the online route is optional here
+                except Exception as exc:  # noqa: BLE001 (the online route is optional here)
                     emit({**paper, "what": "online init FAILED, default start",
                           "error": repr(exc)}, out)
             rec = nuts_run(big, bpr, "numpyro", 4, args.paper_tune, args.paper_draws,

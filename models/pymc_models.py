@@ -18,6 +18,7 @@ from pytensor.gradient import zero_grad
 
 from .model_inputs import ModelInputs
 
+
 def _lse_rows(rows):
     """Stable ``log Σ_j exp(rows[j])`` over a short list of vectors (shift: ``zero_grad``)."""
     m = rows[0]

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-import inference.nuts as nuts
+from inference import nuts
 from inference.gate import check
 from models.priors import Priors
 from models.simulate import simulate
@@ -126,7 +126,7 @@ def test_couple_on_pairs_has_the_crowdbt_posterior():
     sim = simulate("crowdbt", n_items=6, n_workers=3, tasks_per_worker=40, seed=5)
     d = sim.rankings
     pr = Priors.geometric(d.workers, 2, a0=4, a=2)
-    kw = dict(chains=2, tune=200, draws=300, seed=3, progress=False)
+    kw = {"chains": 2, "tune": 200, "draws": 300, "seed": 3, "progress": False}
     a = nuts.fit_nuts(d, "crowdbt", pr, **kw).idata["posterior"]
     b = nuts.fit_nuts(d, "couple", pr, **kw).idata["posterior"]
     for va, vb in ((a["lambda"], b["lambda"]), (a["eta"], b["eta"].sel(stage=1))):
@@ -143,7 +143,7 @@ def test_numpyro_and_pymc_agree_within_mcse(pl_data):
 
     d = pl_data.rankings
     pr = Priors.geometric(d.workers, d.K)
-    kw = dict(chains=2, tune=300, draws=500, seed=2, progress=False)
+    kw = {"chains": 2, "tune": 300, "draws": 500, "seed": 2, "progress": False}
     a = nuts.fit_nuts(d, "pl", pr, backend="numpyro", **kw)
     b = nuts.fit_nuts(d, "pl", pr, backend="pymc", **kw)
     assert b.idata.attrs["backend"] == "pymc"

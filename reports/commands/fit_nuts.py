@@ -81,7 +81,9 @@ def run(args, data, priors) -> int:
     result = fit_nuts(
         data, args.model, priors, backend=args.backend, chains=int(args.chains),
         tune=int(args.tune), draws=int(args.draws), target_accept=float(args.target_accept),
-        seed=int(args.seed), init=init, progress=not getattr(args, "no_progress", False))
+        seed=int(args.seed), init=init, progress=not getattr(args, "no_progress", False),
+        # no --precision flag is declared in fit.py yet; honoured if one is added
+        precision=getattr(args, "precision", None) or "float64")
     paths = write_nuts(result, args.out)
     t = result.timings
     print(f"NUTS ({args.backend}, {args.model}): {data.n_rankings} rankings, "

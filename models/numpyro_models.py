@@ -135,10 +135,14 @@ def column_loglik(inputs: ModelInputs, lam, eta=None):
         return jnp.concatenate([pl_block(lam[index[:k, a:b]]) for k, a, b in inputs.blocks])
     log_eta = _safe_log(eta)
     log_cum = _safe_log(jnp.cumsum(eta, axis=1))
+    # One (W, 2K) table gathered once per block: one scatter-add in the backward pass
+    # instead of two (measured 63 -> 53 ms per gradient at the paper's scale, 2 cores).
+    table = jnp.concatenate([log_eta, log_cum], axis=1)
+    K = log_eta.shape[1]
     parts = []
     for k, a, b in inputs.blocks:
-        w = worker[a:b]
-        parts.append(couple_block(lam[index[:k, a:b]], log_eta[w, :k].T, log_cum[w, :k].T))
+        rows = table[worker[a:b]].T
+        parts.append(couple_block(lam[index[:k, a:b]], rows[:k], rows[K:K + k]))
     ll = jnp.concatenate(parts)
     if m == "couple-normalized":
         for g in inputs.groups:

@@ -104,11 +104,12 @@ def column_loglik(inputs: ModelInputs, lam, eta=None):
         return pt.concatenate([pl_block(lam[index[:k, a:b]], k) for k, a, b in inputs.blocks])
     log_eta = _safe_log(eta)
     log_cum = _safe_log(pt.cumsum(eta, axis=1))
+    table = pt.concatenate([log_eta, log_cum], axis=1)  # one gather per block (as NumPyro)
+    K = inputs.K
     parts = []
     for k, a, b in inputs.blocks:
-        w = worker[a:b]
-        parts.append(couple_block(lam[index[:k, a:b]], log_eta[w, :k].T,
-                                  log_cum[w, :k].T, k))
+        rows = table[worker[a:b]].T
+        parts.append(couple_block(lam[index[:k, a:b]], rows[:k], rows[K:K + k], k))
     ll = pt.concatenate(parts)
     if m == "couple-normalized":
         for g in inputs.groups:

@@ -302,7 +302,7 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
                      {"what": "true lowest found: online / NUTS",
                       "value": f"{w['lowest_overlap_truth_online']} / "
                                f"{w['lowest_overlap_truth_nuts']}"}]
-        work.add(heading(a.model), table(rows, ["what", "value"], ["", ""]),
+        work.add(heading(a.model), table(rows, ["what", "value"], ["worker quality", "value"]),
                  figure(F.workers(w), "E[η_w¹] by both methods; circled: the lowest-quality "
                         "workers (red: found by both)."))
     # ---------------------------------------------------------------- ranking

@@ -191,11 +191,13 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, init, prog
         key = jax.random.PRNGKey(seed)
         t = time.perf_counter()
         mcmc.warmup(key, extra_fields=extra, collect_warmup=False)
+        # JAX dispatches asynchronously: wait for the state, or the time lands in "sampling"
+        jax.block_until_ready(mcmc.post_warmup_state)
         timings["warmup"] = time.perf_counter() - t
         t = time.perf_counter()
         mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=extra)
+        samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
         timings["sampling"] = time.perf_counter() - t
-        samples = mcmc.get_samples(group_by_chain=True)
         ex = mcmc.get_extra_fields(group_by_chain=True)
         post = {k: np.asarray(v, float) for k, v in samples.items()}
         n_steps = np.asarray(ex["num_steps"])

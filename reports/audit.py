@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from models.data import DataError, Rankings
-from models.priors import Priors, parse_worker_prior
+from models.priors import Priors, parse_worker_prior, read_worker_prior_file
 
 #: The embedded default (see bench/bench_audit.py for its timing on 2 cores).
 #: 600 rankings: NUTS cost grows with the number of rankings, and 100 tasks per worker keep
@@ -61,6 +61,7 @@ class AuditConfig:
     permutations: int = 5
     seed: int = 0
     worker_prior: str = "geometric:a0=10,a=6"
+    worker_prior_file: str | None = None
     prior_mu: float = 0.0
     prior_sigma: float = 1.0
     progress_bars: bool = False
@@ -147,7 +148,9 @@ def default_subject(**overrides) -> Subject:
 
 
 def make_priors(data: Rankings, cfg: AuditConfig) -> Priors:
-    """The one prior object both methods read (same spec as ``crowdrank fit``)."""
+    """The one prior object both methods read (same options as ``crowdrank fit``)."""
+    if cfg.worker_prior_file:
+        return read_worker_prior_file(cfg.worker_prior_file, cfg.prior_mu, cfg.prior_sigma)
     return parse_worker_prior(cfg.worker_prior, data.workers, max(data.K, 2),
                               cfg.prior_mu, cfg.prior_sigma)
 

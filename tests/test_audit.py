@@ -148,3 +148,19 @@ def test_audit_end_to_end_tiny(tmp_path):
     assert set(t[t.model == "couple"].variant) == {"default", "taylor=plugin"}
     html = (out / "report.html").read_text()
     assert html.count("<img ") >= 20 and "reference not trusted" in html.lower()
+
+
+def test_priors_from_spec_or_file(tmp_path):
+    from models.simulate import simulate
+    from reports.audit import AuditConfig, make_priors
+
+    data = simulate("couple", n_items=5, n_workers=2, tasks_per_worker=3, kmax=3, seed=0).rankings
+    p = make_priors(data, AuditConfig())
+    np.testing.assert_allclose(p.alpha[0], 10 * 6.0 ** -np.arange(1, 4))     # a0 · a^-t
+    f = tmp_path / "prior.csv"
+    f.write_text("worker,a1,a2,a3\nw0,5,4,1\nw1,2,2,2\n")
+    q = make_priors(data, AuditConfig(worker_prior_file=str(f)))
+    np.testing.assert_allclose(q.for_data(data).alpha, [[5, 4, 1], [2, 2, 2]])
+    f.write_text("worker,a1,a2,a3\nw0,5,4,1\n")
+    with pytest.raises(DataError, match="no worker prior"):
+        make_priors(data, AuditConfig(worker_prior_file=str(f))).for_data(data)

@@ -44,7 +44,11 @@ def register(sub) -> None:
     g = p.add_argument_group("priors (shared by both methods)")
     g.add_argument("--prior-mu", type=float, default=0.0)
     g.add_argument("--prior-sigma", type=float, default=1.0)
-    g.add_argument("--worker-prior", default="geometric:a0=10,a=6")
+    g.add_argument("--worker-prior", default="geometric:a0=10,a=6",
+                   help="geometric profile a0*(a^-1..a^-K) for every worker")
+    g.add_argument("--worker-prior-file", default=None,
+                   help="CSV worker,alpha1,..,alphaK (CrowdBT reads the first two); "
+                        "overrides --worker-prior")
     p.add_argument("--progress-bars", action="store_true",
                    help="also show the samplers' own progress bars")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -56,9 +60,10 @@ def config_from_args(args):
     from reports.audit import MODELS, AuditConfig, parse_variants
 
     kw = {"models": MODELS if args.model == "all" else (args.model,), "backend": args.backend,
-              "variants": parse_variants(args.variants), "seed": args.seed,
-              "worker_prior": args.worker_prior, "prior_mu": args.prior_mu,
-              "prior_sigma": args.prior_sigma, "progress_bars": args.progress_bars}
+          "variants": parse_variants(args.variants), "seed": args.seed,
+          "worker_prior": args.worker_prior, "worker_prior_file": args.worker_prior_file,
+          "prior_mu": args.prior_mu, "prior_sigma": args.prior_sigma,
+          "progress_bars": args.progress_bars}
     for name in ("chains", "tune", "draws", "target_accept", "permutations"):
         v = getattr(args, name)
         if v is not None:

@@ -195,3 +195,32 @@ def read_worker_prior_file(path: str | Path, mu0: float = 0.0, sigma0: float = 1
                 raise DataError("concentrations must be finite and > 0", str(path), lineno)
             table[w] = vals
     return Priors.explicit(table, mu0=mu0, sigma0=sigma0, spec=f"file:{path}")
+
+
+DEFAULT_WORKER_PRIOR = "geometric:a0=10,a=6"
+
+
+def build_priors(data: Rankings, *, worker_prior: str | None = None,
+                 worker_prior_file: str | Path | None = None,
+                 gold: "str | Path | tuple[Rankings, np.ndarray] | None" = None,
+                 mu0: float = 0.0, sigma0: float = 1.0) -> Priors:
+    """The priors for ``data`` from the user's choices, in one place for every command.
+
+    Precedence: an explicit ``worker_prior_file``; then ``gold`` tasks (a gold CSV path
+    read by :func:`models.io.read_gold`, or ``(gold rankings, true_order)``), turned into
+    ``α_w`` by :meth:`Priors.from_gold` (seed 000, Sect. 5.1); then the ``worker_prior``
+    spec (default :data:`DEFAULT_WORKER_PRIOR`, the paper's geometric profile). Rows are
+    *not* reordered here: call :meth:`Priors.for_data` with the model's ``K``.
+    """
+    if worker_prior_file:
+        return read_worker_prior_file(worker_prior_file, mu0, sigma0)
+    if gold is not None:
+        if isinstance(gold, (str, Path)):
+            from .io import read_gold
+
+            gold = read_gold(gold)
+        gold_data, true_order = gold
+        return Priors.from_gold(gold_data, max(data.K, gold_data.K, 2), true_order=true_order,
+                                mu0=mu0, sigma0=sigma0)
+    return parse_worker_prior(worker_prior or DEFAULT_WORKER_PRIOR, data.workers,
+                              max(data.K, 2), mu0, sigma0)

@@ -44,8 +44,12 @@ def register(sub) -> None:
     g = p.add_argument_group("priors (shared by both methods)")
     g.add_argument("--prior-mu", type=float, default=0.0)
     g.add_argument("--prior-sigma", type=float, default=1.0)
-    g.add_argument("--worker-prior", default="geometric:a0=10,a=6",
-                   help="geometric profile a0*(a^-1..a^-K) for every worker")
+    g.add_argument("--worker-prior", default=None,
+                   help="geometric profile a0*(a^-1..a^-K) for every worker, e.g. "
+                        "geometric:a0=10,a=6 (the default for DATA; the embedded simulation "
+                        "uses its gold tasks instead)")
+    g.add_argument("--worker-prior-gold", default=None, metavar="GOLD_CSV",
+                   help="worker priors from gold tasks (worker,ranking,true_order)")
     g.add_argument("--worker-prior-file", default=None,
                    help="CSV worker,alpha1,..,alphaK (CrowdBT reads the first two); "
                         "overrides --worker-prior")
@@ -62,6 +66,7 @@ def config_from_args(args):
     kw = {"models": MODELS if args.model == "all" else (args.model,), "backend": args.backend,
           "variants": parse_variants(args.variants), "seed": args.seed,
           "worker_prior": args.worker_prior, "worker_prior_file": args.worker_prior_file,
+          "worker_prior_gold": args.worker_prior_gold,
           "prior_mu": args.prior_mu, "prior_sigma": args.prior_sigma,
           "progress_bars": args.progress_bars}
     for name in ("chains", "tune", "draws", "target_accept", "permutations"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from models.priors import Priors, parse_worker_prior, read_worker_prior_file
+from models.priors import DEFAULT_WORKER_PRIOR, Priors, build_priors
 
 MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized")
 
@@ -30,8 +30,12 @@ def register(sub) -> None:
     g = p.add_argument_group("priors (shared by both methods)")
     g.add_argument("--prior-mu", type=float, default=0.0, help="mean of λ ~ Normal")
     g.add_argument("--prior-sigma", type=float, default=1.0, help="sd of λ ~ Normal")
-    g.add_argument("--worker-prior", default="geometric:a0=10,a=6",
+    g.add_argument("--worker-prior", default=DEFAULT_WORKER_PRIOR,
                    help="geometric profile a0*(a^-1..a^-K) for every worker")
+    g.add_argument("--worker-prior-gold", default=None, metavar="GOLD_CSV",
+                   help="gold tasks (worker,ranking,true_order; `simulate --gold` writes "
+                        "one): alpha_w = 1 + how often w reported each offset of the true "
+                        "order (seed 000, Sect. 5.1); overrides --worker-prior")
     g.add_argument("--worker-prior-file", default=None,
                    help="CSV worker,alpha1,..,alphaK (CrowdBT: worker,a,b); overrides "
                         "--worker-prior")
@@ -41,6 +45,8 @@ def register(sub) -> None:
     n.add_argument("--tune", type=int, default=1000)
     n.add_argument("--draws", type=int, default=1000)
     n.add_argument("--target-accept", type=float, default=0.8)
+    n.add_argument("--precision", choices=("float64", "float32"), default="float64",
+                   help="NumPyro floating point: float32 is ~2x faster per gradient")
     n.add_argument("--init-from", default=None,
                    help="an online posterior.json whose means start the chains")
     o = p.add_argument_group("online (--method online)")
@@ -71,11 +77,10 @@ def register(sub) -> None:
 
 def load_priors(args, data) -> Priors:
     """The :class:`Priors` both methods read, from ``--prior-*`` and ``--worker-prior*``."""
-    if args.worker_prior_file:
-        priors = read_worker_prior_file(args.worker_prior_file, args.prior_mu, args.prior_sigma)
-    else:
-        priors = parse_worker_prior(args.worker_prior, data.workers, max(data.K, 2),
-                                    args.prior_mu, args.prior_sigma)
+    priors = build_priors(data, worker_prior=args.worker_prior,
+                          worker_prior_file=args.worker_prior_file,
+                          gold=getattr(args, "worker_prior_gold", None),
+                          mu0=args.prior_mu, sigma0=args.prior_sigma)
     if args.model == "crowdbt":
         return priors.for_data(data, K=2)
     if args.model in ("couple", "couple-normalized"):

@@ -54,3 +54,42 @@ def test_bad_specs_and_files(tmp_path):
     np.testing.assert_allclose(read_worker_prior_file(f).beta(), [[1, 2], [3, 4]])
     with pytest.raises(ValueError):
         Priors(("u",), np.array([[0.0, 1.0]]))
+
+
+def test_build_priors_precedence_and_gold_csv(tmp_path):
+    from models.io import write_gold
+    from models.priors import build_priors
+    from models.simulate import simulate
+
+    sim = simulate("couple", n_items=12, n_workers=3, tasks_per_worker=5, kmax=3,
+                   gold_per_worker=8, setting="expert", seed=5)
+    path = write_gold(sim.gold, sim.gold_true_order, tmp_path / "gold.csv")
+    from_file = build_priors(sim.rankings, gold=path)
+    direct = Priors.from_gold(sim.gold, K=3, true_order=sim.gold_true_order)
+    np.testing.assert_allclose(from_file.for_data(sim.rankings).alpha,
+                               direct.for_data(sim.rankings).alpha)
+    # 8 gold tasks of k-1 stages each: the counts add up to the stages answered
+    stages = np.bincount(sim.gold.worker, weights=sim.gold.lengths - 1, minlength=3)
+    np.testing.assert_allclose(direct.alpha.sum(1), 3 + stages)
+    # expert workers mostly report the true item: offset 0 dominates
+    assert np.all(direct.alpha[:, 0] > direct.alpha[:, 1])
+    geo = build_priors(sim.rankings)
+    assert geo.spec.startswith("geometric")
+    f = tmp_path / "p.csv"
+    f.write_text("worker,a,b,c\nw0,1,1,1\nw1,2,2,2\nw2,3,3,3\n")
+    assert build_priors(sim.rankings, worker_prior_file=f, gold=path).spec.startswith("file:")
+
+
+def test_fit_cli_with_gold_priors(tmp_path):
+    from reports.cli import main
+
+    out = tmp_path / "sim"
+    assert main(["simulate", "--model", "couple", "--items", "10", "--workers", "3",
+                 "--tasks", "6", "--kmax", "3", "--gold", "5", "--seed", "1",
+                 "--out", str(out)]) == 0
+    assert main(["fit", str(out / "rankings.csv"), "--model", "couple", "--method", "online",
+                 "--worker-prior-gold", str(out / "gold.csv"), "--out",
+                 str(tmp_path / "fit")]) == 0
+    import json
+    post = json.loads((tmp_path / "fit" / "posterior.json").read_text())
+    assert post["options"]["prior_spec"] == "gold"

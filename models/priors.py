@@ -35,6 +35,10 @@ class Priors:
         The Normal prior on every item score.
     spec : str
         How the worker prior was made (for reports), e.g. ``"geometric:a0=10,a=6"``.
+    ab : ndarray, shape (W, 2), optional
+        CrowdBT's ``(a_w, b_w)`` when they are not ``alpha[:, :2]``: gold priors count
+        correct and wrong rank-broken *pairs* for CrowdBT but stage offsets for COUPLE,
+        which differ for ``k >= 3`` (and agree on pairwise gold).
     """
 
     workers: tuple[str, ...]
@@ -42,6 +46,7 @@ class Priors:
     mu0: float = 0.0
     sigma0: float = 1.0
     spec: str = "explicit"
+    ab: np.ndarray | None = None
 
     def __post_init__(self):
         alpha = np.array(self.alpha, dtype=float)
@@ -53,6 +58,13 @@ class Priors:
             raise ValueError("prior mu0 must be finite and sigma0 finite and > 0")
         alpha.setflags(write=False)
         object.__setattr__(self, "alpha", alpha)
+        if self.ab is not None:
+            ab = np.array(self.ab, dtype=float)
+            if ab.shape != (len(self.workers), 2) or not np.all(np.isfinite(ab)) \
+                    or np.any(ab <= 0):
+                raise ValueError("ab must be (W, 2), finite and > 0")
+            ab.setflags(write=False)
+            object.__setattr__(self, "ab", ab)
         object.__setattr__(self, "workers", tuple(self.workers))
 
     @property
@@ -60,8 +72,9 @@ class Priors:
         return int(self.alpha.shape[1])
 
     def beta(self) -> np.ndarray:
-        """CrowdBT's ``(a_w, b_w)`` per worker, shape ``(W, 2)``."""
-        return self.alpha[:, :2].copy()
+        """CrowdBT's ``(a_w, b_w)`` per worker, shape ``(W, 2)``: :attr:`ab` if given, else
+        ``alpha[:, :2]`` (so ``Dir(α1, α2) = Beta(α1, α2)``)."""
+        return (self.alpha[:, :2] if self.ab is None else self.ab).copy()
 
     def for_data(self, data: Rankings, K: int | None = None) -> "Priors":
         """Check that the priors cover ``data`` and return them in ``data.workers`` order.
@@ -78,7 +91,8 @@ class Priors:
             raise DataError(f"worker priors have length {self.K} but the model needs {K} "
                             f"(the data's longest ranking has k={data.K})", self.spec)
         rows = [index[w] for w in data.workers]
-        return Priors(data.workers, self.alpha[rows], self.mu0, self.sigma0, self.spec)
+        return Priors(data.workers, self.alpha[rows], self.mu0, self.sigma0, self.spec,
+                      None if self.ab is None else self.ab[rows])
 
     # ------------------------------------------------------------ constructors
     @classmethod
@@ -118,6 +132,12 @@ class Priors:
         item's offset ``t`` in the true order of the remaining items is counted, and
         ``α_w[t] = base_w[t] + count_w[t]``. For pairs this is ``(a, b) = base + (#correct,
         #wrong)``, CrowdBT's Beta update on gold answers. ``base`` defaults to ``Dir(1,…,1)``.
+
+        CrowdBT's ``(a_w, b_w)`` (:attr:`ab`) count the gold rankings' rank-broken pairs
+        reported in the true (``a``) or the reversed (``b``) order: a worker who often swaps
+        the top two of four items has a small ``α_1/Σα`` but still gets most pairs right,
+        and taking ``α[:2]`` for CrowdBT would call that worker adversarial (and, CrowdBT
+        being symmetric under ``(λ, η) → (−λ, 1−η)``, can flip the whole ranking).
         """
         if true_order is None and true_scores is None:
             raise ValueError("from_gold needs true_order or true_scores")
@@ -126,6 +146,7 @@ class Priors:
             if true_scores.shape != (gold.n_items,):
                 raise ValueError("true_scores must align with gold.items")
         counts = np.zeros((gold.n_workers, K))
+        pairs = np.zeros((gold.n_workers, 2))   # CrowdBT: (#correct, #wrong) rank-broken pairs
         for n in range(gold.n_rankings):
             r = gold.ranking(n)
             if true_order is not None:
@@ -135,16 +156,21 @@ class Priors:
                                     "reported ranking", gold.source)
             else:
                 truth = list(r[np.argsort(-true_scores[r], kind="stable")])
+            pos = {item: j for j, item in enumerate(truth)}
+            for i in range(len(r)):
+                for j in range(i + 1, len(r)):
+                    pairs[gold.worker[n], 0 if pos[r[i]] < pos[r[j]] else 1] += 1
             for i in range(len(r) - 1):
                 counts[gold.worker[n], truth.index(r[i])] += 1
                 truth.remove(r[i])
         if base is None:
-            alpha0 = np.ones((gold.n_workers, K))
+            alpha0, ab0 = np.ones((gold.n_workers, K)), np.ones((gold.n_workers, 2))
         else:
             if base.K < K:
                 raise ValueError("base prior shorter than K")
-            alpha0 = base.for_data(gold).alpha[:, :K]
-        return cls(gold.workers, alpha0 + counts, mu0, sigma0, "gold")
+            based = base.for_data(gold, K=K)
+            alpha0, ab0 = based.alpha[:, :K], based.beta()
+        return cls(gold.workers, alpha0 + counts, mu0, sigma0, "gold", ab0 + pairs)
 
 
 def parse_worker_prior(spec: str, workers: Sequence[str], K: int, mu0: float = 0.0,

@@ -24,6 +24,14 @@ def test_gold_counts_offsets_in_the_true_order():
     p = Priors.from_gold(gold, K=3, true_scores=scores)
     # u: (a,b,c) offsets 0,0; (c,a,b) offsets 2 then 0. v: (b,a) offset 1
     np.testing.assert_allclose(p.alpha, [[1 + 3, 1 + 0, 1 + 1], [1 + 0, 1 + 1, 1]])
+    # CrowdBT counts rank-broken pairs: u gets (a,b),(a,c),(b,c),(a,b) right and (c,a),(c,b)
+    # wrong; v gets (b,a) wrong
+    np.testing.assert_allclose(p.beta(), [[1 + 4, 1 + 2], [1 + 0, 1 + 1]])
+    # on pairwise gold both counts are the same: COUPLE with k=2 is CrowdBT, same prior
+    pg = Rankings.from_lists([["a", "b"], ["b", "a"], ["a", "c"]], ["u", "u", "v"])
+    q = Priors.from_gold(pg, K=2, true_scores=np.array([3.0, 2.0, 1.0]))
+    np.testing.assert_allclose(q.beta(), q.alpha[:, :2])
+    np.testing.assert_allclose(q.for_data(pg, K=2).beta(), [[2, 2], [2, 1]])
 
 
 def test_for_data_reorders_and_checks():

@@ -230,3 +230,18 @@ def test_cli_fit_online_writes_posterior_and_items(sim, tmp_path):
     rc = main(["fit", str(path), "--model", "couple", "--method", "online",
                "--state-in", str(out / "posterior.json"), "--out", str(out2), "--no-progress"])
     assert rc == 2
+
+
+def test_crowdbt_state_reads_the_priors_beta_not_alpha():
+    """Gold priors give CrowdBT its own (a, b) (pair counts); the online state must use them."""
+    import numpy as np
+
+    from inference.online.state import OnlinePosterior
+    from models.priors import Priors
+
+    p = Priors(("u", "v"), np.array([[4.0, 16.0, 1.0], [2.0, 1.0, 1.0]]), ab=[[30.0, 5.0],
+                                                                          [3.0, 2.0]])
+    st = OnlinePosterior.from_priors("crowdbt", ["a", "b"], p, workers=["v", "u"])
+    np.testing.assert_array_equal(st.alpha, [[3.0, 2.0], [30.0, 5.0]])
+    st = OnlinePosterior.from_priors("couple", ["a", "b"], p, workers=["v", "u"], K=3)
+    np.testing.assert_array_equal(st.alpha, [[2.0, 1.0, 1.0], [4.0, 16.0, 1.0]])

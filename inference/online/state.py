@@ -112,9 +112,11 @@ class OnlinePosterior:
             if missing:
                 raise DataError(f"no worker prior for {len(missing)} worker(s), e.g. "
                                 f"{missing[:5]}", priors.spec)
-            rows = priors.alpha[[index[w] for w in wk]]
+            sel = [index[w] for w in wk]
+            rows = priors.alpha[sel]
             if model == "crowdbt":
-                alpha = rows[:, :2].copy()
+                # beta(), not alpha[:, :2]: gold priors give CrowdBT its own pair counts
+                alpha = priors.beta()[sel]
             else:
                 K = priors.K if K is None else K
                 if priors.K < K:

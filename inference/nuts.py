@@ -68,7 +68,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
              chains: int = 4, tune: int = 1000, draws: int = 1000,
              target_accept: float = 0.8, seed: int = 0, init: dict | None = None,
              progress: bool = True, precision: str = "float64",
-             chain_method: str | None = None, pointwise: bool | None = None) -> NutsResult:
+             chain_method: str | None = None, pointwise: bool | None = None,
+             init_jitter: float = 1.0) -> NutsResult:
     """Sample ``model`` on ``data`` under ``priors`` with NUTS.
 
     Parameters
@@ -85,8 +86,14 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     init : dict, optional
         A starting point on the constrained scale, e.g. the online posterior means:
         ``{"lambda": (L,), "eta": (W, K)}`` (COUPLE) or ``(W,)``/``(W, 2)`` (CrowdBT: the
-        accuracy, or Beta ``(a, b)`` from which the mean is taken). Every chain starts there
-        (PyMC adds its usual jitter).
+        accuracy, or Beta ``(a, b)`` from which the mean is taken; a missing ``eta`` starts
+        at its prior mean). Each chain starts at this point plus its own uniform jitter in
+        ``[-init_jitter, init_jitter]`` on the unconstrained scale (see :func:`jittered_starts`;
+        PyMC applies its usual ``[-1, 1]`` jitter).
+    init_jitter : float
+        NumPyro only: half-width of the per-chain jitter around ``init`` (default 1, as
+        PyMC's ``jitter+adapt_diag``). ``0`` starts every chain at the same point, which
+        makes R-hat unable to see several modes; use it only for timing experiments.
     progress : bool
         Show a progress bar.
     precision : {"float64", "float32"}
@@ -110,6 +117,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         raise ValueError("target_accept must be in (0, 1)")
     if precision not in ("float64", "float32"):
         raise ValueError("precision must be 'float64' or 'float32'")
+    if not (np.isfinite(init_jitter) and init_jitter >= 0):
+        raise ValueError("init_jitter must be a finite number >= 0")
     inputs = model_inputs(model, data, priors)
     init_values = None if init is None else _check_init(init, inputs)
     if pointwise is None:
@@ -119,7 +128,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         post, stats, ll, timings = _run_numpyro(
             inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
             seed=seed, init=init_values, progress=progress, precision=precision,
-            chain_method=chain_method, pointwise=pointwise)
+            chain_method=chain_method, pointwise=pointwise, init_jitter=init_jitter)
     else:
         post, stats, ll, timings = _run_pymc(
             inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
@@ -132,6 +141,9 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
                                      "precision": precision if backend == "numpyro"
                                      else "float64",
                                      "init": "given" if init is not None else "default",
+                                     **({"init_jitter": float(init_jitter)}
+                                        if init is not None and backend == "numpyro"
+                                        else {}),
                                      "sampler": sampler})
     gate = check(idata)
     return NutsResult(idata=idata, gate=gate, timings=timings)
@@ -165,8 +177,48 @@ def _check_init(init: dict, inputs: ModelInputs) -> dict:
 
 
 # ---------------------------------------------------------------- NumPyro
+def jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: int,
+                    jitter: float = 1.0) -> dict:
+    """Per-chain NumPyro starting points around ``init``, on the unconstrained scale.
+
+    ``init`` (constrained, as checked by :func:`_check_init`) is mapped to the sampler's
+    unconstrained space (λ as is; η through NumPyro's own bijections: logit for CrowdBT's
+    Beta, stick-breaking for COUPLE's Dirichlet), and chain ``c`` starts at that point plus
+    an independent ``Uniform(-jitter, jitter)`` offset on every coordinate, PyMC's
+    ``jitter+adapt_diag`` rule.
+
+    Why: with one common start, every chain follows the same path into the same basin,
+    and R-hat, which compares chains, cannot see a second mode or a chain that has not
+    left the start's neighbourhood; dispersed starts are what make the between-chain
+    comparison informative. The offsets come from ``numpy.random.default_rng`` keyed on
+    ``seed``, so the same seed gives the same starts (and the same draws). A missing
+    ``eta`` starts at its prior mean. Returns ``{site: (chains, ...)}``, or the
+    unbatched point when ``chains == 1``.
+    """
+    import jax
+    from numpyro.infer.util import unconstrain_fn
+
+    from models import numpyro_models as npm
+
+    point = {"lambda": np.asarray(init["lambda"], float)}
+    if inputs.has_eta:
+        if init.get("eta") is not None:
+            point["eta"] = np.asarray(init["eta"], float)
+        else:
+            a = np.asarray(inputs.alpha, float)
+            point["eta"] = a[:, 0] / a.sum(1) if inputs.model == "crowdbt" else \
+                a / a.sum(1, keepdims=True)
+    with jax.enable_x64(True):   # map in float64; the caller casts to its precision
+        z = {k: np.asarray(v, float) for k, v in
+             unconstrain_fn(npm.model, (inputs,), {}, point).items()}
+    rng = np.random.default_rng([int(seed), 0x5EED])
+    out = {k: z[k][None] + jitter * rng.uniform(-1.0, 1.0, size=(chains,) + z[k].shape)
+           for k in sorted(z)}
+    return out if chains > 1 else {k: v[0] for k, v in out.items()}
+
+
 def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, init, progress,
-                 precision, chain_method, pointwise):
+                 precision, chain_method, pointwise, init_jitter=1.0):
     import jax
     from numpyro.infer import MCMC, NUTS, init_to_median, init_to_value
 
@@ -179,7 +231,14 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, init, prog
         def prog():
             return npm.model(inputs)
 
+        # A given start: per-chain jittered points (jittered_starts) passed as init_params;
+        # init_to_value only serves NumPyro's one tracing of the model.
         strategy = init_to_value(values=init) if init else init_to_median(num_samples=15)
+        init_params = None
+        if init:
+            dtype = np.float64 if precision == "float64" else np.float32
+            init_params = {k: v.astype(dtype) for k, v in
+                           jittered_starts(inputs, init, chains, seed, init_jitter).items()}
         kernel = NUTS(prog, target_accept_prob=target_accept, init_strategy=strategy)
         timings.update(gradient_timing(inputs))
         extra = ("diverging", "energy", "num_steps", "accept_prob", "adapt_state.step_size",
@@ -190,7 +249,7 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, init, prog
                         chain_method=chain_method, progress_bar=progress)
         key = jax.random.PRNGKey(seed)
         t = time.perf_counter()
-        mcmc.warmup(key, extra_fields=extra, collect_warmup=False)
+        mcmc.warmup(key, extra_fields=extra, collect_warmup=False, init_params=init_params)
         # JAX dispatches asynchronously: wait for the state, or the time lands in "sampling"
         jax.block_until_ready(mcmc.post_warmup_state)
         timings["warmup"] = time.perf_counter() - t

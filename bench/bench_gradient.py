@@ -21,7 +21,6 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np
 
-import inference.nuts  # noqa: F401  (XLA flags before JAX starts)
 from models.model_inputs import model_inputs
 from models.priors import Priors
 from models.simulate import simulate, simulate_paper_scale

@@ -164,3 +164,56 @@ def test_priors_from_spec_or_file(tmp_path):
     f.write_text("worker,a1,a2,a3\nw0,5,4,1\n")
     with pytest.raises(DataError, match="no worker prior"):
         make_priors(data, AuditConfig(worker_prior_file=str(f))).for_data(data)
+
+
+@pytest.mark.slow
+def test_audit_with_the_pymc_backend(tmp_path):
+    """crowdrank audit --backend pymc on a tiny set (CrowdBT only, short chains): the fits
+    are PyMC's, and the written table is the comparison of the written fits."""
+    pytest.importorskip("pymc")
+    from inference.nuts import read_nuts
+    from inference.online import OnlinePosterior
+    from models.io import write_rankings
+    from models.simulate import simulate
+    from reports.cli import main
+
+    sim = simulate("couple", n_items=6, n_workers=2, tasks_per_worker=10, kmax=3, seed=6)
+    data_path = write_rankings(sim.rankings, tmp_path / "rk.csv")
+    out = tmp_path / "audit"
+    rc = main(["audit", str(data_path), "--model", "crowdbt", "--backend", "pymc",
+               "--chains", "2", "--tune", "100", "--draws", "100", "--permutations", "2",
+               "--quiet", "--out", str(out)])
+    assert rc == 0
+    for f in ("report.html", "metrics.json", "parameters.csv", "crowdbt/nuts/posterior.nc",
+              "crowdbt/online/posterior.json"):
+        assert (out / f).is_file(), f
+    assert not (out / "couple").exists()
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["config"]["backend"] == "pymc" and list(metrics["models"]) == ["crowdbt"]
+    m = metrics["models"]["crowdbt"]
+    assert m["reference_trusted"] is False and "ESS" in m["reference_note"]
+    dt = read_nuts(out / "crowdbt" / "nuts")
+    assert dt.attrs["backend"] == "pymc" and dt.attrs["model"] == "crowdbt"
+    post = dt["posterior"]
+    assert post["lambda"].shape == (2, 100, 6) and post["eta"].dims == ("chain", "draw", "worker")
+    assert set(post["item"].values) == set(sim.rankings.items)   # ids of the file, any order
+    assert dt.attrs["sampler"] in ("nutpie", "pymc")
+    assert dt["log_likelihood"]["rankings"].shape == (2, 100, sim.rankings.n_rankings)
+    assert dt["sample_stats"]["diverging"].dtype == bool
+    t = pd.read_csv(out / "parameters.csv")
+    assert set(t.model) == {"crowdbt"} and len(t) == 6 + 2
+    online = OnlinePosterior.from_json(out / "crowdbt" / "online" / "posterior.json")
+    lam = t[t.kind == "lambda"].set_index("id")
+    eta = t[t.kind == "eta"].set_index("id")
+    for i, it in enumerate(online.items):
+        draws = post["lambda"].sel(item=it).values.ravel()
+        assert lam.loc[it, "mcmc_mean"] == pytest.approx(draws.mean(), rel=1e-9)
+        assert lam.loc[it, "mcmc_sd"] == pytest.approx(draws.std(ddof=1), rel=1e-6)
+        assert lam.loc[it, "approx_mean"] == pytest.approx(online.mu[i])
+        s = np.sqrt(online.sigma2[i])
+        assert lam.loc[it, "z"] == pytest.approx((online.mu[i] - draws.mean()) / draws.std(ddof=1),
+                                                 rel=1e-6)
+        assert lam.loc[it, "approx_sd"] == pytest.approx(s)
+    for w in online.workers:
+        draws = post["eta"].sel(worker=w).values.ravel()
+        assert eta.loc[w, "mcmc_mean"] == pytest.approx(draws.mean(), rel=1e-9)

@@ -15,9 +15,9 @@ the likelihood then reads contiguous rows.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -108,7 +108,7 @@ class Rankings:
         source: str = "<data>",
         lines: Sequence[int] | None = None,
         ties_split: int = 0,
-    ) -> "Rankings":
+    ) -> Rankings:
         """Build from rankings given as lists of item ids (best first).
 
         ``items``/``worker_ids`` fix the id universe (items never ranked still get a
@@ -243,7 +243,7 @@ class Rankings:
         return int(np.sum(k * (k - 1) // 2))
 
     # ------------------------------------------------------------------ transforms
-    def subset(self, idx: Iterable[int] | np.ndarray) -> "Rankings":
+    def subset(self, idx: Iterable[int] | np.ndarray) -> Rankings:
         """Rankings ``idx`` (in that order), keeping the item/worker universe."""
         idx = np.asarray(idx, dtype=np.int64)
         lengths = self.lengths[idx]
@@ -256,12 +256,12 @@ class Rankings:
             notes=self.notes,
         )
 
-    def permuted(self, seed: int) -> "Rankings":
+    def permuted(self, seed: int) -> Rankings:
         """The same rankings in a seeded random order (for order-sensitivity studies)."""
         perm = np.random.default_rng(seed).permutation(self.n_rankings)
         return self.subset(perm)
 
-    def rank_break(self) -> "Rankings":
+    def rank_break(self) -> Rankings:
         """Full rank-breaking: each ranking into its ``k(k-1)/2`` ordered pairs.
 
         Seed 000, Lemma 1: full breaking is the consistent breaking for PL. Pairs keep

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -76,7 +76,7 @@ class Priors:
         ``alpha[:, :2]`` (so ``Dir(α1, α2) = Beta(α1, α2)``)."""
         return (self.alpha[:, :2] if self.ab is None else self.ab).copy()
 
-    def for_data(self, data: Rankings, K: int | None = None) -> "Priors":
+    def for_data(self, data: Rankings, K: int | None = None) -> Priors:
         """Check that the priors cover ``data`` and return them in ``data.workers`` order.
 
         ``K`` is the length the model needs (default ``data.K``; CrowdBT needs only 2).
@@ -97,7 +97,7 @@ class Priors:
     # ------------------------------------------------------------ constructors
     @classmethod
     def geometric(cls, workers: Sequence[str], K: int, a0: float = 10.0, a: float = 6.0,
-                  mu0: float = 0.0, sigma0: float = 1.0) -> "Priors":
+                  mu0: float = 0.0, sigma0: float = 1.0) -> Priors:
         """``α_w = a0 · (a^-1, …, a^-K)`` for every worker (seed 000, Sect. 5.3; paper
         ``a0 = 10, a = 6``), so ``E[η_w^1] = 1 / (1 + a^-1 + … + a^-(K-1))``."""
         if not (a0 > 0 and a > 0):
@@ -108,7 +108,7 @@ class Priors:
 
     @classmethod
     def explicit(cls, table: Mapping[str, Sequence[float]], workers: Sequence[str] | None = None,
-                 mu0: float = 0.0, sigma0: float = 1.0, spec: str = "explicit") -> "Priors":
+                 mu0: float = 0.0, sigma0: float = 1.0, spec: str = "explicit") -> Priors:
         """From ``{worker: [α_1, …, α_K]}``; ``workers`` fixes the row order."""
         workers = tuple(table) if workers is None else tuple(workers)
         missing = [w for w in workers if w not in table]
@@ -121,8 +121,8 @@ class Priors:
 
     @classmethod
     def from_gold(cls, gold: Rankings, K: int, *, true_order: np.ndarray | None = None,
-                  true_scores: np.ndarray | None = None, base: "Priors | None" = None,
-                  mu0: float = 0.0, sigma0: float = 1.0) -> "Priors":
+                  true_scores: np.ndarray | None = None, base: Priors | None = None,
+                  mu0: float = 0.0, sigma0: float = 1.0) -> Priors:
         """Worker priors from gold tasks with known true order (seed 000, Sect. 5.1,
         following Chen et al. 2013).
 
@@ -228,7 +228,7 @@ DEFAULT_WORKER_PRIOR = "geometric:a0=10,a=6"
 
 def build_priors(data: Rankings, *, worker_prior: str | None = None,
                  worker_prior_file: str | Path | None = None,
-                 gold: "str | Path | tuple[Rankings, np.ndarray] | None" = None,
+                 gold: str | Path | tuple[Rankings, np.ndarray] | None = None,
                  mu0: float = 0.0, sigma0: float = 1.0) -> Priors:
     """The priors for ``data`` from the user's choices, in one place for every command.
 

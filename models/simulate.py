@@ -32,7 +32,7 @@ WORKER_TYPES: dict[str, tuple[float, ...]] = {
 SIM_MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized")
 
 #: The paper's synthetic scale (Sect. 5.2): 1000 items, 500 workers, 900 tasks each, k <= 4.
-PAPER_SCALE = dict(n_items=1000, n_workers=500, tasks_per_worker=900, kmax=4)
+PAPER_SCALE = {"n_items": 1000, "n_workers": 500, "tasks_per_worker": 900, "kmax": 4}
 
 
 def worker_alpha0(setting: str, K: int) -> np.ndarray:
@@ -222,11 +222,11 @@ def simulate(model: str = "couple", *, n_items: int = 50, n_workers: int = 10,
         gold, gold_true = tasks(gold_per_worker)
     return Simulation(model=model, rankings=data, lam=lam, eta=eta, settings=tuple(settings),
                       true_order=true_order, gold=gold, gold_true_order=gold_true,
-                      params=dict(n_items=n_items, n_workers=n_workers,
-                                  tasks_per_worker=tasks_per_worker, kmin=kmin, kmax=kmax,
-                                  gold_per_worker=gold_per_worker, mu0=mu0, sigma0=sigma0,
-                                  setting=setting if isinstance(setting, str) else "mixed",
-                                  seed=seed if not isinstance(seed, np.random.Generator) else None))
+                      params={"n_items": n_items, "n_workers": n_workers,
+                                  "tasks_per_worker": tasks_per_worker, "kmin": kmin, "kmax": kmax,
+                                  "gold_per_worker": gold_per_worker, "mu0": mu0, "sigma0": sigma0,
+                                  "setting": setting if isinstance(setting, str) else "mixed",
+                                  "seed": seed if not isinstance(seed, np.random.Generator) else None})
 
 
 def simulate_paper_scale(model: str = "couple", setting: str = "amateur", seed=0,

@@ -24,13 +24,14 @@ import numpy as np
 
 from .arith import exp, ieee
 from .guards import guard_finite, guard_positive
+from .state import empty_counts
 
 
 def pair_update(mu_w, mu_l, s2_w, s2_l, a, b, *, kappa=1e-4, kappa2=1e-4, counts=None,
                 strict=False, where=""):
     """One reported pair ``w > l``: returns ``(μ_w, μ_l, σ_w², σ_l², a, b)``, guarded."""
     if counts is None:
-        counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
+        counts = empty_counts()
     with np.errstate(all="ignore"):
         out = _pair(*ieee([mu_w, mu_l, s2_w, s2_l, a, b]), kappa, kappa2, counts, strict,
                     where)
@@ -80,7 +81,7 @@ def crowdbt_pass_python(pairs, worker, seq, mu, sigma2, ab, *, kappa=1e-4, kappa
     """The reference pass over rank-broken pairs ``pairs[:, n] = (winner, loser)`` in the
     order ``seq``, updating ``mu``, ``sigma2``, ``ab`` (``(W, 2)``) in place."""
     if counts is None:
-        counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
+        counts = empty_counts()
     for n in seq:
         i, j, w = int(pairs[0, n]), int(pairs[1, n]), int(worker[n])
         out = pair_update(float(mu[i]), float(mu[j]), float(sigma2[i]), float(sigma2[j]),

@@ -23,6 +23,7 @@ import numpy as np
 
 from .arith import exp, ieee, plain_sum
 from .guards import guard_finite, guard_positive
+from .state import empty_counts
 
 TAYLOR = ("paper", "full", "plugin")
 SCORE_ALPHA = ("updated", "prior")
@@ -123,7 +124,7 @@ def stage_update(mu_c, s2_c, a, *, taylor="paper", score_alpha="updated", kappa=
                  kappa2=1e-4, counts=None, strict=False, where=""):
     """One stage, steps 1–3, guarded: returns ``(μ_c', σ²_c', a')``."""
     if counts is None:
-        counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
+        counts = empty_counts()
     with np.errstate(all="ignore"):
         return _stage(ieee(mu_c), ieee(s2_c), ieee(a), taylor, score_alpha, kappa, kappa2,
                       counts, strict, where)
@@ -177,7 +178,7 @@ def gbmm_pass_python(order, lengths, worker, seq, mu, sigma2, alpha, *, taylor="
     """The reference pass: rankings ``seq`` (column indices of ``order``) in that order,
     updating ``mu``, ``sigma2``, ``alpha`` in place. Mirrors the kernel's signature."""
     if counts is None:
-        counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
+        counts = empty_counts()
     for n in seq:
         k = int(lengths[n])
         ranking_update(mu, sigma2, alpha[worker[n]], [int(order[p, n]) for p in range(k)],

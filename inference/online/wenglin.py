@@ -34,6 +34,7 @@ import numpy as np
 
 from .arith import exp, ieee, plain_sum
 from .guards import guard_finite, guard_positive
+from .state import empty_counts
 
 GAMMAS = ("sigma/c", "1/k")
 
@@ -58,7 +59,7 @@ def pl_game(mu_g, s2_g, *, beta, kappa=1e-4, tau=0.0, gamma="sigma/c", counts=No
 
 def _pl_game(mu_g, s2_g, beta, kappa, tau, gamma, counts, strict, where):
     if counts is None:
-        counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
+        counts = empty_counts()
     k = len(mu_g)
     s2 = [s + tau * tau for s in s2_g]
     c = math.sqrt(plain_sum(s + beta * beta for s in s2))
@@ -96,7 +97,7 @@ def bt_game(mu_g, s2_g, *, beta, kappa=1e-4, tau=0.0, gamma="sigma/c", counts=No
 
 def _bt_game(mu_g, s2_g, beta, kappa, tau, gamma, counts, strict, where):
     if counts is None:
-        counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
+        counts = empty_counts()
     k = len(mu_g)
     s2 = [s + tau * tau for s in s2_g]
     mu_new, s2_new = [], []
@@ -123,7 +124,7 @@ def wl_pass_python(model, order, lengths, seq, mu, sigma2, *, beta, kappa=1e-4, 
                    gamma="sigma/c", strict=False, counts=None):
     """The reference pass (``model`` ``"pl"`` or ``"bt"``), updating ``mu``, ``sigma2``."""
     if counts is None:
-        counts = {"alpha": 0, "sigma2": 0, "mu": 0, "kappa": 0, "kappa2": 0}
+        counts = empty_counts()
     game = pl_game if model == "pl" else bt_game
     for n in seq:
         r = [int(order[p, n]) for p in range(int(lengths[n]))]

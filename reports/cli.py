@@ -15,7 +15,7 @@ import sys
 from models.data import DataError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("simulate", "data", "story", "fit", "audit")
+COMMANDS = ("simulate", "data", "story", "fit", "audit", "sbc")
 
 
 def build_parser() -> argparse.ArgumentParser:

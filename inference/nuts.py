@@ -67,9 +67,10 @@ class NutsResult:
 def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "numpyro",
              chains: int = 4, tune: int = 1000, draws: int = 1000,
              target_accept: float = 0.8, seed: int = 0, init: dict | None = None,
-             progress: bool = True, precision: str = "float64",
+             approx=None, progress: bool = True, precision: str = "float64",
              chain_method: str | None = None, pointwise: bool | None = None,
-             init_jitter: float = 1.0) -> NutsResult:
+             init_jitter: float = 1.0, simplex: str = "gamma", level: str = "centered",
+             seed_mass: bool = True, max_tree_depth: int = 10) -> NutsResult:
     """Sample ``model`` on ``data`` under ``priors`` with NUTS.
 
     Parameters
@@ -78,7 +79,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     model : {"pl", "bt", "crowdbt", "couple", "couple-normalized"}
     priors : Priors
         ``λ ~ Normal(mu0, sigma0)``; COUPLE ``η_w ~ Dir(α_w)``; CrowdBT
-        ``η_w ~ Beta(α_w1, α_w2)`` (the same object the online methods read).
+        ``η_w ~ Beta(a_w, b_w)`` (the same object the online methods read).
     backend : {"numpyro", "pymc"}
         PyMC uses its default sampler (nutpie when installed and compatible).
     chains, tune, draws, target_accept, seed
@@ -87,26 +88,39 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         A starting point on the constrained scale, e.g. the online posterior means:
         ``{"lambda": (L,), "eta": (W, K)}`` (COUPLE) or ``(W,)``/``(W, 2)`` (CrowdBT: the
         accuracy, or Beta ``(a, b)`` from which the mean is taken; a missing ``eta`` starts
-        at its prior mean). Each chain starts at this point plus its own uniform jitter in
-        ``[-init_jitter, init_jitter]`` on the unconstrained scale (see :func:`jittered_starts`;
-        PyMC applies its usual ``[-1, 1]`` jitter).
+        at its prior mean). It is mapped to the sampler's coordinates
+        (:mod:`inference.warmstart`) and each chain starts there plus its own uniform
+        jitter in ``[-init_jitter, init_jitter]`` on the unconstrained scale (NumPyro; PyMC
+        applies its usual ``[-1, 1]`` jitter).
+    approx : OnlinePosterior, optional
+        Warm start from an approximate posterior (e.g. :func:`inference.online.fit_online`
+        on the same data and priors): chain ``c`` starts at its own draw of the
+        approximation, mapped to the sampler's coordinates through the exact conditionals
+        of the auxiliary variables (:mod:`inference.warmstart`), and, with ``seed_mass``
+        (NumPyro), the initial inverse mass matrix is the variance of 400 such draws on the
+        unconstrained scale. Overrides ``init``.
     init_jitter : float
         NumPyro only: half-width of the per-chain jitter around ``init`` (default 1, as
         PyMC's ``jitter+adapt_diag``). ``0`` starts every chain at the same point, which
-        makes R-hat unable to see several modes; use it only for timing experiments. At
-        large scale, where posterior sds are far below 1, a ±1 jitter gives back part of the
-        warm-up time a good start saves; a smaller width (a few posterior sds, e.g. from the
-        online σ) still separates the chains.
+        makes R-hat unable to see several modes; use it only for timing experiments.
     progress : bool
         Show a progress bar.
     precision : {"float64", "float32"}
-        NumPyro only; float32 roughly halves the gradient time at large scale
-        (``bench/bench_nuts.py``). PyMC always uses float64.
+        NumPyro only: precision of the likelihood's elementwise work. Parameters, priors
+        and the likelihood's block totals stay float64 (a total of ~10⁶ nats has a float32
+        spacing of ~0.1 nat); float32 roughly halves the gradient time at large scale
+        (``bench/bench_gradient.py``). PyMC always uses float64.
     chain_method : {"parallel", "vectorized", "sequential"}, optional
         NumPyro only; default ``"parallel"`` when there are enough host devices.
     pointwise : bool, optional
         Store the per-ranking log-likelihood; default: only below
         :data:`POINTWISE_LIMIT` stored values.
+    simplex, level : str
+        The sampler's coordinates (:mod:`models.numpyro_models`): ``"gamma"`` (exact for
+        any concentration) or ``"dirichlet"`` (the PPL's own simplex, kept for comparison);
+        ``"centered"`` (mean + zero-sum scores) or ``"iid"``. The model is the same.
+    max_tree_depth : int
+        NUTS's tree depth limit (both back-ends).
 
     Returns
     -------
@@ -122,20 +136,49 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         raise ValueError("precision must be 'float64' or 'float32'")
     if not (np.isfinite(init_jitter) and init_jitter >= 0):
         raise ValueError("init_jitter must be a finite number >= 0")
+    if simplex not in ("gamma", "dirichlet") or level not in ("centered", "iid"):
+        raise ValueError(f"simplex must be 'gamma' or 'dirichlet' and level 'centered' or "
+                         f"'iid', got {simplex!r}, {level!r}")
     inputs = model_inputs(model, data, priors)
+    param = {"simplex": simplex, "level": level}
     init_values = None if init is None else _check_init(init, inputs)
+    starts, draws_z = None, None
+    rng = np.random.default_rng([int(seed), 0x5EED])
+    if approx is not None:
+        from .warmstart import approx_draws
+        lam_d, leta_d = approx_draws(inputs, approx, data.items, data.workers,
+                                     max(chains, 400 if seed_mass else chains), rng)
+        draws_z = (lam_d, leta_d)
+        init_kind = "approx"
+    elif init_values is not None:
+        init_kind = "given"
+    else:
+        init_kind = "default"
     if pointwise is None:
         pointwise = chains * draws * inputs.n_obs <= POINTWISE_LIMIT
     t0 = time.perf_counter()
     if backend == "numpyro":
+        if draws_z is not None:
+            starts, inv_mass = numpyro_starts_from_draws(inputs, *draws_z, chains, rng, param,
+                                                         seed_mass=seed_mass)
+        elif init_values is not None:
+            starts, inv_mass = jittered_starts(inputs, init_values, chains, seed, init_jitter,
+                                               **param), None
+        else:
+            inv_mass = None
         post, stats, ll, timings = _run_numpyro(
             inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
-            seed=seed, init=init_values, progress=progress, precision=precision,
-            chain_method=chain_method, pointwise=pointwise, init_jitter=init_jitter)
+            seed=seed, starts=starts, inv_mass=inv_mass, progress=progress,
+            precision=precision, chain_method=chain_method, pointwise=pointwise,
+            param=param, max_tree_depth=max_tree_depth)
     else:
+        initvals = None
+        if draws_z is not None or init_values is not None:
+            initvals = pymc_initvals(inputs, draws_z, init_values, chains, rng, param)
         post, stats, ll, timings = _run_pymc(
             inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
-            seed=seed, init=init_values, progress=progress, pointwise=pointwise)
+            seed=seed, initvals=initvals, jitter=draws_z is None, progress=progress,
+            pointwise=pointwise, param=param, max_tree_depth=max_tree_depth)
     timings["total"] = time.perf_counter() - t0
     sampler = timings.pop("sampler", "numpyro")
     idata = to_datatree(inputs, data, priors, post, stats, ll, backend=backend,
@@ -143,9 +186,9 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
                                      "target_accept": target_accept, "seed": seed,
                                      "precision": precision if backend == "numpyro"
                                      else "float64",
-                                     "init": "given" if init is not None else "default",
+                                     "init": init_kind, "simplex": simplex, "level": level,
                                      **({"init_jitter": float(init_jitter)}
-                                        if init is not None and backend == "numpyro"
+                                        if init_kind == "given" and backend == "numpyro"
                                         else {}),
                                      "sampler": sampler})
     gate = check(idata)
@@ -180,70 +223,117 @@ def _check_init(init: dict, inputs: ModelInputs) -> dict:
 
 
 # ---------------------------------------------------------------- NumPyro
+def _site_bijections(inputs: ModelInputs, param: dict) -> dict:
+    """``{site: bijection from unconstrained to constrained}`` of the NumPyro program."""
+    import jax
+    from numpyro import handlers
+    from numpyro.distributions import biject_to
+
+    from models import numpyro_models as npm
+
+    with jax.enable_x64(True), handlers.seed(rng_seed=0):
+        tr = handlers.trace(npm.model).get_trace(inputs, prior_only=True, **param)
+    return {k: biject_to(v["fn"].support) for k, v in tr.items()
+            if v["type"] == "sample" and not v.get("is_observed", False)}
+
+
+def _unconstrain(inputs: ModelInputs, values: dict, param: dict) -> dict:
+    """Constrained site values (any leading batch dims) → unconstrained, float64 NumPy."""
+    import jax
+
+    bij = _site_bijections(inputs, param)
+    with jax.enable_x64(True):
+        return {k: np.asarray(bij[k].inv(jax.numpy.asarray(v, jax.numpy.float64)), float)
+                for k, v in values.items()}
+
+
 def jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: int,
-                    jitter: float = 1.0) -> dict:
+                    jitter: float = 1.0, *, simplex: str = "gamma",
+                    level: str = "centered") -> dict:
     """Per-chain NumPyro starting points around ``init``, on the unconstrained scale.
 
-    ``init`` (constrained, as checked by :func:`_check_init`) is mapped to the sampler's
-    unconstrained space (λ as is; η through NumPyro's own bijections: logit for CrowdBT's
-    Beta, stick-breaking for COUPLE's Dirichlet), and chain ``c`` starts at that point plus
-    an independent ``Uniform(-jitter, jitter)`` offset on every coordinate, PyMC's
-    ``jitter+adapt_diag`` rule.
+    ``init`` (constrained ``λ``, ``η``, as checked by :func:`_check_init`) is mapped to the
+    sampler's coordinates (:func:`inference.warmstart.sampler_values`: each chain draws its
+    own auxiliary Gamma variables given ``η``) and to the unconstrained scale through
+    NumPyro's own bijections; chain ``c`` then starts at that point plus an independent
+    ``Uniform(-jitter, jitter)`` offset on every coordinate, PyMC's ``jitter+adapt_diag``
+    rule.
 
     Why: with one common start, every chain follows the same path into the same basin,
     and R-hat, which compares chains, cannot see a second mode or a chain that has not
     left the start's neighbourhood; dispersed starts are what make the between-chain
-    comparison informative. The offsets come from ``numpy.random.default_rng`` keyed on
+    comparison informative. Random choices come from ``numpy.random.default_rng`` keyed on
     ``seed``, so the same seed gives the same starts (and the same draws). A missing
     ``eta`` starts at its prior mean. Returns ``{site: (chains, ...)}``, or the
     unbatched point when ``chains == 1``.
     """
-    import jax
-    from numpyro.infer.util import unconstrain_fn
+    from .warmstart import point_log_eta, sampler_values
 
-    from models import numpyro_models as npm
-
-    point = {"lambda": np.asarray(init["lambda"], float)}
-    if inputs.has_eta:
-        if init.get("eta") is not None:
-            point["eta"] = np.asarray(init["eta"], float)
-        else:
-            a = np.asarray(inputs.alpha, float)
-            point["eta"] = a[:, 0] / a.sum(1) if inputs.model == "crowdbt" else \
-                a / a.sum(1, keepdims=True)
-    with jax.enable_x64(True):   # map in float64; the caller casts to its precision
-        z = {k: np.asarray(v, float) for k, v in
-             unconstrain_fn(npm.model, (inputs,), {}, point).items()}
     rng = np.random.default_rng([int(seed), 0x5EED])
-    out = {k: z[k][None] + jitter * rng.uniform(-1.0, 1.0, size=(chains,) + z[k].shape)
-           for k in sorted(z)}
+    lam = np.broadcast_to(np.asarray(init["lambda"], float), (chains, inputs.n_items))
+    leta = point_log_eta(inputs, init.get("eta"))
+    if leta is not None:
+        leta = np.broadcast_to(leta, (chains,) + leta.shape)
+    vals = sampler_values(inputs, lam, leta, rng, simplex=simplex, level=level)
+    z = _unconstrain(inputs, vals, {"simplex": simplex, "level": level})
+    out = {k: z[k] + jitter * rng.uniform(-1.0, 1.0, size=z[k].shape) for k in sorted(z)}
     return out if chains > 1 else {k: v[0] for k, v in out.items()}
 
 
-def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, init, progress,
-                 precision, chain_method, pointwise, init_jitter=1.0):
+def numpyro_starts_from_draws(inputs: ModelInputs, lam_draws, log_eta_draws, chains: int,
+                              rng: np.random.Generator, param: dict, *,
+                              seed_mass: bool = True):
+    """Chain starts (the first ``chains`` draws) and the initial inverse mass matrix (the
+    variance of all draws, per unconstrained coordinate, flattened in NumPyro's order:
+    sites sorted by name, each raveled) from draws ``(λ, log η)`` of an approximation."""
+    from .warmstart import sampler_values
+
+    vals = sampler_values(inputs, lam_draws, log_eta_draws, rng, **param)
+    z = _unconstrain(inputs, vals, param)
+    starts = {k: z[k][:chains] for k in sorted(z)}
+    if chains == 1:
+        starts = {k: v[0] for k, v in starts.items()}
+    inv_mass = None
+    if seed_mass and lam_draws.shape[0] >= 20:
+        n = lam_draws.shape[0]
+        var = np.concatenate([z[k].reshape(n, -1).var(axis=0) for k in sorted(z)])
+        # a coordinate the draws barely move (or move wildly) must not freeze or blow up
+        # the first adaptation window
+        inv_mass = np.clip(var, 1e-4, 1e2)
+    return starts, inv_mass
+
+
+def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, inv_mass,
+                 progress, precision, chain_method, pointwise, param, max_tree_depth=10):
     import jax
-    from numpyro.infer import MCMC, NUTS, init_to_median, init_to_value
+    from numpyro.infer import MCMC, NUTS, init_to_median
 
     from models import numpyro_models as npm
 
     if chain_method is None:
         chain_method = ("parallel" if jax.local_device_count() >= chains else "vectorized")
     timings = {}
-    with jax.enable_x64(precision == "float64"):
-        def prog():
-            return npm.model(inputs)
+    # 64-bit types on for the whole run, set globally rather than by a context manager:
+    # the progress bar's host callback runs on another thread, which does not see a
+    # thread-local x64 setting and then returns int32 where int64 was traced.
+    prev_x64 = bool(jax.config.jax_enable_x64)
+    jax.config.update("jax_enable_x64", True)
+    try:
+        loglik_dtype = "float32" if precision == "float32" else None
 
-        # A given start: per-chain jittered points (jittered_starts) passed as init_params;
-        # init_to_value only serves NumPyro's one tracing of the model.
-        strategy = init_to_value(values=init) if init else init_to_median(num_samples=15)
+        def prog():
+            return npm.model(inputs, loglik_dtype=loglik_dtype, **param)
+
         init_params = None
-        if init:
-            dtype = np.float64 if precision == "float64" else np.float32
-            init_params = {k: v.astype(dtype) for k, v in
-                           jittered_starts(inputs, init, chains, seed, init_jitter).items()}
-        kernel = NUTS(prog, target_accept_prob=target_accept, init_strategy=strategy)
-        timings.update(gradient_timing(inputs))
+        if starts is not None:
+            init_params = {k: jax.numpy.asarray(v, jax.numpy.float64) for k, v in starts.items()}
+        kernel = NUTS(prog, target_accept_prob=target_accept,
+                      init_strategy=init_to_median(num_samples=15),
+                      inverse_mass_matrix=None if inv_mass is None
+                      else jax.numpy.asarray(inv_mass), max_tree_depth=max_tree_depth)
+        z0 = None if starts is None else {k: (v if chains == 1 else v[0])
+                                           for k, v in starts.items()}
+        timings.update(gradient_timing(inputs, z=z0, param=param, loglik_dtype=loglik_dtype))
         extra = ("diverging", "energy", "num_steps", "accept_prob", "adapt_state.step_size",
                  "potential_energy")
         with warnings.catch_warnings():
@@ -252,17 +342,22 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, init, prog
                         chain_method=chain_method, progress_bar=progress)
         key = jax.random.PRNGKey(seed)
         t = time.perf_counter()
-        mcmc.warmup(key, extra_fields=extra, collect_warmup=False, init_params=init_params)
+        mcmc.warmup(key, extra_fields=("num_steps",), collect_warmup=True,
+                    init_params=init_params)
         # JAX dispatches asynchronously: wait for the state, or the time lands in "sampling"
         jax.block_until_ready(mcmc.post_warmup_state)
         timings["warmup"] = time.perf_counter() - t
+        if tune > 0:
+            timings["warmup_gradients"] = float(np.asarray(
+                mcmc.get_extra_fields()["num_steps"]).sum())
         t = time.perf_counter()
         mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=extra)
         samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
         timings["sampling"] = time.perf_counter() - t
         ex = mcmc.get_extra_fields(group_by_chain=True)
-        post = {k: np.asarray(v, float) for k, v in samples.items()}
+        post = {k: np.asarray(samples[k], float) for k in ("lambda", "eta") if k in samples}
         n_steps = np.asarray(ex["num_steps"])
+        timings["sampling_gradients"] = float(n_steps.sum())
         stats = {
             "diverging": np.asarray(ex["diverging"], bool),
             "energy": np.asarray(ex["energy"], float),
@@ -276,37 +371,41 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, init, prog
         ll = None
         if pointwise:
             t = time.perf_counter()
-            ll = _numpyro_pointwise(inputs, samples)
+            ll = _numpyro_pointwise(inputs, post)
             timings["pointwise"] = time.perf_counter() - t
+    finally:
+        jax.config.update("jax_enable_x64", prev_x64)
     return post, stats, ll, timings
 
 
-def gradient_timing(inputs: ModelInputs, reps: int = 5) -> dict:
+def gradient_timing(inputs: ModelInputs, reps: int = 5, *, z: dict | None = None,
+                    param: dict | None = None, loglik_dtype=None) -> dict:
     """Seconds to compile the potential+gradient and ms per call, at a fixed point.
 
     The potential is built with :func:`numpyro.infer.util.potential_energy` on the
     unconstrained scale and jitted as one program, as NUTS does internally; this is the
-    unit cost of a leapfrog step. (Measured separately: NUTS compiles its own copy.)
+    unit cost of a leapfrog step. (Measured separately: NUTS compiles its own copy.) ``z``
+    is an unconstrained point (default: λ = 0 and η at its prior mean).
     """
     import jax
-    import jax.numpy as jnp
     from numpyro.infer.util import potential_energy
 
     from models import numpyro_models as npm
 
-    z = {"lambda": jnp.zeros(inputs.n_items)}
-    if inputs.model == "crowdbt":
-        z["eta"] = jnp.zeros(inputs.n_workers)
-    elif inputs.has_eta:
-        z["eta"] = jnp.zeros((inputs.n_workers, inputs.K - 1))  # stick-breaking: K - 1
-    vg = jax.jit(jax.value_and_grad(
-        lambda p: potential_energy(npm.model, (inputs,), {}, p)))
-    t = time.perf_counter()
-    jax.block_until_ready(vg(z))
-    compile_s = time.perf_counter() - t
-    t = time.perf_counter()
-    for _ in range(reps):
+    param = param or {}
+    if z is None:
+        z = jittered_starts(inputs, {"lambda": np.zeros(inputs.n_items)}, 1, 0, 0.0, **param)
+    kw = dict(param, loglik_dtype=loglik_dtype)
+    with jax.enable_x64(True):
+        z = {k: jax.numpy.asarray(v, jax.numpy.float64) for k, v in z.items()}
+        vg = jax.jit(jax.value_and_grad(
+            lambda p: potential_energy(npm.model, (inputs,), kw, p)))
+        t = time.perf_counter()
         jax.block_until_ready(vg(z))
+        compile_s = time.perf_counter() - t
+        t = time.perf_counter()
+        for _ in range(reps):
+            jax.block_until_ready(vg(z))
     return {"compile": compile_s, "gradient_ms": 1e3 * (time.perf_counter() - t) / reps}
 
 
@@ -341,21 +440,45 @@ _PYMC_STATS = {"diverging": ("diverging",), "energy": ("energy",),
                "step_size": ("step_size",)}
 
 
-def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, init, progress, pointwise):
+def pymc_initvals(inputs: ModelInputs, draws_z, init_values, chains: int,
+                  rng: np.random.Generator, param: dict) -> list[dict]:
+    """One dict of constrained starting values per chain for PyMC's free variables, from
+    approximation draws ``(λ, log η)`` or from a point (auxiliaries drawn per chain)."""
+    from .warmstart import point_log_eta, sampler_values
+
+    if draws_z is not None:
+        lam, leta = draws_z[0][:chains], (None if draws_z[1] is None else draws_z[1][:chains])
+    else:
+        lam = np.broadcast_to(init_values["lambda"], (chains, inputs.n_items))
+        leta = point_log_eta(inputs, init_values.get("eta"))
+        if leta is not None:
+            leta = np.broadcast_to(leta, (chains,) + leta.shape)
+    vals = sampler_values(inputs, lam, leta, rng, **param)
+    return [{k: np.asarray(v[c], float) for k, v in vals.items()} for c in range(chains)]
+
+
+def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, initvals, jitter, progress,
+              pointwise, param, max_tree_depth=10):
     import pymc as pm
 
     from models import pymc_models as pmm
 
     timings = {}
     t = time.perf_counter()
-    model = pmm.build_model(inputs)
+    model = pmm.build_model(inputs, **param)
     timings["compile"] = time.perf_counter() - t  # graph only; samplers compile lazily
     t = time.perf_counter()
     with model:
+        kw = {}
+        if initvals is not None:
+            kw["initvals"] = initvals if chains > 1 else initvals[0]
+            if not jitter:   # starts drawn from an approximation are dispersed already
+                kw["init"] = "adapt_diag"
         idata = pm.sample(draws=draws, tune=tune, chains=chains,
                           cores=min(chains, os.cpu_count() or 1), target_accept=target_accept,
-                          random_seed=seed, initvals=init, progressbar=progress,
-                          compute_convergence_checks=False)
+                          random_seed=seed, progressbar=progress,
+                          compute_convergence_checks=False,
+                          nuts={"max_treedepth": max_tree_depth}, **kw)
     # PyMC reports no separate warm-up time; the split is not available here.
     timings["sampling"] = time.perf_counter() - t
     timings["warmup"] = float("nan")
@@ -370,6 +493,8 @@ def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, init, progres
                 stats[name] = np.asarray(ss[c].values)
                 break
     stats["diverging"] = stats["diverging"].astype(bool)
+    if "n_steps" in stats:
+        timings["sampling_gradients"] = float(np.asarray(stats["n_steps"]).sum())
     timings["sampler"] = str(idata["posterior"].attrs.get("inference_library", "pymc"))
     ll = None
     if pointwise:

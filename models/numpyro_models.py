@@ -2,9 +2,28 @@
 
 Every model is a plain function of a :class:`~models.model_inputs.ModelInputs` (padded
 arrays), vectorised over rankings; the only Python loops are over the ``<= 5`` ranking
-lengths and the ``K <= 6`` stage positions. Sites: ``lambda`` ``(L,)``
-``~ Normal(mu0, sigma0)``; ``eta`` ``(W, K)`` ``~ Dirichlet(α_w)`` (COUPLE) or ``(W,)``
-``~ Beta(a_w, b_w)`` (CrowdBT); the likelihood enters as one ``numpyro.factor("loglik")``.
+lengths and the ``K <= 6`` stage positions. The likelihood enters as one
+``numpyro.factor("loglik")``.
+
+Parametrisation (what the sampler moves; ``docs/design.md``, "Sampling"). The *model* is
+always ``λ_r ~ Normal(mu0, sigma0²)`` iid and ``η_w ~ Dirichlet(α_w)`` (COUPLE) or
+``Beta(a_w, b_w)`` (CrowdBT); two exact reparametrisations are the defaults:
+
+* ``simplex="gamma"``: ``η_w`` through independent Gammas with the Marsaglia–Tsang boost
+  [MT00], ``g_t = u_t · U_t^{1/α_t}``, ``u_t ~ Gamma(α_t + 1)``, ``e_t = −log U_t ~ Exp(1)``,
+  so ``log g_t = log u_t − e_t/α_t`` and ``log η = log_softmax(log g)``. Sites ``eta_u``,
+  ``eta_e`` (``(W, K)``, or ``(W, 2)`` for CrowdBT, whose ``η = η_1``); ``eta`` is a
+  deterministic site. ``g_t ~ Gamma(α_t)`` independently, so ``g/Σg ~ Dirichlet(α)``
+  exactly and ``Σg`` is an auxiliary variable the likelihood never sees; the sampler works
+  on ``log u`` and ``log e``, whose scales stay O(1) however small ``α_t`` is, and ``log η``
+  enters the likelihood without ever being clamped. ``simplex="dirichlet"`` is NumPyro's
+  own Dirichlet/Beta (stick-breaking), kept for comparison: for ``α_t ≪ 1`` its transform
+  clips the simplex and inflates ``E[η_t]`` several-fold without a divergence.
+* ``level="centered"``: ``λ = m·1 + λ_c`` with ``m ~ Normal(mu0, sigma0²/L)`` (site
+  ``lambda_mean``) and ``λ_c ~ ZeroSumNormal(sigma0)`` (site ``lambda_c``), the same prior
+  as iid ``Normal(mu0, sigma0²)``; the likelihood sees only ``λ_c``, so the narrow ridge
+  along ``(1, …, 1)`` that slows every ``λ_r`` becomes one prior-only coordinate.
+  ``level="iid"`` samples ``lambda`` directly.
 
 Numerics of the COUPLE stage (seed 000, Eq. 3). With ``m`` candidates ``c = ρ(i..k)``,
 
@@ -23,8 +42,13 @@ them to one value per source ranking.
 The COUPLE *model* (what NUTS differentiates) uses :func:`couple_total` instead: the same
 total, with a hand-written gradient computed in the forward pass (``jax.custom_vjp``); at
 the paper's scale on 2 CPU cores it measured 13 ms per potential+gradient against 52 ms for
-autodiff of ``column_loglik`` (float32; ``bench/results/nuts_gradient.json``). Set
-:data:`FAST_COUPLE` to ``False`` to get the autodiff path back.
+autodiff of ``column_loglik`` (float32; ``bench/results/nuts_gradient.json``). ``model(...,
+fast=False)`` gives the autodiff path back.
+
+Precision. ``model(..., loglik_dtype="float32")`` does the elementwise work of the
+likelihood in float32 (half the cost at scale) but sums each block's total in float64 when
+JAX runs with 64-bit types: a total of ~10⁶ nats has a float32 spacing of ~0.1 nat, the
+size of the energy differences NUTS weighs.
 """
 
 from __future__ import annotations
@@ -37,8 +61,8 @@ from jax.nn import log_sigmoid
 
 from .model_inputs import ModelInputs
 
-#: Use :func:`couple_total` (hand-written gradient, dense reductions) for COUPLE's density.
-FAST_COUPLE = True
+SIMPLEX = ("gamma", "dirichlet")
+LEVEL = ("centered", "iid")
 
 
 # ---------------------------------------------------------------- row kernels
@@ -97,14 +121,17 @@ def couple_block(x, log_eta_rows, log_cum_rows):
     return total
 
 
-def pair_block(x, eta_pairs=None):
-    """BT (``eta_pairs=None``) or CrowdBT (Chen et al. 2013) per pair ``x = (λ_i, λ_j)``:
-    ``log(η σ(d) + (1 − η) σ(−d))``, ``d = λ_i − λ_j``, via logaddexp for stability."""
+def pair_block(x, log_eta_pairs=None):
+    """BT (``log_eta_pairs=None``) or CrowdBT (Chen et al. 2013) per pair ``x = (λ_i, λ_j)``:
+    ``log(η σ(d) + (1 − η) σ(−d))``, ``d = λ_i − λ_j``, via logaddexp for stability.
+
+    ``log_eta_pairs`` is ``(2, n)``: ``log η`` and ``log(1 − η)`` of each pair's worker, so
+    that an accuracy near 0 or 1 never goes through ``log(1 − η)`` of a rounded ``η``."""
     d = x[0] - x[1]
-    if eta_pairs is None:
+    if log_eta_pairs is None:
         return log_sigmoid(d)
-    return jnp.logaddexp(jnp.log(eta_pairs) + log_sigmoid(d),
-                         jnp.log1p(-eta_pairs) + log_sigmoid(-d))
+    return jnp.logaddexp(log_eta_pairs[0] + log_sigmoid(d),
+                         log_eta_pairs[1] + log_sigmoid(-d))
 
 
 def _safe_log(x):
@@ -113,8 +140,20 @@ def _safe_log(x):
     return jnp.log(jnp.maximum(x, jnp.finfo(x.dtype).tiny))
 
 
+def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):
+    """The worker table the likelihood reads: ``(W, K)`` ``log η`` (COUPLE) or ``(W, 2)``
+    ``[log η, log(1 − η)]`` (CrowdBT), from ``log_eta`` when given (exact), else from
+    ``eta`` (a Dirichlet row, or CrowdBT's accuracy ``(W,)``)."""
+    if log_eta is not None:
+        return jnp.asarray(log_eta)
+    eta = jnp.asarray(eta)
+    if inputs.model == "crowdbt":
+        return jnp.stack([jnp.log(eta), jnp.log1p(-eta)], axis=1)
+    return _safe_log(eta)
+
+
 def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
-    """``log Σ_{k! orderings} Eq. 4`` for the rankings of one length (DESIGN.md §2).
+    """``log Σ_{k! orderings} Eq. 4`` for the rankings of one length (``docs/design.md``).
 
     Every ordering of each task is scored with :func:`couple_block` on a ``(k, P·n)``
     layout; the ``P`` values per task are combined by logsumexp. Returns ``(n,)``.
@@ -128,22 +167,26 @@ def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
 
 
 # ---------------------------------------------------------------- whole data
-def column_loglik(inputs: ModelInputs, lam, eta=None):
-    """Log-likelihood of every column of the (length-sorted) layout: rankings, or pairs."""
+def column_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
+    """Log-likelihood of every column of the (length-sorted) layout: rankings, or pairs.
+
+    The worker parameters are ``eta`` (``(W, K)`` Dirichlet rows, or CrowdBT's ``(W,)``
+    accuracies) or, exactly, ``log_eta`` in the layout of :func:`log_eta_table`.
+    """
     m = inputs.model
     index, worker = inputs.index, inputs.worker
     # init_to_value hands back the caller's NumPy arrays: make them JAX arrays before
     # they are indexed with traced indices
     lam = jnp.asarray(lam)
-    eta = None if eta is None else jnp.asarray(eta)
     if m == "bt":
         return pair_block(lam[index])
-    if m == "crowdbt":
-        return pair_block(lam[index], eta[worker])
     if m == "pl":
         return jnp.concatenate([pl_block(lam[index[:k, a:b]]) for k, a, b in inputs.blocks])
-    log_eta = _safe_log(eta)
-    log_cum = _safe_log(jnp.cumsum(eta, axis=1))
+    log_eta = log_eta_table(inputs, eta, log_eta)
+    if m == "crowdbt":
+        return pair_block(lam[index], log_eta[worker].T)
+    # log Σ_{v≤t} η_v as a cumulative logsumexp of log η: exact however small η_v is
+    log_cum = jax.lax.cumlogsumexp(log_eta, axis=1)
     # One (W, 2K) table gathered once per block: one scatter-add in the backward pass
     # instead of two (measured 63 -> 53 ms per gradient at the paper's scale, 2 cores).
     table = jnp.concatenate([log_eta, log_cum], axis=1)
@@ -160,28 +203,91 @@ def column_loglik(inputs: ModelInputs, lam, eta=None):
     return ll
 
 
-def pointwise_loglik(inputs: ModelInputs, lam, eta=None):
+def pointwise_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     """One log-likelihood value per source ranking, ``(n_obs,)``, in the data's order: the
     columns are put back by ``origin`` and the pairs of BT/CrowdBT summed per ranking."""
-    ll = column_loglik(inputs, lam, eta)
+    ll = column_loglik(inputs, lam, eta, log_eta=log_eta)
     return jax.ops.segment_sum(ll, jnp.asarray(inputs.origin), num_segments=inputs.n_obs)
 
 
-def model(inputs: ModelInputs):
-    """The NumPyro program of ``inputs.model`` (λ, η priors plus one likelihood factor)."""
-    lam = numpyro.sample("lambda", dist.Normal(inputs.mu0, inputs.sigma0)
-                         .expand([inputs.n_items]).to_event(1))
-    eta = None
-    if inputs.model == "crowdbt":
-        a = jnp.asarray(inputs.alpha)
-        eta = numpyro.sample("eta", dist.Beta(a[:, 0], a[:, 1]).to_event(1))
-    elif inputs.model in ("couple", "couple-normalized"):
-        eta = numpyro.sample("eta", dist.Dirichlet(jnp.asarray(inputs.alpha)).to_event(1))
+# ---------------------------------------------------------------- priors (sampler coordinates)
+def item_scores(inputs: ModelInputs, level: str = "centered"):
+    """Sample ``λ ~ Normal(mu0, sigma0²)`` iid, as ``lambda`` (``level="iid"``) or as
+    ``lambda_mean + lambda_c`` (``"centered"``, the same prior; module docstring)."""
+    L = inputs.n_items
+    if level == "iid" or L < 2:
+        return numpyro.sample("lambda", dist.Normal(inputs.mu0, inputs.sigma0)
+                              .expand([L]).to_event(1))
+    # mean of L iid N(mu0, s²) is N(mu0, s²/L); the centred part is ZeroSumNormal(s),
+    # independent of the mean: together exactly the iid prior
+    m = numpyro.sample("lambda_mean", dist.Normal(inputs.mu0, inputs.sigma0 / L ** 0.5))
+    c = numpyro.sample("lambda_c", dist.ZeroSumNormal(inputs.sigma0, event_shape=(L,)))
+    return numpyro.deterministic("lambda", m + c)
+
+
+def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
+    """Sample the worker simplexes and return the table of :func:`log_eta_table`.
+
+    ``simplex="gamma"``: the Marsaglia–Tsang Gamma construction (module docstring),
+    ``log g = log u − e/α`` and ``log η = log_softmax(log g)``; ``"dirichlet"``: NumPyro's
+    Dirichlet (COUPLE) or Beta (CrowdBT) site ``eta``.
+    """
+    alpha = jnp.asarray(inputs.alpha)
+    crowdbt = inputs.model == "crowdbt"
+    if simplex == "dirichlet":
+        if crowdbt:
+            eta = numpyro.sample("eta", dist.Beta(alpha[:, 0], alpha[:, 1]).to_event(1))
+        else:
+            eta = numpyro.sample("eta", dist.Dirichlet(alpha).to_event(1))
+        return log_eta_table(inputs, eta)
+    u = numpyro.sample("eta_u", dist.Gamma(alpha + 1.0, 1.0).to_event(2))
+    e = numpyro.sample("eta_e", dist.Exponential(jnp.ones_like(alpha)).to_event(2))
+    log_g = jnp.log(u) - e / alpha
+    log_eta = jax.nn.log_softmax(log_g, axis=1)
+    numpyro.deterministic("eta", jnp.exp(log_eta[:, 0]) if crowdbt else jnp.exp(log_eta))
+    return log_eta
+
+
+def _acc_sum(v):
+    """``Σ v``, accumulated in float64 whenever JAX has 64-bit types (see module doc)."""
+    return jnp.sum(v.astype(jnp.float64) if jax.config.jax_enable_x64 else v)
+
+
+def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered",
+          fast: bool = True, loglik_dtype=None, prior_only: bool = False):
+    """The NumPyro program of ``inputs.model``: priors on λ (and η) and one likelihood
+    factor.
+
+    Parameters
+    ----------
+    simplex : {"gamma", "dirichlet"}
+        How ``η_w`` is sampled (module docstring); the model is the same.
+    level : {"centered", "iid"}
+        How ``λ`` is sampled; the model is the same.
+    fast : bool
+        COUPLE: use :func:`couple_total` (hand-written gradient) instead of autodiff.
+    loglik_dtype : {None, "float32", "float64"}
+        Precision of the likelihood's elementwise work (block totals are summed in float64
+        when JAX has 64-bit types); ``None`` keeps the parameters' precision.
+    prior_only : bool
+        Leave the likelihood out (prior checks, and the supports of the sites).
+    """
+    if simplex not in SIMPLEX:
+        raise ValueError(f"simplex must be one of {SIMPLEX}, got {simplex!r}")
+    if level not in LEVEL:
+        raise ValueError(f"level must be one of {LEVEL}, got {level!r}")
+    lam = item_scores(inputs, level)
+    log_eta = worker_log_eta(inputs, simplex) if inputs.has_eta else None
+    if prior_only:
+        return
+    if loglik_dtype is not None:
+        lam = lam.astype(loglik_dtype)
+        log_eta = None if log_eta is None else log_eta.astype(loglik_dtype)
     # Only the total enters the density: columns need not be put back in data order.
-    if inputs.model == "couple" and FAST_COUPLE:
-        numpyro.factor("loglik", couple_total(inputs, lam, eta))
+    if inputs.model == "couple" and fast:
+        numpyro.factor("loglik", couple_total(inputs, lam, log_eta=log_eta))
     else:
-        numpyro.factor("loglik", jnp.sum(column_loglik(inputs, lam, eta)))
+        numpyro.factor("loglik", _acc_sum(column_loglik(inputs, lam, log_eta=log_eta)))
 
 
 # ---------------------------------------------------------------- fast COUPLE total
@@ -264,7 +370,7 @@ def _couple_core(plan: _CouplePlan, L: int, W: int, K: int):
         deta = jnp.zeros((W, K), eta.dtype)
         for (k, a, b), ix, fl, w in zip(plan.blocks, idx, flat, wk):
             v, dx, de = _couple_block_fwd(lam[ix], eta[w, :k].T)
-            val = val + jnp.sum(v)
+            val = val + _acc_sum(v)
             if need_grad:
                 dlam = dlam + jax.ops.segment_sum(dx.ravel(), fl, num_segments=L)
                 deta = deta.at[:, :k].add(jax.ops.segment_sum(de.T, w, num_segments=W))
@@ -280,18 +386,26 @@ def _couple_core(plan: _CouplePlan, L: int, W: int, K: int):
 
     def bwd(res, g):
         dlam, deta = res
-        return g * dlam, g * deta
+        # the total may be float64 while the work is float32: cotangents keep the primal dtype
+        return (g * dlam).astype(dlam.dtype), (g * deta).astype(deta.dtype)
 
     core.defvjp(fwd, bwd)
     return core
 
 
-def couple_total(inputs: ModelInputs, lam, eta):
-    """``Σ column_loglik`` of COUPLE (the sampler's likelihood term), fast path."""
+def couple_total(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
+    """``Σ column_loglik`` of COUPLE (the sampler's likelihood term), fast path.
+
+    The core works on ``η'_w = exp(log η_w − max_t log η_w)`` (largest entry exactly 1), so
+    an entry far below the largest is lost only when it is ``< 1e-38`` times smaller (float32)
+    and contributes nothing measurable to any stage; the shift cancels between ``log A_i`` and
+    ``log Σ_{v≤m} η_v``, which is a cumulative logsumexp of ``log η`` (exact).
+    """
     lam = jnp.asarray(lam)
-    eta = jnp.asarray(eta)
+    log_eta = log_eta_table(inputs, eta, log_eta)
     plan = _CouplePlan(inputs)
     core = _couple_core(plan, inputs.n_items, inputs.n_workers, inputs.K)
-    eta_c = jnp.maximum(eta, jnp.finfo(eta.dtype).tiny)
-    log_cum = _safe_log(jnp.cumsum(eta, axis=1))
-    return core(lam, eta_c) - jnp.sum(jnp.asarray(plan.counts, log_cum.dtype) * log_cum)
+    shift = jax.lax.stop_gradient(jnp.max(log_eta, axis=1, keepdims=True))
+    eta_c = jnp.maximum(jnp.exp(log_eta - shift), jnp.finfo(log_eta.dtype).tiny)
+    log_cum = jax.lax.cumlogsumexp(log_eta, axis=1) - shift
+    return core(lam, eta_c) - _acc_sum(jnp.asarray(plan.counts, log_cum.dtype) * log_cum)

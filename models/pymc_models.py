@@ -2,9 +2,14 @@
 
 A line-by-line twin of :mod:`models.numpyro_models` written with PyTensor, reading the
 same :class:`~models.model_inputs.ModelInputs`, so both PPLs fit the same data under the
-same prior. Variables: ``lambda`` (dim ``item``) ``~ Normal(mu0, sigma0)``; ``eta``
+same prior. Model: ``lambda`` (dim ``item``) ``~ Normal(mu0, sigma0)`` iid; ``eta``
 (dims ``worker, stage``) ``~ Dirichlet(α_w)`` for COUPLE or (dim ``worker``)
 ``~ Beta(a_w, b_w)`` for CrowdBT; the likelihood is one ``pm.Potential("loglik")``.
+The sampler's coordinates are the twin's exact reparametrisations (``simplex="gamma"``:
+``eta_u ~ Gamma(α+1)``, ``eta_e ~ Exponential(1)``, ``log η = log_softmax(log u − e/α)``;
+``level="centered"``: ``lambda_mean`` plus ``lambda_c ~ ZeroSumNormal``), with ``lambda``
+and ``eta`` as deterministics; ``simplex="dirichlet"``, ``level="iid"`` sample them
+directly (see :mod:`models.numpyro_models`).
 Vectorised over rankings, one dense block per ranking length (see
 :mod:`models.model_inputs`); the only Python loops are over lengths and stage positions.
 """
@@ -68,18 +73,37 @@ def couple_block(x, log_eta_rows, log_cum_rows, k):
     return total
 
 
-def pair_block(x, eta_pairs=None):
-    """BT, or CrowdBT ``log(η σ(d) + (1 − η) σ(−d))`` per pair (Chen et al. 2013)."""
+def pair_block(x, log_eta_pairs=None):
+    """BT, or CrowdBT ``log(η σ(d) + (1 − η) σ(−d))`` per pair (Chen et al. 2013);
+    ``log_eta_pairs`` ``(2, n)`` holds ``log η`` and ``log(1 − η)``."""
     d = x[0] - x[1]
-    if eta_pairs is None:
+    if log_eta_pairs is None:
         return _log_sigmoid(d)
-    return pt.logaddexp(pt.log(eta_pairs) + _log_sigmoid(d),
-                        pt.log1p(-eta_pairs) + _log_sigmoid(-d))
+    return pt.logaddexp(log_eta_pairs[0] + _log_sigmoid(d),
+                        log_eta_pairs[1] + _log_sigmoid(-d))
 
 
 def _safe_log(x):
     # same guard as the NumPyro twin: an η entry that underflows to 0 stays finite in log
     return pt.log(pt.maximum(x, np.finfo(np.float64).tiny))
+
+
+def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):
+    """``(W, K)`` ``log η`` (COUPLE) or ``(W, 2)`` ``[log η, log(1 − η)]`` (CrowdBT)."""
+    if log_eta is not None:
+        return pt.as_tensor_variable(log_eta)
+    eta = pt.as_tensor_variable(eta)
+    if inputs.model == "crowdbt":
+        return pt.stack([pt.log(eta), pt.log1p(-eta)], axis=1)
+    return _safe_log(eta)
+
+
+def _cumlogsumexp(x, K):
+    """``log Σ_{v≤t} exp(x[:, v])`` column by column (K ≤ 6), stably."""
+    cols = [x[:, 0]]
+    for t in range(1, K):
+        cols.append(pt.logaddexp(cols[-1], x[:, t]))
+    return pt.stack(cols, axis=1)
 
 
 def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
@@ -92,20 +116,20 @@ def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
     return _lse_rows([ll[p] for p in range(P)])
 
 
-def column_loglik(inputs: ModelInputs, lam, eta=None):
+def column_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     """Log-likelihood of each column of the (length-sorted) layout: rankings, or pairs."""
     m = inputs.model
     index, worker = inputs.index, inputs.worker
     if m == "bt":
         return pair_block(lam[index])
-    if m == "crowdbt":
-        return pair_block(lam[index], eta[worker])
     if m == "pl":
         return pt.concatenate([pl_block(lam[index[:k, a:b]], k) for k, a, b in inputs.blocks])
-    log_eta = _safe_log(eta)
-    log_cum = _safe_log(pt.cumsum(eta, axis=1))
-    table = pt.concatenate([log_eta, log_cum], axis=1)  # one gather per block (as NumPyro)
+    log_eta = log_eta_table(inputs, eta, log_eta)
+    if m == "crowdbt":
+        return pair_block(lam[index], log_eta[worker].T)
     K = inputs.K
+    log_cum = _cumlogsumexp(log_eta, K)           # exact however small η_v is
+    table = pt.concatenate([log_eta, log_cum], axis=1)  # one gather per block (as NumPyro)
     parts = []
     for k, a, b in inputs.blocks:
         rows = table[worker[a:b]].T
@@ -118,27 +142,59 @@ def column_loglik(inputs: ModelInputs, lam, eta=None):
     return ll
 
 
-def pointwise_loglik(inputs: ModelInputs, lam, eta=None):
+def pointwise_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     """One value per source ranking, ``(n_obs,)``, in the data's order (columns put back by
     ``origin``; inc_subtensor accumulates repeated indices, so pairs sum per ranking)."""
-    ll = column_loglik(inputs, lam, eta)
+    ll = column_loglik(inputs, lam, eta, log_eta=log_eta)
     return pt.inc_subtensor(pt.zeros(inputs.n_obs)[inputs.origin], ll)
 
 
-def build_model(inputs: ModelInputs, items=None, workers=None) -> pm.Model:
-    """The PyMC model of ``inputs.model``; ``items``/``workers`` name the coordinates."""
+def item_scores(inputs: ModelInputs, level: str = "centered"):
+    """``λ ~ Normal(mu0, sigma0²)`` iid, sampled directly or as mean + zero-sum part."""
+    L = inputs.n_items
+    if level == "iid" or L < 2:
+        return pm.Normal("lambda", mu=inputs.mu0, sigma=inputs.sigma0, dims="item")
+    m = pm.Normal("lambda_mean", mu=inputs.mu0, sigma=inputs.sigma0 / np.sqrt(L))
+    c = pm.ZeroSumNormal("lambda_c", sigma=inputs.sigma0, dims="item")
+    return pm.Deterministic("lambda", m + c, dims="item")
+
+
+def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
+    """The worker simplexes (Marsaglia–Tsang Gammas, or PyMC's Dirichlet/Beta)."""
+    alpha = np.asarray(inputs.alpha, float)
+    crowdbt = inputs.model == "crowdbt"
+    if simplex == "dirichlet":
+        if crowdbt:
+            eta = pm.Beta("eta", alpha=alpha[:, 0], beta=alpha[:, 1], dims="worker")
+        else:
+            eta = pm.Dirichlet("eta", a=alpha, dims=("worker", "stage"))
+        return log_eta_table(inputs, eta)
+    dims = ("worker", "pair_side") if crowdbt else ("worker", "stage")
+    u = pm.Gamma("eta_u", alpha=alpha + 1.0, beta=1.0, dims=dims)
+    e = pm.Exponential("eta_e", lam=1.0, dims=dims)
+    log_g = pt.log(u) - e / alpha
+    log_eta = log_g - pt.logsumexp(log_g, axis=1, keepdims=True)
+    if crowdbt:
+        pm.Deterministic("eta", pt.exp(log_eta[:, 0]), dims="worker")
+    else:
+        pm.Deterministic("eta", pt.exp(log_eta), dims=("worker", "stage"))
+    return log_eta
+
+
+def build_model(inputs: ModelInputs, items=None, workers=None, *, simplex: str = "gamma",
+                level: str = "centered") -> pm.Model:
+    """The PyMC model of ``inputs.model``; ``items``/``workers`` name the coordinates;
+    ``simplex`` and ``level`` choose the sampler's coordinates (the model is the same)."""
+    if simplex not in ("gamma", "dirichlet") or level not in ("centered", "iid"):
+        raise ValueError(f"bad parametrisation simplex={simplex!r}, level={level!r}")
     coords = {"item": list(items) if items is not None else list(range(inputs.n_items))}
     if inputs.has_eta:
         coords["worker"] = (list(workers) if workers is not None
                             else list(range(inputs.n_workers)))
         coords["stage"] = list(range(1, inputs.K + 1))
+        coords["pair_side"] = ["correct", "wrong"]
     with pm.Model(coords=coords) as model:
-        lam = pm.Normal("lambda", mu=inputs.mu0, sigma=inputs.sigma0, dims="item")
-        eta = None
-        if inputs.model == "crowdbt":
-            eta = pm.Beta("eta", alpha=inputs.alpha[:, 0], beta=inputs.alpha[:, 1],
-                          dims="worker")
-        elif inputs.has_eta:
-            eta = pm.Dirichlet("eta", a=inputs.alpha, dims=("worker", "stage"))
-        pm.Potential("loglik", pt.sum(column_loglik(inputs, lam, eta)))
+        lam = item_scores(inputs, level)
+        log_eta = worker_log_eta(inputs, simplex) if inputs.has_eta else None
+        pm.Potential("loglik", pt.sum(column_loglik(inputs, lam, log_eta=log_eta)))
     return model

@@ -1,0 +1,136 @@
+"""Starting points for NUTS from a point or from an approximate posterior.
+
+The samplers of :mod:`models.numpyro_models` and :mod:`models.pymc_models` move the
+coordinates of their exact reparametrisations (``docs/design.md``, "Sampling"):
+``lambda_mean``, ``lambda_c`` for the scores and ``eta_u``, ``eta_e`` for a worker simplex
+(or ``lambda``/``eta`` themselves with ``level="iid"``/``simplex="dirichlet"``). This module
+maps values of the model's parameters ``(λ, η)`` to values of those coordinates, so that a
+chain can start where an approximation (the online posterior) puts its mass.
+
+The map for ``η`` draws the auxiliary variables from their exact conditionals given ``η``
+(so a start drawn this way is a draw of the augmented posterior whenever ``η`` is a draw of
+the posterior): with ``g_t = S·η_t`` and ``S = Σ_t g_t ~ Gamma(Σα)`` independent of ``η``
+under the prior (and the likelihood sees only ``η``), ``u_t | g_t = g_t + Exp(1)`` (the
+density of ``u ~ Gamma(α+1)`` times that of ``g = u·V``, ``V ~ Beta(α, 1)``, is ``∝ e^{−u}``
+on ``u > g``) and ``e_t = α_t·log(u_t/g_t)``. Everything is computed in logs, so ``η_t``
+far below ``1e-300`` is no problem.
+
+All functions are NumPy only, and every random choice takes a ``numpy.random.Generator``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+
+from models.model_inputs import ModelInputs
+
+
+def _log_gamma_draws(rng: np.random.Generator, shape_param: np.ndarray, size=None):
+    """``log G`` for ``G ~ Gamma(a)``, exact for tiny ``a`` (the Marsaglia–Tsang boost:
+    ``log G = log Gamma(a + 1) + log(U)/a``)."""
+    a = np.asarray(shape_param, float)
+    out_shape = a.shape if size is None else tuple(np.atleast_1d(size)) + a.shape
+    g1 = rng.gamma(a + 1.0, size=out_shape)
+    return np.log(g1) + np.log(rng.uniform(size=out_shape)) / a
+
+
+def log_dirichlet_draws(rng: np.random.Generator, alpha: np.ndarray, n: int) -> np.ndarray:
+    """``n`` draws of ``log η`` for ``η ~ Dirichlet(α)`` row-wise, ``(n, W, K)``."""
+    lg = _log_gamma_draws(rng, alpha, n)
+    return lg - logsumexp(lg, axis=-1, keepdims=True)
+
+
+def augment(rng: np.random.Generator, log_eta: np.ndarray, alpha: np.ndarray) -> dict:
+    """Auxiliary ``(eta_u, eta_e)`` given ``log η`` (module docstring), same shape."""
+    alpha = np.asarray(alpha, float)
+    log_s = _log_gamma_draws(rng, np.broadcast_to(alpha.sum(axis=-1), log_eta.shape[:-1]))
+    log_s = log_s[..., None]
+    log_g = log_s + log_eta
+    # u = g + Exp(1), in logs: log u = logaddexp(log g, log Exp(1))
+    log_u = np.logaddexp(log_g, np.log(rng.exponential(size=log_g.shape)))
+    e = alpha * (log_u - log_g)
+    return {"eta_u": np.exp(log_u), "eta_e": e}
+
+
+def _approx_eta_log_draws(rng, inputs: ModelInputs, approx_alpha, n: int) -> np.ndarray:
+    """``log η`` table draws from the approximation's Dirichlet/Beta, ``(n, W, K|2)``."""
+    a = np.asarray(approx_alpha, float)
+    if inputs.model == "crowdbt":
+        a = a[:, :2]
+    else:
+        a = a[:, : inputs.K]
+    return log_dirichlet_draws(rng, np.maximum(a, 1e-12), n)
+
+
+def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | None,
+                   rng: np.random.Generator, *, simplex: str = "gamma",
+                   level: str = "centered") -> dict:
+    """Constrained values of the sampler's sites for parameters ``(λ, log η)``.
+
+    ``lam`` is ``(..., L)``; ``log_eta`` is ``(..., W, K)`` (COUPLE) or ``(..., W, 2)``
+    (CrowdBT: ``[log η, log(1 − η)]``) or ``None`` (PL/BT). Leading batch dimensions are
+    kept (one set of values per draw).
+    """
+    lam = np.asarray(lam, float)
+    out = {}
+    if level == "iid" or inputs.n_items < 2:
+        out["lambda"] = lam
+    else:
+        m = lam.mean(axis=-1)
+        out["lambda_mean"] = m
+        out["lambda_c"] = lam - m[..., None]
+    if inputs.has_eta:
+        if simplex == "dirichlet":
+            eta = np.exp(log_eta)
+            if inputs.model == "crowdbt":
+                out["eta"] = np.clip(eta[..., 0], 1e-9, 1 - 1e-9)
+            else:
+                eta = np.maximum(eta, 1e-12)   # stick-breaking cannot represent an exact 0
+                out["eta"] = eta / eta.sum(axis=-1, keepdims=True)
+        else:
+            out.update(augment(rng, log_eta, inputs.alpha))
+    return out
+
+
+def point_log_eta(inputs: ModelInputs, eta) -> np.ndarray | None:
+    """``log η`` table of a point ``eta`` (COUPLE ``(W, K)``, CrowdBT ``(W,)``), or of the
+    prior mean when ``eta`` is None."""
+    if not inputs.has_eta:
+        return None
+    a = np.asarray(inputs.alpha, float)
+    if eta is None:
+        eta = a / a.sum(axis=1, keepdims=True)
+        return np.log(eta)
+    eta = np.asarray(eta, float)
+    if inputs.model == "crowdbt":
+        return np.stack([np.log(eta), np.log1p(-eta)], axis=-1)
+    return np.log(eta)
+
+
+def approx_draws(inputs: ModelInputs, approx, items, workers, n: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """``n`` draws ``(λ, log η)`` from an approximate posterior, aligned to the data's ids.
+
+    ``approx`` has the attributes of :class:`inference.online.OnlinePosterior` (``items``,
+    ``mu``, ``sigma2``; ``workers``, ``alpha``): ``λ_r ~ N(mu_r, sigma2_r)`` and
+    ``η_w ~ Dirichlet(alpha_w)`` (COUPLE) or ``Beta(a_w, b_w)`` (CrowdBT), independent.
+    """
+    pos = {str(i): k for k, i in enumerate(approx.items)}
+    try:
+        ix = np.array([pos[str(i)] for i in items])
+    except KeyError as exc:
+        raise ValueError(f"the approximation has no item {exc.args[0]!r}") from None
+    mu = np.asarray(approx.mu, float)[ix]
+    sd = np.sqrt(np.asarray(approx.sigma2, float)[ix])
+    lam = mu + sd * rng.standard_normal((n, mu.size))
+    if not inputs.has_eta:
+        return lam, None
+    if getattr(approx, "alpha", None) is None:
+        raise ValueError("the approximation has no worker parameters for this model")
+    wpos = {str(w): k for k, w in enumerate(approx.workers)}
+    try:
+        wx = np.array([wpos[str(w)] for w in workers])
+    except KeyError as exc:
+        raise ValueError(f"the approximation has no worker {exc.args[0]!r}") from None
+    return lam, _approx_eta_log_draws(rng, inputs, np.asarray(approx.alpha)[wx], n)

@@ -222,8 +222,9 @@ def test_cli_fit_nuts_with_init(tmp_path, capsys):
 
 # ---------------------------------------------------------------- jittered starts
 def test_jittered_starts_disperse_around_init_and_are_seeded():
-    """Each chain starts at init + its own Uniform(-j, j) offset on the unconstrained scale;
-    the centre maps back to init; same seed → same starts, other seed → other starts."""
+    """Each chain starts at init + its own Uniform(-j, j) offset on the unconstrained scale
+    of the sampler's coordinates; with no jitter every chain maps back to init exactly
+    (λ and η are functions of the coordinates); same seed → same starts."""
     import jax
     from numpyro.infer.util import constrain_fn
 
@@ -235,30 +236,65 @@ def test_jittered_starts_disperse_around_init_and_are_seeded():
     eta = np.array([[0.6, 0.3, 0.1], [0.5, 0.25, 0.25]])
     init = {"lambda": np.linspace(-1, 1, 5), "eta": eta}
     z = nuts.jittered_starts(inputs, init, chains=3, seed=4, jitter=0.5)
-    assert z["lambda"].shape == (3, 5) and z["eta"].shape == (3, 2, 2)   # stick-breaking K-1
+    assert z["lambda_c"].shape == (3, 4) and z["lambda_mean"].shape == (3,)   # zero-sum: L-1
+    assert z["eta_u"].shape == (3, 2, 3) and z["eta_e"].shape == (3, 2, 3)
     for k in z:                                   # every chain elsewhere
         flat = z[k].reshape(3, -1)
         assert not np.allclose(flat[0], flat[1]) and not np.allclose(flat[1], flat[2])
     z0 = nuts.jittered_starts(inputs, init, chains=3, seed=4, jitter=0.0)
-    np.testing.assert_array_equal(z0["lambda"][0], z0["lambda"][2])     # jitter 0: one start
-    assert np.all(np.abs(z["lambda"] - z0["lambda"]) <= 0.5)
-    assert np.all(np.abs(z["eta"] - z0["eta"]) <= 0.5)
-    assert np.abs(z["lambda"] - z0["lambda"]).max() > 0.2       # the jitter is not tiny
+    np.testing.assert_array_equal(z0["lambda_c"][0], z0["lambda_c"][2])  # jitter 0: one λ
+    for k in ("lambda_c", "lambda_mean"):
+        assert np.all(np.abs(z[k] - z0[k]) <= 0.5)
+    assert np.abs(z["lambda_c"] - z0["lambda_c"]).max() > 0.2   # the jitter is not tiny
     with jax.enable_x64(True):
-        back = constrain_fn(npm.model, (inputs,), {}, {k: v[0] for k, v in z0.items()})
-    np.testing.assert_allclose(np.asarray(back["lambda"]), init["lambda"], atol=1e-12)
-    np.testing.assert_allclose(np.asarray(back["eta"]), eta, atol=1e-10)
+        for c in range(3):   # auxiliaries differ per chain, λ and η do not
+            back = constrain_fn(npm.model, (inputs,), {"prior_only": True},
+                                {k: v[c] for k, v in z0.items()}, return_deterministic=True)
+            np.testing.assert_allclose(np.asarray(back["lambda"]), init["lambda"], atol=1e-12)
+            np.testing.assert_allclose(np.asarray(back["eta"]), eta, rtol=1e-10)
     again = nuts.jittered_starts(inputs, init, chains=3, seed=4, jitter=0.5)
     other = nuts.jittered_starts(inputs, init, chains=3, seed=5, jitter=0.5)
-    np.testing.assert_array_equal(again["lambda"], z["lambda"])
-    assert not np.allclose(other["lambda"], z["lambda"])
-    # CrowdBT without eta: starts around the prior mean a / (a + b)
+    np.testing.assert_array_equal(again["lambda_c"], z["lambda_c"])
+    assert not np.allclose(other["lambda_c"], z["lambda_c"])
+    # CrowdBT without eta: starts at the prior mean a / (a + b)
     pairs = simulate("crowdbt", n_items=4, n_workers=2, tasks_per_worker=5, seed=1).rankings
     pr = Priors.geometric(pairs.workers, 2, a0=4, a=2)
     cin = model_inputs("crowdbt", pairs, pr)
     zc = nuts.jittered_starts(cin, {"lambda": np.zeros(4)}, chains=2, seed=0, jitter=0.0)
     a, b = pr.beta()[0]
-    np.testing.assert_allclose(zc["eta"][0], np.log(a / b))     # logit(a / (a + b))
+    with jax.enable_x64(True):
+        back = constrain_fn(npm.model, (cin,), {"prior_only": True},
+                            {k: v[0] for k, v in zc.items()}, return_deterministic=True)
+    np.testing.assert_allclose(np.asarray(back["eta"])[0], a / (a + b), rtol=1e-10)
+    # the old coordinates are still available
+    zd = nuts.jittered_starts(inputs, init, chains=2, seed=0, jitter=0.0, simplex="dirichlet",
+                              level="iid")
+    assert zd["lambda"].shape == (2, 5) and zd["eta"].shape == (2, 2, 2)   # stick-breaking
+
+
+def test_auxiliary_conditionals_are_exact():
+    """``augment`` draws (u, e) given η from their exact conditionals: under the prior
+    η ~ Dir(α), the augmented (u, e) must have the prior's marginals u ~ Gamma(α + 1),
+    e ~ Exp(1) — checked by a Kolmogorov–Smirnov test on 4,000 draws, for tiny α too."""
+    from scipy import stats
+
+    from inference.warmstart import augment, log_dirichlet_draws
+
+    alpha = np.array([[1.67, 0.278, 0.0463, 0.0077]])
+    rng = np.random.default_rng(3)
+    leta = log_dirichlet_draws(rng, alpha, 4000)
+    aux = augment(rng, leta, alpha)
+    for t in range(4):
+        assert stats.kstest(aux["eta_u"][:, 0, t], stats.gamma(alpha[0, t] + 1).cdf).pvalue \
+            > 1e-3
+        assert stats.kstest(aux["eta_e"][:, 0, t], stats.expon().cdf).pvalue > 1e-3
+    # and the map back is exact: log η = log_softmax(log u − e/α)
+    lg = np.log(aux["eta_u"]) - aux["eta_e"] / alpha
+    back = lg - np.logaddexp.reduce(lg, axis=-1, keepdims=True)
+    np.testing.assert_allclose(back, leta, rtol=1e-9, atol=1e-9)
+    # a wrong conditional (u = g exactly) would put no mass above g: must be caught
+    wrong = np.exp(leta) * rng.gamma(alpha.sum(), size=(4000, 1, 1))
+    assert stats.kstest(wrong[:, 0, 0], stats.gamma(alpha[0, 0] + 1).cdf).pvalue < 1e-3
 
 
 @pytest.mark.slow
@@ -282,9 +318,9 @@ def test_numpyro_chains_from_init_start_apart_and_are_reproducible(monkeypatch):
     a = nuts.fit_nuts(d, "crowdbt", pr, **kw)
     b = nuts.fit_nuts(d, "crowdbt", pr, **kw)
     z = starts[0]
-    assert z is not None and z["lambda"].shape == (2, d.n_items)
-    assert np.abs(z["lambda"][0] - z["lambda"][1]).min() > 0      # chains start apart
-    assert np.all(np.abs(z["lambda"] - sim.lam) <= 1.0)            # ... around init
+    assert z is not None and z["lambda_c"].shape == (2, d.n_items - 1)
+    assert np.abs(z["lambda_c"][0] - z["lambda_c"][1]).min() > 0      # chains start apart
+    assert np.all(np.abs(z["lambda_mean"] - sim.lam.mean()) <= 1.0)    # ... around init
     lam_a = a.idata["posterior"]["lambda"].values
     assert not np.allclose(lam_a[0, 0], lam_a[1, 0])               # first draws differ
     np.testing.assert_array_equal(lam_a, b.idata["posterior"]["lambda"].values)

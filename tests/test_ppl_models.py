@@ -18,6 +18,10 @@ from models.model_inputs import model_inputs
 from models.priors import Priors
 from models.simulate import simulate
 
+#: The PPLs' own (λ, η) sites, so densities can be evaluated at a point (λ, η); the default
+#: Gamma/zero-sum coordinates are the same model, checked in tests/test_simplex_exact.py.
+DIRECT = {"simplex": "dirichlet", "level": "iid"}
+
 jax = pytest.importorskip("jax")
 numpyro = pytest.importorskip("numpyro")
 
@@ -68,7 +72,7 @@ def test_numpyro_log_density_matches_reference(model, data, priors):
     inp = model_inputs(model, data, priors)
     with jax.enable_x64(True):
         # jitted: one compile instead of one per eager op
-        dens = jax.jit(lambda p: log_density(npm.model, (inp,), {}, p)[0])
+        dens = jax.jit(lambda p: log_density(npm.model, (inp,), DIRECT, p)[0])
         for seed in (0, 1):
             params, ref, _ = random_point(model, data, priors, seed)
             assert float(dens(params)) == pytest.approx(ref, rel=1e-10, abs=1e-9)
@@ -132,9 +136,9 @@ def test_numpyro_couple_on_pairs_equals_crowdbt(priors):
     lam = rng.normal(size=pairs.n_items)
     acc = rng.uniform(0.1, 0.9, size=pairs.n_workers)
     with jax.enable_x64(True):
-        a, _ = log_density(npm.model, (model_inputs("crowdbt", pairs, pr),), {},
+        a, _ = log_density(npm.model, (model_inputs("crowdbt", pairs, pr),), DIRECT,
                            {"lambda": lam, "eta": acc})
-        b, _ = log_density(npm.model, (model_inputs("couple", pairs, pr),), {},
+        b, _ = log_density(npm.model, (model_inputs("couple", pairs, pr),), DIRECT,
                            {"lambda": lam, "eta": np.stack([acc, 1 - acc], axis=1)})
     assert float(a) == pytest.approx(float(b), rel=1e-12)
 
@@ -196,7 +200,7 @@ def test_pymc_log_density_matches_reference(model, data, priors):
     from models import pymc_models as pmm
 
     inp = model_inputs(model, data, priors)
-    m = remove_value_transforms(pmm.build_model(inp, data.items, data.workers))
+    m = remove_value_transforms(pmm.build_model(inp, data.items, data.workers, **DIRECT))
     # the Python linker compiles in a fraction of numba's time; values are identical
     logp = m.compile_logp(jacobian=False, mode="FAST_COMPILE")
     for seed in (0, 1):

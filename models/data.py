@@ -21,20 +21,9 @@ from itertools import combinations
 
 import numpy as np
 
+from .errors import DataError, InputError, UsageError  # noqa: F401 - re-exported
+
 PAD = -1
-
-
-class DataError(ValueError):
-    """Bad input: the message names the source (file), the line and the reason."""
-
-    def __init__(self, reason: str, source: str | None = None, line: int | None = None):
-        self.reason = reason
-        self.source = source
-        self.line = line
-        where = source or "<data>"
-        if line is not None:
-            where = f"{where}, line {line}"
-        super().__init__(f"{where}: {reason}")
 
 
 @dataclass(frozen=True, eq=False)

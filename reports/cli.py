@@ -1,18 +1,23 @@
 """The ``crowdrank`` command: one sub-command per module in :mod:`reports.commands`.
 
 Each command module exposes ``register(subparsers)``, which adds its parser and sets
-``func``. Errors that a user can fix (bad data, bad options) end as one line on stderr and
-a non-zero exit, never a traceback; ``CROWDRANK_DEBUG=1`` shows the traceback.
+``func``. Errors that a user can fix end as one line on stderr and exit status 2, never a
+traceback: the project's own input errors (:class:`models.errors.InputError`, which
+includes :class:`~models.errors.DataError` and :class:`~models.errors.UsageError`) and a
+file that cannot be opened. Anything else is a program bug and keeps its traceback, so
+that it is reported rather than disguised as bad input. ``CROWDRANK_DEBUG=1`` shows the
+traceback of user errors too. See ``docs/data.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import linecache
 import os
 import sys
 
-from models.data import DataError
+from models.errors import InputError
 
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = ("simulate", "data", "story", "fit", "audit", "sbc")
@@ -36,16 +41,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Files that cannot be opened: the message names the path; the user can fix it.
+FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+#: Option checks that still raise a plain ``ValueError`` (module, function): shown as one
+#: line, like an :class:`InputError`, only when raised by a ``raise`` statement of these
+#: very functions. Each should raise ``UsageError`` instead; then its entry goes.
+PENDING_OPTION_CHECKS = frozenset({
+    ("reports.commands.simulate", "run"), ("reports.commands.simulate", "_positive"),
+    ("reports.commands.story", "run"), ("reports.commands.audit", "run"),
+    ("reports.story", "tell"),
+    ("inference.nuts", "fit_nuts"),
+    ("inference.online.api", "wl_defaults"), ("inference.online.api", "algorithm_options"),
+    ("inference.online.api", "pass_orders"),
+    ("models.priors", "__post_init__"), ("models.priors", "geometric"),
+})
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is bad input that the user can fix (one line), not a program bug."""
+    if isinstance(exc, InputError):
+        return True
+    if isinstance(exc, FILE_ERRORS):
+        return True
+    online = sys.modules.get("inference.online.state")  # loaded whenever it can be raised
+    if online is not None and isinstance(exc, online.OnlineError):
+        return True  # a strict-mode guard of the online update, asked for by --strict
+    if type(exc) is ValueError and exc.__traceback__ is not None:
+        tb = exc.__traceback__
+        while tb.tb_next is not None:  # the frame that raised it
+            tb = tb.tb_next
+        code = tb.tb_frame.f_code
+        where = (tb.tb_frame.f_globals.get("__name__"), code.co_name)
+        text = linecache.getline(code.co_filename, tb.tb_lineno).lstrip()
+        return where in PENDING_OPTION_CHECKS and text.startswith("raise")
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         rc = args.func(args)
-    except (DataError, ValueError, FileNotFoundError, IsADirectoryError, KeyError) as exc:
-        if os.environ.get("CROWDRANK_DEBUG"):
+    except Exception as exc:
+        if not is_user_error(exc) or os.environ.get("CROWDRANK_DEBUG"):
             raise
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"crowdrank {args.command}: error: {msg}", file=sys.stderr)
+        print(f"crowdrank {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"crowdrank {args.command}: interrupted", file=sys.stderr)

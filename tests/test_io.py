@@ -316,7 +316,7 @@ def test_truth_bad_input(tmp_path, body, line, reason):
     d = read_rankings(put(tmp_path, "r.csv", "worker,ranking\nu,a>b\n"))
     p = put(tmp_path, "t.csv", "item,score\n" + body)
     with pytest.raises(DataError) as e:
-        read_truth(p, d)
+        read_truth(p, d, strict=True)  # strict: items beyond the data are refused too
     assert str(p) in str(e.value) and f"line {line}:" in str(e.value)
     assert reason in str(e.value)
 

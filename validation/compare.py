@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -197,24 +198,91 @@ def aggregates(table: pd.DataFrame) -> dict[str, dict]:
 
 
 # ------------------------------------------------------------------ ranking level
-def pairwise_accuracy(truth, scores, block: int = 512) -> float:
-    """The paper's accuracy (seed 000, Sect. 5.1, a Wilcoxon–Mann–Whitney statistic):
-    ``Σ_{i,j} 1(r_i > r_j) ∧ 1(λ_i > λ_j) / Σ_{i,j} 1(r_i > r_j)``, ``r`` the true scores
-    (higher is better), ``λ`` the estimates. Ties in ``λ`` count as wrong, ties in ``r``
-    are not pairs. Computed in row blocks so that ``L²`` booleans are never all held."""
+def comparison_components(data) -> np.ndarray:
+    """The connected component of each item in the comparison graph of ``data`` (a
+    :class:`~models.data.Rankings`), as integer labels aligned with ``data.items``.
+
+    Items are linked when one ranking holds both. Scores are identified only up to a shift
+    per component (the likelihood sees differences within rankings), so the data order
+    two items only when they share a component. An item never ranked is a component of its
+    own. Linking each ranking's first item to the others gives the same components as all
+    of its pairs, with ``k - 1`` edges per ranking.
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    src = [data.order[0, data.lengths > p] for p in range(1, data.K)]
+    dst = [data.order[p, data.lengths > p] for p in range(1, data.K)]
+    src = np.concatenate(src) if src else np.zeros(0, np.int32)
+    dst = np.concatenate(dst) if dst else np.zeros(0, np.int32)
+    graph = coo_matrix((np.ones(len(src)), (src, dst)), shape=(data.n_items,) * 2)
+    return connected_components(graph, directed=False)[1]
+
+
+def _pair_counts(truth, scores, components, block: int) -> tuple[int, int, int]:
+    """``(right, used, left_out)`` over the pairs the truth orders (``r_i > r_j``): used =
+    same component (all when ``components`` is None), right = used and ``λ_i > λ_j``."""
     t, s = np.asarray(truth, float), np.asarray(scores, float)
     if t.shape != s.shape or t.ndim != 1:
         raise ValueError("truth and scores must be 1-d arrays of the same length")
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(s))):
         raise ValueError("truth and scores must be finite")
-    num = den = 0
+    c = None
+    if components is not None:
+        c = np.asarray(components)
+        if c.shape != t.shape:
+            raise ValueError("components must hold one label per item, like truth")
+    num = den = out = 0
     for i0 in range(0, len(t), block):
         gt = t[i0:i0 + block, None] > t[None, :]
+        if c is not None:
+            same = c[i0:i0 + block, None] == c[None, :]
+            out += int(np.sum(gt & ~same))
+            gt &= same
         num += int(np.sum(gt & (s[i0:i0 + block, None] > s[None, :])))
         den += int(np.sum(gt))
+    return num, den, out
+
+
+def pairwise_accuracy(truth, scores, block: int = 512, components=None) -> float:
+    """The paper's accuracy (seed 000, Sect. 5.1, a Wilcoxon–Mann–Whitney statistic):
+    ``Σ_{i,j} 1(r_i > r_j) ∧ 1(λ_i > λ_j) / Σ_{i,j} 1(r_i > r_j)``, ``r`` the true scores
+    (higher is better), ``λ`` the estimates. Ties in ``λ`` count as wrong, ties in ``r``
+    are not pairs. Computed in row blocks so that ``L²`` booleans are never all held.
+
+    ``components`` (labels per item, e.g. :func:`comparison_components`) restricts the sum
+    to pairs in the same component, the only pairs whose order the data can determine;
+    :func:`pairwise_accuracy_comparable` also says how many pairs that leaves out."""
+    num, den, _ = _pair_counts(truth, scores, components, block)
     if den == 0:
-        raise ValueError("the ground truth orders no pair of items (all scores tied)")
+        raise ValueError("the ground truth orders no pair of items (all scores tied)"
+                         if components is None else
+                         "the ground truth orders no pair of items within a component")
     return num / den
+
+
+class PairwiseAccuracy(NamedTuple):
+    """:func:`pairwise_accuracy` over comparable pairs, with the pairs it counted and left
+    out (pairs the truth orders across components); ``accuracy`` is None with no pair."""
+
+    accuracy: float | None
+    n_pairs_used: int
+    n_pairs_left_out: int
+
+
+def pairwise_accuracy_comparable(truth, scores, components, block: int = 512
+                                 ) -> PairwiseAccuracy:
+    """Pairwise accuracy over the pairs in one component of the comparison graph.
+
+    ``components`` is a :class:`~models.data.Rankings` (its components are computed, and
+    ``truth``/``scores`` must be aligned with its ``items``) or labels per item. On a
+    connected data set nothing is left out and the accuracy is :func:`pairwise_accuracy`'s.
+    Pairs are those the truth orders (``r_i > r_j``); ties in the truth are not pairs.
+    """
+    if hasattr(components, "order"):
+        components = comparison_components(components)
+    num, den, out = _pair_counts(truth, scores, components, block)
+    return PairwiseAccuracy(num / den if den else None, den, out)
 
 
 def top_overlap(a, b, k: int = TOP_K) -> float:

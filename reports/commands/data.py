@@ -1,4 +1,6 @@
-"""``crowdrank data summary``: what a rankings file (or a shared real data set) holds."""
+"""``crowdrank data summary``: what a rankings file (or a shared real data set) holds;
+``crowdrank data list``: the registered shared data sets and whether their files are here.
+See ``docs/data.md``."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from models.io import DATASETS, FORMATS
 
 
 def register(sub) -> None:
-    p = sub.add_parser("data", help="inspect data: crowdrank data summary FILE",
+    p = sub.add_parser("data", help="inspect data: crowdrank data summary FILE, data list",
                        description="Inspect rankings data.")
     dsub = p.add_subparsers(dest="data_command", metavar="ACTION")
     dsub.required = True
@@ -30,8 +32,18 @@ def register(sub) -> None:
     s.add_argument("--skip-invalid", action="store_true",
                    help="skip (and count) rankings that name an item twice, have fewer than "
                         "2 items or an empty id, instead of stopping at the first")
+    s.add_argument("--strict-truth", action="store_true",
+                   help="refuse a truth file that scores items absent from the data (by "
+                        "default they are left out and counted in the notes)")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
     s.set_defaults(func=run_summary)
+    ls = dsub.add_parser(
+        "list", help="the shared real data sets, with descriptions and whether they are here",
+        description="List the registered shared real data sets (the names FILE may take): "
+                    "what each holds, its ground truth, where it comes from, and whether its "
+                    "files are present under $CROWDRANK_DATASETS or ../shared/datasets.")
+    ls.add_argument("--json", action="store_true", help="print JSON instead of text")
+    ls.set_defaults(func=run_list)
 
 
 def truth_agreement(data, truth: np.ndarray) -> dict:
@@ -95,7 +107,30 @@ def run_summary(args) -> int:
     from models.io import read_data
 
     data, truth = read_data(args.file, fmt=args.fmt, truth=args.truth,
-                            invalid="skip" if args.skip_invalid else "error")
+                            invalid="skip" if args.skip_invalid else "error",
+                            strict_truth=args.strict_truth)
     s = summarize(data, truth)
     print(json.dumps(s, indent=2) if args.json else format_summary(s))
+    return 0
+
+
+def format_list(sets: list[dict], root) -> str:
+    lines = [f"shared data sets in {root} (set CROWDRANK_DATASETS to move them)", ""]
+    for d in sets:
+        state = "present" if d["present"] else f"MISSING ({len(d['missing'])} file(s))"
+        lines.append(f"{d['name']:<16}{state}")
+        for key in ("description", "as_loaded", "truth", "origin"):
+            lines.append(f"  {key.replace('_', ' '):<11} {d[key]}")
+        if d["options"]:
+            lines.append(f"  {'options':<11} {', '.join(d['options'])} "
+                         "(models.io.load_dataset)")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def run_list(args) -> int:
+    from models.io import datasets_root, list_datasets
+
+    sets = list_datasets()
+    print(json.dumps(sets, indent=2) if args.json else format_list(sets, datasets_root()))
     return 0

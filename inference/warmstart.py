@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from models.model_inputs import ModelInputs
+from models.model_inputs import BOOST_BELOW, ModelInputs
 
 
 def _log_gamma_draws(rng: np.random.Generator, shape_param: np.ndarray, size=None):
@@ -41,8 +41,11 @@ def log_dirichlet_draws(rng: np.random.Generator, alpha: np.ndarray, n: int) -> 
     return lg - logsumexp(lg, axis=-1, keepdims=True)
 
 
-def augment(rng: np.random.Generator, log_eta: np.ndarray, alpha: np.ndarray) -> dict:
-    """Auxiliary ``(eta_u, eta_e)`` given ``log η`` (module docstring), same shape."""
+def augment(rng: np.random.Generator, log_eta: np.ndarray, alpha: np.ndarray,
+            boost_below: float = float("inf")) -> dict:
+    """Auxiliary variables given ``log η`` (module docstring): ``eta_g`` (``g`` itself) for
+    the concentrations ``≥ boost_below`` and ``eta_u``, ``eta_e`` for the others, each
+    flattened over the ``(W, K)`` table in row-major order (leading batch dims kept)."""
     alpha = np.asarray(alpha, float)
     log_s = _log_gamma_draws(rng, np.broadcast_to(alpha.sum(axis=-1), log_eta.shape[:-1]))
     log_s = log_s[..., None]
@@ -50,7 +53,14 @@ def augment(rng: np.random.Generator, log_eta: np.ndarray, alpha: np.ndarray) ->
     # u = g + Exp(1), in logs: log u = logaddexp(log g, log Exp(1))
     log_u = np.logaddexp(log_g, np.log(rng.exponential(size=log_g.shape)))
     e = alpha * (log_u - log_g)
-    return {"eta_u": np.exp(log_u), "eta_e": e}
+    big = alpha >= boost_below
+    out = {}
+    if big.any():
+        out["eta_g"] = np.exp(log_g[..., big])
+    if (~big).any():
+        out["eta_u"] = np.exp(log_u[..., ~big])
+        out["eta_e"] = e[..., ~big]
+    return out
 
 
 def _approx_eta_log_draws(rng, inputs: ModelInputs, approx_alpha, n: int) -> np.ndarray:
@@ -89,7 +99,7 @@ def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | N
                 eta = np.maximum(eta, 1e-12)   # stick-breaking cannot represent an exact 0
                 out["eta"] = eta / eta.sum(axis=-1, keepdims=True)
         else:
-            out.update(augment(rng, log_eta, inputs.alpha))
+            out.update(augment(rng, log_eta, inputs.alpha, BOOST_BELOW))
     return out
 
 

@@ -38,6 +38,18 @@ MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized")
 PAIRWISE = ("bt", "crowdbt")
 #: Normalised COUPLE enumerates ``k!`` orderings per ranking.
 MAX_K_NORMALIZED = 6
+#: The samplers' worker simplexes (``docs/design.md``, "Sampling"): concentrations below
+#: this get the Marsaglia–Tsang boost (``log g = log u − e/α``); the others are sampled as
+#: ``g ~ Gamma(α)`` directly (``log g`` is well scaled for ``α ≳ 1/2``, and one coordinate
+#: per entry avoids the curved ``log u − e/α`` ridge that the data would otherwise pin).
+BOOST_BELOW = 0.5
+
+
+def boost_split(alpha) -> tuple[tuple, tuple]:
+    """Index sets ``(big, small)`` of the ``(W, K)`` concentrations sampled as plain Gammas
+    and with the boost, in row-major order."""
+    a = np.asarray(alpha)
+    return np.nonzero(a >= BOOST_BELOW), np.nonzero(a < BOOST_BELOW)
 
 
 @dataclass(frozen=True, eq=False)

@@ -12,8 +12,9 @@ always ``λ_r ~ Normal(mu0, sigma0²)`` iid and ``η_w ~ Dirichlet(α_w)`` (COUP
 * ``simplex="gamma"``: ``η_w`` through independent Gammas with the Marsaglia–Tsang boost
   [MT00], ``g_t = u_t · U_t^{1/α_t}``, ``u_t ~ Gamma(α_t + 1)``, ``e_t = −log U_t ~ Exp(1)``,
   so ``log g_t = log u_t − e_t/α_t`` and ``log η = log_softmax(log g)``. Sites ``eta_u``,
-  ``eta_e`` (``(W, K)``, or ``(W, 2)`` for CrowdBT, whose ``η = η_1``); ``eta`` is a
-  deterministic site. ``g_t ~ Gamma(α_t)`` independently, so ``g/Σg ~ Dirichlet(α)``
+  ``eta_e`` (one entry per concentration below :data:`BOOST_BELOW`) and ``eta_g``
+  (``g_t ~ Gamma(α_t)`` directly for the others), over the ``(W, K)`` table (``(W, 2)`` for
+  CrowdBT, whose ``η = η_1``) in row-major order; ``eta`` is a deterministic site. ``g_t ~ Gamma(α_t)`` independently, so ``g/Σg ~ Dirichlet(α)``
   exactly and ``Σg`` is an auxiliary variable the likelihood never sees; the sampler works
   on ``log u`` and ``log e``, whose scales stay O(1) however small ``α_t`` is, and ``log η``
   enters the likelihood without ever being clamped. ``simplex="dirichlet"`` is NumPyro's
@@ -59,7 +60,7 @@ import numpyro
 import numpyro.distributions as dist
 from jax.nn import log_sigmoid
 
-from .model_inputs import ModelInputs
+from .model_inputs import BOOST_BELOW, ModelInputs, boost_split  # noqa: F401
 
 SIMPLEX = ("gamma", "dirichlet")
 LEVEL = ("centered", "iid")
@@ -240,9 +241,18 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
         else:
             eta = numpyro.sample("eta", dist.Dirichlet(alpha).to_event(1))
         return log_eta_table(inputs, eta)
-    u = numpyro.sample("eta_u", dist.Gamma(alpha + 1.0, 1.0).to_event(2))
-    e = numpyro.sample("eta_e", dist.Exponential(jnp.ones_like(alpha)).to_event(2))
-    log_g = jnp.log(u) - e / alpha
+    big, small = boost_split(inputs.alpha)
+    log_g = jnp.zeros(alpha.shape, alpha.dtype)
+    if big[0].size:
+        # α ≥ BOOST_BELOW: g ~ Gamma(α) itself; its log (the sampler's coordinate) has a
+        # log-concave density with sd ≈ 1/√α and no long tail
+        g = numpyro.sample("eta_g", dist.Gamma(alpha[big], 1.0).to_event(1))
+        log_g = log_g.at[big].set(jnp.log(g))
+    if small[0].size:
+        a_s = alpha[small]
+        u = numpyro.sample("eta_u", dist.Gamma(a_s + 1.0, 1.0).to_event(1))
+        e = numpyro.sample("eta_e", dist.Exponential(jnp.ones_like(a_s)).to_event(1))
+        log_g = log_g.at[small].set(jnp.log(u) - e / a_s)
     log_eta = jax.nn.log_softmax(log_g, axis=1)
     numpyro.deterministic("eta", jnp.exp(log_eta[:, 0]) if crowdbt else jnp.exp(log_eta))
     return log_eta

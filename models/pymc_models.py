@@ -21,7 +21,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.gradient import zero_grad
 
-from .model_inputs import ModelInputs
+from .model_inputs import ModelInputs, boost_split
 
 
 def _lse_rows(rows):
@@ -169,10 +169,16 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
         else:
             eta = pm.Dirichlet("eta", a=alpha, dims=("worker", "stage"))
         return log_eta_table(inputs, eta)
-    dims = ("worker", "pair_side") if crowdbt else ("worker", "stage")
-    u = pm.Gamma("eta_u", alpha=alpha + 1.0, beta=1.0, dims=dims)
-    e = pm.Exponential("eta_e", lam=1.0, dims=dims)
-    log_g = pt.log(u) - e / alpha
+    big, small = boost_split(alpha)
+    log_g = pt.zeros(alpha.shape)
+    if big[0].size:      # α ≥ BOOST_BELOW: g ~ Gamma(α) itself (log-transformed by PyMC)
+        g = pm.Gamma("eta_g", alpha=alpha[big], beta=1.0)
+        log_g = pt.set_subtensor(log_g[big], pt.log(g))
+    if small[0].size:
+        a_s = alpha[small]
+        u = pm.Gamma("eta_u", alpha=a_s + 1.0, beta=1.0)
+        e = pm.Exponential("eta_e", lam=1.0, shape=a_s.shape)
+        log_g = pt.set_subtensor(log_g[small], pt.log(u) - e / a_s)
     log_eta = log_g - pt.logsumexp(log_g, axis=1, keepdims=True)
     if crowdbt:
         pm.Deterministic("eta", pt.exp(log_eta[:, 0]), dims="worker")
@@ -192,7 +198,6 @@ def build_model(inputs: ModelInputs, items=None, workers=None, *, simplex: str =
         coords["worker"] = (list(workers) if workers is not None
                             else list(range(inputs.n_workers)))
         coords["stage"] = list(range(1, inputs.K + 1))
-        coords["pair_side"] = ["correct", "wrong"]
     with pm.Model(coords=coords) as model:
         lam = item_scores(inputs, level)
         log_eta = worker_log_eta(inputs, simplex) if inputs.has_eta else None

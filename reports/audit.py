@@ -72,6 +72,8 @@ class AuditConfig:
     prior_mu: float = 0.0
     prior_sigma: float = 1.0
     progress_bars: bool = False
+    warm_start: bool = True                # NUTS chains start from the online posterior
+    check_backends: bool = False           # also fit with the other PPL and compare
 
     @classmethod
     def quick(cls, **kw) -> AuditConfig:
@@ -251,6 +253,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, 
     nuts = fit_nuts(data, model, pri, backend=cfg.backend, chains=cfg.chains, tune=cfg.tune,
                     draws=cfg.draws, target_accept=cfg.target_accept, seed=cfg.seed,
                     progress=cfg.progress_bars,
+                    approx=posts[0] if cfg.warm_start else None,
                     **({"chain_method": cfg.chain_method} if cfg.chain_method else {}))
     write_nuts(nuts, out / model / "nuts")
     log(f"{model}: NUTS done in {nuts.timings.get('total', float('nan')):.1f}s — "

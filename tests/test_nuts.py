@@ -237,7 +237,9 @@ def test_jittered_starts_disperse_around_init_and_are_seeded():
     init = {"lambda": np.linspace(-1, 1, 5), "eta": eta}
     z = nuts.jittered_starts(inputs, init, chains=3, seed=4, jitter=0.5)
     assert z["lambda_c"].shape == (3, 4) and z["lambda_mean"].shape == (3,)   # zero-sum: L-1
-    assert z["eta_u"].shape == (3, 2, 3) and z["eta_e"].shape == (3, 2, 3)
+    # geometric α = (1.67, 0.28, 0.05): the first entry is a plain Gamma, the rest boosted
+    assert z["eta_g"].shape == (3, 2) and z["eta_u"].shape == (3, 4) \
+        and z["eta_e"].shape == (3, 4)
     for k in z:                                   # every chain elsewhere
         flat = z[k].reshape(3, -1)
         assert not np.allclose(flat[0], flat[1]) and not np.allclose(flat[1], flat[2])
@@ -284,15 +286,19 @@ def test_auxiliary_conditionals_are_exact():
     rng = np.random.default_rng(3)
     leta = log_dirichlet_draws(rng, alpha, 4000)
     aux = augment(rng, leta, alpha)
-    for t in range(4):
-        assert stats.kstest(aux["eta_u"][:, 0, t], stats.gamma(alpha[0, t] + 1).cdf).pvalue \
+    for t in range(4):   # boost_below = 0 by default: every entry boosted, row-major
+        assert stats.kstest(aux["eta_u"][:, t], stats.gamma(alpha[0, t] + 1).cdf).pvalue \
             > 1e-3
-        assert stats.kstest(aux["eta_e"][:, 0, t], stats.expon().cdf).pvalue > 1e-3
+        assert stats.kstest(aux["eta_e"][:, t], stats.expon().cdf).pvalue > 1e-3
     # and the map back is exact: log η = log_softmax(log u − e/α)
-    lg = np.log(aux["eta_u"]) - aux["eta_e"] / alpha
+    lg = (np.log(aux["eta_u"]) - aux["eta_e"] / alpha[0])[:, None, :]
     back = lg - np.logaddexp.reduce(lg, axis=-1, keepdims=True)
     np.testing.assert_allclose(back, leta, rtol=1e-9, atol=1e-9)
     # a wrong conditional (u = g exactly) would put no mass above g: must be caught
+    # and with a split, g itself is Gamma(α) for the entries above it
+    mixed = augment(rng, leta, alpha, boost_below=0.5)
+    assert mixed["eta_g"].shape == (4000, 1) and mixed["eta_u"].shape == (4000, 3)
+    assert stats.kstest(mixed["eta_g"][:, 0], stats.gamma(alpha[0, 0]).cdf).pvalue > 1e-3
     wrong = np.exp(leta) * rng.gamma(alpha.sum(), size=(4000, 1, 1))
     assert stats.kstest(wrong[:, 0, 0], stats.gamma(alpha[0, 0] + 1).cdf).pvalue < 1e-3
 

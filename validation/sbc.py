@@ -1,0 +1,743 @@
+"""Simulation-based calibration (SBC) of the NUTS fits and of the online approximations.
+
+The check (Talts, Betancourt, Simpson, Vehtari & Gelman 2018, arXiv:1804.06788): draw
+``θ̃ ~ p(θ)`` from the prior, ``ỹ ~ p(y | θ̃)`` from the model's *exact* generative process,
+and draws ``θ_1..θ_S`` from the computed posterior ``p(θ | ỹ)``. If the posterior is right,
+
+    rank(θ̃) = #{s : θ_s < θ̃}  is uniform on {0, …, S}                         (Talts Thm. 1)
+
+for every scalar parameter, because ``(θ̃, θ_1..θ_S)`` are then exchangeable draws from the
+joint ``p(θ | ỹ) p(ỹ)``. The ranks need *independent* draws, so the posterior draws are
+thinned to ``S`` (default 100) evenly spaced draws from a run whose bulk ESS is several times
+``S`` (Talts Sect. 4.2). For the online methods, which return a distribution ``q`` rather
+than draws, the analogue is the probability integral transform ``PIT = F_q(θ̃)``, uniform on
+``[0, 1]`` if ``q`` is the exact marginal posterior (Cook, Gelman & Rubin 2006).
+
+Only models with an exact forward simulator are offered (DESIGN.md §2): PL, BT, CrowdBT and
+*normalised* COUPLE; the stagewise COUPLE likelihood (seed 000, Eq. 4) is not normalised,
+so no simulator matches it and its SBC would fail for that reason alone.
+
+Uniformity tests
+----------------
+* The ECDF simultaneous-band test of Säilynoja, Bürkner & Vehtari (2022, Stat. Comput.
+  32:32): at evaluation points ``z_j`` the scaled ECDF count ``N·F̂(z_j)`` is
+  ``Binomial(N, z_j)`` under uniformity. The statistic is the smallest two-sided pointwise
+  binomial tail probability over the ``z_j``; its null distribution is simulated (seeded), the
+  ``1 − prob`` quantile ``γ`` gives the *simultaneous* band (pointwise level ``1 − γ``), and
+  the p-value is the simulated null probability of a statistic at least as extreme. Ranks on
+  ``{0..S}`` are treated as discrete (``z_j = j/(S+1)``); PIT values as continuous.
+* Pearson's chi-square on binned ranks (Talts Sect. 4.1), with exact expected counts.
+* Per family (``lambda``, ``lambda_centred``, ``eta``), the per-parameter ECDF p-values are
+  combined by the Cauchy combination test (Liu & Xie 2020, JASA 115:393), which stays valid
+  under arbitrary dependence between the parameters' ranks (the items share a common level,
+  so their ranks are strongly correlated within a replicate: pooling the ranks themselves
+  and testing them as independent would be wrong).
+* Verdict: calibrated iff every family's combined p-value is at least ``alpha / F``
+  (Bonferroni over the ``F`` families; ``alpha = 0.05`` by default).
+
+Every replicate is one spec of :func:`validation.experiments.run_grid` (cached, resumable,
+run in parallel processes). Every random choice derives from ``(seed, sim)``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+#: Models with an exact forward simulator (DESIGN.md §2); stagewise "couple" has none.
+SBC_MODELS = ("pl", "bt", "crowdbt", "couple-normalized")
+#: The online method run beside NUTS on the same data: Weng–Lin OnlinePL/OnlineBT, CrowdBT
+#: online (Chen et al. 2013) and OnlineGBMM (seed 000, Algorithm 1).
+ONLINE_MODEL = {"pl": "pl", "bt": "bt", "crowdbt": "crowdbt", "couple-normalized": "couple"}
+ONLINE_NAME = {"pl": "OnlinePL (Weng-Lin)", "bt": "OnlineBT (Weng-Lin)",
+               "crowdbt": "CrowdBT online", "couple-normalized": "OnlineGBMM"}
+#: ``prior`` is the machinery check: the data are ignored and the "posterior" draws come
+#: from the prior, which is the exact posterior given no data, so its ranks are uniform.
+SBC_BACKENDS = ("numpyro", "pymc", "prior")
+FAMILIES = ("lambda", "lambda_centred", "eta")
+RANKS_COLUMNS = ("sim", "param", "family", "rank", "n_draws", "gate_passed", "truth",
+                 "online_pit")
+
+
+# ----------------------------------------------------------------------------- config
+@dataclass(frozen=True)
+class SbcConfig:
+    """One SBC study. Everything that changes a replicate's numbers is in :meth:`spec`.
+
+    ``tasks_per_worker`` tasks per worker, of size uniform on ``2..kmax`` (``kmax = 2`` for
+    the pairwise models). ``n_ranks`` is ``S``, the number of thinned posterior draws each
+    true value is ranked among (ranks ``0..S``). ``shift_sd`` is a test hook: every
+    posterior draw of ``λ_r`` is moved by ``shift_sd`` posterior sds before ranking, a
+    deliberately wrong posterior that SBC must reject. ``alpha`` is the family-wise level
+    of the verdict.
+    """
+
+    model: str = "couple-normalized"
+    backend: str = "numpyro"
+    sims: int = 100
+    n_items: int = 10
+    n_workers: int = 4
+    tasks_per_worker: int = 25
+    kmax: int | None = None
+    worker_prior: str = "geometric:a0=10,a=6"
+    mu0: float = 0.0
+    sigma0: float = 1.0
+    chains: int = 4
+    tune: int = 500
+    draws: int = 250
+    target_accept: float = 0.8
+    n_ranks: int = 100
+    online: bool = True
+    seed: int = 0
+    shift_sd: float = 0.0
+    alpha: float = 0.05
+    n_bins: int | None = None
+
+    def __post_init__(self):
+        if self.model not in SBC_MODELS:
+            extra = (" (stagewise COUPLE has no normalised generative process, so no exact "
+                     "simulator: use couple-normalized)") if self.model == "couple" else ""
+            raise ValueError(f"SBC model must be one of {SBC_MODELS}, got {self.model!r}"
+                             + extra)
+        if self.backend not in SBC_BACKENDS:
+            raise ValueError(f"SBC backend must be one of {SBC_BACKENDS}, got {self.backend!r}")
+        pairwise = self.model in ("bt", "crowdbt")
+        kmax = self.kmax if self.kmax is not None else (2 if pairwise else 4)
+        if pairwise and kmax != 2:
+            raise ValueError(f"{self.model} is a pairwise model: kmax must be 2")
+        if not 2 <= kmax <= min(self.n_items, 6):
+            raise ValueError(f"kmax must be in 2..min(items, 6) (normalised COUPLE enumerates "
+                             f"k! orderings), got {kmax}")
+        object.__setattr__(self, "kmax", int(kmax))
+        for name in ("sims", "n_items", "n_workers", "tasks_per_worker", "chains", "draws",
+                     "n_ranks"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.n_items < 2:
+            raise ValueError("need at least 2 items")
+        if self.tune < 0:
+            raise ValueError("tune must be >= 0")
+        if self.backend != "prior" and self.n_ranks > self.chains * self.draws:
+            raise ValueError(f"cannot thin {self.chains}×{self.draws} draws to "
+                             f"{self.n_ranks}: lower --ranks or raise --draws")
+        if not (math.isfinite(self.shift_sd) and math.isfinite(self.mu0)
+                and math.isfinite(self.sigma0) and self.sigma0 > 0):
+            raise ValueError("shift_sd and mu0 must be finite, sigma0 finite and > 0")
+        if not 0 < self.alpha < 1:
+            raise ValueError("alpha must be in (0, 1)")
+        if self.n_bins is not None and self.n_bins < 2:
+            raise ValueError("n_bins must be >= 2")
+
+    def spec(self, sim: int) -> dict:
+        """The JSON-able grid point of replicate ``sim`` (its cache key)."""
+        d = asdict(self)
+        for k in ("sims", "alpha", "n_bins"):   # summary-only settings: not in the key
+            d.pop(k)
+        if self.backend == "prior":            # the sampler settings do not matter there
+            for k in ("chains", "tune", "draws", "target_accept"):
+                d.pop(k)
+        d["sim"] = int(sim)
+        d["kind"] = "sbc"
+        return d
+
+
+def _seeds(seed: int, sim: int) -> tuple[np.random.Generator, int, np.random.Generator]:
+    """Independent streams for (truth and data, the sampler, rank tie-breaks) of one
+    replicate, all derived from ``(seed, sim)``."""
+    ss = np.random.SeedSequence([int(seed), int(sim), 0x5BC])
+    a, b, c = ss.spawn(3)
+    return (np.random.default_rng(a), int(b.generate_state(1)[0] % (2**31 - 1)),
+            np.random.default_rng(c))
+
+
+# ----------------------------------------------------------------------------- truth
+def draw_dirichlet(rng: np.random.Generator, alpha: np.ndarray) -> np.ndarray:
+    """Row-wise ``Dir(α)`` draws, exact also for tiny ``α`` (DESIGN.md §2).
+
+    ``Gamma(α) = Gamma(α + 1) · U^{1/α}`` (Marsaglia & Tsang 2000), so
+    ``log g = log u − e/α`` with ``u ~ Gamma(α + 1)``, ``e ~ Exp(1)``, and
+    ``η = softmax(log g)`` never divides an underflowed zero by a zero sum (the paper's
+    ``α_4 = 10·6⁻⁴ ≈ 0.0077`` puts most of ``g_4``'s mass far below double precision).
+    """
+    alpha = np.asarray(alpha, float)
+    if np.any(~(alpha > 0)) or np.any(~np.isfinite(alpha)):
+        raise ValueError("Dirichlet concentrations must be finite and > 0")
+    logg = np.log(rng.gamma(alpha + 1.0)) - rng.exponential(size=alpha.shape) / alpha
+    logg -= logg.max(axis=-1, keepdims=True)
+    return np.exp(logg - np.log(np.exp(logg).sum(axis=-1, keepdims=True)))
+
+
+def draw_truth(model: str, priors, n_items: int, rng: np.random.Generator
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``(λ, η)`` from the prior the fit uses: ``λ_r ~ N(mu0, sigma0²)``; CrowdBT
+    ``η_w ~ Beta(a_w, b_w)`` (stored as ``(η, 1 − η)``, the simulator's layout); normalised
+    COUPLE ``η_w ~ Dir(α_w)``; PL/BT perfect workers ``e_1``."""
+    lam = rng.normal(priors.mu0, priors.sigma0, size=int(n_items))
+    W, K = priors.alpha.shape
+    if model == "crowdbt":
+        ab = priors.beta()
+        acc = draw_dirichlet(rng, ab)[:, 0]
+        eta = np.stack([acc, 1.0 - acc], axis=1)
+    elif model == "couple-normalized":
+        eta = draw_dirichlet(rng, priors.alpha)
+    else:
+        eta = np.zeros((W, K))
+        eta[:, 0] = 1.0
+    return lam, eta
+
+
+def make_priors(cfg: Mapping):
+    """The :class:`~models.priors.Priors` of a spec: the ``worker_prior`` profile (same
+    syntax as ``crowdrank fit --worker-prior``) for workers ``w0..``, length ``kmax``
+    (CrowdBT reads its first two entries as ``(a, b)``)."""
+    from models.priors import parse_worker_prior
+
+    workers = [f"w{w}" for w in range(int(cfg["n_workers"]))]
+    K = 2 if cfg["model"] == "crowdbt" else max(int(cfg["kmax"]), 2)
+    return parse_worker_prior(cfg["worker_prior"], workers, K, float(cfg["mu0"]),
+                              float(cfg["sigma0"]))
+
+
+# ----------------------------------------------------------------------------- ranks
+def sbc_ranks(draws: np.ndarray, truth: np.ndarray, rng: np.random.Generator | None = None
+              ) -> np.ndarray:
+    """Rank of each true value among posterior draws (Talts et al. 2018, Alg. 1).
+
+    ``draws`` ``(S, P)``, ``truth`` ``(P,)``; returns ints in ``0..S``:
+    ``#{s : draws[s] < truth}`` plus, for draws *equal* to the truth, a uniformly random
+    share of them (ties would otherwise pile ranks up at one end; they happen when a
+    component underflows to 0 in both the truth and the draws). NaN is an error.
+    """
+    draws = np.asarray(draws, float)
+    truth = np.asarray(truth, float)
+    if draws.ndim != 2 or truth.shape != (draws.shape[1],):
+        raise ValueError(f"draws must be (S, P) and truth (P,); got {draws.shape} and "
+                         f"{truth.shape}")
+    if np.isnan(draws).any() or np.isnan(truth).any():
+        raise ValueError("NaN in posterior draws or true values: cannot rank")
+    less = (draws < truth).sum(axis=0)
+    eq = (draws == truth).sum(axis=0)
+    if np.any(eq):
+        rng = np.random.default_rng(0) if rng is None else rng
+        less = less + rng.integers(0, eq + 1)
+    return less.astype(np.int64)
+
+
+def thin_draws(x: np.ndarray, n: int) -> np.ndarray:
+    """``n`` evenly spaced draws of ``x`` ``(chain, draw, ...)``, chains concatenated:
+    spacing ``chains·draws/n``, so with bulk ESS well above ``n`` the kept draws are
+    nearly independent (Talts Sect. 4.2)."""
+    flat = np.asarray(x, float).reshape((-1,) + np.shape(x)[2:])
+    if n > flat.shape[0]:
+        raise ValueError(f"cannot thin {flat.shape[0]} draws to {n}")
+    idx = np.linspace(0, flat.shape[0] - 1, n).round().astype(int)
+    return flat[idx]
+
+
+def parameter_names(model: str, n_items: int, n_workers: int, K: int
+                    ) -> tuple[list[str], list[str]]:
+    """Names and families of every scalar parameter SBC ranks, in a fixed order."""
+    names = [f"lambda[i{r}]" for r in range(n_items)]
+    fams = ["lambda"] * n_items
+    names += [f"lambda_c[i{r}]" for r in range(n_items)]
+    fams += ["lambda_centred"] * n_items
+    if model == "crowdbt":
+        names += [f"eta[w{w}]" for w in range(n_workers)]
+        fams += ["eta"] * n_workers
+    elif model == "couple-normalized":
+        names += [f"eta[w{w},{t + 1}]" for w in range(n_workers) for t in range(K)]
+        fams += ["eta"] * (n_workers * K)
+    return names, fams
+
+
+def flatten_params(model: str, lam: np.ndarray, eta: np.ndarray | None) -> np.ndarray:
+    """``(..., P)``: λ, centred λ (``λ_r − mean λ``, identified by the data alone;
+    DESIGN.md §4) and the η entries in :func:`parameter_names` order. ``lam`` is
+    ``(..., L)``; ``eta`` ``(..., W)`` (CrowdBT accuracy) or ``(..., W, K)``."""
+    lam = np.asarray(lam, float)
+    parts = [lam, lam - lam.mean(axis=-1, keepdims=True)]
+    if model == "crowdbt":
+        parts.append(np.asarray(eta, float))
+    elif model == "couple-normalized":
+        e = np.asarray(eta, float)
+        parts.append(e.reshape(e.shape[:-2] + (-1,)))
+    return np.concatenate(parts, axis=-1)
+
+
+# ----------------------------------------------------------------------------- online PIT
+def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
+    """PIT ``F_q(θ̃)`` of every parameter under the online marginals (DESIGN.md §4):
+    ``N(μ_r, σ_r²)`` for λ; for centred λ the mean-field Gaussian of ``λ_r − mean λ``
+    (mean ``μ_r − μ̄``, variance ``σ_r²(1 − 2/L) + Σσ²/L²``); Beta marginals of the
+    Dirichlet for η (:func:`validation.metrics.dirichlet_marginals`), CrowdBT
+    ``Beta(a_w, b_w)``."""
+    from scipy import stats
+
+    from .metrics import dirichlet_marginals
+
+    mu, s2 = np.asarray(post.mu, float), np.asarray(post.sigma2, float)
+    L = mu.size
+    var_c = s2 * (1.0 - 2.0 / L) + s2.sum() / L**2
+    loc = np.concatenate([mu, mu - mu.mean()])
+    scale = np.sqrt(np.concatenate([s2, var_c]))
+    P = truth.size
+    out = np.empty(P)
+    out[: 2 * L] = stats.norm.cdf(truth[: 2 * L], loc, scale)
+    if P > 2 * L:
+        alpha = np.asarray(post.alpha, float)
+        if model == "crowdbt":
+            a, b = alpha[:, 0], alpha[:, 1]
+        else:
+            a, b = dirichlet_marginals(alpha)
+            a, b = a.ravel(), b.ravel()
+        out[2 * L:] = stats.beta.cdf(truth[2 * L:], a, b)
+    if not np.all(np.isfinite(out)):
+        raise ValueError("non-finite PIT from the online posterior")
+    return out
+
+
+# ----------------------------------------------------------------------------- one replicate
+def sbc_job(spec: dict) -> dict:
+    """One SBC replicate: prior draw → exact simulation → NUTS (or the prior oracle) and the
+    online fit → ranks and PITs. A module-level function so that :func:`run_grid` can run it
+    in worker processes. Returns a JSON-able dict."""
+    from models.simulate import simulate
+
+    t0 = time.perf_counter()
+    model = spec["model"]
+    rng_data, nuts_seed, rng_ties = _seeds(spec["seed"], spec["sim"])
+    priors = make_priors(spec)
+    L = int(spec["n_items"])
+    lam, eta = draw_truth(model, priors, L, rng_data)
+    K = int(spec["kmax"]) if model == "couple-normalized" else 2
+    names, fams = parameter_names(model, int(spec["n_items"]), int(spec["n_workers"]), K)
+    eta_true = None if model in ("pl", "bt") else (eta[:, 0] if model == "crowdbt" else eta)
+    truth = flatten_params(model, lam, eta_true)
+    out = {"sim": int(spec["sim"]), "params": names, "families": fams,
+           "truth": truth.tolist(), "timings": {}}
+    S = int(spec["n_ranks"])
+
+    if spec["backend"] == "prior":
+        # The exact posterior given no data is the prior: draw S times from it.
+        draws = []
+        for _ in range(S):
+            lam_s, eta_s = draw_truth(model, priors, L, rng_ties)
+            draws.append(flatten_params(model, lam_s, None if eta_true is None else
+                                        (eta_s[:, 0] if model == "crowdbt" else eta_s)))
+        flat = np.array(draws)
+        lam_draws = flat[:, : lam.size]
+        gate = {"trusted": True, "reasons": [], "divergences": 0, "ess_bulk_min": math.nan}
+        data = None
+    else:
+        from inference.nuts import fit_nuts
+
+        sim = simulate(model, n_items=int(spec["n_items"]), n_workers=int(spec["n_workers"]),
+                       tasks_per_worker=int(spec["tasks_per_worker"]), kmax=int(spec["kmax"]),
+                       lam=lam, eta=eta, seed=rng_data)
+        data = sim.rankings
+        if model == "couple-normalized" and data.K != K:
+            raise ValueError(f"replicate {spec['sim']}: no ranking of length kmax={K} was "
+                             f"drawn, so the fitted η would have a different prior; use more "
+                             f"tasks")
+        t = time.perf_counter()
+        # one XLA program for all chains: no thread contention when replicates run in
+        # parallel processes, and much less per-step overhead than sequential chains
+        kw = {"chain_method": "vectorized"} if spec["backend"] == "numpyro" else {}
+        res = fit_nuts(data, model, priors, backend=spec["backend"],
+                       chains=int(spec["chains"]), tune=int(spec["tune"]),
+                       draws=int(spec["draws"]), target_accept=float(spec["target_accept"]),
+                       seed=nuts_seed, progress=False, pointwise=False, **kw)
+        out["timings"]["nuts"] = time.perf_counter() - t
+        post = res.idata["posterior"]
+        lam_post = np.asarray(post["lambda"].values, float)
+        eta_post = None if eta_true is None else np.asarray(post["eta"].values, float)
+        lam_draws = thin_draws(lam_post, S)
+        eta_thin = None if eta_post is None else thin_draws(eta_post, S)
+        flat = flatten_params(model, lam_draws, eta_thin)
+        gate = res.gate.to_dict()
+    shift = float(spec.get("shift_sd", 0.0))
+    if shift:
+        # test hook: a posterior that is wrong by `shift` sds on every raw λ (Talts Fig. 4)
+        L = lam.size
+        sd = flat[:, :L].std(axis=0)
+        flat[:, :L] += shift * sd
+    ranks = sbc_ranks(flat, truth, rng_ties)
+    out.update(rank=ranks.tolist(), n_draws=S, gate=_jsonable(gate))
+
+    if spec.get("online", True):
+        from inference.online import fit_online
+        from inference.online.api import algorithm_options
+        from inference.online.state import OnlinePosterior
+
+        omodel = ONLINE_MODEL[model]
+        t = time.perf_counter()
+        if data is None:   # the oracle: the online state given no data is the prior state
+            on = OnlinePosterior.from_priors(
+                omodel, [f"i{r}" for r in range(lam.size)], priors,
+                workers=list(priors.workers), K=priors.K,
+                options=algorithm_options(omodel, priors=priors))
+        else:
+            pri = priors.for_data(data, K=2 if omodel == "crowdbt" else None)
+            on = fit_online(data, omodel, pri, progress=False)
+        out["timings"]["online"] = time.perf_counter() - t
+        out["online_pit"] = online_pit(model, on, truth).tolist()
+        out["online_clamped"] = {k: int(v) for k, v in on.clamped.items()}
+    out["timings"]["total"] = time.perf_counter() - t0
+    return out
+
+
+def _jsonable(d):
+    if isinstance(d, dict):
+        return {k: _jsonable(v) for k, v in d.items()}
+    if isinstance(d, (list, tuple)):
+        return [_jsonable(v) for v in d]
+    if isinstance(d, (float, np.floating)):
+        return None if not math.isfinite(float(d)) else float(d)
+    if isinstance(d, np.integer):
+        return int(d)
+    return d
+
+
+# ----------------------------------------------------------------------------- uniformity tests
+@dataclass(frozen=True)
+class EcdfTest:
+    """The ECDF simultaneous-band test of one sample (Säilynoja et al. 2022).
+
+    ``z`` evaluation points; ``ecdf`` the sample's ECDF there; ``lower``/``upper`` the
+    simultaneous ``prob`` band of the ECDF under uniformity; ``p_value`` the simulated
+    probability, under uniformity, of a smallest pointwise tail probability as small as the
+    sample's; ``gamma`` the pointwise level that makes the band simultaneous.
+    """
+
+    z: np.ndarray
+    ecdf: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    p_value: float
+    gamma: float
+    n: int
+
+    @property
+    def inside(self) -> bool:
+        return bool(np.all((self.ecdf >= self.lower - 1e-12) & (self.ecdf <= self.upper + 1e-12)))
+
+
+def _eval_points(n_values: int | None, n: int) -> np.ndarray:
+    """Discrete ranks on ``0..n_values−1``: ``z_j = j/n_values``, ``j = 1..n_values−1`` (the
+    CDF of the discrete uniform at rank ``j − 1``). Continuous PIT: ``K = min(n, 100)``
+    equal steps (Säilynoja et al. use ``K = n``; fewer points lose little power and keep
+    the simulation cheap)."""
+    K = n_values if n_values is not None else max(2, min(n, 100))
+    return np.arange(1, K) / K
+
+
+def _tail_p(counts: np.ndarray, n: int, z: np.ndarray) -> np.ndarray:
+    """Two-sided pointwise binomial tail probability of each ECDF count (capped at 1)."""
+    from scipy.stats import binom
+
+    lo = binom.cdf(counts, n, z)
+    hi = binom.sf(counts - 1, n, z)
+    return np.minimum(1.0, 2.0 * np.minimum(lo, hi))
+
+
+def _counts(values: np.ndarray, n_values: int | None, z: np.ndarray) -> np.ndarray:
+    """``N·F̂(z_j)``: ranks ``< j`` (discrete) or PIT values ``<= z_j``."""
+    v = np.sort(values, axis=-1)
+    if n_values is not None:
+        thresholds = np.arange(1, n_values) - 0.5
+        return np.stack([np.searchsorted(row, thresholds) for row in v.reshape(-1, v.shape[-1])]
+                        ).reshape(v.shape[:-1] + (len(thresholds),))
+    return np.stack([np.searchsorted(row, z, side="right") for row in v.reshape(-1, v.shape[-1])]
+                    ).reshape(v.shape[:-1] + (len(z),))
+
+
+@lru_cache(maxsize=64)
+def _null_statistic(n: int, n_values: int | None, n_sim: int, seed: int) -> np.ndarray:
+    """Sorted simulated null distribution of ``min_j`` pointwise tail probability for
+    ``n`` uniform ranks/PITs (Säilynoja et al. 2022, Sect. 2.2, simulation method)."""
+    rng = np.random.default_rng([int(seed), n, n_values or 0, 0xECDF])
+    z = _eval_points(n_values, n)
+    out = np.empty(n_sim)
+    chunk = max(1, 200_000 // max(n * len(z), 1))
+    for s in range(0, n_sim, chunk):
+        m = min(chunk, n_sim - s)
+        u = (rng.integers(0, n_values, size=(m, n)) if n_values is not None
+             else rng.random((m, n)))
+        out[s:s + m] = _tail_p(_counts(u, n_values, z), n, z).min(axis=1)
+    return np.sort(out)
+
+
+def ecdf_test(values, n_values: int | None = None, *, prob: float = 0.95,
+              n_sim: int = 2000, seed: int = 0) -> EcdfTest:
+    """Säilynoja et al. (2022) ECDF test and simultaneous ``prob`` band.
+
+    Parameters
+    ----------
+    values : array (N,)
+        Ranks in ``0..n_values−1`` (give ``n_values = S + 1``) or, with ``n_values=None``,
+        PIT values in ``[0, 1]``.
+    prob : float
+        Simultaneous coverage of the band under uniformity.
+    n_sim : int
+        Simulated uniform samples for the null distribution (seeded by ``seed``).
+    """
+    v = np.asarray(values, float)
+    if v.ndim != 1 or v.size < 2:
+        raise ValueError("need a 1-D sample of at least 2 values")
+    if np.isnan(v).any():
+        raise ValueError("NaN in ranks / PIT values")
+    if n_values is not None:
+        if n_values < 2 or np.any(v < 0) or np.any(v > n_values - 1) or np.any(v != np.round(v)):
+            raise ValueError(f"ranks must be integers in 0..{n_values - 1}")
+    elif np.any(v < 0) or np.any(v > 1):
+        raise ValueError("PIT values must lie in [0, 1]")
+    if not 0 < prob < 1:
+        raise ValueError("prob must be in (0, 1)")
+    n = v.size
+    z = _eval_points(n_values, n)
+    counts = _counts(v, n_values, z)
+    t_obs = float(_tail_p(counts, n, z).min())
+    null = _null_statistic(n, n_values, int(n_sim), int(seed))
+    p_value = (1.0 + np.searchsorted(null, t_obs * (1 + 1e-12), side="right")) / (1.0 + n_sim)
+    gamma = float(np.quantile(null, 1.0 - prob))
+    # the band: counts whose pointwise tail probability is at least gamma
+    c = np.arange(n + 1)[:, None]
+    ok = _tail_p(c, n, z[None, :]) >= gamma
+    lower = np.where(ok.any(0), np.argmax(ok, axis=0), 0) / n
+    upper = np.where(ok.any(0), n - np.argmax(ok[::-1], axis=0), n) / n
+    return EcdfTest(z=z, ecdf=counts / n, lower=lower, upper=upper, p_value=float(p_value),
+                    gamma=gamma, n=n)
+
+
+def chi2_test(values, n_values: int | None = None, n_bins: int | None = None) -> float:
+    """Pearson chi-square p-value of binned ranks (Talts Sect. 4.1) with exact expected
+    counts: the ``n_values`` rank values are split into ``n_bins`` contiguous groups
+    (default: about ``N/10`` bins, at most 20, so expected counts stay >= 5 where possible),
+    PIT values into equal-width bins."""
+    from scipy.stats import chisquare
+
+    v = np.asarray(values, float)
+    n = v.size
+    B = n_bins if n_bins is not None else int(min(20, max(2, n // 10)))
+    if n_values is not None:
+        B = min(B, n_values)
+        groups = np.array_split(np.arange(n_values), B)
+        expected = np.array([len(g) for g in groups], float) / n_values * n
+        edges = np.array([g[0] for g in groups[1:]]) - 0.5
+        obs = np.bincount(np.searchsorted(edges, v), minlength=B)
+    else:
+        expected = np.full(B, n / B)
+        obs = np.bincount(np.minimum((v * B).astype(int), B - 1), minlength=B)
+    return float(chisquare(obs, expected).pvalue)
+
+
+def cauchy_combination(pvalues: Sequence[float]) -> float:
+    """Cauchy combination test (Liu & Xie 2020): ``T = mean tan((0.5 − p_i)π)``,
+    ``p = 1/2 − arctan(T)/π``; valid under arbitrary dependence between the tests."""
+    p = np.clip(np.asarray(pvalues, float), 1e-15, 1 - 1e-15)
+    if p.size == 0:
+        raise ValueError("no p-values to combine")
+    t = np.mean(np.tan((0.5 - p) * np.pi))
+    return float(0.5 - np.arctan(t) / np.pi)
+
+
+def pot_c_pvalues(values: np.ndarray, n_values: int | None, seed: int = 0) -> np.ndarray:
+    """ArviZ's ``pot_c`` uniformity test (Tesso et al. 2026; ``arviz_stats``
+    ``uniformity_test``), per column of ``values`` ``(N, P)``: a second, independent opinion
+    beside the ECDF band. It wants continuous PIT values, so ranks ``r`` on ``0..S`` are
+    first spread uniformly within their cell, ``u = (r + U)/(S + 1)`` with seeded
+    ``U ~ Uniform(0, 1)``, which is exactly uniform when the ranks are."""
+    from arviz_stats.base import array_stats
+
+    v = np.asarray(values, float)
+    if n_values is not None:
+        rng = np.random.default_rng([int(seed), 0x90C])
+        v = (v + rng.random(v.shape)) / n_values
+    return np.asarray(array_stats.uniformity_test(v.T, axis=-1)[0], float).reshape(-1)
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm (1979) step-down adjusted p-values (family-wise error control)."""
+    p = np.asarray(pvalues, float)
+    m = p.size
+    order = np.argsort(p)
+    adj = np.empty(m)
+    running = 0.0
+    for i, j in enumerate(order):
+        running = max(running, min(1.0, (m - i) * p[j]))
+        adj[j] = running
+    return adj
+
+
+def uniformity_summary(values: np.ndarray, names: Sequence[str], families: Sequence[str],
+                       n_values: int | None, *, alpha: float = 0.05, n_bins=None,
+                       seed: int = 0, n_sim: int = 2000) -> dict:
+    """Per-parameter and per-family tests and the verdict (module doc).
+
+    ``values`` ``(N, P)`` ranks (``n_values = S + 1``) or PIT values (``None``).
+    """
+    values = np.asarray(values, float)
+    if values.ndim != 2 or values.shape[1] != len(names):
+        raise ValueError("values must be (replicates, parameters)")
+    N = values.shape[0]
+    if N < 2:
+        return {"replicates": N, "verdict": "not enough replicates", "calibrated": None,
+                "parameters": {}, "families": {}}
+    params = {}
+    pot = pot_c_pvalues(values, n_values, seed=seed)
+    for j, name in enumerate(names):
+        e = ecdf_test(values[:, j], n_values, seed=seed, n_sim=n_sim)
+        params[name] = {"family": families[j], "ecdf_p": e.p_value,
+                        "inside_band": e.inside,
+                        "chi2_p": chi2_test(values[:, j], n_values, n_bins),
+                        "pot_c_p": float(pot[j])}
+    adj = holm([params[nm]["ecdf_p"] for nm in names])
+    for nm, a in zip(names, adj):
+        params[nm]["ecdf_p_holm"] = float(a)
+    fams = {}
+    present = [f for f in FAMILIES if f in set(families)]
+    F = len(present)
+    for f in present:
+        ps = [params[nm]["ecdf_p"] for nm in names if params[nm]["family"] == f]
+        cs = [params[nm]["chi2_p"] for nm in names if params[nm]["family"] == f]
+        comb = cauchy_combination(ps)
+        fams[f] = {"n_params": len(ps), "ecdf_p_combined": comb,
+                   "chi2_p_combined": cauchy_combination(cs), "ecdf_p_min": float(min(ps)),
+                   "outside_band": int(sum(not params[nm]["inside_band"] for nm in names
+                                           if params[nm]["family"] == f)),
+                   "threshold": alpha / F, "calibrated": bool(comb >= alpha / F)}
+    ok = all(v["calibrated"] for v in fams.values())
+    worst = sorted(names, key=lambda nm: params[nm]["ecdf_p"])[:5]
+    return {"replicates": N, "calibrated": ok,
+            "verdict": "calibrated (no evidence against uniform ranks)" if ok else
+            "NOT calibrated: " + ", ".join(f for f, v in fams.items() if not v["calibrated"]),
+            "rule": (f"per family, Cauchy combination (Liu & Xie 2020) of the per-parameter "
+                     f"ECDF-band p-values (Säilynoja et al. 2022); a family fails when its "
+                     f"combined p < alpha/F = {alpha}/{F} (Bonferroni over families)"),
+            "families": fams, "parameters": params, "worst": worst}
+
+
+# ----------------------------------------------------------------------------- the study
+def run_sbc(cfg: SbcConfig, out: str | Path, *, processes: int | None = None,
+            progress: bool = True, n_sim: int = 2000) -> dict:
+    """Run (or resume) an SBC study and write ``ranks.csv`` and ``sbc.json`` into ``out``.
+
+    Replicates are cached under ``out/cache`` (:func:`validation.experiments.run_grid`):
+    rerunning the same command does only what is missing, and a larger ``--sims`` adds
+    replicates. A replicate that raises is listed under ``failed_replicates`` and left out
+    of the tests (rerun to retry it). Returns the summary written to ``sbc.json``.
+    """
+    from .experiments import GridError, load_cached, run_grid
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    specs = [cfg.spec(i) for i in range(cfg.sims)]
+    t0 = time.perf_counter()
+    failures: dict[str, str] = {}
+    try:
+        grid_run = run_grid(specs, sbc_job, out / "cache", processes=processes,
+                            progress=progress)
+        computed = len(grid_run.computed)
+    except GridError as exc:
+        failures = exc.failures
+        computed = None
+    wall = time.perf_counter() - t0
+    results = [load_cached(out / "cache", s) for s in specs]
+    done = [r for r in results if r is not None]
+    if not done:
+        raise RuntimeError("no SBC replicate finished: " + "; ".join(
+            list(failures.values())[:3]))
+    summary = summarise(cfg, done, n_sim=n_sim)
+    summary["failed_replicates"] = [{"key": k, "error": v} for k, v in failures.items()]
+    summary["timing"]["wall_s_this_run"] = wall
+    summary["timing"]["computed_this_run"] = computed
+    summary["timing"]["processes"] = (os.cpu_count() or 1) if processes is None else processes
+    write_ranks_csv(out / "ranks.csv", done)
+    with (out / "sbc.json").open("w") as fh:
+        json.dump(_jsonable(summary), fh, indent=1)
+    return summary
+
+
+def rank_matrix(results: Sequence[dict], key: str = "rank") -> np.ndarray:
+    return np.array([r[key] for r in results], float)
+
+
+def summarise(cfg: SbcConfig, results: Sequence[dict], *, n_sim: int = 2000) -> dict:
+    """The ``sbc.json`` object from the replicates' results (see module doc)."""
+    names, fams = results[0]["params"], results[0]["families"]
+    S = int(results[0]["n_draws"])
+    ranks = rank_matrix(results)
+    gates = [r["gate"] for r in results]
+    passed = np.array([bool(g.get("trusted")) for g in gates])
+    reasons = Counter(reason.split(" ")[0] + " " + reason.split(" ")[1] if " " in reason
+                      else reason for g in gates for reason in g.get("reasons", []))
+    seed = cfg.seed
+    out = {"config": asdict(cfg), "parameters": names, "families": fams,
+           "replicates": len(results), "n_draws": S,
+           "nuts": uniformity_summary(ranks, names, fams, S + 1, alpha=cfg.alpha,
+                                      n_bins=cfg.n_bins, seed=seed, n_sim=n_sim)}
+    if cfg.backend != "prior":
+        out["nuts_gate_passed_only"] = uniformity_summary(
+            ranks[passed], names, fams, S + 1, alpha=cfg.alpha, n_bins=cfg.n_bins,
+            seed=seed, n_sim=n_sim)
+        out["nuts_gate_passed_only"]["note"] = (
+            "conditioning on the gate selects replicates by their data, which can itself "
+            "bias the ranks; the verdict above uses every replicate")
+    if all("online_pit" in r for r in results):
+        pit = rank_matrix(results, "online_pit")
+        out["online"] = uniformity_summary(pit, names, fams, None, alpha=cfg.alpha,
+                                           n_bins=cfg.n_bins, seed=seed, n_sim=n_sim)
+        out["online"]["method"] = ONLINE_NAME[cfg.model]
+        clamps = Counter()
+        for r in results:
+            clamps.update(r.get("online_clamped", {}))
+        out["online"]["clamped"] = dict(clamps)
+    divs = np.array([int(g.get("divergences") or 0) for g in gates])
+    ess = np.array([g.get("ess_bulk_min") if g.get("ess_bulk_min") is not None else np.nan
+                    for g in gates], float)
+    out["gate"] = {"passed": int(passed.sum()), "failed": int((~passed).sum()),
+                   "failed_sims": [int(r["sim"]) for r, p in zip(results, passed) if not p],
+                   "reasons": dict(reasons),
+                   "divergences_total": int(divs.sum()),
+                   "replicates_with_divergences": int((divs > 0).sum()),
+                   "ess_bulk_min_median": _nanstat(np.nanmedian, ess),
+                   "ess_bulk_min_min": _nanstat(np.nanmin, ess),
+                   "replicates_with_ess_below_n_draws": int(np.sum(ess < S))}
+    tt = np.array([r["timings"].get("total", np.nan) for r in results], float)
+    tn = np.array([r["timings"].get("nuts", np.nan) for r in results], float)
+    to = np.array([r["timings"].get("online", np.nan) for r in results], float)
+    out["timing"] = {"replicate_s_mean": _nanstat(np.nanmean, tt),
+                     "replicate_s_median": _nanstat(np.nanmedian, tt),
+                     "nuts_s_mean": _nanstat(np.nanmean, tn),
+                     "online_s_mean": _nanstat(np.nanmean, to),
+                     "replicate_s_sum": float(np.nansum(tt))}
+    return out
+
+
+def _nanstat(fn, x) -> float | None:
+    x = np.asarray(x, float)
+    return float(fn(x)) if np.isfinite(x).any() else None
+
+
+def write_ranks_csv(path: str | Path, results: Sequence[dict]) -> None:
+    """One row per replicate × parameter (:data:`RANKS_COLUMNS`)."""
+    with Path(path).open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(RANKS_COLUMNS)
+        for r in results:
+            pits = r.get("online_pit")
+            gp = bool(r["gate"].get("trusted"))
+            for j, name in enumerate(r["params"]):
+                w.writerow([r["sim"], name, r["families"][j], r["rank"][j], r["n_draws"],
+                            int(gp), repr(float(r["truth"][j])),
+                            "" if pits is None else repr(float(pits[j]))])

@@ -1,0 +1,286 @@
+"""The documentation inside the repository agrees with the JSON results and with the code.
+
+* ``docs/results.md`` is exactly what ``bench/render_results.py`` renders from
+  ``bench/results/*.json`` (so no figure in the docs can drift from its measurement);
+* every citation key ``[Key]`` used in ``docs/*.md`` or in the Python files of ``models/``,
+  ``inference/``, ``validation/`` and ``reports/`` is defined in ``docs/references.md``;
+* ``docs/contracts.md`` names only functions, parameters (with their defaults), fields and
+  columns that exist in the code under those names, and its signatures list every
+  parameter the code has.
+
+Only imports and tiny objects; no sampling, no numba, no JAX.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+CONTRACTS = (DOCS / "contracts.md").read_text(encoding="utf-8")
+KEY = re.compile(r"\[([A-Z][A-Za-z]+\d\d[a-z]?)\]")
+
+
+# ------------------------------------------------------------------ results.md
+def _render_module():
+    spec = importlib.util.spec_from_file_location("render_results",
+                                                  ROOT / "bench" / "render_results.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_results_md_is_rendered_from_the_json():
+    mod = _render_module()
+    fresh = mod.render(ROOT / "bench" / "results")
+    current = (DOCS / "results.md").read_text(encoding="utf-8")
+    assert current == fresh, "docs/results.md is stale: run python bench/render_results.py"
+
+
+def test_render_survives_unknown_json(tmp_path):
+    mod = _render_module()
+    (tmp_path / "new.json").write_text('{"date": "2030-01-02", "x": 1.5, "rows": '
+                                       '[{"a": 1, "b": {"c": 2}}], "deep": {"d": [[1]]}}')
+    (tmp_path / "broken.json").write_text("{not json")
+    (tmp_path / "audit.json").write_text('[{"name": "odd"}]')    # known name, odd shape
+    text = mod.render(tmp_path)
+    assert "## `new.json`" in text and "2030-01-02" in text and "b.c" in text
+    assert "could not be read" in text
+    assert "bench/results/audit.json" in text
+
+
+# ------------------------------------------------------------------ citations
+def _defined_keys() -> set[str]:
+    text = (DOCS / "references.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^- \*\*\[([A-Za-z]+\d\d[a-z]?)\]\*\*", text, flags=re.M))
+
+
+def test_every_cited_key_is_in_references():
+    defined = _defined_keys()
+    assert {"Pan18", "Chen13", "WL11", "MT00", "Talts18", "Vehtari21"} <= defined
+    used: dict[str, list[str]] = {}
+    files = sorted(DOCS.glob("*.md"))
+    for pkg in ("models", "inference", "validation", "reports"):
+        files += sorted((ROOT / pkg).rglob("*.py"))
+    for f in files:
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            for key in KEY.findall(line):
+                used.setdefault(key, []).append(f"{f.relative_to(ROOT)}:{n}")
+    missing = {k: v for k, v in used.items() if k not in defined}
+    assert not missing, f"citation keys not defined in docs/references.md: {missing}"
+
+
+# ------------------------------------------------------------------ contracts.md
+def _contract_call(name: str) -> str:
+    """The text between the parentheses of the first ``name(`` in contracts.md (not part of
+    a longer dotted or underscored name)."""
+    m = re.search(rf"(?<![\w.]){re.escape(name)}\(", CONTRACTS)
+    assert m, f"docs/contracts.md has no {name}(...)"
+    start = m.end()
+    depth, i = 1, start
+    while depth:
+        depth += {"(": 1, ")": -1}.get(CONTRACTS[i], 0)
+        i += 1
+    return " ".join(CONTRACTS[start:i - 1].split())
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur, quote = [], 0, "", None
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+            continue
+        cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
+def _contract_params(name: str) -> tuple[list[str], dict[str, object], bool]:
+    """Names in order, literal defaults (first alternative of ``a|b``), and ``**`` seen."""
+    names, defaults, var_kw = [], {}, False
+    for p in _split_top(_contract_call(name)):
+        if p == "*":
+            continue
+        if p.startswith("**"):
+            var_kw = True
+            continue
+        pname, _, default = p.partition("=")
+        pname = re.split(r"[\s:(]", pname.strip())[0]
+        names.append(pname)
+        if default:
+            default = default.split("|")[0].strip()
+            try:
+                defaults[pname] = ast.literal_eval(default)
+            except (ValueError, SyntaxError):
+                pass
+    return names, defaults, var_kw
+
+
+def _check_signature(contract_name: str, fn, skip_self: bool = False):
+    names, defaults, var_kw = _contract_params(contract_name)
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values()
+              if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    if skip_self:
+        params = params[1:]
+    assert names == [p.name for p in params], (
+        f"docs/contracts.md {contract_name}(...) lists {names}; the code has "
+        f"{[p.name for p in params]}")
+    for pname, value in defaults.items():
+        assert sig.parameters[pname].default == value, (
+            f"{contract_name}: default of {pname} is {sig.parameters[pname].default!r} in the "
+            f"code, {value!r} in docs/contracts.md")
+    has_var_kw = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+    assert var_kw == has_var_kw, f"{contract_name}: **options in one place only"
+
+
+def test_contract_signatures():
+    from inference.nuts import fit_nuts, read_nuts, write_nuts
+    from inference.online import OnlinePosterior, fit_online, fit_online_stream
+    from validation.compare import compare
+    from validation.experiments import run_grid
+
+    _check_signature("fit_nuts", fit_nuts)
+    _check_signature("fit_online", fit_online)
+    _check_signature("fit_online_stream", fit_online_stream)
+    _check_signature("to_datatree", OnlinePosterior.to_datatree, skip_self=True)
+    _check_signature("validation.compare.compare", compare)
+    _check_signature("validation.experiments.run_grid", run_grid)
+    _check_signature("write_nuts", write_nuts)
+    _check_signature("read_nuts", read_nuts)
+
+
+def _fields(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def test_contract_dataclass_fields():
+    from inference.gate import Gate
+    from inference.nuts import NutsResult
+    from inference.online import OnlinePosterior
+    from models.priors import Priors
+    from validation.compare import Comparison
+    from validation.experiments import GridRun
+
+    assert _contract_params("Priors")[0] == _fields(Priors)
+    assert _contract_params("Gate")[0] == _fields(Gate)
+    assert _contract_params("GridRun")[0] == _fields(GridRun)
+    assert {"idata", "gate", "timings"} == set(_fields(NutsResult))
+    for name in ("idata", "gate", "timings"):
+        assert f"`NutsResult.{name}`" in CONTRACTS
+    for name in ("verdict", "to_dict"):
+        assert f"`.{name}()`" in CONTRACTS and callable(getattr(Gate, name))
+    # OnlinePosterior: every field is named in its bullet, and the methods exist
+    bullet = CONTRACTS[CONTRACTS.index("- `OnlinePosterior`:"):CONTRACTS.index("- Errors:")]
+    for name in _fields(OnlinePosterior):
+        assert f"`{name}`" in bullet, f"OnlinePosterior.{name} is not in docs/contracts.md"
+    for name in ("to_json", "from_json", "items_table", "to_datatree"):
+        assert f"`{name}(" in bullet or f".{name}(" in bullet
+        assert callable(getattr(OnlinePosterior, name))
+    # Comparison: the fields, then to_dict
+    bullet = CONTRACTS[CONTRACTS.index("- `Comparison`:"):]
+    bullet = bullet[:bullet.index("\n- ")]
+    for name in _fields(Comparison):
+        assert f"`{name}`" in bullet, f"Comparison.{name} is not in docs/contracts.md"
+    assert "`to_dict()`" in bullet and callable(Comparison.to_dict)
+
+
+def test_contract_constants():
+    from inference import gate
+    from inference.online.state import ALGORITHMS, CLAMP_KEYS
+    from validation.compare import PARAM_COLUMNS
+
+    m = re.search(r"`validation\.compare\.PARAM_COLUMNS`: `([^`]*)`", CONTRACTS)
+    listed = tuple(re.sub(r"\s*\(.*?\)", "", c).strip() for c in m.group(1).split(","))
+    assert listed == tuple(PARAM_COLUMNS)
+    m = re.search(r"thresholds\s+R-hat < ([\d.]+), ESS ≥ (\d+), no divergences, E-BFMI ≥ "
+                  r"([\d.]+)", CONTRACTS)
+    assert (float(m.group(1)), float(m.group(2)), float(m.group(3))) == (
+        gate.RHAT_MAX, gate.ESS_MIN, gate.EBFMI_MIN)
+    for alg in ALGORITHMS.values():
+        assert f"`{alg}`" in CONTRACTS
+    m = re.search(r"keys always present: (.*?)guard replacements; (.*?) = how often",
+                  CONTRACTS, flags=re.S)
+    assert set(re.findall(r"`(\w+)`", m.group(1) + m.group(2))) == set(CLAMP_KEYS)
+
+
+def test_contract_datatree_attrs_and_layout():
+    """The attrs the contract lists are those ``to_datatree`` and ``fit_nuts`` write."""
+    from inference import nuts
+
+    m = re.search(r"\(`idata\.attrs`\): (.*?); `write_nuts` adds", CONTRACTS, flags=re.S)
+    listed = set(re.findall(r"`(\w+)`(?!\()", re.sub(r"\(`[^)]*\)", "", m.group(1))))
+    src = inspect.getsource(nuts.to_datatree) + inspect.getsource(nuts.fit_nuts)
+    written = set(re.findall(r'"(\w+)": ', src))
+    missing = listed - written
+    assert not missing, f"attrs in docs/contracts.md that the code never writes: {missing}"
+    block = src[src.index("extra_attrs={"):src.index("gate = check(idata)")]
+    attrs_src = inspect.getsource(nuts.to_datatree)
+    attrs_src = attrs_src[attrs_src.index("attrs = {"):]
+    code_attrs = set(re.findall(r'"(\w+)": ', block)) | set(re.findall(r'"(\w+)": ',
+                                                                     attrs_src))
+    undocumented = code_attrs - listed
+    assert not undocumented, f"attrs written but not in docs/contracts.md: {undocumented}"
+
+
+def test_contract_crowdbt_prior_is_beta():
+    """contracts.md: CrowdBT reads ``Priors.beta()`` — ``ab`` if given, else
+    ``alpha[:, :2]`` — in both the NUTS inputs and the online state."""
+    from inference.online import OnlinePosterior
+    from models.data import Rankings
+    from models.model_inputs import model_inputs
+    from models.priors import Priors
+
+    data = Rankings.from_lists([["a", "b", "c"], ["b", "c"]], ["u", "v"])
+    alpha = np.array([[3.0, 2.0, 1.0], [4.0, 1.5, 0.5]])
+    ab = np.array([[7.0, 1.0], [2.0, 5.0]])
+    with_ab = Priors(("u", "v"), alpha, ab=ab)
+    without = Priors(("u", "v"), alpha)
+    assert np.array_equal(with_ab.beta(), ab)
+    assert np.array_equal(without.beta(), alpha[:, :2])
+    assert np.array_equal(model_inputs("crowdbt", data, with_ab).alpha, ab)
+    assert np.array_equal(model_inputs("crowdbt", data, without).alpha, alpha[:, :2])
+    post = OnlinePosterior.from_priors("crowdbt", data.items, with_ab, workers=data.workers)
+    assert np.array_equal(post.alpha, ab)
+    assert "`ab` when it is given" in CONTRACTS and "otherwise `alpha[:, :2]`" in CONTRACTS
+
+
+def test_contract_online_datatree_layout():
+    """``OnlinePosterior.to_datatree`` has the contract's variables, dims and attrs."""
+    from inference.online import OnlinePosterior
+    from models.priors import Priors
+
+    priors = Priors(("u", "v"), np.array([[3.0, 2.0, 1.0], [4.0, 1.5, 0.5]]))
+    post = OnlinePosterior.from_priors("couple", ["a", "b", "c"], priors)
+    tree = post.to_datatree(draws=5, seed=1)
+    assert tree["posterior"]["lambda"].dims == ("chain", "draw", "item")
+    assert tree["posterior"]["eta"].dims == ("chain", "draw", "worker", "stage")
+    for key in ("model", "method", "algorithm", "seed", "mu0", "sigma0", "prior_spec"):
+        assert key in tree.attrs
+        assert f"`{key}`" in CONTRACTS or f"`{key}=" in CONTRACTS
+    assert tree.attrs["method"] == "online"
+
+
+@pytest.mark.parametrize("name", ["fit_nuts", "fit_online", "compare", "run_grid"])
+def test_contract_parser_sees_the_calls(name):
+    assert _contract_params(name if name not in ("compare", "run_grid") else
+                            {"compare": "validation.compare.compare",
+                             "run_grid": "validation.experiments.run_grid"}[name])[0]

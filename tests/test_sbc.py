@@ -1,0 +1,210 @@
+"""Simulation-based calibration (validation/sbc.py, `crowdrank sbc`).
+
+The machinery is tested without NUTS through the prior oracle (the exact posterior given no
+data is the prior, so its ranks are uniform), and it must *fail* a deliberately shifted
+posterior; the NUTS route runs end to end on tiny data in the slow tests.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from reports.cli import main
+from validation.sbc import (SbcConfig, cauchy_combination, chi2_test, draw_dirichlet,
+                            ecdf_test, holm, online_pit, run_sbc, sbc_ranks, thin_draws)
+
+
+# ----------------------------------------------------------------------------- ranks
+def test_ranks_hand_cases():
+    draws = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0], [4.0, 40.0]])
+    assert sbc_ranks(draws, np.array([2.5, 0.0])).tolist() == [2, 0]
+    assert sbc_ranks(draws, np.array([5.0, 25.0])).tolist() == [4, 2]
+
+
+def test_ranks_break_ties_uniformly():
+    draws = np.zeros((3, 1))       # every draw equals the truth: rank uniform on 0..3
+    rng = np.random.default_rng(1)
+    got = [int(sbc_ranks(draws, np.zeros(1), rng)[0]) for _ in range(400)]
+    counts = np.bincount(got, minlength=4)
+    assert counts.size == 4 and counts.min() > 60
+
+
+def test_ranks_bad_input():
+    with pytest.raises(ValueError, match="NaN"):
+        sbc_ranks(np.array([[np.nan]]), np.array([0.0]))
+    with pytest.raises(ValueError, match="draws must be"):
+        sbc_ranks(np.zeros((3, 2)), np.zeros(3))
+
+
+def test_thin_draws_even_spacing_across_chains():
+    x = np.arange(20.0).reshape(2, 10)        # (chain, draw)
+    assert thin_draws(x, 4).tolist() == [0.0, 6.0, 13.0, 19.0]
+    with pytest.raises(ValueError, match="cannot thin"):
+        thin_draws(x, 21)
+
+
+# ----------------------------------------------------------------------------- tests of uniformity
+def test_ecdf_test_accepts_uniform_and_rejects_non_uniform():
+    rng = np.random.default_rng(3)
+    S = 100
+    uniform = rng.integers(0, S + 1, size=200)
+    assert ecdf_test(uniform, S + 1).p_value > 0.05
+    too_wide = np.clip(np.round(rng.normal(S / 2, S / 8, size=200)), 0, S)  # ∩ ECDF
+    shifted = np.minimum(rng.integers(0, S + 1, size=200) + 25, S)           # biased
+    for bad in (too_wide, shifted):
+        e = ecdf_test(bad, S + 1)
+        assert e.p_value < 0.01 and not e.inside
+    u = rng.random(150)
+    assert ecdf_test(u).p_value > 0.05
+    assert ecdf_test(u ** 1.6).p_value < 0.01
+
+
+def test_ecdf_test_size_is_nominal():
+    """Under uniformity about 5 % of samples leave the simultaneous 95 % band."""
+    rng = np.random.default_rng(11)
+    rej = [ecdf_test(rng.integers(0, 51, size=80), 51, n_sim=1000).p_value < 0.05
+           for _ in range(300)]
+    assert 0.02 <= np.mean(rej) <= 0.09
+
+
+def test_ecdf_band_matches_arviz_stats():
+    """The continuous-PIT band agrees with arviz_stats' simulated band within one count."""
+    from arviz_stats.ecdf_utils import ecdf_pit
+
+    u = np.random.default_rng(0).random(100)
+    mine = ecdf_test(u, None, n_sim=4000)
+    _, ecdf, lo, hi = ecdf_pit(u, 0.95, 4000, rng=np.random.default_rng(1))
+    assert np.allclose(mine.ecdf, ecdf[1:-1])
+    assert np.abs(mine.lower - lo[1:-1]).max() <= 0.0101
+    assert np.abs(mine.upper - hi[1:-1]).max() <= 0.0101
+
+
+def test_ecdf_test_bad_input():
+    with pytest.raises(ValueError, match="integers"):
+        ecdf_test(np.array([0, 1, 5]), 5)
+    with pytest.raises(ValueError, match="PIT"):
+        ecdf_test(np.array([0.1, 1.2]))
+    with pytest.raises(ValueError, match="NaN"):
+        ecdf_test(np.array([0.1, np.nan]))
+
+
+def test_chi2_and_combinations():
+    rng = np.random.default_rng(5)
+    assert chi2_test(rng.integers(0, 101, size=300), 101) > 0.01
+    assert chi2_test(rng.integers(0, 40, size=300), 101) < 1e-6
+    assert cauchy_combination([0.5, 0.5, 0.5]) == pytest.approx(0.5)
+    assert cauchy_combination([1e-6, 0.6, 0.7, 0.8]) < 1e-4
+    assert cauchy_combination([0.9, 0.95]) > 0.8
+    assert holm([0.01, 0.04, 0.03]).tolist() == pytest.approx([0.03, 0.06, 0.06])
+
+
+# ----------------------------------------------------------------------------- prior draws, PIT
+def test_draw_dirichlet_tiny_concentrations():
+    alpha = np.tile(10 * 6.0 ** -np.arange(1, 5), (4000, 1))   # the paper's geometric prior
+    eta = draw_dirichlet(np.random.default_rng(2), alpha)
+    assert np.all(np.isfinite(eta)) and np.allclose(eta.sum(1), 1)
+    mean = alpha[0] / alpha[0].sum()
+    assert np.allclose(eta.mean(0), mean, atol=4 * eta.std(0) / np.sqrt(4000))
+
+
+def test_online_pit_at_the_mean_is_a_half():
+    class Post:
+        mu = np.array([0.3, -0.3])
+        sigma2 = np.array([0.5, 0.5])
+        alpha = np.array([[2.0, 2.0]])
+
+    truth = np.array([0.3, -0.3, 0.3, -0.3, 0.5])   # λ, centred λ, CrowdBT accuracy
+    assert np.allclose(online_pit("crowdbt", Post, truth), 0.5)
+
+
+# ----------------------------------------------------------------------------- the oracle
+@pytest.mark.parametrize("model", ["pl", "crowdbt", "couple-normalized"])
+def test_prior_oracle_passes(tmp_path, model):
+    """Exact posterior (the prior, given no data): ranks and PITs must be uniform."""
+    s = run_sbc(SbcConfig(model=model, backend="prior", sims=120, seed=4), tmp_path,
+                processes=1, progress=False, n_sim=1000)
+    assert s["nuts"]["calibrated"], s["nuts"]["families"]
+    assert s["online"]["calibrated"], s["online"]["families"]
+    assert set(s["nuts"]["families"]) == ({"lambda", "lambda_centred"} | (
+        {"eta"} if model != "pl" else set()))
+
+
+def test_shifted_posterior_fails(tmp_path):
+    """Every λ draw moved by +0.5 posterior sd: SBC must reject the λ family."""
+    s = run_sbc(SbcConfig(model="pl", backend="prior", sims=120, seed=4, shift_sd=0.5),
+                tmp_path, processes=1, progress=False, n_sim=1000)
+    assert not s["nuts"]["calibrated"]
+    assert not s["nuts"]["families"]["lambda"]["calibrated"]
+    assert s["nuts"]["families"]["lambda"]["ecdf_p_combined"] < 0.01
+    assert s["online"]["calibrated"]          # the hook touches the draws, not the online fit
+
+
+def test_oracle_is_seeded_and_resumes(tmp_path):
+    cfg = SbcConfig(model="crowdbt", backend="prior", sims=6, seed=9)
+    a = run_sbc(cfg, tmp_path / "a", processes=1, progress=False, n_sim=200)
+    b = run_sbc(cfg, tmp_path / "b", processes=1, progress=False, n_sim=200)
+    assert (tmp_path / "a" / "ranks.csv").read_text() == (tmp_path / "b" / "ranks.csv").read_text()
+    assert a["nuts"]["parameters"] == b["nuts"]["parameters"]
+    again = run_sbc(cfg, tmp_path / "a", processes=1, progress=False, n_sim=200)
+    assert again["timing"]["computed_this_run"] == 0
+    more = run_sbc(SbcConfig(model="crowdbt", backend="prior", sims=8, seed=9), tmp_path / "a",
+                   processes=1, progress=False, n_sim=200)
+    assert more["timing"]["computed_this_run"] == 2 and more["replicates"] == 8
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match="couple-normalized"):
+        SbcConfig(model="couple")
+    with pytest.raises(ValueError, match="pairwise"):
+        SbcConfig(model="crowdbt", kmax=3)
+    with pytest.raises(ValueError, match="cannot thin"):
+        SbcConfig(chains=1, draws=50, n_ranks=100)
+
+
+# ----------------------------------------------------------------------------- the command
+def test_cli_writes_three_files(tmp_path, capsys):
+    out = tmp_path / "sbc"
+    rc = main(["sbc", "--model", "couple-normalized", "--backend", "prior", "--sims", "20",
+               "--kmax", "3", "--processes", "1", "--no-progress", "--out", str(out)])
+    assert rc == 0
+    assert {"ranks.csv", "sbc.json", "sbc.html"} <= {p.name for p in out.iterdir()}
+    summary = json.loads((out / "sbc.json").read_text())
+    assert summary["replicates"] == 20 and summary["n_draws"] == 100
+    lines = (out / "ranks.csv").read_text().splitlines()
+    assert lines[0] == "sim,param,family,rank,n_draws,gate_passed,truth,online_pit"
+    assert len(lines) == 1 + 20 * (10 + 10 + 4 * 3)
+    page = (out / "sbc.html").read_text()
+    assert "data:image/png;base64," in page and "<script" not in page
+    assert "calibrated" in capsys.readouterr().out
+
+
+def test_cli_bad_model_is_one_line_error(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["sbc", "--model", "couple", "--out", str(tmp_path)])
+    rc = main(["sbc", "--backend", "prior", "--worker-prior", "uniform", "--out",
+               str(tmp_path)])
+    assert rc == 2 and "worker prior" in capsys.readouterr().err
+
+
+def test_cli_check_flag_fails_shifted(tmp_path):
+    rc = main(["sbc", "--model", "pl", "--backend", "prior", "--sims", "120", "--shift-sd",
+               "0.5", "--processes", "1", "--no-progress", "--no-online", "--check",
+               "--out", str(tmp_path)])
+    assert rc == 3
+
+
+# ----------------------------------------------------------------------------- NUTS, tiny
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["numpyro", "pymc"])
+def test_nuts_end_to_end_tiny(tmp_path, backend):
+    s = run_sbc(SbcConfig(model="crowdbt", backend=backend, sims=2, n_items=4, n_workers=2,
+                          tasks_per_worker=6, chains=2, tune=150, draws=100, n_ranks=50),
+                tmp_path, processes=1, progress=False, n_sim=200)
+    assert s["replicates"] == 2 and not s["failed_replicates"]
+    assert s["gate"]["passed"] + s["gate"]["failed"] == 2
+    ranks = np.loadtxt(tmp_path / "ranks.csv", delimiter=",", skiprows=1,
+                       usecols=3, dtype=int)
+    assert ranks.size == 2 * (4 + 4 + 2) and ranks.min() >= 0 and ranks.max() <= 50

@@ -204,10 +204,10 @@ def _audit(data) -> str:
         cfg = r.get("config", {})
         d = r.get("data", {})
         runs.append([r.get("name"), " ".join(r.get("args") or []) or "(default)",
-                     f"{d.get('rankings', '–')} rankings, {d.get('items', '–')} items, "
-                     f"{d.get('workers', '–')} workers, K = {d.get('K', '–')}",
-                     f"{cfg.get('backend', '–')}, {cfg.get('chains', '–')} × "
-                     f"({cfg.get('tune', '–')} + {cfg.get('draws', '–')})",
+                     (f"{d.get('rankings', '–')} rankings, {d.get('items', '–')} items, "
+                      f"{d.get('workers', '–')} workers, K = {d.get('K', '–')}"),
+                     (f"{cfg.get('backend', '–')}, {cfg.get('chains', '–')} × "
+                      f"({cfg.get('tune', '–')} + {cfg.get('draws', '–')})"),
                      r.get("wall_s"), r.get("cpu_s_children"),
                      (r.get("loadavg_before") or [None])[0], r.get("budget_s"),
                      r.get("within_budget")])

@@ -60,7 +60,7 @@ def test_render_survives_unknown_json(tmp_path):
 # ------------------------------------------------------------------ citations
 def _defined_keys() -> set[str]:
     text = (DOCS / "references.md").read_text(encoding="utf-8")
-    return set(re.findall(r"^- \*\*\[([A-Za-z]+\d\d[a-z]?)\]\*\*", text, flags=re.M))
+    return set(re.findall(r"^- \*\*\[([A-Za-z]+\d\d[a-z]?)\]\*\*", text, flags=re.MULTILINE))
 
 
 def test_every_cited_key_is_in_references():
@@ -218,7 +218,7 @@ def test_contract_constants():
     for alg in ALGORITHMS.values():
         assert f"`{alg}`" in CONTRACTS
     m = re.search(r"keys always present: (.*?)guard replacements; (.*?) = how often",
-                  CONTRACTS, flags=re.S)
+                  CONTRACTS, flags=re.DOTALL)
     assert set(re.findall(r"`(\w+)`", m.group(1) + m.group(2))) == set(CLAMP_KEYS)
 
 
@@ -226,7 +226,7 @@ def test_contract_datatree_attrs_and_layout():
     """The attrs the contract lists are those ``to_datatree`` and ``fit_nuts`` write."""
     from inference import nuts
 
-    m = re.search(r"\(`idata\.attrs`\): (.*?); `write_nuts` adds", CONTRACTS, flags=re.S)
+    m = re.search(r"\(`idata\.attrs`\): (.*?); `write_nuts` adds", CONTRACTS, flags=re.DOTALL)
     listed = set(re.findall(r"`(\w+)`(?!\()", re.sub(r"\(`[^)]*\)", "", m.group(1))))
     src = inspect.getsource(nuts.to_datatree) + inspect.getsource(nuts.fit_nuts)
     written = set(re.findall(r'"(\w+)": ', src))

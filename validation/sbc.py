@@ -358,6 +358,8 @@ def sbc_job(spec: dict) -> dict:
                        draws=int(spec["draws"]), target_accept=float(spec["target_accept"]),
                        seed=nuts_seed, progress=False, pointwise=False, **kw)
         out["timings"]["nuts"] = time.perf_counter() - t
+        out["timings"]["nuts_detail"] = {k: float(v) for k, v in res.timings.items()
+                                         if isinstance(v, (int, float))}
         post = res.idata["posterior"]
         lam_post = np.asarray(post["lambda"].values, float)
         eta_post = None if eta_true is None else np.asarray(post["eta"].values, float)

@@ -1,0 +1,295 @@
+"""Mutation testing of the core modules with cosmic-ray (``make mutate``).
+
+Each core module is mutated one small change at a time (an operator replaced, a number
+moved by one, a comparison flipped, a loop skipped, ...) and a *targeted* subset of the fast
+tests is run against every mutant; a mutant that no test notices "survives". Survivors are
+either killed by a new test or listed, with the reason, in ``bench/mutation_equivalent.json``
+(a mutant that cannot change any observable result, e.g. ``x < κ`` vs ``x <= κ`` where equality
+has measure zero).
+
+The work happens in a temporary copy of the repository (tracked and untracked, not
+ignored, files), so the working tree is never modified. Modules run one after another,
+mutants one at a time (cosmic-ray's ``local`` distributor); run it under ``nice``.
+
+numba: mutants of ``kernels.py`` run with ``NUMBA_DISABLE_JIT=1`` (the ``@njit`` functions
+run as plain Python: no compilation per mutant, same arithmetic); the decorator-removal
+operator is skipped there because removing ``@njit`` changes only speed. Other modules use
+the compiled kernels from a numba cache inside the temporary copy.
+
+Usage::
+
+    python bench/mutation.py                        # every module, writes the results
+    python bench/mutation.py --modules gate,metrics # a subset (results are merged)
+    python bench/mutation.py --list                 # modules, files and test subsets
+
+Writes ``bench/results/mutation.json``: per module the number of mutants, killed,
+survived (not listed as equivalent), equivalent (with reasons), timeouts, incompetent
+mutants (the mutated code did not even import), the score ``killed / (mutants −
+equivalent)`` and every survivor's operator, line and code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "mutation.json"
+EQUIVALENT = ROOT / "bench" / "mutation_equivalent.json"
+
+PYTEST = "-x -q -p no:cacheprovider -m 'not slow'"
+
+# Module → (files, targeted tests, extra environment, definition-name filter or None).
+# The pinned tests come first: they are fast and kill most mutants, so ``-x`` stops early.
+MODULES: dict[str, dict] = {
+    "gbmm": {
+        "files": ["inference/online/gbmm.py"],
+        "tests": "tests/test_pinned_online.py tests/test_online_math.py "
+                 "tests/test_online_kernels.py tests/test_online_guards.py",
+    },
+    "kernels": {
+        "files": ["inference/online/kernels.py"],
+        "tests": "tests/test_pinned_online.py tests/test_online_kernels.py "
+                 "tests/test_online_guards.py tests/test_online_openskill.py",
+        "env": {"NUMBA_DISABLE_JIT": "1"},
+        "skip_operators": ["core/RemoveDecorator"],
+    },
+    "crowdbt": {
+        "files": ["inference/online/crowdbt.py"],
+        "tests": "tests/test_pinned_online.py tests/test_online_math.py "
+                 "tests/test_online_kernels.py tests/test_online_guards.py",
+    },
+    "wenglin": {
+        "files": ["inference/online/wenglin.py"],
+        "tests": "tests/test_online_openskill.py tests/test_online_kernels.py "
+                 "tests/test_online_guards.py",
+    },
+    "likelihood": {
+        "files": ["models/likelihood.py"],
+        "tests": "tests/test_pinned_likelihood.py tests/test_likelihood.py",
+    },
+    "metrics": {
+        "files": ["validation/metrics.py"],
+        "tests": "tests/test_pinned_validation.py tests/test_metrics.py",
+    },
+    "gate": {
+        "files": ["inference/gate.py"],
+        "tests": "tests/test_pinned_validation.py tests/test_nuts.py -k 'gate or pinned'",
+    },
+    "readers": {
+        # the readers' error paths only: models/io.py, or the package it becomes
+        "files": ["models/io.py", "models/io/*.py"],
+        "tests": "tests/test_pinned_io.py tests/test_io.py",
+        "definitions": ["_csv_rows", "_columns", "_parse_rankings_csv", "_parse_pairwise_csv",
+                        "_parse_wide_csv", "_parse_wwl", "_parse_preflib_order",
+                        "_read_preflib", "read_truth_scores", "read_truth",
+                        "read_worker_truth", "read_gold", "_check", "worker_id",
+                        "skip_blank"],
+    },
+}
+
+# Operators left out everywhere: replacements that cannot type-check on floats (bit
+# operations, shifts), that duplicate others (floor division and modulo of floats behave
+# like a wrong division, which ``Div`` replacements already cover), identity comparisons
+# on numbers, and the random variable-substitution operators (thousands of mutants, mostly
+# NameErrors).
+EXCLUDE_OPERATORS = [
+    r"core/ReplaceBinaryOperator_.*_(BitOr|BitAnd|BitXor|LShift|RShift|FloorDiv|Mod)$",
+    r"core/ReplaceBinaryOperator_(BitOr|BitAnd|BitXor|LShift|RShift|FloorDiv|Mod)_.*",
+    r"core/ReplaceComparisonOperator_(Eq|NotEq|Lt|LtE|Gt|GtE)_(Is|IsNot)$",
+    r"core/ReplaceComparisonOperator_(Is|IsNot)_(Eq|NotEq|Lt|LtE|Gt|GtE)$",
+    r"core/ReplaceUnaryOperator_.*_Invert$",
+    r"core/ReplaceUnaryOperator_(Invert|Delete_Invert).*",
+    r"core/VariableReplacer",
+    r"core/VariableInserter",
+]
+
+
+def copy_repo(dst: Path) -> None:
+    """Tracked and untracked-but-not-ignored files of the working tree."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         cwd=ROOT, capture_output=True, check=True)
+    for rel in filter(None, out.stdout.decode().split("\0")):
+        src = ROOT / rel
+        if src.is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel)
+
+
+def module_files(spec: dict, base: Path) -> list[str]:
+    files = []
+    for pat in spec["files"]:
+        files += sorted(str(p.relative_to(base)) for p in base.glob(pat))
+    return files
+
+
+def config_text(files: list[str], tests: str, timeout: float) -> str:
+    paths = ", ".join(json.dumps(f) for f in files)
+    cmd = f"{sys.executable} -m pytest {PYTEST} {tests}"
+    excl = ", ".join(json.dumps(e) for e in EXCLUDE_OPERATORS)
+    return (f"[cosmic-ray]\nmodule-path = [{paths}]\ntimeout = {timeout}\n"
+            f"excluded-modules = []\ntest-command = {json.dumps(cmd)}\n\n"
+            f"[cosmic-ray.distributor]\nname = \"local\"\n\n"
+            f"[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excl}]\n")
+
+
+def equivalent_table() -> list[dict]:
+    return json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else []
+
+
+def _line_text(base: Path, path: str, line: int) -> str:
+    lines = (base / path).read_text().splitlines()
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+def mark_skipped(db_path: Path, spec: dict, cfg_path: Path, base: Path) -> int:
+    """Skip excluded operators and mutants outside the listed definitions (in the work
+    database, as cosmic-ray's own filters do)."""
+    import re
+
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    pats = [re.compile(p) for p in EXCLUDE_OPERATORS + spec.get("skip_operators", [])]
+    defs = spec.get("definitions")
+    n = 0
+    with use_db(str(db_path), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            mut = item.mutations[0]
+            why = None
+            if any(p.match(mut.operator_name) for p in pats):
+                why = "operator excluded"
+            elif defs is not None and mut.definition_name not in defs:
+                why = "outside the readers' error paths"
+            if why:
+                db.set_result(item.job_id, WorkResult(output=why,
+                                                      worker_outcome=WorkerOutcome.SKIPPED))
+                n += 1
+    return n
+
+
+def run_module(name: str, spec: dict, base: Path, timeout: float) -> dict:
+    files = module_files(spec, base)
+    if not files:
+        return {"error": f"no file matches {spec['files']}"}
+    cfg = base / f"cr-{name}.toml"
+    cfg.write_text(config_text(files, spec["tests"], timeout))
+    db = base / f"cr-{name}.sqlite"
+    env = dict(os.environ, **spec.get("env", {}))
+    env.setdefault("NUMBA_CACHE_DIR", str(base / ".numba-cache"))
+    cr = str(Path(sys.executable).parent / "cosmic-ray")
+    t0 = time.time()
+    # the unmutated code must pass its tests, or every mutant would look killed
+    base_run = subprocess.run(f"{sys.executable} -m pytest {PYTEST} {spec['tests']}",
+                              shell=True, cwd=base, env=env, capture_output=True, text=True)
+    if base_run.returncode != 0:
+        return {"error": "the targeted tests fail on the unmutated code",
+                "output": base_run.stdout[-2000:]}
+    subprocess.run([cr, "init", str(cfg), str(db)], cwd=base, env=env, check=True)
+    skipped = mark_skipped(db, spec, cfg, base)
+    subprocess.run([cr, "exec", str(cfg), str(db)], cwd=base, env=env, check=True)
+    dump = subprocess.run([cr, "dump", str(db)], cwd=base, env=env, capture_output=True,
+                          text=True, check=True).stdout
+    seconds = time.time() - t0
+    return summarise(name, dump, base, skipped, seconds, spec)
+
+
+def summarise(name, dump, base, skipped, seconds, spec) -> dict:
+    eq = [e for e in equivalent_table() if e["module"] == name]
+    used = set()
+    counts = {"mutants": 0, "killed": 0, "timeout": 0, "incompetent": 0, "survived": 0}
+    survivors, equivalent = [], []
+    for line in dump.splitlines():
+        item, result = json.loads(line)
+        if result is None or result.get("worker_outcome") == "skipped":
+            continue
+        mut = item["mutations"][0]
+        counts["mutants"] += 1
+        lineno = mut["start_pos"][0]
+        entry = {"operator": mut["operator_name"], "file": mut["module_path"], "line": lineno,
+                 "col": mut["start_pos"][1], "definition": mut.get("definition_name"),
+                 "code": _line_text(base, mut["module_path"], lineno)}
+        outcome = result.get("test_outcome")
+        if outcome == "killed":
+            if (result.get("output") or "").strip() == "timeout":
+                counts["timeout"] += 1
+            counts["killed"] += 1
+            continue
+        if outcome == "incompetent":
+            counts["incompetent"] += 1
+            continue
+        match = [i for i, e in enumerate(eq) if e["operator"] == entry["operator"]
+                 and e["code"] == entry["code"] and e.get("col", entry["col"]) == entry["col"]]
+        if match:
+            used.update(match)
+            equivalent.append(dict(entry, reason=eq[match[0]]["reason"]))
+        else:
+            counts["survived"] += 1
+            survivors.append(entry)
+    denom = counts["mutants"] - len(equivalent) - counts["incompetent"]
+    return {**counts, "equivalent": len(equivalent),
+            "score": round(counts["killed"] / denom, 4) if denom else None,
+            "skipped_by_filter": skipped, "seconds": round(seconds, 1),
+            "tests": spec["tests"], "env": spec.get("env", {}),
+            "survivors": survivors, "equivalent_mutants": equivalent,
+            "stale_equivalent_entries": [e for i, e in enumerate(eq) if i not in used]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--modules", default=",".join(MODULES),
+                    help=f"comma-separated subset of {','.join(MODULES)}")
+    ap.add_argument("--timeout", type=float, default=120.0,
+                    help="seconds per mutant's test run (a timeout counts as killed)")
+    ap.add_argument("--keep", default=None, help="work in this folder and keep it")
+    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--list", action="store_true", help="print the modules and exit")
+    args = ap.parse_args(argv)
+    names = [m.strip() for m in args.modules.split(",") if m.strip()]
+    unknown = [m for m in names if m not in MODULES]
+    if unknown:
+        ap.error(f"unknown module(s) {unknown}; expected {list(MODULES)}")
+    if args.list:
+        for m in names:
+            print(f"{m}: {MODULES[m]['files']} <- {MODULES[m]['tests']}")
+        return 0
+    out = Path(args.out)
+    results = json.loads(out.read_text()) if out.exists() else {}
+    results.setdefault("modules", {})
+    tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="crowdrank-mut-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        copy_repo(tmp)
+        for m in names:
+            print(f"mutation: {m} ...", file=sys.stderr, flush=True)
+            r = run_module(m, MODULES[m], tmp, args.timeout)
+            results["modules"][m] = r
+            print(f"mutation: {m}: " + json.dumps({k: r.get(k) for k in
+                  ("mutants", "killed", "survived", "equivalent", "timeout", "incompetent",
+                   "score", "seconds", "error")}), file=sys.stderr, flush=True)
+            results["tool"] = "cosmic-ray " + _version()
+            results["excluded_operators"] = EXCLUDE_OPERATORS
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(results, indent=1) + "\n")   # after every module
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    bad = [m for m in names if results["modules"][m].get("survived")
+           or results["modules"][m].get("error")]
+    return 1 if bad else 0
+
+
+def _version() -> str:
+    from importlib.metadata import version
+    return version("cosmic-ray")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -125,7 +125,7 @@ def test_ebfmi_borderline(borderline_good, phi, trusted):
     assert g.ebfmi_min == pytest.approx(want, rel=1e-10)
     assert 0.2 < want < 0.45
     assert g.trusted is trusted
-    assert any("E-BFMI" in r for r in g.reasons) is (not trusted)
+    assert g.reasons == ([] if trusted else [f"E-BFMI {want:.2f} < 0.3"])
 
 
 def test_divergences_are_counted_and_any_one_fails(borderline_good):
@@ -262,3 +262,53 @@ def test_aggregate_by_hand():
     assert out["mean_coverage_50"] == pytest.approx(0.3)
     assert out["mean_coverage_90"] == pytest.approx(0.7)
     assert M.aggregate([], [], [], []) == {"n": 0}
+
+
+# ============================================================== the gate's edges
+def test_two_chains_are_enough_and_the_verdict_is_frozen():
+    from dataclasses import FrozenInstanceError
+
+    x = ar1_chains(0, 0.0, 0.0, chains=2, draws=1500, params=2)
+    g = check(tree(x))
+    assert g.trusted, g.reasons                  # two chains: split R-hat is defined
+    with pytest.raises(FrozenInstanceError):
+        g.trusted = False
+
+
+def test_tail_ess_and_ebfmi_thresholds_are_inclusive():
+    x = ar1_chains(1, 0.0, 0.0)                  # iid: tail ESS below bulk ESS here
+    g = check(tree(x))
+    assert g.trusted and g.ess_tail_min < g.ess_bulk_min
+    assert check(tree(x), ess_min=g.ess_tail_min).trusted
+    above = check(tree(x), ess_min=np.nextafter(g.ess_tail_min, 1e9))
+    assert [r for r in above.reasons if "ESS" in r] == [
+        f"tail ESS {g.ess_tail_min:.0f} < {np.nextafter(g.ess_tail_min, 1e9):.0f}"]
+    assert check(tree(x), ebfmi_min=g.ebfmi_min).trusted
+    low = check(tree(x), ebfmi_min=np.nextafter(g.ebfmi_min, 9.0))
+    assert low.reasons == [f"E-BFMI {g.ebfmi_min:.2f} < {np.nextafter(g.ebfmi_min, 9.0)}"]
+
+
+def test_missing_sample_stats_are_reasons_not_defaults():
+    from arviz_base import from_dict
+
+    x = ar1_chains(1, 0.0, 0.0)
+    only_div = from_dict({"posterior": {"lambda": x},
+                          "sample_stats": {"diverging": np.zeros((4, 1000), bool)}})
+    g = check(only_div)
+    assert g.reasons == ["E-BFMI not computable"] and g.divergences == 0
+    only_energy = from_dict({"posterior": {"lambda": x},
+                             "sample_stats": {"energy": np.random.default_rng(0)
+                                              .normal(size=(4, 1000))}})
+    g = check(only_energy)
+    assert g.reasons == ["no divergence information in sample_stats"]
+    assert g.divergences == 0
+
+
+def test_two_draws_give_no_ebfmi_and_no_parameters_give_no_diagnostics():
+    x = ar1_chains(1, 0.0, 0.0, draws=2)
+    g = check(tree(x))
+    assert "E-BFMI not computable" in g.reasons and math.isnan(g.ebfmi_min)
+    g = check(tree(np.zeros((4, 1000, 0))))       # a posterior with no scalar parameter
+    assert "R-hat not computable for some parameters" in g.reasons
+    assert "ESS not computable for some parameters" in g.reasons
+    assert math.isnan(g.rhat_max) and not g.trusted

@@ -70,7 +70,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
              approx=None, progress: bool = True, precision: str = "float64",
              chain_method: str | None = None, pointwise: bool | None = None,
              init_jitter: float = 1.0, simplex: str = "gamma", level: str = "centered",
-             seed_mass: bool = True, max_tree_depth: int = 10) -> NutsResult:
+             seed_mass: bool = True, max_tree_depth: int = 10,
+             prior_only: bool = False) -> NutsResult:
     """Sample ``model`` on ``data`` under ``priors`` with NUTS.
 
     Parameters
@@ -121,6 +122,9 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         ``"centered"`` (mean + zero-sum scores) or ``"iid"``. The model is the same.
     max_tree_depth : int
         NUTS's tree depth limit (both back-ends).
+    prior_only : bool
+        Sample the prior alone (the data only give the shapes): the check of a sampler
+        against the exact marginals of its prior (:mod:`validation.reference`).
 
     Returns
     -------
@@ -141,6 +145,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
                          f"'iid', got {simplex!r}, {level!r}")
     inputs = model_inputs(model, data, priors)
     param = {"simplex": simplex, "level": level}
+    if prior_only:
+        pointwise = False
     init_values = None if init is None else _check_init(init, inputs)
     starts, draws_z = None, None
     rng = np.random.default_rng([int(seed), 0x5EED])
@@ -170,7 +176,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
             seed=seed, starts=starts, inv_mass=inv_mass, progress=progress,
             precision=precision, chain_method=chain_method, pointwise=pointwise,
-            param=param, max_tree_depth=max_tree_depth)
+            param=param, max_tree_depth=max_tree_depth, prior_only=prior_only)
     else:
         initvals = None
         if draws_z is not None or init_values is not None:
@@ -178,7 +184,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         post, stats, ll, timings = _run_pymc(
             inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
             seed=seed, initvals=initvals, jitter=draws_z is None, progress=progress,
-            pointwise=pointwise, param=param, max_tree_depth=max_tree_depth)
+            pointwise=pointwise, param=param, max_tree_depth=max_tree_depth,
+            prior_only=prior_only)
     timings["total"] = time.perf_counter() - t0
     sampler = timings.pop("sampler", "numpyro")
     idata = to_datatree(inputs, data, priors, post, stats, ll, backend=backend,
@@ -187,6 +194,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
                                      "precision": precision if backend == "numpyro"
                                      else "float64",
                                      "init": init_kind, "simplex": simplex, "level": level,
+                                     "prior_only": int(prior_only),
                                      **({"init_jitter": float(init_jitter)}
                                         if init_kind == "given" and backend == "numpyro"
                                         else {}),
@@ -304,7 +312,8 @@ def numpyro_starts_from_draws(inputs: ModelInputs, lam_draws, log_eta_draws, cha
 
 
 def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, inv_mass,
-                 progress, precision, chain_method, pointwise, param, max_tree_depth=10):
+                 progress, precision, chain_method, pointwise, param, max_tree_depth=10,
+                 prior_only=False):
     import jax
     from numpyro.infer import MCMC, NUTS, init_to_median
 
@@ -322,7 +331,7 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
         loglik_dtype = "float32" if precision == "float32" else None
 
         def prog():
-            return npm.model(inputs, loglik_dtype=loglik_dtype, **param)
+            return npm.model(inputs, loglik_dtype=loglik_dtype, prior_only=prior_only, **param)
 
         init_params = None
         if starts is not None:
@@ -458,14 +467,14 @@ def pymc_initvals(inputs: ModelInputs, draws_z, init_values, chains: int,
 
 
 def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, initvals, jitter, progress,
-              pointwise, param, max_tree_depth=10):
+              pointwise, param, max_tree_depth=10, prior_only=False):
     import pymc as pm
 
     from models import pymc_models as pmm
 
     timings = {}
     t = time.perf_counter()
-    model = pmm.build_model(inputs, **param)
+    model = pmm.build_model(inputs, prior_only=prior_only, **param)
     timings["compile"] = time.perf_counter() - t  # graph only; samplers compile lazily
     t = time.perf_counter()
     with model:

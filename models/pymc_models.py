@@ -188,9 +188,10 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
 
 
 def build_model(inputs: ModelInputs, items=None, workers=None, *, simplex: str = "gamma",
-                level: str = "centered") -> pm.Model:
+                level: str = "centered", prior_only: bool = False) -> pm.Model:
     """The PyMC model of ``inputs.model``; ``items``/``workers`` name the coordinates;
-    ``simplex`` and ``level`` choose the sampler's coordinates (the model is the same)."""
+    ``simplex`` and ``level`` choose the sampler's coordinates (the model is the same);
+    ``prior_only`` leaves the likelihood out."""
     if simplex not in ("gamma", "dirichlet") or level not in ("centered", "iid"):
         raise ValueError(f"bad parametrisation simplex={simplex!r}, level={level!r}")
     coords = {"item": list(items) if items is not None else list(range(inputs.n_items))}
@@ -201,5 +202,6 @@ def build_model(inputs: ModelInputs, items=None, workers=None, *, simplex: str =
     with pm.Model(coords=coords) as model:
         lam = item_scores(inputs, level)
         log_eta = worker_log_eta(inputs, simplex) if inputs.has_eta else None
-        pm.Potential("loglik", pt.sum(column_loglik(inputs, lam, log_eta=log_eta)))
+        if not prior_only:
+            pm.Potential("loglik", pt.sum(column_loglik(inputs, lam, log_eta=log_eta)))
     return model

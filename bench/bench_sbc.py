@@ -56,6 +56,10 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
         "failed_replicates": len(summary["failed_replicates"]),
         "budget_s": budget_s, "wall_s": round(wall, 1), "processes": 1, "nice": os.nice(0),
         "s_per_replicate_measured": round(per, 2),
+        "cpu_s_per_replicate_measured": _round(summary["timing"].get("replicate_cpu_s_mean")),
+        "extrapolated_200_replicates_s_on_2_idle_cores_from_cpu": _round(
+            None if summary["timing"].get("replicate_cpu_s_mean") is None
+            else TARGET_REPLICATES * summary["timing"]["replicate_cpu_s_mean"] / CORES, 0),
         "nuts_s_per_replicate": round(summary["timing"]["nuts_s_mean"] or float("nan"), 2),
         "nuts_breakdown_s_mean": _breakdown(out),
         "extrapolated_200_replicates_s_on_2_cores": round(TARGET_REPLICATES * per / CORES),
@@ -84,6 +88,10 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
                                      "replicates_with_divergences", "ess_bulk_min_median",
                                      "replicates_with_ess_below_n_draws", "reasons")}
     return rec
+
+
+def _round(x, nd: int = 2):
+    return None if x is None else round(float(x), nd)
 
 
 def _breakdown(out: Path) -> dict:

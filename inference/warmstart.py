@@ -9,8 +9,9 @@ chain can start where an approximation (the online posterior) puts its mass.
 
 The map for ``η`` draws the auxiliary variables from their exact conditionals given ``η``
 (so a start drawn this way is a draw of the augmented posterior whenever ``η`` is a draw of
-the posterior): with ``g_t = S·η_t`` and ``S = Σ_t g_t ~ Gamma(Σα)`` independent of ``η``
-under the prior (and the likelihood sees only ``η``), ``u_t | g_t = g_t + Exp(1)`` (the
+the posterior): with ``g_t = S·η_t`` and ``S = Σ_t g_t`` independent of ``η`` under the
+prior (``Gamma(Σα)``, or the samplers' reweighted ``log S ~ Normal(0, LEVEL_SD²)``; the
+likelihood sees only ``η``), ``u_t | g_t = g_t + Exp(1)`` (the
 density of ``u ~ Gamma(α+1)`` times that of ``g = u·V``, ``V ~ Beta(α, 1)``, is ``∝ e^{−u}``
 on ``u > g``) and ``e_t = α_t·log(u_t/g_t)``. Everything is computed in logs, so ``η_t``
 far below ``1e-300`` is no problem.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from models.model_inputs import BOOST_BELOW, ModelInputs
+from models.model_inputs import BOOST_BELOW, LEVEL_SD, ModelInputs
 
 
 def _log_gamma_draws(rng: np.random.Generator, shape_param: np.ndarray, size=None):
@@ -42,12 +43,15 @@ def log_dirichlet_draws(rng: np.random.Generator, alpha: np.ndarray, n: int) -> 
 
 
 def augment(rng: np.random.Generator, log_eta: np.ndarray, alpha: np.ndarray,
-            boost_below: float = float("inf")) -> dict:
+            boost_below: float = float("inf"), level_sd: float | None = None) -> dict:
     """Auxiliary variables given ``log η`` (module docstring): ``eta_g`` (``g`` itself) for
     the concentrations ``≥ boost_below`` and ``eta_u``, ``eta_e`` for the others, each
     flattened over the ``(W, K)`` table in row-major order (leading batch dims kept)."""
     alpha = np.asarray(alpha, float)
-    log_s = _log_gamma_draws(rng, np.broadcast_to(alpha.sum(axis=-1), log_eta.shape[:-1]))
+    if level_sd is None:     # S ~ Gamma(Σα), the law of independent Gammas
+        log_s = _log_gamma_draws(rng, np.broadcast_to(alpha.sum(axis=-1), log_eta.shape[:-1]))
+    else:                    # the samplers' reweighted law, log S ~ Normal(0, level_sd²)
+        log_s = level_sd * rng.standard_normal(log_eta.shape[:-1])
     log_s = log_s[..., None]
     log_g = log_s + log_eta
     # u = g + Exp(1), in logs: log u = logaddexp(log g, log Exp(1))
@@ -99,7 +103,7 @@ def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | N
                 eta = np.maximum(eta, 1e-12)   # stick-breaking cannot represent an exact 0
                 out["eta"] = eta / eta.sum(axis=-1, keepdims=True)
         else:
-            out.update(augment(rng, log_eta, inputs.alpha, BOOST_BELOW))
+            out.update(augment(rng, log_eta, inputs.alpha, BOOST_BELOW, LEVEL_SD))
     return out
 
 

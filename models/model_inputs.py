@@ -45,6 +45,28 @@ MAX_K_NORMALIZED = 6
 BOOST_BELOW = 0.5
 
 
+#: The magnitude ``S = Σ_t g_t`` of a worker's Gammas is independent of ``η = g/S`` and
+#: unseen by the likelihood, so its distribution can be changed without changing the
+#: posterior of ``η``: the samplers reweight it from ``Gamma(Σα)`` to
+#: ``log S ~ Normal(0, LEVEL_SD²)``. A narrow ``S`` together with data-pinned ratios pins
+#: every ``log g_t`` on its own axis, which a diagonal mass matrix can follow; with the
+#: original ``Gamma(Σα)`` every ``log g_t`` of a worker moves together along ``log S``.
+LEVEL_SD = 0.3
+
+
+def level_log_ratio(log_s, alpha_sum, xp=np):
+    """``log f(S) − log Gamma(S; Σα, 1)`` with ``log S ~ Normal(0, LEVEL_SD²)`` (both as
+    densities of ``S``), the log weight that moves ``S``'s law from one to the other.
+    ``xp`` is the array module (NumPy, ``jax.numpy``, or ``pytensor.tensor``)."""
+    from math import lgamma, log, pi
+
+    a = alpha_sum
+    lg = np.array([lgamma(float(v)) for v in np.ravel(a)]).reshape(np.shape(a))
+    log_f = -0.5 * (log_s / LEVEL_SD) ** 2 - log(LEVEL_SD) - 0.5 * log(2 * pi) - log_s
+    log_p = (a - 1.0) * log_s - xp.exp(log_s) - lg
+    return log_f - log_p
+
+
 def boost_split(alpha) -> tuple[tuple, tuple]:
     """Index sets ``(big, small)`` of the ``(W, K)`` concentrations sampled as plain Gammas
     and with the boost, in row-major order."""

@@ -60,7 +60,7 @@ import numpyro
 import numpyro.distributions as dist
 from jax.nn import log_sigmoid
 
-from .model_inputs import BOOST_BELOW, ModelInputs, boost_split  # noqa: F401
+from .model_inputs import BOOST_BELOW, ModelInputs, boost_split, level_log_ratio  # noqa: F401
 
 SIMPLEX = ("gamma", "dirichlet")
 LEVEL = ("centered", "iid")
@@ -253,7 +253,11 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
         u = numpyro.sample("eta_u", dist.Gamma(a_s + 1.0, 1.0).to_event(1))
         e = numpyro.sample("eta_e", dist.Exponential(jnp.ones_like(a_s)).to_event(1))
         log_g = log_g.at[small].set(jnp.log(u) - e / a_s)
-    log_eta = jax.nn.log_softmax(log_g, axis=1)
+    log_s = jax.scipy.special.logsumexp(log_g, axis=1)
+    # S = Σ g is independent of η and unseen by the likelihood: reweighting its law is exact
+    # for η and keeps each log g_t on its own axis (models.model_inputs.LEVEL_SD)
+    numpyro.factor("eta_level", jnp.sum(level_log_ratio(log_s, inputs.alpha.sum(axis=1), jnp)))
+    log_eta = log_g - log_s[:, None]
     numpyro.deterministic("eta", jnp.exp(log_eta[:, 0]) if crowdbt else jnp.exp(log_eta))
     return log_eta
 

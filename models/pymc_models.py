@@ -21,7 +21,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.gradient import zero_grad
 
-from .model_inputs import ModelInputs, boost_split
+from .model_inputs import ModelInputs, boost_split, level_log_ratio
 
 
 def _lse_rows(rows):
@@ -179,7 +179,10 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
         u = pm.Gamma("eta_u", alpha=a_s + 1.0, beta=1.0)
         e = pm.Exponential("eta_e", lam=1.0, shape=a_s.shape)
         log_g = pt.set_subtensor(log_g[small], pt.log(u) - e / a_s)
-    log_eta = log_g - pt.logsumexp(log_g, axis=1, keepdims=True)
+    log_s = pt.logsumexp(log_g, axis=1)
+    # S = Σ g is independent of η and unseen by the likelihood: reweighting its law is exact
+    pm.Potential("eta_level", pt.sum(level_log_ratio(log_s, alpha.sum(axis=1), pt)))
+    log_eta = log_g - log_s[:, None]
     if crowdbt:
         pm.Deterministic("eta", pt.exp(log_eta[:, 0]), dims="worker")
     else:

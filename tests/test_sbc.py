@@ -101,6 +101,26 @@ def test_chi2_and_combinations():
     assert holm([0.01, 0.04, 0.03]).tolist() == pytest.approx([0.03, 0.06, 0.06])
 
 
+def test_family_verdict_false_alarm_rate():
+    """Exact Gaussian PITs of λ and of the (dependent, sum-zero) centred λ: the verdict's
+    family-wise false-alarm rate stays near or below alpha = 0.05 despite the dependence."""
+    from scipy.stats import norm
+
+    from validation.sbc import uniformity_summary
+
+    N, L = 40, 10
+    names = [f"l{i}" for i in range(L)] + [f"c{i}" for i in range(L)]
+    fams = ["lambda"] * L + ["lambda_centred"] * L
+    rng = np.random.default_rng(0)
+    alarms = 0
+    for _ in range(100):
+        lam = rng.normal(size=(N, L))
+        c = lam - lam.mean(1, keepdims=True)
+        pit = np.concatenate([norm.cdf(lam), norm.cdf(c / np.sqrt(1 - 1 / L))], axis=1)
+        alarms += not uniformity_summary(pit, names, fams, None, n_sim=1000)["calibrated"]
+    assert alarms <= 8
+
+
 # ----------------------------------------------------------------------------- prior draws, PIT
 def test_draw_dirichlet_tiny_concentrations():
     alpha = np.tile(10 * 6.0 ** -np.arange(1, 5), (4000, 1))   # the paper's geometric prior

@@ -81,7 +81,7 @@ MODULES: dict[str, dict] = {
     },
     "gate": {
         "files": ["inference/gate.py"],
-        "tests": "tests/test_pinned_validation.py tests/test_nuts.py -k 'gate or pinned'",
+        "tests": "tests/test_pinned_validation.py",
     },
     "readers": {
         # the readers' error paths only: models/io.py, or the package it becomes
@@ -188,7 +188,8 @@ def run_module(name: str, spec: dict, base: Path, timeout: float) -> dict:
     t0 = time.time()
     # the unmutated code must pass its tests, or every mutant would look killed
     base_run = subprocess.run(f"{sys.executable} -m pytest {PYTEST} {spec['tests']}",
-                              shell=True, cwd=base, env=env, capture_output=True, text=True)
+                              shell=True, cwd=base, env=env, capture_output=True, text=True,
+                              check=False)
     if base_run.returncode != 0:
         return {"error": "the targeted tests fail on the unmutated code",
                 "output": base_run.stdout[-2000:]}

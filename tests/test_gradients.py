@@ -20,7 +20,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import inference.nuts  # noqa: F401  (sets the XLA host-device flag before JAX starts)
 from models.likelihood import MODELS
 from models.model_inputs import model_inputs
 from models.priors import Priors

@@ -36,7 +36,7 @@ def crowdrank_exe() -> str:
 def run(args, cwd):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     out = subprocess.run([crowdrank_exe(), *args], cwd=cwd, capture_output=True, text=True,
-                         timeout=300, env=env)
+                         timeout=300, env=env, check=False)
     assert out.returncode == 0, f"crowdrank {' '.join(args)}\n{out.stdout}\n{out.stderr}"
     return out
 

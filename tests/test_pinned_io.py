@@ -14,8 +14,14 @@ from pathlib import Path
 import pytest
 
 from models.data import DataError
-from models.io import (iter_rankings_chunks, read_gold, read_rankings, read_truth,
-                       read_truth_scores, read_worker_truth)
+from models.io import (
+    iter_rankings_chunks,
+    read_gold,
+    read_rankings,
+    read_truth,
+    read_truth_scores,
+    read_worker_truth,
+)
 
 
 def write(tmp_path: Path, name: str, lines: list[str], *, crlf=False, bom=False) -> Path:
@@ -118,7 +124,7 @@ def test_truth_file_line_numbers(tmp_path):
     p = write(tmp_path, "truth2.csv", lines)
     data = read_rankings(write(tmp_path, "r.csv", ["worker,ranking", "u,a>b>c"]))
     with pytest.raises(DataError) as ei:
-        read_truth(p, data)
+        read_truth(p, data, strict=True)       # by default an unknown item is a warning
     assert_line(ei.value, p, line_of(lines, "zz,3"), "not in the data")
 
 

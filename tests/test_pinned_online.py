@@ -23,8 +23,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from inference.online import fit_online
-from inference.online import gbmm
+from inference.online import fit_online, gbmm
 from inference.online.crowdbt import pair_update
 from models.data import Rankings
 from models.priors import Priors

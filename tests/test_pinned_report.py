@@ -193,8 +193,7 @@ def synthetic_audit(tmp_path: Path):
     from test_compare import ALPHA, WORKERS, make_idata, online_stub
 
     from models.simulate import simulate
-    from reports.audit import (AuditConfig, ModelAudit, Subject, build_metrics, jsonable,
-                               make_priors)
+    from reports.audit import AuditConfig, ModelAudit, Subject, build_metrics, jsonable, make_priors
     from reports.html import write_audit_report
     from validation.compare import compare, order_sensitivity
 
@@ -232,7 +231,7 @@ def synthetic_audit(tmp_path: Path):
                                  {"default": {"wall": 0.0123, "updates": 0.005}}))
     priors = make_priors(sim.rankings, cfg)
     metrics = build_metrics(subject, cfg, priors, audits, 1.0)
-    path = write_audit_report(tmp_path / "report.html", subject, cfg, priors, audits, metrics)
+    write_audit_report(tmp_path / "report.html", subject, cfg, priors, audits, metrics)
     (tmp_path / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=1))
     return tmp_path
 

@@ -118,7 +118,8 @@ def run(argv: list[str], cwd: Path, timeout: int = 1200) -> subprocess.Completed
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         env.pop("CROWDRANK_DEBUG", None)
         _RUNS[key] = subprocess.run([crowdrank_exe(), *argv[1:]], cwd=cwd, env=env,
-                                    capture_output=True, text=True, timeout=timeout)
+                                    capture_output=True, text=True, timeout=timeout,
+                                    check=False)
     res = _RUNS[key]
     assert res.returncode == 0, (f"`{shlex.join(argv)}` exited {res.returncode}\n"
                                  f"stdout: {res.stdout[-3000:]}\nstderr: {res.stderr[-5000:]}")
@@ -249,16 +250,16 @@ RECIPES: dict[str, Recipe] = {
     "crowdrank audit": Recipe(["crowdrank audit --help"]),
     "crowdrank simulate --model couple --setting amateur --items 50 --workers 10 --tasks 20 "
     "--kmax 4 --seed 0 [--gold G] [--paper-scale] --out sim/": Recipe(
-        ["crowdrank simulate --model couple --setting amateur --items 50 --workers 10 "
-         "--tasks 20 --kmax 4 --seed 0 --out sim/",
-         "crowdrank simulate --model couple --setting amateur --items 50 --workers 10 "
-         "--tasks 20 --kmax 4 --seed 0 --gold 5 --out sim-gold/"],
+        [("crowdrank simulate --model couple --setting amateur --items 50 --workers 10 "
+         "--tasks 20 --kmax 4 --seed 0 --out sim/"),
+         ("crowdrank simulate --model couple --setting amateur --items 50 --workers 10 "
+         "--tasks 20 --kmax 4 --seed 0 --gold 5 --out sim-gold/")],
         check=_check_sim),
     "crowdrank data summary sim/rankings.csv --truth sim/truth.csv [--json]": Recipe(
         ["crowdrank data summary sim/rankings.csv --truth sim/truth.csv",
          "crowdrank data summary sim/rankings.csv --truth sim/truth.csv --json"],
-        needs=["crowdrank simulate --model couple --setting amateur --items 50 --workers 10 "
-               "--tasks 20 --kmax 4 --seed 0 --out sim/"],
+        needs=[("crowdrank simulate --model couple --setting amateur --items 50 --workers 10 "
+               "--tasks 20 --kmax 4 --seed 0 --out sim/")],
         check=_check_summary_json),
     "crowdrank data summary babyface": Recipe(["crowdrank data summary babyface"],
                                               check=_check_babyface, realdata=True),
@@ -269,24 +270,24 @@ RECIPES: dict[str, Recipe] = {
         check=_check_online("fit-couple")),
     "crowdrank fit data.csv --model couple --method online --taylor full --score-alpha prior "
     "--order shuffle --seed 3 --passes 2 --worker-prior geometric:a0=10,a=6 --out fit2": Recipe(
-        ["crowdrank fit data.csv --model couple --method online --taylor full --score-alpha "
+        [("crowdrank fit data.csv --model couple --method online --taylor full --score-alpha "
          "prior --order shuffle --seed 3 --passes 2 --worker-prior geometric:a0=10,a=6 "
-         "--out fit2"], check=_check_online("fit2", "full", "prior", 2)),
+         "--out fit2")], check=_check_online("fit2", "full", "prior", 2)),
     "crowdrank fit more.csv --model couple --method online --state-in "
     "fit-couple/posterior.json --out fit-couple-2": Recipe(
-        ["crowdrank fit more.csv --model couple --method online --state-in "
-         "fit-couple/posterior.json --out fit-couple-2"],
+        [("crowdrank fit more.csv --model couple --method online --state-in "
+         "fit-couple/posterior.json --out fit-couple-2")],
         needs=["crowdrank fit data.csv --model couple --method online --out fit-couple"],
         check=_check_state_in),
     NUTS_TEMPLATE: Recipe(
         # defaults (float64, progress bars), each backend; then every optional group
-        [f"crowdrank fit data.csv --method nuts --model couple --backend numpyro {SCALE_NUTS} "
-         "--out nuts-numpyro",
-         f"crowdrank fit data.csv --method nuts --model pl --backend pymc {SCALE_NUTS} "
-         "--out nuts-pymc",
-         f"crowdrank fit data.csv --method nuts --model couple --backend numpyro {SCALE_NUTS} "
+        [(f"crowdrank fit data.csv --method nuts --model couple --backend numpyro {SCALE_NUTS} "
+         "--out nuts-numpyro"),
+         (f"crowdrank fit data.csv --method nuts --model pl --backend pymc {SCALE_NUTS} "
+         "--out nuts-pymc"),
+         (f"crowdrank fit data.csv --method nuts --model couple --backend numpyro {SCALE_NUTS} "
          "--target-accept 0.8 --seed 0 --prior-mu 0 --prior-sigma 1 --worker-prior-gold "
-         "gold.csv --precision float32 --init-from online/posterior.json --out nuts-all"],
+         "gold.csv --precision float32 --init-from online/posterior.json --out nuts-all")],
         needs=["crowdrank fit data.csv --model couple --method online --out online"],
         check=_check_nuts("nuts-all"), slow=True,
         note=f"scaled by {SCALE_NUTS}"),
@@ -298,15 +299,15 @@ RECIPES: dict[str, Recipe] = {
         check=_check_audit("audit-babyface"), slow=True, realdata=True,
         note=f"scaled by {SCALE_AUDIT}"),
     "crowdrank audit readlevel --model crowdbt --quick --out audit-readlevel": Recipe(
-        [f"crowdrank audit readlevel --model crowdbt --quick {SCALE_AUDIT} "
-         "--out audit-readlevel"],
+        [(f"crowdrank audit readlevel --model crowdbt --quick {SCALE_AUDIT} "
+         "--out audit-readlevel")],
         check=_check_audit("audit-readlevel", ("crowdbt",)), slow=True, realdata=True,
         note=f"scaled by {SCALE_AUDIT}"),
     "crowdrank audit data.csv --truth truth.csv --model couple --backend pymc --variants "
     "taylor=paper,full,plugin --variants score_alpha=updated,prior --out audit-x": Recipe(
-        ["crowdrank audit data.csv --truth truth.csv --model couple --backend pymc "
+        [("crowdrank audit data.csv --truth truth.csv --model couple --backend pymc "
          "--variants taylor=paper,full,plugin --variants score_alpha=updated,prior "
-         f"{SCALE_AUDIT} --out audit-x"],
+         f"{SCALE_AUDIT} --out audit-x")],
         check=_check_audit("audit-x", ("couple",)), slow=True,
         note=f"scaled by {SCALE_AUDIT}"),
 }

@@ -36,6 +36,7 @@ from models.priors import Priors
 from models.simulate import simulate, simulate_paper_scale
 
 RESULTS = ROOT / "bench" / "results" / "nuts.json"
+nuts.configure_host_devices()
 
 
 def emit(rec: dict, out: list) -> None:

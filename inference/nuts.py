@@ -10,11 +10,12 @@ the run is trusted as a reference (:mod:`inference.gate`).
 Parallel chains (NumPyro)
 -------------------------
 NumPyro runs chains in parallel with ``pmap`` over XLA *host devices*, whose number is
-fixed by ``XLA_FLAGS=--xla_force_host_platform_device_count`` when JAX initialises. This
-module sets that flag at import **only if JAX is not imported yet and the user has not set
-it**, to ``max(4, os.cpu_count())`` so that the default 4 chains get a device each (with
-fewer devices than chains NumPyro silently falls back to sequential chains). The choice of
-``chain_method`` is ``"parallel"`` when there are enough devices, else ``"vectorized"``.
+fixed by ``XLA_FLAGS=--xla_force_host_platform_device_count`` when JAX initialises.
+:func:`configure_host_devices` sets that flag — an explicit call, made by the ``crowdrank``
+entry point, the benchmarks and the test suite, never an import side effect — **only if JAX
+is not imported yet and the user has not set it**, to ``max(4, os.cpu_count())`` so that the
+default 4 chains get a device each. The choice of ``chain_method`` is ``"parallel"`` when
+there are enough devices, else ``"vectorized"`` (all chains in one program).
 """
 
 from __future__ import annotations
@@ -35,18 +36,17 @@ from models.priors import Priors
 from .gate import Gate, check
 
 
-def _configure_host_devices() -> None:
-    """Ask XLA for one CPU device per chain, if it is still possible (see module doc)."""
+def configure_host_devices(n: int | None = None) -> bool:
+    """Ask XLA for ``n`` CPU devices (default ``max(4, cpu_count)``: one per default chain),
+    if it is still possible (see module doc). Returns whether the flag was set."""
     if "jax" in sys.modules:
-        return  # too late: the flag is read once, when JAX's backend starts
+        return False  # too late: the flag is read once, when JAX's backend starts
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_force_host_platform_device_count" in flags:
-        return  # the user's choice wins
-    n = max(4, os.cpu_count() or 1)
+        return False  # the user's choice wins
+    n = n or max(4, os.cpu_count() or 1)
     os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
-
-
-_configure_host_devices()
+    return True
 
 BACKENDS = ("numpyro", "pymc")
 #: Above this many stored log-lik values (chains × draws × rankings) the pointwise

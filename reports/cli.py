@@ -79,6 +79,9 @@ def is_user_error(exc: BaseException) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # one XLA host device per NUTS chain; only possible before JAX starts
+    from inference.nuts import configure_host_devices
+    configure_host_devices()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -14,6 +14,12 @@ import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+# One XLA host device per default chain, as the ``crowdrank`` entry point sets up; must run
+# before JAX starts (an explicit call, not an import side effect of inference.nuts).
+from inference.nuts import configure_host_devices  # noqa: E402
+
+configure_host_devices()
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = Path(os.environ.get("CROWDRANK_DATASETS", ROOT.parent / "shared" / "datasets"))
 

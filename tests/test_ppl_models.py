@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import inference.nuts  # noqa: F401  (sets the XLA host-device flag before JAX starts)
 from models.data import Rankings
 from models.likelihood import MODELS, loglik, loglik_pointwise
 from models.model_inputs import model_inputs

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from models.data import Rankings
+from models.errors import UsageError
 from models.model_inputs import ModelInputs, model_inputs
 from models.priors import Priors
 
@@ -131,17 +132,17 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     NutsResult
     """
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+        raise UsageError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
     if chains < 1 or draws < 1 or tune < 0:
-        raise ValueError("need chains >= 1, draws >= 1 and tune >= 0")
+        raise UsageError("need chains >= 1, draws >= 1 and tune >= 0")
     if not 0 < target_accept < 1:
-        raise ValueError("target_accept must be in (0, 1)")
+        raise UsageError("target_accept must be in (0, 1)")
     if precision not in ("float64", "float32"):
-        raise ValueError("precision must be 'float64' or 'float32'")
+        raise UsageError("precision must be 'float64' or 'float32'")
     if not (np.isfinite(init_jitter) and init_jitter >= 0):
-        raise ValueError("init_jitter must be a finite number >= 0")
+        raise UsageError("init_jitter must be a finite number >= 0")
     if simplex not in ("gamma", "dirichlet") or level not in ("centered", "iid"):
-        raise ValueError(f"simplex must be 'gamma' or 'dirichlet' and level 'centered' or "
+        raise UsageError(f"simplex must be 'gamma' or 'dirichlet' and level 'centered' or "
                          f"'iid', got {simplex!r}, {level!r}")
     inputs = model_inputs(model, data, priors)
     param = {"simplex": simplex, "level": level}
@@ -209,7 +210,7 @@ def _check_init(init: dict, inputs: ModelInputs) -> dict:
     out = {}
     lam = np.asarray(init.get("lambda"), float)
     if lam.shape != (inputs.n_items,) or not np.all(np.isfinite(lam)):
-        raise ValueError(f"init['lambda'] must be {inputs.n_items} finite values, "
+        raise UsageError(f"init['lambda'] must be {inputs.n_items} finite values, "
                          f"got shape {lam.shape}")
     out["lambda"] = lam
     if inputs.model == "crowdbt" and init.get("eta") is not None:
@@ -217,13 +218,13 @@ def _check_init(init: dict, inputs: ModelInputs) -> dict:
         if eta.ndim == 2 and eta.shape[1] == 2:  # Beta (a, b): start at the mean
             eta = eta[:, 0] / eta.sum(axis=1)
         if eta.shape != (inputs.n_workers,):
-            raise ValueError(f"init['eta'] for CrowdBT must be ({inputs.n_workers},) "
+            raise UsageError(f"init['eta'] for CrowdBT must be ({inputs.n_workers},) "
                              f"or ({inputs.n_workers}, 2), got {eta.shape}")
         out["eta"] = np.clip(eta, 1e-3, 1 - 1e-3)
     elif inputs.model in ("couple", "couple-normalized") and init.get("eta") is not None:
         eta = np.asarray(init["eta"], float)
         if eta.ndim != 2 or eta.shape[0] != inputs.n_workers or eta.shape[1] < inputs.K:
-            raise ValueError(f"init['eta'] for COUPLE must be ({inputs.n_workers}, "
+            raise UsageError(f"init['eta'] for COUPLE must be ({inputs.n_workers}, "
                              f">={inputs.K}), got {eta.shape}")
         eta = np.clip(eta[:, : inputs.K], 1e-6, None)  # keep the start off the boundary
         out["eta"] = eta / eta.sum(axis=1, keepdims=True)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.errors import UsageError
+
 from .data import DataError, Rankings
 
 
@@ -51,18 +53,18 @@ class Priors:
     def __post_init__(self):
         alpha = np.array(self.alpha, dtype=float)
         if alpha.ndim != 2 or alpha.shape[0] != len(self.workers) or alpha.shape[1] < 2:
-            raise ValueError(f"alpha must be (W={len(self.workers)}, K>=2), got {alpha.shape}")
+            raise UsageError(f"alpha must be (W={len(self.workers)}, K>=2), got {alpha.shape}")
         if not np.all(np.isfinite(alpha)) or np.any(alpha <= 0):
-            raise ValueError("every worker prior concentration must be finite and > 0")
+            raise UsageError("every worker prior concentration must be finite and > 0")
         if not (math.isfinite(self.mu0) and math.isfinite(self.sigma0) and self.sigma0 > 0):
-            raise ValueError("prior mu0 must be finite and sigma0 finite and > 0")
+            raise UsageError("prior mu0 must be finite and sigma0 finite and > 0")
         alpha.setflags(write=False)
         object.__setattr__(self, "alpha", alpha)
         if self.ab is not None:
             ab = np.array(self.ab, dtype=float)
             if ab.shape != (len(self.workers), 2) or not np.all(np.isfinite(ab)) \
                     or np.any(ab <= 0):
-                raise ValueError("ab must be (W, 2), finite and > 0")
+                raise UsageError("ab must be (W, 2), finite and > 0")
             ab.setflags(write=False)
             object.__setattr__(self, "ab", ab)
         object.__setattr__(self, "workers", tuple(self.workers))
@@ -101,7 +103,7 @@ class Priors:
         """``α_w = a0 · (a^-1, …, a^-K)`` for every worker (seed 000, Sect. 5.3; paper
         ``a0 = 10, a = 6``), so ``E[η_w^1] = 1 / (1 + a^-1 + … + a^-(K-1))``."""
         if not (a0 > 0 and a > 0):
-            raise ValueError("geometric prior needs a0 > 0 and a > 0")
+            raise UsageError("geometric prior needs a0 > 0 and a > 0")
         row = a0 * float(a) ** -np.arange(1, K + 1, dtype=float)
         return cls(tuple(workers), np.tile(row, (len(workers), 1)), mu0, sigma0,
                    f"geometric:a0={a0:g},a={a:g}")
@@ -140,11 +142,11 @@ class Priors:
         being symmetric under ``(λ, η) → (−λ, 1−η)``, can flip the whole ranking).
         """
         if true_order is None and true_scores is None:
-            raise ValueError("from_gold needs true_order or true_scores")
+            raise UsageError("from_gold needs true_order or true_scores")
         if true_scores is not None:
             true_scores = np.asarray(true_scores, float)
             if true_scores.shape != (gold.n_items,):
-                raise ValueError("true_scores must align with gold.items")
+                raise UsageError("true_scores must align with gold.items")
         counts = np.zeros((gold.n_workers, K))
         pairs = np.zeros((gold.n_workers, 2))   # CrowdBT: (#correct, #wrong) rank-broken pairs
         for n in range(gold.n_rankings):
@@ -167,7 +169,7 @@ class Priors:
             alpha0, ab0 = np.ones((gold.n_workers, K)), np.ones((gold.n_workers, 2))
         else:
             if base.K < K:
-                raise ValueError("base prior shorter than K")
+                raise UsageError("base prior shorter than K")
             based = base.for_data(gold, K=K)
             alpha0, ab0 = based.alpha[:, :K], based.beta()
         return cls(gold.workers, alpha0 + counts, mu0, sigma0, "gold", ab0 + pairs)

@@ -223,6 +223,7 @@ class ModelAudit:
     order: dict | None
     timings: list[dict]
     online_seconds: dict
+    agreement: object = None           # validation.reference.Agreement, when checked
 
 
 def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, out: Path,
@@ -258,6 +259,19 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, 
     write_nuts(nuts, out / model / "nuts")
     log(f"{model}: NUTS done in {nuts.timings.get('total', float('nan')):.1f}s — "
         + (nuts.gate.verdict() if hasattr(nuts.gate, "verdict") else str(nuts.gate.trusted)))
+    agreement = None
+    if cfg.check_backends:
+        from validation.reference import backend_agreement
+        other = "pymc" if cfg.backend == "numpyro" else "numpyro"
+        log(f"{model}: NUTS with {other} as well, to compare the two PPLs")
+        alt = fit_nuts(data, model, pri, backend=other, chains=cfg.chains, tune=cfg.tune,
+                       draws=cfg.draws, target_accept=cfg.target_accept, seed=cfg.seed + 1,
+                       progress=cfg.progress_bars,
+                       approx=posts[0] if cfg.warm_start else None)
+        write_nuts(alt, out / model / f"nuts-{other}")
+        agreement = backend_agreement(nuts.idata, alt.idata, labels=(cfg.backend, other))
+        agreement.other_gate = alt.gate
+        log(f"{model}: {agreement.verdict()}")
     items = [str(v) for v in nuts.idata["posterior"]["item"].values]
     truth = None if subject.truth is None else align(subject.truth, data.items, items)
     eta1 = None
@@ -285,7 +299,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, 
     tm = [{"label": f"{model} NUTS {k}", "seconds": float(v)} for k, v in nuts.timings.items()
           if k in ("compile", "warmup", "sampling", "total")]
     tm += [{"label": f"{model} online {k} (wall)", "seconds": v["wall"]} for k, v in secs.items()]
-    return ModelAudit(model, nuts, posts[0], comps, variants, order, tm, secs)
+    return ModelAudit(model, nuts, posts[0], comps, variants, order, tm, secs, agreement)
 
 
 # ====================================================================== the whole audit
@@ -344,6 +358,9 @@ def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,
                           "ranking": c.ranking} for c, o in zip(a.comparisons, a.variant_opts)],
             "timings": {"nuts": dict(a.nuts.timings), "online": a.online_seconds},
             "online_clamped": dict(getattr(a.online, "clamped", {}) or {}),
+            "backend_agreement": None if a.agreement is None else {
+                **a.agreement.to_dict(),
+                "other_gate": _gate_dict(getattr(a.agreement, "other_gate", None))},
             "files": {"nuts": f"{a.model}/nuts/posterior.nc",
                       "online": f"{a.model}/online/posterior.json"},
         }

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import linecache
 import os
 import sys
 
@@ -44,19 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
 #: Files that cannot be opened: the message names the path; the user can fix it.
 FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
 
-#: Option checks that still raise a plain ``ValueError`` (module, function): shown as one
-#: line, like an :class:`InputError`, only when raised by a ``raise`` statement of these
-#: very functions. Each should raise ``UsageError`` instead; then its entry goes.
-PENDING_OPTION_CHECKS = frozenset({
-    ("reports.commands.simulate", "run"), ("reports.commands.simulate", "_positive"),
-    ("reports.commands.story", "run"), ("reports.commands.audit", "run"),
-    ("reports.story", "tell"),
-    ("inference.nuts", "fit_nuts"),
-    ("inference.online.api", "wl_defaults"), ("inference.online.api", "algorithm_options"),
-    ("inference.online.api", "pass_orders"),
-    ("models.priors", "__post_init__"), ("models.priors", "geometric"),
-})
-
 
 def is_user_error(exc: BaseException) -> bool:
     """Whether ``exc`` is bad input that the user can fix (one line), not a program bug."""
@@ -65,17 +51,8 @@ def is_user_error(exc: BaseException) -> bool:
     if isinstance(exc, FILE_ERRORS):
         return True
     online = sys.modules.get("inference.online.state")  # loaded whenever it can be raised
-    if online is not None and isinstance(exc, online.OnlineError):
-        return True  # a strict-mode guard of the online update, asked for by --strict
-    if type(exc) is ValueError and exc.__traceback__ is not None:
-        tb = exc.__traceback__
-        while tb.tb_next is not None:  # the frame that raised it
-            tb = tb.tb_next
-        code = tb.tb_frame.f_code
-        where = (tb.tb_frame.f_globals.get("__name__"), code.co_name)
-        text = linecache.getline(code.co_filename, tb.tb_lineno).lstrip()
-        return where in PENDING_OPTION_CHECKS and text.startswith("raise")
-    return False
+    # a strict-mode guard of the online update, asked for by --strict
+    return online is not None and isinstance(exc, online.OnlineError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -271,3 +271,22 @@ def variants(rows: list[dict]):
     ax[1].set_yticks(y, labels, fontsize=8)
     ax[1].set(xlabel="median sd ratio of λ")
     return fig
+
+
+def backend_agreement(ag):
+    """Standardised difference of posterior means between two back-ends, per parameter."""
+    import matplotlib.pyplot as plt
+
+    t = ag.table
+    fig, ax = plt.subplots(figsize=(7, 2.8))
+    kinds = list(dict.fromkeys(t.kind))
+    for k in kinds:
+        sel = t[t.kind == k]
+        ax.plot(sel.index, sel.z, "o", ms=3, label=k)
+    for s in (-1, 1):
+        ax.axhline(s * ag.z_max, ls="--", c="k", lw=0.8)
+    ax.set_xlabel("parameter")
+    ax.set_ylabel(f"z ({ag.labels[0]} − {ag.labels[1]})")
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -258,6 +258,25 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
                  figure(F.rank_worst(a.nuts.idata, t),
                         "Rank (Δ-ECDF) plots of the same parameters: chains that mix stay "
                         "inside the envelope (ArviZ)."))
+        ag = getattr(a, "agreement", None)
+        if ag is not None:
+            la, lb = ag.labels
+            diag.add(heading(f"{a.model}: {la} against {lb} (same data, same prior)"),
+                     note(ag.verdict(), "ok" if ag.agree else "bad"),
+                     paragraph(f"Standardised difference of the posterior means, "
+                               f"(m_{la} − m_{lb}) / √(MCSE_{la}² + MCSE_{lb}²), for every "
+                               f"scalar parameter; it is ~N(0, 1) when both samplers are "
+                               f"right. Threshold {ag.z_max:.2f}: a 1 % family-wise false "
+                               f"alarm rate over {ag.n_params} parameters (Bonferroni)."),
+                     table(ag.table.reindex(ag.table.z.abs().sort_values(ascending=False)
+                                            .index).head(8),
+                           ["param", f"mean_{la}", f"mean_{lb}", f"mcse_{la}", f"mcse_{lb}",
+                            "diff_in_sd", "z"],
+                           ["parameter", f"mean {la}", f"mean {lb}", f"MCSE {la}",
+                            f"MCSE {lb}", "difference / sd", "z"]),
+                     figure(F.backend_agreement(ag),
+                            "Every parameter's standardised difference between the two "
+                            "PPLs; dashed: the threshold."))
         try:
             diag.add(figure(F.energy(a.nuts.idata),
                             "Energy: marginal vs transition distribution, E-BFMI per chain "

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import softmax
 
+from models.errors import UsageError
 from models.likelihood import (
     couple_loglik,
     couple_normalizer,
@@ -118,12 +119,12 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
     ``out/figures/story_*.png`` (linked as ``figures/...``), plus ``out/story.json``.
     """
     if model not in SIM_MODELS:
-        raise ValueError(f"unknown model {model!r}; expected one of {SIM_MODELS}")
+        raise UsageError(f"unknown model {model!r}; expected one of {SIM_MODELS}")
     if setting not in WORKER_TYPES:
-        raise ValueError(f"unknown worker type {setting!r}; expected one of "
+        raise UsageError(f"unknown worker type {setting!r}; expected one of "
                          f"{tuple(WORKER_TYPES)}")
     if not 4 <= n_items <= 26:
-        raise ValueError("n_items must be between 4 and 26")
+        raise UsageError("n_items must be between 4 and 26")
     rng = np.random.default_rng(seed)
     pairwise = model in ("bt", "crowdbt")
     k = 2 if pairwise else 4

@@ -16,7 +16,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 # One XLA host device per default chain, as the ``crowdrank`` entry point sets up; must run
 # before JAX starts (an explicit call, not an import side effect of inference.nuts).
-from inference.nuts import configure_host_devices  # noqa: E402
+from inference.nuts import configure_host_devices
 
 configure_host_devices()
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from models.data import DataError, Rankings
+from models.errors import UsageError
 from models.priors import Priors
 
 from . import kernels
@@ -39,10 +40,10 @@ def wl_defaults(priors: Priors | None, wl_params: dict | None) -> dict:
     out = {"beta": sigma0 / 2.0, "kappa": 1e-4, "tau": 0.0, "gamma": "sigma/c"}
     for key, val in (wl_params or {}).items():
         if key not in out:
-            raise ValueError(f"unknown Weng–Lin parameter {key!r}; expected {tuple(out)}")
+            raise UsageError(f"unknown Weng–Lin parameter {key!r}; expected {tuple(out)}")
         out[key] = val
     if not (out["beta"] > 0 and out["kappa"] > 0 and out["tau"] >= 0):
-        raise ValueError("Weng–Lin parameters need beta > 0, kappa > 0, tau >= 0")
+        raise UsageError("Weng–Lin parameters need beta > 0, kappa > 0, tau >= 0")
     if out["gamma"] not in kernels.GAMMA_CODES:
         out["gamma"] = float(out["gamma"])
     return out
@@ -53,11 +54,11 @@ def algorithm_options(model: str, *, taylor="paper", score_alpha="updated", kapp
     """The options that change the update (checked when resuming)."""
     if model == "couple":
         if taylor not in TAYLOR:
-            raise ValueError(f"taylor must be one of {TAYLOR}, got {taylor!r}")
+            raise UsageError(f"taylor must be one of {TAYLOR}, got {taylor!r}")
         if score_alpha not in SCORE_ALPHA:
-            raise ValueError(f"score_alpha must be one of {SCORE_ALPHA}, got {score_alpha!r}")
+            raise UsageError(f"score_alpha must be one of {SCORE_ALPHA}, got {score_alpha!r}")
     if not (kappa > 0 and kappa2 >= 0):
-        raise ValueError("guards need kappa > 0 and kappa2 >= 0")
+        raise UsageError("guards need kappa > 0 and kappa2 >= 0")
     if model == "couple":
         return {"taylor": taylor, "score_alpha": score_alpha, "kappa": float(kappa),
                 "kappa2": float(kappa2), "stage_order": "reverse"}
@@ -67,24 +68,24 @@ def algorithm_options(model: str, *, taylor="paper", score_alpha="updated", kapp
         out = wl_defaults(priors, wl_params)
         if model == "bt":
             if bt_breaking not in ("game", "pairs"):
-                raise ValueError("bt_breaking must be 'game' (one full-pairing update per "
+                raise UsageError("bt_breaking must be 'game' (one full-pairing update per "
                                  "ranking, openskill) or 'pairs' (rank-broken pairs in turn)")
             out["bt_breaking"] = bt_breaking
         return out
-    raise ValueError(f"unknown online model {model!r}; expected pl, bt, crowdbt, couple")
+    raise UsageError(f"unknown online model {model!r}; expected pl, bt, crowdbt, couple")
 
 
 def pass_orders(n: int, order: str, seed: int, passes: int) -> list[np.ndarray]:
     """The sequence of ranking indices of every pass: file order, or a seeded shuffle
     (a new permutation per pass, from one generator)."""
     if passes < 1:
-        raise ValueError("passes must be >= 1")
+        raise UsageError("passes must be >= 1")
     if order == "file":
         return [np.arange(n, dtype=np.int64)] * passes
     if order == "shuffle":
         rng = np.random.default_rng(seed)
         return [rng.permutation(n).astype(np.int64) for _ in range(passes)]
-    raise ValueError(f"order must be 'file' or 'shuffle', got {order!r}")
+    raise UsageError(f"order must be 'file' or 'shuffle', got {order!r}")
 
 
 def pairs_sequence(lengths: np.ndarray, ranking_seq: np.ndarray) -> np.ndarray:
@@ -238,7 +239,7 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
     first chunk may not hold the longest ranking; default: the prior's length).
     """
     if opts.get("order", "file") != "file" or opts.get("passes", 1) != 1:
-        raise ValueError("streaming runs one pass in file order; shuffle needs the whole data")
+        raise UsageError("streaming runs one pass in file order; shuffle needs the whole data")
     if isinstance(chunks, str):
         from models.io import iter_rankings_chunks
         chunks = iter_rankings_chunks(chunks, chunk_size)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 
+from models.errors import UsageError
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -39,6 +41,12 @@ def register(sub) -> None:
     n.add_argument("--tune", type=int, default=None)
     n.add_argument("--draws", type=int, default=None)
     n.add_argument("--target-accept", type=float, default=None)
+    n.add_argument("--check-backends", action="store_true",
+                   help="also fit with the other PPL and report whether the two posteriors "
+                        "agree parameter by parameter (doubles the NUTS time; PyMC is slower)")
+    n.add_argument("--cold-start", action="store_true",
+                   help="start NUTS from its default point instead of draws of the online "
+                        "posterior (slower warm-up; for comparison)")
     p.add_argument("--permutations", type=int, default=None,
                    help="seeded permutations for the order-sensitivity study (0: skip)")
     g = p.add_argument_group("priors (shared by both methods)")
@@ -68,7 +76,8 @@ def config_from_args(args):
           "worker_prior": args.worker_prior, "worker_prior_file": args.worker_prior_file,
           "worker_prior_gold": args.worker_prior_gold,
           "prior_mu": args.prior_mu, "prior_sigma": args.prior_sigma,
-          "progress_bars": args.progress_bars}
+          "progress_bars": args.progress_bars, "check_backends": args.check_backends,
+          "warm_start": not args.cold_start}
     for name in ("chains", "tune", "draws", "target_accept", "permutations"):
         v = getattr(args, name)
         if v is not None:
@@ -82,7 +91,7 @@ def run(args) -> int:
     cfg = config_from_args(args)
     if args.data is None:
         if args.truth:
-            raise ValueError("--truth needs DATA (the embedded simulation has its own truth)")
+            raise UsageError("--truth needs DATA (the embedded simulation has its own truth)")
         subject = default_subject()
     else:
         from models.io import read_data

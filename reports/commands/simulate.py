@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from models.errors import UsageError
 from models.simulate import PAPER_SCALE, SIM_MODELS, WORKER_TYPES
 
 
@@ -54,7 +55,7 @@ def register(sub) -> None:
 
 def _positive(name: str, value: int | None) -> None:
     if value is not None and value < 1:
-        raise ValueError(f"--{name} must be >= 1, got {value}")
+        raise UsageError(f"--{name} must be >= 1, got {value}")
 
 
 def run(args) -> int:
@@ -64,7 +65,7 @@ def run(args) -> int:
     for name in ("items", "workers", "tasks", "kmax"):
         _positive(name, getattr(args, name))
     if args.gold < 0:
-        raise ValueError(f"--gold must be >= 0, got {args.gold}")
+        raise UsageError(f"--gold must be >= 0, got {args.gold}")
     pairwise = args.model in ("bt", "crowdbt")
     base = dict(PAPER_SCALE) if args.paper_scale else {
         "n_items": 50, "n_workers": 10, "tasks_per_worker": 20, "kmax": 4}
@@ -75,14 +76,14 @@ def run(args) -> int:
         if getattr(args, opt) is not None:
             base[key] = getattr(args, opt)
     if pairwise and base["kmax"] != 2:
-        raise ValueError(f"{args.model} is a pairwise model: use --kmax 2 (k-ary data are "
+        raise UsageError(f"{args.model} is a pairwise model: use --kmax 2 (k-ary data are "
                          "rank-broken at fit time, not simulated)")
     if not 2 <= base["kmax"] <= base["n_items"]:
-        raise ValueError(f"need 2 <= --kmax <= --items, got kmax={base['kmax']}, "
+        raise UsageError(f"need 2 <= --kmax <= --items, got kmax={base['kmax']}, "
                          f"items={base['n_items']}")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
+        raise UsageError(f"--out {out} exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     say = (lambda *a: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr,
                                                                   flush=True))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from models.errors import UsageError
 from models.simulate import SIM_MODELS, WORKER_TYPES
 
 
@@ -37,7 +38,7 @@ def run(args) -> int:
     from reports.story import tell
 
     if "/" in args.markdown or not args.markdown.endswith(".md"):
-        raise ValueError(f"--markdown must be a plain file name ending in .md, got "
+        raise UsageError(f"--markdown must be a plain file name ending in .md, got "
                          f"{args.markdown!r}")
     story = tell(args.model, args.setting, args.seed, out=args.out, n_items=args.items,
                  markdown_name=args.markdown, figures=not args.no_figures)

@@ -231,7 +231,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, 
     """Fit ``model`` by NUTS and by every online variant, compare, write the fits."""
     from inference.nuts import fit_nuts, write_nuts
     from inference.online import fit_online
-    from validation.compare import align, compare, order_sensitivity
+    from validation.compare import align, compare, comparison_components, order_sensitivity
 
     data = subject.data
     pri = priors.for_data(data, K=2 if model == "crowdbt" else None)
@@ -274,6 +274,8 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, 
         log(f"{model}: {agreement.verdict()}")
     items = [str(v) for v in nuts.idata["posterior"]["item"].values]
     truth = None if subject.truth is None else align(subject.truth, data.items, items)
+    # accuracy only over pairs the data can order (one component of the comparison graph)
+    comp = None if truth is None else align(comparison_components(data), data.items, items)
     eta1 = None
     if subject.truth_eta1 is not None and "worker" in nuts.idata["posterior"].coords:
         wids = [str(v) for v in nuts.idata["posterior"]["worker"].values]
@@ -282,7 +284,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, 
     comps = []
     for opts, post in zip(variants, posts):
         c = compare(post, nuts.idata, gate=nuts.gate, truth=truth, truth_eta1=eta1,
-                    model=model, variant=variant_label(opts))
+                    model=model, variant=variant_label(opts), components=comp)
         if c.workers is not None and eta1 is not None:
             c.workers["quality_truth"] = eta1.tolist()
         comps.append(c)

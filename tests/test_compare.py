@@ -212,3 +212,18 @@ def test_brute_force_kendall_agrees():
     conc = sum(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]) for i, j in combinations(range(15), 2))
     r = C.ranking_agreement(a, b)
     assert r["kendall_tau"] == pytest.approx(conc / (15 * 14 / 2))
+
+
+def test_ranking_agreement_counts_only_comparable_pairs():
+    """Two components {a, b} and {c, d}: the truth orders 6 pairs, the data only 2 of them;
+    the cross-component pairs (whose order no ranking can tell) are left out and counted."""
+    from validation.compare import ranking_agreement
+
+    truth = np.array([4.0, 3.0, 2.0, 1.0])
+    est = np.array([1.0, 0.0, 5.0, 4.0])        # right within components, wrong across
+    comp = np.array([0, 0, 1, 1])
+    plain = ranking_agreement(est, est, truth)
+    assert plain["accuracy_online"] == pytest.approx(2 / 6)
+    out = ranking_agreement(est, est, truth, components=comp)
+    assert out["accuracy_online"] == 1.0 and out["accuracy_nuts"] == 1.0
+    assert out["accuracy_pairs_used"] == 2 and out["accuracy_pairs_left_out"] == 4

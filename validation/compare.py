@@ -304,14 +304,24 @@ def _corr(fn, a, b) -> float | None:
     return _finite_or_none(fn(a, b)[0])
 
 
-def ranking_agreement(online_means, nuts_means, truth=None, k: int = TOP_K) -> dict:
+def ranking_agreement(online_means, nuts_means, truth=None, k: int = TOP_K,
+                      components=None) -> dict:
     """Kendall τ between the two posteriors' item means, top-``k`` overlap, and the pairwise
-    accuracy of each method against the ground truth where known."""
+    accuracy of each method against the ground truth where known — over the pairs the data
+    can order (same component of the comparison graph) when ``components`` labels are
+    given, with the number of pairs used and left out."""
     out = {"kendall_tau": _corr(stats.kendalltau, online_means, nuts_means),
            f"top{k}_overlap": top_overlap(online_means, nuts_means, k)}
     if truth is not None:
-        out["accuracy_online"] = pairwise_accuracy(truth, online_means)
-        out["accuracy_nuts"] = pairwise_accuracy(truth, nuts_means)
+        if components is None:
+            out["accuracy_online"] = pairwise_accuracy(truth, online_means)
+            out["accuracy_nuts"] = pairwise_accuracy(truth, nuts_means)
+        else:
+            a_on = pairwise_accuracy_comparable(truth, online_means, components)
+            a_nu = pairwise_accuracy_comparable(truth, nuts_means, components)
+            out["accuracy_online"], out["accuracy_nuts"] = a_on.accuracy, a_nu.accuracy
+            out["accuracy_pairs_used"] = a_on.n_pairs_used
+            out["accuracy_pairs_left_out"] = a_on.n_pairs_left_out
         out["kendall_tau_truth_online"] = _corr(stats.kendalltau, truth, online_means)
         out["kendall_tau_truth_nuts"] = _corr(stats.kendalltau, truth, nuts_means)
     return out
@@ -403,7 +413,7 @@ class Comparison:
 
 
 def compare(online, idata, *, gate=None, truth=None, truth_eta1=None, model=None,
-            variant: str = "default") -> Comparison:
+            variant: str = "default", components=None) -> Comparison:
     """Compare ``online`` with the NUTS ``idata`` at parameter, ranking and worker level.
 
     Parameters
@@ -417,11 +427,16 @@ def compare(online, idata, *, gate=None, truth=None, truth_eta1=None, model=None
         True item scores aligned with the ``item`` coordinate (higher is better).
     truth_eta1 : array, optional
         True ``η_w^1`` aligned with the ``worker`` coordinate (simulations).
+    components : array, optional
+        Comparison-graph component of each item, aligned like ``truth``
+        (:func:`comparison_components`): the accuracy then counts only pairs the data can
+        order, and reports how many were left out.
     """
     g = gate_status(gate, idata)
     table = parameter_table(online, idata, model=model, variant=variant, trusted=g.trusted)
     lam = table[table.kind == "lambda"]
-    ranking = ranking_agreement(lam.approx_mean.to_numpy(), lam.mcmc_mean.to_numpy(), truth)
+    ranking = ranking_agreement(lam.approx_mean.to_numpy(), lam.mcmc_mean.to_numpy(), truth,
+                                components=components)
     workers = None
     if "eta" in idata["posterior"] and getattr(online, "alpha", None) is not None:
         wid = _coord(idata, "worker")

@@ -33,7 +33,7 @@ CORES = 2
 
 
 def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
-              max_sims: int, seed: int) -> dict:
+              max_sims: int, seed: int, nuts: dict | None = None) -> dict:
     from validation.sbc import SbcConfig, run_sbc
 
     load0 = os.getloadavg()
@@ -42,7 +42,7 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
     while sims < max_sims and time.perf_counter() - t0 < budget_s:
         sims = min(max_sims, sims + batch)
         cfg = SbcConfig(model=model, backend=backend, sims=sims, n_items=10, n_workers=4,
-                        tasks_per_worker=25, seed=seed)
+                        tasks_per_worker=25, seed=seed, **(nuts or {}))
         summary = run_sbc(cfg, out, processes=1, progress=False)
         print(f"[bench_sbc] {model}/{backend}: {summary['replicates']} replicates, "
               f"{time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
@@ -116,17 +116,26 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=5, help="replicates between checks")
     ap.add_argument("--max-sims", type=int, default=TARGET_REPLICATES)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--chains", type=int, default=None, help="default: crowdrank sbc's")
+    ap.add_argument("--tune", type=int, default=None)
+    ap.add_argument("--draws", type=int, default=None)
+    ap.add_argument("--label", default="default",
+                    help="name of the NUTS setting (runs are keyed model/backend/label)")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "crowdrank-sbc-bench"),
                     help="SBC output folders (caches), one per model/backend")
     ap.add_argument("--out", default="bench/results/sbc.json")
     a = ap.parse_args()
     path = ROOT / a.out
     old = json.loads(path.read_text()) if path.exists() else {}
-    runs = {f"{r['model']}/{r['backend']}": r for r in old.get("runs", [])}
+    runs = {f"{r['model']}/{r['backend']}/{r.get('label', 'default')}": r
+            for r in old.get("runs", [])}
+    nuts = {k: getattr(a, k) for k in ("chains", "tune", "draws") if getattr(a, k) is not None}
     for model in a.models:
-        rec = bench_one(model, a.backend, a.budget_s, a.batch,
-                        ROOT / a.work / f"{model}-{a.backend}", a.max_sims, a.seed)
-        runs[f"{model}/{a.backend}"] = rec
+        sub = f"{model}-{a.backend}" + ("" if a.label == "default" else f"-{a.label}")
+        rec = bench_one(model, a.backend, a.budget_s, a.batch, ROOT / a.work / sub,
+                        a.max_sims, a.seed, nuts)
+        rec["label"] = a.label
+        runs[f"{model}/{a.backend}/{a.label}"] = rec
         print(json.dumps(rec), flush=True)
         doc = {"what": "crowdrank sbc replicates per time budget; the 200-replicate time on "
                        "2 cores is an extrapolation (200 x measured s/replicate / 2)",

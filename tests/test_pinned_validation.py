@@ -137,7 +137,8 @@ def test_divergences_are_counted_and_any_one_fails(borderline_good):
     assert g.reasons == ["2 divergent transition(s) out of 4000"]
     div[:] = False
     div[3, 0] = True
-    assert check(tree(x, diverging=div)).divergences == 1
+    one = check(tree(x, diverging=div))
+    assert one.divergences == 1 and not one.trusted     # a single divergence is enough
 
 
 def test_one_chain_is_never_trusted(borderline_good):
@@ -308,6 +309,8 @@ def test_two_draws_give_no_ebfmi_and_no_parameters_give_no_diagnostics():
     x = ar1_chains(1, 0.0, 0.0, draws=2)
     g = check(tree(x))
     assert "E-BFMI not computable" in g.reasons and math.isnan(g.ebfmi_min)
+    g = check(tree(ar1_chains(1, 0.0, 0.0, draws=3)))
+    assert math.isfinite(g.ebfmi_min)                  # three draws are enough for E-BFMI
     g = check(tree(np.zeros((4, 1000, 0))))       # a posterior with no scalar parameter
     assert "R-hat not computable for some parameters" in g.reasons
     assert "ESS not computable for some parameters" in g.reasons

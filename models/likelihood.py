@@ -17,8 +17,7 @@ import numpy as np
 from scipy.special import expit, log_softmax, logsumexp
 
 from .data import Rankings
-
-MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized")
+from .registry import MODELS, get  # noqa: F401  (re-exported: the model names)
 
 
 # ---------------------------------------------------------------- single rankings
@@ -98,22 +97,18 @@ def loglik_pointwise(model: str, data: Rankings, lam: np.ndarray,
     rank-broken pairs, so that pointwise values are per *ranking* for every model and LOO
     can compare models on the same observations.
     """
-    if model not in MODELS:
-        raise ValueError(f"unknown model {model!r}; expected one of {MODELS}")
+    spec = get(model)
+    fn = globals()[spec.reference]
     out = np.empty(data.n_rankings)
     for n in range(data.n_rankings):
         r = data.ranking(n)
         w = data.worker[n]
-        if model == "pl":
-            out[n] = pl_loglik(lam, r)
-        elif model == "bt":
-            out[n] = bt_loglik(lam, r)
-        elif model == "crowdbt":
-            out[n] = crowdbt_loglik(lam, float(np.asarray(eta)[w]), r)
-        elif model == "couple":
-            out[n] = couple_loglik(lam, np.asarray(eta)[w], r)
+        if spec.worker_prior == "beta":
+            out[n] = fn(lam, float(np.asarray(eta)[w]), r)
+        elif spec.worker_prior == "dirichlet":
+            out[n] = fn(lam, np.asarray(eta)[w], r)
         else:
-            out[n] = couple_normalized_loglik(lam, np.asarray(eta)[w], r)
+            out[n] = fn(lam, r)
     return out
 
 

@@ -33,9 +33,9 @@ import numpy as np
 
 from .data import DataError, Rankings
 from .priors import Priors
+from .registry import MODELS, get, names  # noqa: F401  (MODELS re-exported)
 
-MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized")
-PAIRWISE = ("bt", "crowdbt")
+PAIRWISE = names(pairwise=True)
 #: Normalised COUPLE enumerates ``k!`` orderings per ranking.
 MAX_K_NORMALIZED = 6
 #: The samplers' worker simplexes (``docs/design.md``, "Sampling"): concentrations below
@@ -144,19 +144,18 @@ def model_inputs(model: str, data: Rankings, priors: Priors) -> ModelInputs:
     Worker priors are re-ordered to ``data.workers`` (:meth:`Priors.for_data`), which also
     raises a :class:`DataError` when a worker has no prior or the prior is too short.
     """
-    if model not in MODELS:
-        raise ValueError(f"unknown model {model!r}; expected one of {MODELS}")
+    spec = get(model)
     if data.n_rankings == 0:
         raise DataError("no rankings to fit", data.source)
     # A fresh origin 0..N-1: the pointwise log-lik is indexed by this data set's rankings,
     # whatever subset history the container carries.
     fresh = dataclasses.replace(data, origin=None)
     alpha = None
-    if model == "crowdbt":
-        alpha = priors.for_data(data, K=2).beta()
-    elif model in ("couple", "couple-normalized"):
-        alpha = priors.for_data(data).alpha[:, : data.K].copy()
-    if model in PAIRWISE:
+    if spec.worker_prior == "beta":
+        alpha = spec.worker_priors(priors, data).beta()
+    elif spec.worker_prior == "dirichlet":
+        alpha = spec.worker_priors(priors, data).alpha[:, : data.K].copy()
+    if spec.pairwise:
         pairs = fresh.rank_break()
         index, mask = pairs.positions()
         worker, origin = pairs.worker, pairs.origin

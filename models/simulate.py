@@ -20,6 +20,7 @@ from itertools import permutations
 import numpy as np
 
 from .data import PAD, Rankings
+from .registry import MODELS, get
 
 #: Worker types of seed 000, Sect. 5.2: the Dirichlet ``α0`` an ``η_w`` is drawn from.
 WORKER_TYPES: dict[str, tuple[float, ...]] = {
@@ -29,7 +30,7 @@ WORKER_TYPES: dict[str, tuple[float, ...]] = {
     "malicious": (2.0, 5.0, 4.0, 1.0),
 }
 
-SIM_MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized")
+SIM_MODELS = MODELS
 
 #: The paper's synthetic scale (Sect. 5.2): 1000 items, 500 workers, 900 tasks each, k <= 4.
 PAPER_SCALE = {"n_items": 1000, "n_workers": 500, "tasks_per_worker": 900, "kmax": 4}
@@ -167,9 +168,7 @@ def simulate(model: str = "couple", *, n_items: int = 50, n_workers: int = 10,
     or a list with one per worker. ``lam``/``eta`` fix the true parameters instead of
     drawing them (``λ ~ N(mu0, sigma0²)``, ``η_w ~ Dir(α0[type])``).
     """
-    if model not in SIM_MODELS:
-        raise ValueError(f"unknown model {model!r}; expected one of {SIM_MODELS}")
-    pairwise = model in ("bt", "crowdbt")
+    pairwise = get(model).pairwise
     if kmax is None:
         kmax = 2 if pairwise else 4
     if pairwise and kmax != 2:

@@ -31,6 +31,8 @@ import pandas as pd
 
 from models.data import DataError, Rankings
 from models.priors import Priors, build_priors
+from models.registry import get as get_model
+from models.registry import names as model_names
 
 #: The embedded default (see bench/bench_audit.py for its timing on 2 cores).
 #: 600 rankings: NUTS cost grows with the number of rankings, and 100 tasks per worker keep
@@ -48,7 +50,7 @@ DEFAULT_SIMULATION = {"n_items": 40, "n_workers": 6, "tasks_per_worker": 100, "k
 #: Online variants that can be compared (OnlineGBMM, DESIGN.md §3); the first value of
 #: each is the default.
 VARIANT_CHOICES = {"taylor": ("paper", "full", "plugin"), "score_alpha": ("updated", "prior")}
-MODELS = ("couple", "crowdbt")
+MODELS = model_names(audited=True)    # the models with a worker-quality parameter
 
 
 # ====================================================================== configuration
@@ -234,7 +236,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, 
     from validation.compare import align, compare, comparison_components, order_sensitivity
 
     data = subject.data
-    pri = priors.for_data(data, K=2 if model == "crowdbt" else None)
+    pri = get_model(model).worker_priors(priors, data)
     variants = variant_list(cfg.variants) if model == "couple" else [{}]
     online_dir = out / model / "online"
     posts, secs = [], {}

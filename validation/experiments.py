@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
+from models.registry import get as get_model
+
 
 def spec_key(spec: Mapping) -> str:
     """A stable 16-hex-digit key of a spec (its canonical, key-sorted JSON)."""
@@ -164,7 +166,7 @@ def audit_job(spec: dict) -> dict:
                    setting=spec["setting"], seed=spec["seed"])
     data = sim.rankings
     priors = Priors.geometric(data.workers, max(data.K, 2))
-    priors = priors.for_data(data, K=2 if model == "crowdbt" else None)
+    priors = get_model(model).worker_priors(priors, data)
     t = time.perf_counter()
     on = fit_online(data, model, priors, progress=False, **spec.get("variant", {}))
     t_on = time.perf_counter() - t

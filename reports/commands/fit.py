@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 
 from models.priors import DEFAULT_WORKER_PRIOR, Priors, build_priors
-
-MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized")
+from models.registry import MODELS
+from models.registry import get as get_model
 
 
 def register(sub) -> None:
@@ -81,11 +81,7 @@ def load_priors(args, data) -> Priors:
                           worker_prior_file=args.worker_prior_file,
                           gold=getattr(args, "worker_prior_gold", None),
                           mu0=args.prior_mu, sigma0=args.prior_sigma)
-    if args.model == "crowdbt":
-        return priors.for_data(data, K=2)
-    if args.model in ("couple", "couple-normalized"):
-        return priors.for_data(data)
-    return priors
+    return get_model(args.model).worker_priors(priors, data)
 
 
 def run(args) -> int:

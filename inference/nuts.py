@@ -152,7 +152,13 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     starts, draws_z = None, None
     rng = np.random.default_rng([int(seed), 0x5EED])
     if approx is not None:
-        from .warmstart import approx_draws
+        from models.model_inputs import boost_mask
+
+        from .warmstart import approx_alpha, approx_draws
+        if inputs.has_eta and simplex == "gamma":
+            # entries the approximation says the data pin: one plain Gamma coordinate
+            param["boost"] = boost_mask(inputs.alpha, approx_alpha(inputs, approx,
+                                                                   data.workers))
         lam_d, leta_d = approx_draws(inputs, approx, data.items, data.workers,
                                      max(chains, 400 if seed_mass else chains), rng)
         draws_z = (lam_d, leta_d)
@@ -258,7 +264,7 @@ def _unconstrain(inputs: ModelInputs, values: dict, param: dict) -> dict:
 
 def jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: int,
                     jitter: float = 1.0, *, simplex: str = "gamma",
-                    level: str = "centered") -> dict:
+                    level: str = "centered", boost=None) -> dict:
     """Per-chain NumPyro starting points around ``init``, on the unconstrained scale.
 
     ``init`` (constrained ``λ``, ``η``, as checked by :func:`_check_init`) is mapped to the
@@ -283,8 +289,9 @@ def jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: int,
     leta = point_log_eta(inputs, init.get("eta"))
     if leta is not None:
         leta = np.broadcast_to(leta, (chains,) + leta.shape)
-    vals = sampler_values(inputs, lam, leta, rng, simplex=simplex, level=level)
-    z = _unconstrain(inputs, vals, {"simplex": simplex, "level": level})
+    param = {"simplex": simplex, "level": level, "boost": boost}
+    vals = sampler_values(inputs, lam, leta, rng, **param)
+    z = _unconstrain(inputs, vals, param)
     out = {k: z[k] + jitter * rng.uniform(-1.0, 1.0, size=z[k].shape) for k in sorted(z)}
     return out if chains > 1 else {k: v[0] for k, v in out.items()}
 

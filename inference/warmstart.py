@@ -43,7 +43,8 @@ def log_dirichlet_draws(rng: np.random.Generator, alpha: np.ndarray, n: int) -> 
 
 
 def augment(rng: np.random.Generator, log_eta: np.ndarray, alpha: np.ndarray,
-            boost_below: float = float("inf"), level_sd: float | None = None) -> dict:
+            boost_below: float = float("inf"), level_sd: float | None = None,
+            boost=None) -> dict:
     """Auxiliary variables given ``log η`` (module docstring): ``eta_g`` (``g`` itself) for
     the concentrations ``≥ boost_below`` and ``eta_u``, ``eta_e`` for the others, each
     flattened over the ``(W, K)`` table in row-major order (leading batch dims kept)."""
@@ -57,7 +58,7 @@ def augment(rng: np.random.Generator, log_eta: np.ndarray, alpha: np.ndarray,
     # u = g + Exp(1), in logs: log u = logaddexp(log g, log Exp(1))
     log_u = np.logaddexp(log_g, np.log(rng.exponential(size=log_g.shape)))
     e = alpha * (log_u - log_g)
-    big = alpha >= boost_below
+    big = alpha >= boost_below if boost is None else ~np.asarray(boost, bool)
     out = {}
     if big.any():
         out["eta_g"] = np.exp(log_g[..., big])
@@ -79,7 +80,7 @@ def _approx_eta_log_draws(rng, inputs: ModelInputs, approx_alpha, n: int) -> np.
 
 def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | None,
                    rng: np.random.Generator, *, simplex: str = "gamma",
-                   level: str = "centered") -> dict:
+                   level: str = "centered", boost=None) -> dict:
     """Constrained values of the sampler's sites for parameters ``(λ, log η)``.
 
     ``lam`` is ``(..., L)``; ``log_eta`` is ``(..., W, K)`` (COUPLE) or ``(..., W, 2)``
@@ -103,7 +104,7 @@ def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | N
                 eta = np.maximum(eta, 1e-12)   # stick-breaking cannot represent an exact 0
                 out["eta"] = eta / eta.sum(axis=-1, keepdims=True)
         else:
-            out.update(augment(rng, log_eta, inputs.alpha, BOOST_BELOW, LEVEL_SD))
+            out.update(augment(rng, log_eta, inputs.alpha, BOOST_BELOW, LEVEL_SD, boost))
     return out
 
 
@@ -148,3 +149,15 @@ def approx_draws(inputs: ModelInputs, approx, items, workers, n: int,
     except KeyError as exc:
         raise ValueError(f"the approximation has no worker {exc.args[0]!r}") from None
     return lam, _approx_eta_log_draws(rng, inputs, np.asarray(approx.alpha)[wx], n)
+
+
+def approx_alpha(inputs: ModelInputs, approx, workers) -> np.ndarray:
+    """The approximation's worker concentrations aligned to ``workers``, in the layout of
+    ``inputs.alpha`` (COUPLE ``(W, K)``; CrowdBT ``(W, 2)`` Beta ``[a, b]``)."""
+    wpos = {str(w): k for k, w in enumerate(approx.workers)}
+    try:
+        wx = np.array([wpos[str(w)] for w in workers])
+    except KeyError as exc:
+        raise ValueError(f"the approximation has no worker {exc.args[0]!r}") from None
+    a = np.asarray(approx.alpha, float)[wx]
+    return a[:, :2] if inputs.model == "crowdbt" else a[:, : inputs.K]

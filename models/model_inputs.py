@@ -67,11 +67,35 @@ def level_log_ratio(log_s, alpha_sum, xp=np):
     return log_f - log_p
 
 
-def boost_split(alpha) -> tuple[tuple, tuple]:
+def boost_split(alpha, boost=None) -> tuple[tuple, tuple]:
     """Index sets ``(big, small)`` of the ``(W, K)`` concentrations sampled as plain Gammas
-    and with the boost, in row-major order."""
+    and with the boost, in row-major order. ``boost`` (a boolean ``(W, K)`` mask) overrides
+    the default rule ``α < BOOST_BELOW``; either representation is exact, only the
+    sampler's efficiency differs (see :func:`boost_mask`)."""
     a = np.asarray(alpha)
-    return np.nonzero(a >= BOOST_BELOW), np.nonzero(a < BOOST_BELOW)
+    small = a < BOOST_BELOW if boost is None else np.asarray(boost, bool)
+    if small.shape != a.shape:
+        raise ValueError(f"boost mask must be {a.shape}, got {small.shape}")
+    return np.nonzero(~small), np.nonzero(small)
+
+
+#: An entry whose *approximate posterior* concentration is at least this is sampled as a
+#: plain Gamma even when its prior concentration is tiny (see :func:`boost_mask`).
+INFORMED_ALPHA = 2.0
+
+
+def boost_mask(prior_alpha, approx_alpha=None) -> np.ndarray:
+    """Which entries get the Marsaglia–Tsang boost.
+
+    The boost is what keeps a *prior-dominated* ``log η_t`` with ``α_t ≪ 1`` (a tail with
+    scale ``1/α_t``) well scaled; an entry that the data pin (its approximate posterior
+    ``Beta(a, S − a)`` marginal has ``a ≥ INFORMED_ALPHA``: no mass piled near 0) is better
+    as one plain ``log g_t`` coordinate than as the boost's thin curved ``log u − e/α``
+    ridge. Without an approximation the prior alone decides (``α < BOOST_BELOW``)."""
+    small = np.asarray(prior_alpha) < BOOST_BELOW
+    if approx_alpha is not None:
+        small &= np.asarray(approx_alpha) < INFORMED_ALPHA
+    return small
 
 
 @dataclass(frozen=True, eq=False)

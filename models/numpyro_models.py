@@ -226,7 +226,7 @@ def item_scores(inputs: ModelInputs, level: str = "centered"):
     return numpyro.deterministic("lambda", m + c)
 
 
-def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
+def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None):
     """Sample the worker simplexes and return the table of :func:`log_eta_table`.
 
     ``simplex="gamma"``: the Marsaglia–Tsang Gamma construction (module docstring),
@@ -241,7 +241,7 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
         else:
             eta = numpyro.sample("eta", dist.Dirichlet(alpha).to_event(1))
         return log_eta_table(inputs, eta)
-    big, small = boost_split(inputs.alpha)
+    big, small = boost_split(inputs.alpha, boost)
     log_g = jnp.zeros(alpha.shape, alpha.dtype)
     if big[0].size:
         # α ≥ BOOST_BELOW: g ~ Gamma(α) itself; its log (the sampler's coordinate) has a
@@ -268,7 +268,7 @@ def _acc_sum(v):
 
 
 def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered",
-          fast: bool = True, loglik_dtype=None, prior_only: bool = False):
+          fast: bool = True, loglik_dtype=None, prior_only: bool = False, boost=None):
     """The NumPyro program of ``inputs.model``: priors on λ (and η) and one likelihood
     factor.
 
@@ -285,13 +285,16 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
         when JAX has 64-bit types); ``None`` keeps the parameters' precision.
     prior_only : bool
         Leave the likelihood out (prior checks, and the supports of the sites).
+    boost : (W, K) bool array, optional
+        Which simplex entries get the boost (:func:`models.model_inputs.boost_mask`);
+        default: the prior's small concentrations.
     """
     if simplex not in SIMPLEX:
         raise ValueError(f"simplex must be one of {SIMPLEX}, got {simplex!r}")
     if level not in LEVEL:
         raise ValueError(f"level must be one of {LEVEL}, got {level!r}")
     lam = item_scores(inputs, level)
-    log_eta = worker_log_eta(inputs, simplex) if inputs.has_eta else None
+    log_eta = worker_log_eta(inputs, simplex, boost) if inputs.has_eta else None
     if prior_only:
         return
     if loglik_dtype is not None:

@@ -159,7 +159,7 @@ def item_scores(inputs: ModelInputs, level: str = "centered"):
     return pm.Deterministic("lambda", m + c, dims="item")
 
 
-def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
+def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None):
     """The worker simplexes (Marsaglia–Tsang Gammas, or PyMC's Dirichlet/Beta)."""
     alpha = np.asarray(inputs.alpha, float)
     crowdbt = inputs.model == "crowdbt"
@@ -169,7 +169,7 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
         else:
             eta = pm.Dirichlet("eta", a=alpha, dims=("worker", "stage"))
         return log_eta_table(inputs, eta)
-    big, small = boost_split(alpha)
+    big, small = boost_split(alpha, boost)
     log_g = pt.zeros(alpha.shape)
     if big[0].size:      # α ≥ BOOST_BELOW: g ~ Gamma(α) itself (log-transformed by PyMC)
         g = pm.Gamma("eta_g", alpha=alpha[big], beta=1.0)
@@ -191,7 +191,7 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma"):
 
 
 def build_model(inputs: ModelInputs, items=None, workers=None, *, simplex: str = "gamma",
-                level: str = "centered", prior_only: bool = False) -> pm.Model:
+                level: str = "centered", prior_only: bool = False, boost=None) -> pm.Model:
     """The PyMC model of ``inputs.model``; ``items``/``workers`` name the coordinates;
     ``simplex`` and ``level`` choose the sampler's coordinates (the model is the same);
     ``prior_only`` leaves the likelihood out."""
@@ -204,7 +204,7 @@ def build_model(inputs: ModelInputs, items=None, workers=None, *, simplex: str =
         coords["stage"] = list(range(1, inputs.K + 1))
     with pm.Model(coords=coords) as model:
         lam = item_scores(inputs, level)
-        log_eta = worker_log_eta(inputs, simplex) if inputs.has_eta else None
+        log_eta = worker_log_eta(inputs, simplex, boost) if inputs.has_eta else None
         if not prior_only:
             pm.Potential("loglik", pt.sum(column_loglik(inputs, lam, log_eta=log_eta)))
     return model

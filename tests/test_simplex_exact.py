@@ -52,7 +52,7 @@ def test_prior_check_oracle_on_exact_draws():
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 def test_numpyro_gamma_simplex_matches_exact_prior(tiny, precision):
     d, pr = tiny
-    r = nuts.fit_nuts(d, "couple", pr, chains=2, tune=400, draws=1500, seed=3, progress=False,
+    r = nuts.fit_nuts(d, "couple", pr, chains=2, tune=300, draws=1000, seed=3, progress=False,
                       prior_only=True, precision=precision, chain_method="sequential")
     for w in range(d.n_workers):
         res = simplex_prior_check(_eta(r, w), pr.alpha[w])
@@ -72,8 +72,8 @@ def test_numpyro_gamma_simplex_in_single_precision_jax(tiny):
     d, pr = tiny
     inp = model_inputs("couple", d, pr)
     with jax.enable_x64(False):
-        m = MCMC(NUTS(lambda: npm.model(inp, prior_only=True)), num_warmup=400,
-                 num_samples=1500, num_chains=2, chain_method="sequential", progress_bar=False)
+        m = MCMC(NUTS(lambda: npm.model(inp, prior_only=True)), num_warmup=300,
+                 num_samples=1000, num_chains=2, chain_method="sequential", progress_bar=False)
         m.run(jax.random.PRNGKey(1))
         eta = np.asarray(m.get_samples(group_by_chain=True)["eta"])
     assert eta.dtype == np.float32
@@ -85,7 +85,7 @@ def test_numpyro_gamma_simplex_in_single_precision_jax(tiny):
 def test_numpyro_stick_breaking_dirichlet_fails_the_prior_check(tiny):
     """The deliberately clipped simplex (NumPyro's own Dirichlet) must fail."""
     d, pr = tiny
-    r = nuts.fit_nuts(d, "couple", pr, chains=2, tune=400, draws=1500, seed=3, progress=False,
+    r = nuts.fit_nuts(d, "couple", pr, chains=2, tune=300, draws=1000, seed=3, progress=False,
                       prior_only=True, simplex="dirichlet", chain_method="sequential")
     res = simplex_prior_check(_eta(r), pr.alpha[0])
     assert not res.passed
@@ -96,7 +96,7 @@ def test_numpyro_stick_breaking_dirichlet_fails_the_prior_check(tiny):
 def test_pymc_gamma_simplex_matches_exact_prior(tiny):
     pytest.importorskip("pymc")
     d, pr = tiny
-    r = nuts.fit_nuts(d, "couple", pr, backend="pymc", chains=2, tune=400, draws=1500,
+    r = nuts.fit_nuts(d, "couple", pr, backend="pymc", chains=2, tune=300, draws=1000,
                       seed=3, progress=False, prior_only=True)
     res = simplex_prior_check(_eta(r), pr.alpha[0])
     assert res.passed, res.reasons
@@ -107,7 +107,7 @@ def test_crowdbt_beta_through_gamma_coordinates_matches_exact_prior():
     """CrowdBT's Beta(a, b) as a two-entry Gamma simplex: η ~ Beta(a, b) exactly."""
     d = simulate("crowdbt", n_items=4, n_workers=2, tasks_per_worker=4, seed=1).rankings
     pr = Priors.geometric(d.workers, 2)               # (a, b) = (1.67, 0.28)
-    r = nuts.fit_nuts(d, "crowdbt", pr, chains=2, tune=400, draws=1500, seed=3,
+    r = nuts.fit_nuts(d, "crowdbt", pr, chains=2, tune=300, draws=1000, seed=3,
                       progress=False, prior_only=True, chain_method="sequential")
     eta = np.asarray(r.idata["posterior"]["eta"].values)[:, :, 0]
     res = simplex_prior_check(np.stack([eta, 1 - eta], axis=-1), pr.beta()[0])
@@ -160,3 +160,36 @@ def test_numpyro_and_pymc_posteriors_agree_parameter_by_parameter():
     b = nuts.fit_nuts(d, "couple", pr, backend="pymc", **kw)
     res = backend_agreement(a.idata, b.idata)
     assert res.agree, res.worst[:3]
+
+
+def test_boost_mask_boosts_only_small_prior_entries_the_data_do_not_pin():
+    from models.model_inputs import boost_mask, boost_split
+
+    prior = np.array([[1.67, 0.28, 0.046, 0.0077]])
+    np.testing.assert_array_equal(boost_mask(prior), [[False, True, True, True]])
+    approx = np.array([[40.0, 30.0, 1.2, 0.05]])     # η_2 pinned by the data, η_3/η_4 not
+    np.testing.assert_array_equal(boost_mask(prior, approx), [[False, False, True, True]])
+    big, small = boost_split(prior, boost_mask(prior, approx))
+    assert big[1].tolist() == [0, 1] and small[1].tolist() == [2, 3]
+    with pytest.raises(ValueError, match="boost mask"):
+        boost_split(prior, np.ones((2, 4), bool))
+
+
+def test_plain_and_boosted_coordinates_give_the_same_eta():
+    """The same (λ, η) mapped to the sampler's coordinates under two boost masks comes back
+    as the same η through the model's deterministic site: the choice is a reparametrisation."""
+    from numpyro.infer.util import constrain_fn
+
+    from models import numpyro_models as npm
+    from models.model_inputs import model_inputs
+
+    d = simulate("couple", n_items=5, n_workers=2, tasks_per_worker=5, kmax=4, seed=1).rankings
+    inputs = model_inputs("couple", d, Priors.geometric(d.workers, d.K))
+    eta = np.array([[0.6, 0.3, 0.07, 0.03], [0.5, 0.25, 0.2, 0.05]])
+    init = {"lambda": np.linspace(-1, 1, 5), "eta": eta}
+    for boost in (None, np.zeros((2, 4), bool), np.ones((2, 4), bool)):
+        z = nuts.jittered_starts(inputs, init, chains=1, seed=0, jitter=0.0, boost=boost)
+        with jax.enable_x64(True):
+            back = constrain_fn(npm.model, (inputs,), {"prior_only": True, "boost": boost}, z,
+                                return_deterministic=True)
+        np.testing.assert_allclose(np.asarray(back["eta"]), eta, rtol=1e-10)

@@ -213,6 +213,17 @@ def _check_nuts(out):
     return check
 
 
+def _check_agreement(out):
+    def check(d, res):
+        _check_audit(out, ("couple",))(d, res)
+        m = json.loads((d / out / "metrics.json").read_text())
+        ag = m["models"]["couple"]["backend_agreement"]
+        assert ag["labels"] == ["numpyro", "pymc"] and ag["n_params"] > 0
+        assert (d / out / "couple" / "nuts-pymc" / "posterior.nc").exists()
+        assert "numpyro against pymc" in (d / out / "report.html").read_text()
+    return check
+
+
 def _check_audit(out, models=("couple", "crowdbt")):
     def check(d, res):
         from test_pinned_report import check_audit_dir
@@ -231,23 +242,14 @@ def _check_story(out):
 
 SCALE_NUTS = "--chains 2 --tune 30 --draws 30"
 SCALE_AUDIT = "--chains 2 --tune 30 --draws 30 --permutations 2"
-NUTS_TEMPLATE = ("crowdrank fit DATA --method nuts --model {pl,bt,crowdbt,couple,"
-                 "couple-normalized} --backend {numpyro,pymc} [--chains 4 --tune 1000 "
-                 "--draws 1000 --target-accept 0.8 --seed 0] [--prior-mu 0 --prior-sigma 1] "
-                 "[--worker-prior geometric:a0=10,a=6 | --worker-prior-gold gold.csv | "
-                 "--worker-prior-file F] [--precision float64|float32] "
-                 "[--init-from online/posterior.json] --out DIR")
+NUTS_README = ("crowdrank fit data.csv --method nuts --model couple --backend {numpyro,pymc} "
+               "--out fit-nuts")
 
 RECIPES: dict[str, Recipe] = {
     "make audit": Recipe(["MAKE audit"], check=_check_audit("audit-out"), slow=True,
                          note="the Makefile's audit recipe, OUT=audit-out; not scaled"),
     "make test": Recipe([], note="the test suite itself: not run from inside it"),
     # the list of sub-commands: each has --help
-    "crowdrank simulate": Recipe(["crowdrank simulate --help"]),
-    "crowdrank data": Recipe(["crowdrank data --help"]),
-    "crowdrank story": Recipe(["crowdrank story --help"]),
-    "crowdrank fit": Recipe(["crowdrank fit --help"]),
-    "crowdrank audit": Recipe(["crowdrank audit --help"]),
     "crowdrank simulate --model couple --setting amateur --items 50 --workers 10 --tasks 20 "
     "--kmax 4 --seed 0 [--gold G] [--paper-scale] --out sim/": Recipe(
         [("crowdrank simulate --model couple --setting amateur --items 50 --workers 10 "
@@ -263,34 +265,43 @@ RECIPES: dict[str, Recipe] = {
         check=_check_summary_json),
     "crowdrank data summary babyface": Recipe(["crowdrank data summary babyface"],
                                               check=_check_babyface, realdata=True),
+    "crowdrank data list": Recipe(["crowdrank data list", "crowdrank data --help"],
+                                  check=lambda d, res: "babyface" in res.stdout or
+                                  "data list" in res.stdout),
     "crowdrank story [--model couple] [--setting amateur] [--seed 0] [--out story-out]": Recipe(
         ["crowdrank story"], check=_check_story("story-out")),
     "crowdrank fit data.csv --model couple --method online --out fit-couple": Recipe(
         ["crowdrank fit data.csv --model couple --method online --out fit-couple"],
         check=_check_online("fit-couple")),
-    "crowdrank fit data.csv --model couple --method online --taylor full --score-alpha prior "
-    "--order shuffle --seed 3 --passes 2 --worker-prior geometric:a0=10,a=6 --out fit2": Recipe(
-        [("crowdrank fit data.csv --model couple --method online --taylor full --score-alpha "
-         "prior --order shuffle --seed 3 --passes 2 --worker-prior geometric:a0=10,a=6 "
-         "--out fit2")], check=_check_online("fit2", "full", "prior", 2)),
     "crowdrank fit more.csv --model couple --method online --state-in "
     "fit-couple/posterior.json --out fit-couple-2": Recipe(
         [("crowdrank fit more.csv --model couple --method online --state-in "
          "fit-couple/posterior.json --out fit-couple-2")],
         needs=["crowdrank fit data.csv --model couple --method online --out fit-couple"],
         check=_check_state_in),
-    NUTS_TEMPLATE: Recipe(
-        # defaults (float64, progress bars), each backend; then every optional group
-        [(f"crowdrank fit data.csv --method nuts --model couple --backend numpyro {SCALE_NUTS} "
-         "--out nuts-numpyro"),
-         (f"crowdrank fit data.csv --method nuts --model pl --backend pymc {SCALE_NUTS} "
-         "--out nuts-pymc"),
-         (f"crowdrank fit data.csv --method nuts --model couple --backend numpyro {SCALE_NUTS} "
-         "--target-accept 0.8 --seed 0 --prior-mu 0 --prior-sigma 1 --worker-prior-gold "
-         "gold.csv --precision float32 --init-from online/posterior.json --out nuts-all")],
-        needs=["crowdrank fit data.csv --model couple --method online --out online"],
-        check=_check_nuts("nuts-all"), slow=True,
-        note=f"scaled by {SCALE_NUTS}"),
+    NUTS_README: Recipe(
+        # the defaults (float64, progress bars on), each backend; every sub-command's --help
+        # (the other NUTS options run in tests/test_nuts.py)
+        [(f"crowdrank fit data.csv --method nuts --model couple --backend numpyro "
+          f"{SCALE_NUTS} --out fit-nuts"),
+         (f"crowdrank fit data.csv --method nuts --model couple --backend pymc {SCALE_NUTS} "
+          "--out fit-nuts-pymc"),
+         "crowdrank fit --help", "crowdrank simulate --help", "crowdrank story --help",
+         "crowdrank audit --help", "crowdrank sbc --help"],
+        check=_check_nuts("fit-nuts"), slow=True, note=f"scaled by {SCALE_NUTS}"),
+    "crowdrank audit data.csv --truth truth.csv --model couple --check-backends "
+    "--out audit-x": Recipe(
+        [(f"crowdrank audit data.csv --truth truth.csv --model couple --check-backends "
+          f"{SCALE_AUDIT} --out audit-x")],
+        check=_check_agreement("audit-x"), slow=True, note=f"scaled by {SCALE_AUDIT}"),
+    "crowdrank sbc --model crowdbt --backend {numpyro,pymc} --sims 200 --out sbc-crowdbt":
+        Recipe([(f"crowdrank sbc --model crowdbt --backend numpyro --sims 2 {SCALE_NUTS} "
+                 "--out sbc-crowdbt"),
+                (f"crowdrank sbc --model crowdbt --backend pymc --sims 1 {SCALE_NUTS} "
+                 "--out sbc-crowdbt-pymc")],
+               check=_exists("sbc-crowdbt/ranks.csv", "sbc-crowdbt/sbc.json",
+                             "sbc-crowdbt/sbc.html"),
+               slow=True, note=f"--sims 2, scaled by {SCALE_NUTS}"),
     "crowdrank audit --out audit-out": Recipe(
         ["crowdrank audit --out audit-out"], check=_check_audit("audit-out"), slow=True,
         note="the embedded default, not scaled (the same run as `make audit`)"),
@@ -302,13 +313,6 @@ RECIPES: dict[str, Recipe] = {
         [(f"crowdrank audit readlevel --model crowdbt --quick {SCALE_AUDIT} "
          "--out audit-readlevel")],
         check=_check_audit("audit-readlevel", ("crowdbt",)), slow=True, realdata=True,
-        note=f"scaled by {SCALE_AUDIT}"),
-    "crowdrank audit data.csv --truth truth.csv --model couple --backend pymc --variants "
-    "taylor=paper,full,plugin --variants score_alpha=updated,prior --out audit-x": Recipe(
-        [("crowdrank audit data.csv --truth truth.csv --model couple --backend pymc "
-         "--variants taylor=paper,full,plugin --variants score_alpha=updated,prior "
-         f"{SCALE_AUDIT} --out audit-x")],
-        check=_check_audit("audit-x", ("couple",)), slow=True,
         note=f"scaled by {SCALE_AUDIT}"),
 }
 

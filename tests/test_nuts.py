@@ -216,8 +216,17 @@ def test_cli_fit_nuts_with_init(tmp_path, capsys):
     assert "reference" in text and "trusted" in text.lower()
     assert (out / "posterior.nc").exists() and (out / "summary.csv").exists()
     back = nuts.read_nuts(out / "posterior.nc")
-    assert back.attrs["init"] == "given"
+    assert back.attrs["init"] == "approx"          # sigma2 given: draws of the approximation
     assert back["posterior"]["eta"].dims == ("chain", "draw", "worker")
+    # every other NUTS option of the guide, through the CLI, with progress bars on
+    rc = main(["fit", str(f), "--method", "nuts", "--model", "crowdbt", "--chains", "2",
+               "--tune", "50", "--draws", "50", "--target-accept", "0.85", "--seed", "1",
+               "--prior-mu", "0", "--prior-sigma", "1", "--worker-prior",
+               "geometric:a0=4,a=2", "--precision", "float32", "--backend", "numpyro",
+               "--init-from", str(tmp_path / "online.json"), "--out", str(tmp_path / "o2")])
+    assert rc == 0
+    back = nuts.read_nuts(tmp_path / "o2" / "posterior.nc")
+    assert back.attrs["precision"] == "float32" and back.attrs["target_accept"] == 0.85
 
 
 # ---------------------------------------------------------------- jittered starts

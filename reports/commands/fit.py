@@ -48,7 +48,8 @@ def register(sub) -> None:
     n.add_argument("--precision", choices=("float64", "float32"), default="float64",
                    help="NumPyro floating point: float32 is ~2x faster per gradient")
     n.add_argument("--init-from", default=None,
-                   help="an online posterior.json whose means start the chains")
+                   help="an online posterior.json: each chain starts at its own draw of it, "
+                        "the mass matrix from its variances (a warm start)")
     o = p.add_argument_group("online (--method online)")
     o.add_argument("--taylor", choices=("paper", "full", "plugin"), default="paper",
                    help="OnlineGBMM approximation of E[softmax]")

@@ -5,9 +5,11 @@ priors already built (the same priors the online methods get). Writes
 ``DIR/posterior.nc`` (the ArviZ DataTree, NetCDF) and ``DIR/summary.csv`` (one row per
 parameter, named by its real id), and prints the convergence gate's verdict.
 
-``--init-from posterior.json`` starts every chain at the means of an online posterior
-(the JSON of ``docs/contracts.md``), read here with plain :mod:`json` so that the NUTS
-route does not depend on the online package.
+``--init-from posterior.json`` warm-starts NUTS from an online posterior (the JSON of
+``docs/contracts.md``, read here with plain :mod:`json` so that the NUTS route does not
+depend on the online package): each chain starts at its own draw of the approximation and
+the mass matrix is seeded from the approximation's variances (``fit_nuts(approx=...)``);
+a file without item variances gives a point start at the means instead.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def init_from_online_json(path, data, model: str) -> dict:
                 raise DataError("CrowdBT workers need alpha = [a, b]", str(path))
             ab = np.array([a[:2] for a in alpha])
             init["eta"] = ab[:, 0] / ab.sum(axis=1)
+            init["alpha"] = ab
         else:
             if any(a.shape[0] < data.K for a in alpha):
                 raise DataError(f"COUPLE workers need {data.K} alpha values (the data's K)",
@@ -69,20 +72,40 @@ def init_from_online_json(path, data, model: str) -> dict:
             if not np.all(np.isfinite(a)) or np.any(a <= 0):
                 raise DataError("worker alpha values must be finite and > 0", str(path))
             init["eta"] = a / a.sum(axis=1, keepdims=True)
+            init["alpha"] = a
+    try:
+        s2 = np.array([float(items[it]["sigma2"]) for it in data.items])
+        if np.all(np.isfinite(s2)) and np.all(s2 > 0):
+            init["sigma2"] = s2
+    except (KeyError, TypeError, ValueError):
+        pass   # no variances: a point start at the means
     return init
+
+
+def approx_from_init(init: dict, data):
+    """The approximation ``fit_nuts(approx=...)`` reads (items' ``N(mu, sigma2)``, workers'
+    Dirichlet/Beta ``alpha``), or ``None`` when the file gave no item variances."""
+    from types import SimpleNamespace
+
+    if "sigma2" not in init:
+        return None
+    return SimpleNamespace(items=list(data.items), mu=init["lambda"], sigma2=init["sigma2"],
+                           workers=list(data.workers), alpha=init.get("alpha"))
 
 
 def run(args, data, priors) -> int:
     from inference.nuts import fit_nuts, write_nuts
 
-    init = None
+    init = approx = None
     if getattr(args, "init_from", None):
         init = init_from_online_json(args.init_from, data, args.model)
+        approx = approx_from_init(init, data)
+        init = {k: init[k] for k in ("lambda", "eta") if k in init}
     result = fit_nuts(
         data, args.model, priors, backend=args.backend, chains=int(args.chains),
         tune=int(args.tune), draws=int(args.draws), target_accept=float(args.target_accept),
-        seed=int(args.seed), init=init, progress=not getattr(args, "no_progress", False),
-        # no --precision flag is declared in fit.py yet; honoured if one is added
+        seed=int(args.seed), init=init, approx=approx,
+        progress=not getattr(args, "no_progress", False),
         precision=getattr(args, "precision", None) or "float64")
     paths = write_nuts(result, args.out)
     t = result.timings

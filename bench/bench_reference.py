@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -73,7 +73,7 @@ def fit(data, model, priors, **kw):
 def bench_warmstart(args) -> list:
     from inference.online import fit_online
     from models.priors import Priors
-    from reports.audit import default_subject
+    from validation.audit import default_subject
 
     d = default_subject().data
     pr = Priors.geometric(d.workers, d.K, a0=10, a=6)

@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from models.registry import get as get_model
-
 
 def spec_key(spec: Mapping) -> str:
     """A stable 16-hex-digit key of a spec (its canonical, key-sorted JSON)."""
@@ -153,12 +151,10 @@ def audit_job(spec: dict) -> dict:
     ``n_items, n_workers, tasks_per_worker, kmax, chains, tune, draws, backend``.
     Returns the comparison's JSON summary plus timings.
     """
-    from inference.nuts import fit_nuts
-    from inference.online import fit_online
     from models.priors import Priors
     from models.simulate import simulate
 
-    from .compare import compare
+    from .audit import AuditConfig, Subject, audit_model
 
     model = spec["model"]
     sim = simulate("couple", n_items=spec.get("n_items", 40), n_workers=spec.get("n_workers", 10),
@@ -166,15 +162,16 @@ def audit_job(spec: dict) -> dict:
                    setting=spec["setting"], seed=spec["seed"])
     data = sim.rankings
     priors = Priors.geometric(data.workers, max(data.K, 2))
-    priors = get_model(model).worker_priors(priors, data)
-    t = time.perf_counter()
-    on = fit_online(data, model, priors, progress=False, **spec.get("variant", {}))
-    t_on = time.perf_counter() - t
-    nuts = fit_nuts(data, model, priors, backend=spec.get("backend", "numpyro"),
-                    chains=spec.get("chains", 4), tune=spec.get("tune", 500),
-                    draws=spec.get("draws", 500), seed=spec["seed"], progress=False)
-    eta1 = sim.eta[:, 0] if model == "couple" else None
-    cmp = compare(on, nuts.idata, gate=nuts.gate, truth=sim.lam, truth_eta1=eta1, model=model)
+    # the audit's own pipeline and defaults; the spec overrides the sampler settings
+    cfg = AuditConfig(models=(model,), seed=spec["seed"], permutations=0,
+                      **{k: spec[k] for k in ("chains", "tune", "draws", "backend")
+                         if k in spec})
+    subject = Subject(data, truth=sim.lam,
+                      truth_eta1=sim.eta[:, 0] if model == "couple" else None)
+    variant = dict(spec.get("variant", {}))
+    a = audit_model(subject, model, priors, cfg, None, variants=[variant])
+    cmp = a.comparisons[0]
     out = cmp.to_dict()
-    out["timings"] = {"online": t_on, "nuts": dict(nuts.timings)}
+    out["timings"] = {"online": a.online_seconds, "nuts": dict(a.nuts.timings)}
     return out
+

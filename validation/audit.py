@@ -1,0 +1,385 @@
+"""The audit pipeline: fit a model both ways (NUTS and online moment matching) under the
+same priors, compare the posteriors, and write the metrics and the fits. It is the one
+pipeline behind ``crowdrank audit``, the experiment grid
+(:func:`validation.experiments.audit_job`) and the tests; :mod:`reports.audit` only adds the
+HTML page.
+
+Output folder layout (issue 5)::
+
+    DIR/report.html              one self-contained page
+    DIR/metrics.json             aggregates, gate, ranking/worker agreement, order, timings
+    DIR/parameters.csv           one row per parameter × online variant, real ids
+    DIR/<model>/nuts/posterior.nc (+ summary.csv)
+    DIR/<model>/online/posterior.json            the default (paper's) online variant
+    DIR/<model>/online/variants/<label>.json     the other variants compared
+
+With no data the subject is the embedded default (:func:`default_subject`): a seeded
+simulation with the paper's ``amateur`` workers (seed 000, Sect. 5.2) at a scale that lets
+NUTS reach the convergence gate within the 3-minute budget on 2 cores.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from models.data import DataError, Rankings
+from models.priors import Priors, build_priors
+from models.registry import get as get_model
+from models.registry import names as model_names
+
+#: The embedded default (see bench/bench_audit.py for its timing on 2 cores).
+#: 600 rankings: NUTS cost grows with the number of rankings, and 100 tasks per worker keep
+#: each worker's η identified. As in the paper's synthetic experiments (Sect. 5.1), every
+#: worker also answers 10 gold tasks whose true order is known, and the worker priors of
+#: *both* methods come from them (:meth:`Priors.from_gold`); ``--worker-prior
+#: geometric:a0=10,a=6`` audits under the paper's geometric profile instead (tiny last
+#: concentrations, which the samplers' Gamma coordinates handle exactly).
+DEFAULT_SIMULATION = {"n_items": 40, "n_workers": 6, "tasks_per_worker": 100, "kmax": 4,
+                      "setting": "amateur", "seed": 2026, "gold_per_worker": 10}
+
+#: Online variants that can be compared (OnlineGBMM, DESIGN.md §3); the first value of
+#: each is the default.
+VARIANT_CHOICES = {"taylor": ("paper", "full", "plugin"), "score_alpha": ("updated", "prior")}
+MODELS = model_names(audited=True)    # the models with a worker-quality parameter
+
+
+# ====================================================================== configuration
+@dataclass
+class AuditConfig:
+    """Every choice of an audit (recorded in ``metrics.json``)."""
+
+    models: tuple[str, ...] = MODELS
+    backend: str = "numpyro"
+    chains: int = 4
+    tune: int = 500
+    draws: int = 1000
+    target_accept: float = 0.8
+    chain_method: str | None = None
+    variants: dict = field(default_factory=dict)   # option -> values to compare
+    permutations: int = 5
+    seed: int = 0
+    worker_prior: str | None = None        # None: the subject's gold, else geometric
+    worker_prior_file: str | None = None
+    worker_prior_gold: str | None = None
+    prior_mu: float = 0.0
+    prior_sigma: float = 1.0
+    progress_bars: bool = False
+    warm_start: bool = True                # NUTS chains start from the online posterior
+    check_backends: bool = False           # also fit with the other PPL and compare
+
+    @classmethod
+    def quick(cls, **kw) -> AuditConfig:
+        """Fewer draws and permutations, for a first look at a large or real data set."""
+        base = {"tune": 300, "draws": 300, "permutations": 3}
+        base.update(kw)
+        return cls(**base)
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+def parse_variants(specs: Sequence[str] | None) -> dict[str, list[str]]:
+    """``["taylor=paper,full,plugin", "score_alpha=updated,prior"]`` → option → values.
+
+    Several options may also be joined with ``;`` in one string.
+    """
+    out: dict[str, list[str]] = {}
+    for spec in specs or ():
+        for part in filter(None, (p.strip() for p in spec.split(";"))):
+            key, eq, vals = part.partition("=")
+            key = key.strip().replace("-", "_")
+            if not eq or key not in VARIANT_CHOICES:
+                raise DataError(f"bad variant {part!r}: expected one of "
+                                f"{', '.join(k + '=' + ','.join(v) for k, v in VARIANT_CHOICES.items())}",
+                                "--variants")
+            values = [v.strip() for v in vals.split(",") if v.strip()]
+            bad = [v for v in values if v not in VARIANT_CHOICES[key]]
+            if not values or bad:
+                raise DataError(f"{key} takes {', '.join(VARIANT_CHOICES[key])}; got {vals!r}",
+                                "--variants")
+            out.setdefault(key, [])
+            out[key] += [v for v in values if v not in out[key]]
+    return out
+
+
+def variant_list(variants: dict[str, list[str]]) -> list[dict]:
+    """The online option sets to run: the default (paper) first, then every other
+    combination of the requested values."""
+    default = {k: v[0] for k, v in VARIANT_CHOICES.items()}
+    keys = list(variants)
+    combos = [dict(default)]
+    for vals in itertools.product(*(variants[k] for k in keys)):
+        c = dict(default, **dict(zip(keys, vals)))
+        if c not in combos:
+            combos.append(c)
+    return combos
+
+
+def variant_label(opts: dict) -> str:
+    default = {k: v[0] for k, v in VARIANT_CHOICES.items()}
+    diff = [f"{k}={v}" for k, v in opts.items() if default.get(k) != v]
+    return ",".join(diff) if diff else "default"
+
+
+# ====================================================================== the subject
+@dataclass
+class Subject:
+    """What is audited: data, and truth where known (aligned with ``data.items`` /
+    ``data.workers``)."""
+
+    data: Rankings
+    truth: np.ndarray | None = None
+    truth_eta1: np.ndarray | None = None
+    description: str = ""
+    simulation: dict | None = None
+    gold: tuple | None = None          # (gold Rankings, true_order) for gold priors
+
+
+def default_subject(**overrides) -> Subject:
+    """The embedded default: COUPLE-story data from the paper's ``amateur`` workers
+    (``α0 = (5, 4, 1, 0.1)``, seed 000 Sect. 5.2), ``k`` uniform on 2..4."""
+    from models.simulate import simulate
+
+    kw = dict(DEFAULT_SIMULATION, **overrides)
+    sim = simulate("couple", **kw)
+    desc = (f"simulated (COUPLE story, {kw['setting']} workers, {kw['n_items']} items, "
+            f"{kw['n_workers']} workers, {kw['tasks_per_worker']} tasks each, "
+            f"k = 2..{kw['kmax']}, seed {kw['seed']})")
+    return Subject(sim.rankings, truth=sim.lam, truth_eta1=sim.eta[:, 0], description=desc,
+                   simulation=kw,
+                   gold=None if sim.gold is None else (sim.gold, sim.gold_true_order))
+
+
+def make_priors(data: Rankings, cfg: AuditConfig, gold: tuple | None = None) -> Priors:
+    """The one prior object both methods read (same options as ``crowdrank fit``).
+
+    An explicit ``--worker-prior`` wins over the subject's own gold tasks (``gold``), which
+    win over the default geometric profile.
+    """
+    if cfg.worker_prior is None and cfg.worker_prior_gold is None:
+        return build_priors(data, worker_prior_file=cfg.worker_prior_file, gold=gold,
+                            mu0=cfg.prior_mu, sigma0=cfg.prior_sigma)
+    return build_priors(data, worker_prior=cfg.worker_prior,
+                        worker_prior_file=cfg.worker_prior_file, gold=cfg.worker_prior_gold,
+                        mu0=cfg.prior_mu, sigma0=cfg.prior_sigma)
+
+
+# ====================================================================== helpers
+class Log:
+    """Progress lines on stderr with the elapsed time."""
+
+    def __init__(self, enabled: bool = True, stream=None):
+        self.enabled, self.t0 = enabled, time.perf_counter()
+        self.stream = stream or sys.stderr
+
+    def __call__(self, msg: str) -> None:
+        if self.enabled:
+            print(f"[audit {time.perf_counter() - self.t0:6.1f}s] {msg}", file=self.stream,
+                  flush=True)
+
+
+def jsonable(x):
+    """Plain JSON types; non-finite floats become ``None`` (JSON has no NaN)."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer, int)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        return float(x) if math.isfinite(float(x)) else None
+    if x is None or isinstance(x, str):
+        return x
+    return str(x)
+
+
+def _gate_dict(gate) -> dict:
+    return gate.to_dict() if hasattr(gate, "to_dict") else {"trusted": bool(gate.trusted),
+                                                           "reasons": list(gate.reasons)}
+
+
+# ====================================================================== one model
+@dataclass
+class ModelAudit:
+    """Everything measured for one model."""
+
+    model: str
+    nuts: object                       # NutsResult
+    online: object                     # OnlinePosterior (default variant)
+    comparisons: list                  # validation.compare.Comparison, default first
+    variant_opts: list[dict]
+    order: dict | None
+    timings: list[dict]
+    online_seconds: dict
+    agreement: object = None           # validation.reference.Agreement, when checked
+
+
+def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
+                out: Path | None, log: Callable[[str], None] | None = None, *,
+                variants: list[dict] | None = None) -> ModelAudit:
+    """Fit ``model`` by NUTS and by every online variant, compare, and write the fits into
+    ``out`` (nothing is written when ``out`` is None). ``variants`` (online option sets,
+    the first one the default) overrides the ones ``cfg.variants`` asks for."""
+    from inference.nuts import fit_nuts, write_nuts
+    from inference.online import fit_online
+
+    from .compare import align, compare, comparison_components, order_sensitivity
+
+    log = log or (lambda msg: None)
+    data = subject.data
+    pri = get_model(model).worker_priors(priors, data)
+    if variants is None:
+        variants = variant_list(cfg.variants) if model == "couple" else [{}]
+    online_dir = None if out is None else out / model / "online"
+    posts, secs = [], {}
+    for opts in variants:
+        label = variant_label(opts)
+        log(f"{model}: online pass ({label})")
+        t = time.perf_counter()
+        post = fit_online(data, model, pri, progress=cfg.progress_bars, **opts)
+        secs[label] = {"wall": time.perf_counter() - t, "updates": float(post.seconds)}
+        posts.append(post)
+        if out is None:
+            pass
+        elif label == "default":
+            post.to_json(online_dir / "posterior.json")
+        else:
+            post.to_json(online_dir / "variants" / f"{label.replace('=', '-').replace(',', '_')}.json")
+    log(f"{model}: NUTS ({cfg.backend}, {cfg.chains} chains × {cfg.tune} tune + {cfg.draws} "
+        "draws)")
+    nuts = fit_nuts(data, model, pri, backend=cfg.backend, chains=cfg.chains, tune=cfg.tune,
+                    draws=cfg.draws, target_accept=cfg.target_accept, seed=cfg.seed,
+                    progress=cfg.progress_bars,
+                    approx=posts[0] if cfg.warm_start else None,
+                    **({"chain_method": cfg.chain_method} if cfg.chain_method else {}))
+    if out is not None:
+        write_nuts(nuts, out / model / "nuts")
+    log(f"{model}: NUTS done in {nuts.timings.get('total', float('nan')):.1f}s — "
+        + (nuts.gate.verdict() if hasattr(nuts.gate, "verdict") else str(nuts.gate.trusted)))
+    agreement = None
+    if cfg.check_backends:
+        from validation.reference import backend_agreement
+        other = "pymc" if cfg.backend == "numpyro" else "numpyro"
+        log(f"{model}: NUTS with {other} as well, to compare the two PPLs")
+        alt = fit_nuts(data, model, pri, backend=other, chains=cfg.chains, tune=cfg.tune,
+                       draws=cfg.draws, target_accept=cfg.target_accept, seed=cfg.seed + 1,
+                       progress=cfg.progress_bars,
+                       approx=posts[0] if cfg.warm_start else None)
+        if out is not None:
+            write_nuts(alt, out / model / f"nuts-{other}")
+        agreement = backend_agreement(nuts.idata, alt.idata, labels=(cfg.backend, other))
+        agreement.other_gate = alt.gate
+        log(f"{model}: {agreement.verdict()}")
+    items = [str(v) for v in nuts.idata["posterior"]["item"].values]
+    truth = None if subject.truth is None else align(subject.truth, data.items, items)
+    # accuracy only over pairs the data can order (one component of the comparison graph)
+    comp = None if truth is None else align(comparison_components(data), data.items, items)
+    eta1 = None
+    if subject.truth_eta1 is not None and "worker" in nuts.idata["posterior"].coords:
+        wids = [str(v) for v in nuts.idata["posterior"]["worker"].values]
+        eta1 = align(subject.truth_eta1, data.workers, wids, "worker(s)")
+    log(f"{model}: comparing {len(variants)} online variant(s) with NUTS")
+    comps = []
+    for opts, post in zip(variants, posts):
+        c = compare(post, nuts.idata, gate=nuts.gate, truth=truth, truth_eta1=eta1,
+                    model=model, variant=variant_label(opts), components=comp)
+        if c.workers is not None and eta1 is not None:
+            c.workers["quality_truth"] = eta1.tolist()
+        comps.append(c)
+    order = None
+    if cfg.permutations >= 2:
+        log(f"{model}: order sensitivity over {cfg.permutations} seeded permutations")
+        lam = comps[0].parameters[comps[0].parameters.kind == "lambda"]
+        perm = np.stack([align(fit_online(data, model, pri, order="shuffle",
+                                          seed=cfg.seed + 1 + p, progress=False,
+                                          **variants[0]).mu, posts[0].items, items)
+                         for p in range(cfg.permutations)])
+        order = order_sensitivity(perm, lam.approx_mean.to_numpy(), lam.mcmc_mean.to_numpy(),
+                                  lam.mcmc_sd.to_numpy(), ids=items)
+    tm = [{"label": f"{model} NUTS {k}", "seconds": float(v)} for k, v in nuts.timings.items()
+          if k in ("compile", "warmup", "sampling", "total")]
+    tm += [{"label": f"{model} online {k} (wall)", "seconds": v["wall"]} for k, v in secs.items()]
+    return ModelAudit(model, nuts, posts[0], comps, variants, order, tm, secs, agreement)
+
+
+# ====================================================================== the whole audit
+def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None, *,
+              log: Callable[[str], None] | None = None, render=None) -> dict:
+    """Audit every model of ``cfg`` on ``subject`` and write the outputs to ``out``.
+
+    ``render(path, subject, cfg, priors, audits, metrics)``, when given, writes the page
+    (:func:`reports.html.write_audit_report`; this layer never imports ``reports``).
+    Returns the content of ``metrics.json``.
+    """
+    cfg = cfg or AuditConfig()
+    log = log or Log()
+    t0 = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = subject.data
+    for m in cfg.models:
+        if m not in MODELS:
+            raise ValueError(f"audit supports models {MODELS}, got {m!r}")
+    priors = make_priors(data, cfg, subject.gold)
+    log(f"data: {data!r}; prior {priors.spec}, λ ~ N({priors.mu0:g}, {priors.sigma0:g}²)")
+    audits = [audit_model(subject, m, priors, cfg, out, log) for m in cfg.models]
+    metrics = build_metrics(subject, cfg, priors, audits, time.perf_counter() - t0)
+    tables = pd.concat([c.parameters for a in audits for c in a.comparisons],
+                       ignore_index=True)
+    tables.to_csv(out / "parameters.csv", index=False)
+    if render is not None:
+        log("writing report.html")
+        render(out / "report.html", subject, cfg, priors, audits, metrics)
+    metrics["seconds_total"] = time.perf_counter() - t0
+    (out / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=1))
+    log(f"done in {metrics['seconds_total']:.1f}s: {out / 'report.html'}")
+    return jsonable(metrics)
+
+
+def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,
+                  audits: Sequence[ModelAudit], seconds: float) -> dict:
+    """The content of ``metrics.json`` (everything but per-parameter rows)."""
+    models = {}
+    for a in audits:
+        main = a.comparisons[0].to_dict()
+        w = dict(main["workers"] or {})
+        for k in ("quality_online", "quality_nuts", "quality_truth", "ids"):
+            w.pop(k, None)
+        order = None if a.order is None else {k: v for k, v in a.order.items()
+                                              if k != "per_item"}
+        models[a.model] = {
+            "gate": _gate_dict(a.nuts.gate),
+            "reference_trusted": main["reference_trusted"],
+            "reference_note": main["reference_note"],
+            "aggregates": main["aggregates"],
+            "ranking": main["ranking"],
+            "workers": w or None,
+            "order_sensitivity": order,
+            "variants": [{"variant": c.variant, "options": o, "aggregates": c.aggregates,
+                          "ranking": c.ranking} for c, o in zip(a.comparisons, a.variant_opts)],
+            "timings": {"nuts": dict(a.nuts.timings), "online": a.online_seconds},
+            "online_clamped": dict(getattr(a.online, "clamped", {}) or {}),
+            "backend_agreement": None if a.agreement is None else {
+                **a.agreement.to_dict(),
+                "other_gate": _gate_dict(getattr(a.agreement, "other_gate", None))},
+            "files": {"nuts": f"{a.model}/nuts/posterior.nc",
+                      "online": f"{a.model}/online/posterior.json"},
+        }
+    return {"subject": subject.description, "simulation": subject.simulation,
+            "data": subject.data.summary(), "truth_known": subject.truth is not None,
+            "priors": {"spec": priors.spec, "mu0": priors.mu0, "sigma0": priors.sigma0},
+            "config": cfg.to_dict(), "models": models, "seconds_fits": seconds}

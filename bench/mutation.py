@@ -21,6 +21,8 @@ Usage::
     python bench/mutation.py                        # every module, writes the results
     python bench/mutation.py --modules gate,metrics # a subset (results are merged)
     python bench/mutation.py --list                 # modules, files and test subsets
+    python bench/mutation.py --modules crowdbt --sample 120 --seed 1   # a random sample
+    python bench/mutation.py --modules metrics --retest-survivors       # after new tests
 
 Writes ``bench/results/mutation.json``: per module the number of mutants, killed,
 survived (not listed as equivalent), equivalent (with reasons), timeouts, incompetent
@@ -51,7 +53,8 @@ PYTEST = "-x -q -p no:cacheprovider -m 'not slow'"
 MODULES: dict[str, dict] = {
     "gbmm": {
         "files": ["inference/online/gbmm.py"],
-        "tests": "tests/test_pinned_online.py tests/test_online_math.py "
+        "tests": "tests/test_pinned_online.py tests/test_pinned_online_edges.py "
+                 "tests/test_online_math.py "
                  "tests/test_online_kernels.py tests/test_online_guards.py",
     },
     "kernels": {
@@ -63,7 +66,8 @@ MODULES: dict[str, dict] = {
     },
     "crowdbt": {
         "files": ["inference/online/crowdbt.py"],
-        "tests": "tests/test_pinned_online.py tests/test_online_math.py "
+        "tests": "tests/test_pinned_online.py tests/test_pinned_online_edges.py "
+                 "tests/test_online_math.py "
                  "tests/test_online_kernels.py tests/test_online_guards.py",
     },
     "wenglin": {
@@ -77,7 +81,8 @@ MODULES: dict[str, dict] = {
     },
     "metrics": {
         "files": ["validation/metrics.py"],
-        "tests": "tests/test_pinned_validation.py tests/test_metrics.py",
+        "tests": "tests/test_pinned_validation.py tests/test_pinned_metrics_edges.py "
+                 "tests/test_metrics.py",
     },
     "gate": {
         "files": ["inference/gate.py"],
@@ -149,9 +154,38 @@ def _line_text(base: Path, path: str, line: int) -> str:
     return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
-def mark_skipped(db_path: Path, spec: dict, cfg_path: Path, base: Path) -> int:
+NOT_SAMPLED = "not in the random sample"
+NOT_RETESTED = "not a survivor of the previous run"
+
+
+def _key(mut) -> tuple:
+    """A mutant's identity, stable across ``cosmic-ray init`` runs of the same file (job ids
+    are random): file, operator, occurrence, position."""
+    return (str(mut.module_path), mut.operator_name, int(mut.occurrence),
+            int(mut.start_pos[0]), int(mut.start_pos[1]))
+
+
+def _survivor_match(mut, survivors: list[dict]) -> bool:
+    for s in survivors:
+        if (s["file"], s["operator"], s["line"], s["col"]) != (
+                str(mut.module_path), mut.operator_name, mut.start_pos[0], mut.start_pos[1]):
+            continue
+        if s.get("occurrence") is None or s["occurrence"] == mut.occurrence:
+            return True
+    return False
+
+
+def mark_skipped(db_path: Path, spec: dict, cfg_path: Path, base: Path,
+                 sample: int | None = None, seed: int = 0,
+                 retest: list[dict] | None = None) -> dict:
     """Skip excluded operators and mutants outside the listed definitions (in the work
-    database, as cosmic-ray's own filters do)."""
+    database, as cosmic-ray's own filters do).
+
+    ``sample``: of the mutants left, run a seeded simple random sample of that size (the
+    rest are marked skipped as "not in the random sample"). ``retest``: run only the mutants
+    that match these survivor entries of a previous run. Returns the counts per reason.
+    """
+    import random
     import re
 
     from cosmic_ray.work_db import WorkDB, use_db
@@ -159,8 +193,13 @@ def mark_skipped(db_path: Path, spec: dict, cfg_path: Path, base: Path) -> int:
 
     pats = [re.compile(p) for p in EXCLUDE_OPERATORS + spec.get("skip_operators", [])]
     defs = spec.get("definitions")
-    n = 0
+    n = {"filter": 0, "population": 0, "not_sampled": 0, "not_retested": 0}
+
+    def skip(db, item, why):
+        db.set_result(item.job_id, WorkResult(output=why, worker_outcome=WorkerOutcome.SKIPPED))
+
     with use_db(str(db_path), WorkDB.Mode.open) as db:
+        kept = []
         for item in list(db.pending_work_items):
             mut = item.mutations[0]
             why = None
@@ -169,13 +208,29 @@ def mark_skipped(db_path: Path, spec: dict, cfg_path: Path, base: Path) -> int:
             elif defs is not None and mut.definition_name not in defs:
                 why = "outside the readers' error paths"
             if why:
-                db.set_result(item.job_id, WorkResult(output=why,
-                                                      worker_outcome=WorkerOutcome.SKIPPED))
-                n += 1
+                skip(db, item, why)
+                n["filter"] += 1
+            else:
+                kept.append(item)
+        n["population"] = len(kept)
+        if retest is not None:
+            for item in kept:
+                if not _survivor_match(item.mutations[0], retest):
+                    skip(db, item, NOT_RETESTED)
+                    n["not_retested"] += 1
+        elif sample is not None and sample < len(kept):
+            # sorted by a stable identity first, so the same seed draws the same mutants
+            kept.sort(key=lambda it: _key(it.mutations[0]))
+            chosen = {it.job_id for it in random.Random(seed).sample(kept, sample)}
+            for item in kept:
+                if item.job_id not in chosen:
+                    skip(db, item, NOT_SAMPLED)
+                    n["not_sampled"] += 1
     return n
 
 
-def run_module(name: str, spec: dict, base: Path, timeout: float) -> dict:
+def run_module(name: str, spec: dict, base: Path, timeout: float, sample: int | None = None,
+               seed: int = 0, previous: dict | None = None) -> dict:
     files = module_files(spec, base)
     if not files:
         return {"error": f"no file matches {spec['files']}"}
@@ -194,12 +249,69 @@ def run_module(name: str, spec: dict, base: Path, timeout: float) -> dict:
         return {"error": "the targeted tests fail on the unmutated code",
                 "output": base_run.stdout[-2000:]}
     subprocess.run([cr, "init", str(cfg), str(db)], cwd=base, env=env, check=True)
-    skipped = mark_skipped(db, spec, cfg, base)
+    retest = previous["survivors"] if previous is not None else None
+    skipped = mark_skipped(db, spec, cfg, base, sample, seed, retest)
     subprocess.run([cr, "exec", str(cfg), str(db)], cwd=base, env=env, check=True)
     dump = subprocess.run([cr, "dump", str(db)], cwd=base, env=env, capture_output=True,
                           text=True, check=True).stdout
     seconds = time.time() - t0
-    return summarise(name, dump, base, skipped, seconds, spec)
+    r = summarise(name, dump, base, skipped["filter"], seconds, spec)
+    if sample is not None and skipped["not_sampled"]:
+        r["sample"] = sample_summary(r, skipped["population"], seed)
+    if previous is not None:
+        r = merge_retest(previous, r)
+    return r
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:
+    """95 % Wilson interval of a proportion k/n (the sampled score's uncertainty)."""
+    if n == 0:
+        return None
+    p = k / n
+    c = (p + z * z / (2 * n)) / (1 + z * z / n)
+    h = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return [round(max(0.0, c - h), 4), round(min(1.0, c + h), 4)]
+
+
+def sample_summary(r: dict, population: int, seed: int) -> dict:
+    denom = r["mutants"] - r["equivalent"] - r["incompetent"]
+    return {"size": r["mutants"], "population": population, "seed": seed,
+            "score_95ci": wilson(r["killed"], denom),
+            "note": "a seeded simple random sample of the module's mutants; counts are "
+                    "of the sample, the score estimates the whole module's"}
+
+
+def merge_retest(prev: dict, new: dict) -> dict:
+    """The previous run's counts with its survivors re-run against the current tests:
+    a survivor the current tests kill moves to killed; one now listed as equivalent moves
+    to equivalent."""
+    out = dict(prev)
+    retested = new["mutants"]
+    # a survivor recorded without its occurrence re-runs its siblings at the same position
+    # too (killed before, killed again): count what left the survivors, not new["killed"]
+    newly_killed = prev["survived"] - new["survived"] - new["equivalent"]
+    out["killed"] = prev["killed"] + newly_killed
+    out["survived"] = new["survived"]
+    out["survivors"] = new["survivors"]
+    eq = [e for e in prev["equivalent_mutants"]] + new["equivalent_mutants"]
+    out["equivalent_mutants"] = eq
+    out["equivalent"] = len(eq)
+    denom = out["mutants"] - out["equivalent"] - out["incompetent"]
+    out["score"] = round(out["killed"] / denom, 4) if denom else None
+    if "sample" in prev:
+        out["sample"] = sample_summary(out, prev["sample"]["population"],
+                                       prev["sample"]["seed"])
+    out["retest"] = {"survivors_retested": prev["survived"], "mutants_rerun": retested,
+                     "killed_now": newly_killed,
+                     "equivalent_now": new["equivalent"], "seconds": new["seconds"],
+                     "tests": new["tests"],
+                     "note": "the previous run's survivors re-run against the current tests "
+                             "(the other mutants were not re-run)"}
+    # an entry matched in the previous run is not stale because its mutant was not re-run
+    seen = {(e["operator"], e["code"]) for e in prev["equivalent_mutants"]}
+    out["stale_equivalent_entries"] = [e for e in new["stale_equivalent_entries"]
+                                       if (e["operator"], e["code"]) not in seen]
+    return out
 
 
 def summarise(name, dump, base, skipped, seconds, spec) -> dict:
@@ -215,7 +327,8 @@ def summarise(name, dump, base, skipped, seconds, spec) -> dict:
         counts["mutants"] += 1
         lineno = mut["start_pos"][0]
         entry = {"operator": mut["operator_name"], "file": mut["module_path"], "line": lineno,
-                 "col": mut["start_pos"][1], "definition": mut.get("definition_name"),
+                 "col": mut["start_pos"][1], "occurrence": mut["occurrence"],
+                 "definition": mut.get("definition_name"),
                  "code": _line_text(base, mut["module_path"], lineno)}
         outcome = result.get("test_outcome")
         if outcome == "killed":
@@ -252,6 +365,13 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", default=None, help="work in this folder and keep it")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--list", action="store_true", help="print the modules and exit")
+    ap.add_argument("--sample", type=int, default=None, metavar="N",
+                    help="run a seeded random sample of N mutants per module (the score is "
+                         "then an estimate, reported with its size and a 95%% interval)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    ap.add_argument("--retest-survivors", action="store_true",
+                    help="re-run only the survivors recorded in the results file for each "
+                         "module (after adding tests) and update its counts")
     args = ap.parse_args(argv)
     names = [m.strip() for m in args.modules.split(",") if m.strip()]
     unknown = [m for m in names if m not in MODULES]
@@ -270,7 +390,13 @@ def main(argv=None) -> int:
         copy_repo(tmp)
         for m in names:
             print(f"mutation: {m} ...", file=sys.stderr, flush=True)
-            r = run_module(m, MODULES[m], tmp, args.timeout)
+            prev = None
+            if args.retest_survivors:
+                prev = results["modules"].get(m)
+                if not prev or "survivors" not in prev:
+                    print(f"mutation: {m}: no previous result to retest", file=sys.stderr)
+                    continue
+            r = run_module(m, MODULES[m], tmp, args.timeout, args.sample, args.seed, prev)
             results["modules"][m] = r
             print(f"mutation: {m}: " + json.dumps({k: r.get(k) for k in
                   ("mutants", "killed", "survived", "equivalent", "timeout", "incompetent",
@@ -282,8 +408,8 @@ def main(argv=None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
-    bad = [m for m in names if results["modules"][m].get("survived")
-           or results["modules"][m].get("error")]
+    bad = [m for m in names if m in results["modules"] and (
+           results["modules"][m].get("survived") or results["modules"][m].get("error"))]
     return 1 if bad else 0
 
 

@@ -80,7 +80,7 @@ class AuditConfig:
     @classmethod
     def quick(cls, **kw) -> AuditConfig:
         """Fewer draws and permutations, for a first look at a large or real data set."""
-        base = {"tune": 300, "draws": 300, "permutations": 3}
+        base = {"tune": 250, "draws": 500, "permutations": 3}
         base.update(kw)
         return cls(**base)
 

@@ -33,7 +33,7 @@ def register(sub) -> None:
                    help="online variants to compare (COUPLE), e.g. taylor=paper,full,plugin "
                         "or score_alpha=updated,prior; repeatable")
     p.add_argument("--quick", action="store_true",
-                   help="fewer NUTS iterations (300 tuning + 300 draws per chain) and 3 permutations")
+                   help="fewer NUTS iterations (250 tuning + 500 draws per chain, warm-started) and 3 permutations")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--seed", type=int, default=0, help="NUTS and permutation seed")
     n = p.add_argument_group("NUTS")

@@ -228,3 +228,24 @@ def test_nuts_end_to_end_tiny(tmp_path, backend):
     ranks = np.loadtxt(tmp_path / "ranks.csv", delimiter=",", skiprows=1,
                        usecols=3, dtype=int)
     assert ranks.size == 2 * (4 + 4 + 2) and ranks.min() >= 0 and ranks.max() <= 50
+
+
+@pytest.mark.slow
+def test_numpyro_replicates_do_not_leak_memory_mappings():
+    """Replicates in one process must not accumulate compiled programs: each kept ~2,000
+    memory mappings, and ~30 replicates reached vm.max_map_count and crashed the run."""
+    import os
+    from pathlib import Path
+
+    from validation.sbc import sbc_job
+
+    maps = Path(f"/proc/{os.getpid()}/maps")
+    if not maps.exists():
+        pytest.skip("needs /proc")
+    cfg = SbcConfig(model="crowdbt", backend="numpyro", sims=3, n_items=4, n_workers=2,
+                    tasks_per_worker=6, chains=2, tune=60, draws=50, n_ranks=20, online=False)
+    counts = []
+    for i in range(3):
+        sbc_job(cfg.spec(i))
+        counts.append(len(maps.read_text().splitlines()))
+    assert counts[2] - counts[1] < 300, counts

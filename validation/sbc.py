@@ -354,10 +354,22 @@ def sbc_job(spec: dict) -> dict:
         # one XLA program for all chains: no thread contention when replicates run in
         # parallel processes, and much less per-step overhead than sequential chains
         kw = {"chain_method": "vectorized"} if spec["backend"] == "numpyro" else {}
-        res = fit_nuts(data, model, priors, backend=spec["backend"],
-                       chains=int(spec["chains"]), tune=int(spec["tune"]),
-                       draws=int(spec["draws"]), target_accept=float(spec["target_accept"]),
-                       seed=nuts_seed, progress=False, pointwise=False, **kw)
+        try:
+            res = fit_nuts(data, model, priors, backend=spec["backend"],
+                           chains=int(spec["chains"]), tune=int(spec["tune"]),
+                           draws=int(spec["draws"]),
+                           target_accept=float(spec["target_accept"]),
+                           seed=nuts_seed, progress=False, pointwise=False, **kw)
+        finally:
+            if spec["backend"] == "numpyro":
+                # Every fit compiles new XLA programs (the model closes over its data) and
+                # each keeps ~2,000 memory mappings alive; a process that runs replicates
+                # one after another hits the kernel's limit (vm.max_map_count = 65,530)
+                # after ~30 of them, and LLVM then fails ("Cannot allocate memory") and
+                # the process segfaults. Nothing compiled is reused, so drop it all.
+                import jax
+
+                jax.clear_caches()
         out["timings"]["nuts"] = time.perf_counter() - t
         out["timings"]["nuts_detail"] = {k: float(v) for k, v in res.timings.items()
                                          if isinstance(v, (int, float))}

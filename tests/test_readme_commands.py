@@ -242,6 +242,7 @@ def _check_story(out):
 
 SCALE_NUTS = "--chains 2 --tune 30 --draws 30"
 SCALE_AUDIT = "--chains 2 --tune 30 --draws 30 --permutations 2"
+SCALE_SBC = "--chains 2 --tune 30 --draws 50"      # 2 × 50 draws: the default 100 ranks
 NUTS_README = ("crowdrank fit data.csv --method nuts --model couple --backend {numpyro,pymc} "
                "--out fit-nuts")
 
@@ -295,13 +296,13 @@ RECIPES: dict[str, Recipe] = {
           f"{SCALE_AUDIT} --out audit-x")],
         check=_check_agreement("audit-x"), slow=True, note=f"scaled by {SCALE_AUDIT}"),
     "crowdrank sbc --model crowdbt --backend {numpyro,pymc} --sims 200 --out sbc-crowdbt":
-        Recipe([(f"crowdrank sbc --model crowdbt --backend numpyro --sims 2 {SCALE_NUTS} "
+        Recipe([(f"crowdrank sbc --model crowdbt --backend numpyro --sims 2 {SCALE_SBC} "
                  "--out sbc-crowdbt"),
-                (f"crowdrank sbc --model crowdbt --backend pymc --sims 1 {SCALE_NUTS} "
+                (f"crowdrank sbc --model crowdbt --backend pymc --sims 2 {SCALE_SBC} "
                  "--out sbc-crowdbt-pymc")],
                check=_exists("sbc-crowdbt/ranks.csv", "sbc-crowdbt/sbc.json",
                              "sbc-crowdbt/sbc.html"),
-               slow=True, note=f"--sims 2, scaled by {SCALE_NUTS}"),
+               slow=True, note=f"--sims 2, scaled by {SCALE_SBC}"),
     "crowdrank audit --out audit-out": Recipe(
         ["crowdrank audit --out audit-out"], check=_check_audit("audit-out"), slow=True,
         note="the embedded default, not scaled (the same run as `make audit`)"),

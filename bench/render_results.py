@@ -349,6 +349,91 @@ def render(results_dir: Path | str = RESULTS) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()).rstrip("\n") + "\n"
 
 
+# ---------------------------------------------------------------- README headline table
+BEGIN, END = "<!-- headline:begin -->", "<!-- headline:end -->"
+
+
+def _load(results_dir: Path, name: str):
+    p = results_dir / name
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _audit_row(audit, name: str, label: str, goal: str) -> list:
+    rec = next((r for r in (audit or []) if r.get("name") == name), None)
+    if rec is None or rec.get("rc") != 0:
+        return [label, "not measured" if rec is None else f"failed (rc {rec.get('rc')})", goal]
+    trust = [f"{m} {'trusted' if rec[m]['trusted'] else 'NOT trusted'}"
+             for m in ("couple", "crowdbt") if m in rec]
+    load = rec.get("loadavg_before", [None])[0]
+    return [label, f"{rec['wall_s']:.0f} s ({', '.join(trust)}; load {load})", goal]
+
+
+def headline(results_dir: Path | str = RESULTS) -> str:
+    """The README's table of headline figures, built from ``bench/results/*.json`` only."""
+    d = Path(results_dir)
+    audit = _load(d, "audit.json")
+    rows = [_audit_row(audit, "default", "`crowdrank audit` (embedded default, gold priors)",
+                       "≤ 180 s"),
+            _audit_row(audit, "geometric", "`crowdrank audit --worker-prior "
+                       "geometric:a0=10,a=6`", "≤ 120 s, both trusted"),
+            _audit_row(audit, "babyface", "`crowdrank audit babyface --quick` (geometric)",
+                       "≤ 300 s, trusted"),
+            _audit_row(audit, "readlevel", "`crowdrank audit readlevel --quick` (geometric)",
+                       "≤ 480 s, trusted")]
+    paper = _load(d, "reference_paper.json")
+    if paper:
+        p0 = paper[0]
+        status = p0.get("status") or (f"{p0.get('end_to_end_s', float('nan')) / 60:.1f} min, "
+                                      f"{'trusted' if p0.get('trusted') else 'NOT trusted'}")
+        rows.append(["trusted COUPLE reference at paper scale (450,000 rankings, 4 chains)",
+                     status, "≤ 20 min on 2 cores"])
+    ws = _load(d, "reference_warmstart.json")
+    if ws:
+        g = {(r["model"], r["start"]): r["timings_s"].get("warmup_gradients") for r in ws}
+        lp = {(r["model"], r["start"]): r.get("leapfrog_per_draw") for r in ws}
+        rows.append(["warm start from the online posterior: warm-up gradients, leapfrogs per "
+                     "draw (default start → online start)",
+                     "; ".join(f"{m}: {g[(m, 'default')]:.0f} → {g[(m, 'online')]:.0f}, "
+                               f"{lp[(m, 'default')]:.0f} → {lp[(m, 'online')]:.0f}"
+                               for m in ("couple", "crowdbt")
+                               if (m, "default") in g and (m, "online") in g), "fewer"])
+    med = _load(d, "reference_medium.json")
+    if med:
+        rows.append(["NUTS at medium scale (L=100, W=50, 5,000 rankings): min bulk ESS per s",
+                     "; ".join(f"{r['backend']} {r['ess_bulk_per_s']:.2f}/s "
+                               f"({'trusted' if r['trusted'] else 'not trusted'})"
+                               for r in med), "both, side by side"])
+    sbc = _load(d, "sbc.json")
+    if sbc:
+        runs = sbc.get("runs", [])
+        rows.append(["SBC (10 items, 4 workers, 100 rankings, geometric prior)",
+                     "; ".join(f"{r['model']}/{r['backend']}: {r['replicates']} replicates, "
+                               f"{(r.get('nuts') or {}).get('verdict', '?')}"
+                               for r in runs) or "not measured",
+                     "≥ 200 replicates each, calibrated, ≤ 30 min"])
+    online = _load(d, "online.json")
+    if online:
+        summ = next((r for r in online if r.get("what") == "summary"), {})
+        rows.append(["OnlineGBMM (COUPLE), 450,000 rankings",
+                     f"{summ.get('couple_rankings_per_s', 0) / 1e6:.2f} M rankings/s; "
+                     f"OnlinePL {summ.get('pl_vs_openskill')}× openskill; COUPLE:PL cost "
+                     f"{summ.get('couple_pl_cost_ratio')}", "≥ 3 M/s; ≥ 150×; ≤ 2.8"])
+    mut = _load(d, "mutation.json")
+    if mut:
+        mods = mut.get("modules", {})
+        rows.append(["mutation score of the core modules (fast tests)",
+                     ", ".join(f"{k} {v['score'] * 100:.1f} %" for k, v in mods.items()
+                               if isinstance(v, dict) and v.get("score") is not None)
+                     or "not measured", "≥ 90 % each"])
+    text = table(["what", "measured", "goal"], rows)
+    return f"{BEGIN}\n{text.rstrip()}\n{END}"
+
+
+def readme_with_headline(readme_text: str, results_dir: Path | str = RESULTS) -> str:
+    a, b = readme_text.index(BEGIN), readme_text.index(END) + len(END)
+    return readme_text[:a] + headline(results_dir) + readme_text[b:]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=str(RESULTS), help="folder of *.json results")
@@ -366,6 +451,11 @@ def main(argv=None) -> int:
         return 0
     out.write_text(text, encoding="utf-8")
     print(f"wrote {out}")
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    if readme.exists() and BEGIN in readme.read_text(encoding="utf-8"):
+        readme.write_text(readme_with_headline(readme.read_text(encoding="utf-8"),
+                                               args.results), encoding="utf-8")
+        print(f"wrote the headline table of {readme}")
     return 0
 
 

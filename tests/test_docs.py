@@ -45,6 +45,15 @@ def test_results_md_is_rendered_from_the_json():
     assert current == fresh, "docs/results.md is stale: run python bench/render_results.py"
 
 
+def test_readme_headline_table_is_rendered_from_the_json():
+    """README's figures come from bench/results/*.json by the same script: none by hand."""
+    mod = _render_module()
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert mod.BEGIN in text and mod.END in text, "README has no headline table markers"
+    assert text == mod.readme_with_headline(text, ROOT / "bench" / "results"), \
+        "README's headline table is stale: run python bench/render_results.py"
+
+
 def test_render_survives_unknown_json(tmp_path):
     mod = _render_module()
     (tmp_path / "new.json").write_text('{"date": "2030-01-02", "x": 1.5, "rows": '

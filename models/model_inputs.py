@@ -81,7 +81,7 @@ def boost_split(alpha, boost=None) -> tuple[tuple, tuple]:
 
 #: An entry whose *approximate posterior* concentration is at least this is sampled as a
 #: plain Gamma even when its prior concentration is tiny (see :func:`boost_mask`).
-INFORMED_ALPHA = 2.0
+INFORMED_ALPHA = 10.0
 
 
 def boost_mask(prior_alpha, approx_alpha=None) -> np.ndarray:

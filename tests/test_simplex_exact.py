@@ -167,7 +167,7 @@ def test_boost_mask_boosts_only_small_prior_entries_the_data_do_not_pin():
 
     prior = np.array([[1.67, 0.28, 0.046, 0.0077]])
     np.testing.assert_array_equal(boost_mask(prior), [[False, True, True, True]])
-    approx = np.array([[40.0, 30.0, 1.2, 0.05]])     # η_2 pinned by the data, η_3/η_4 not
+    approx = np.array([[40.0, 30.0, 3.0, 0.05]])     # η_2 pinned by the data, η_3/η_4 not
     np.testing.assert_array_equal(boost_mask(prior, approx), [[False, False, True, True]])
     big, small = boost_split(prior, boost_mask(prior, approx))
     assert big[1].tolist() == [0, 1] and small[1].tolist() == [2, 3]

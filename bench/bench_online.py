@@ -1,4 +1,4 @@
-"""Throughput of the online methods at the paper's scale (seed 000, Sect. 5.2 and 5.5).
+"""Throughput of the online methods at the paper's scale ([Pan18], Sect. 5.2 and 5.5).
 
 450,000 rankings (L = 1000 items, W = 500 workers, T = 900 tasks each, k <= 4), simulated
 by ``models.simulate.simulate_paper_scale``. For every online method: rankings per second

@@ -339,8 +339,11 @@ def summarise(name, dump, base, skipped, seconds, spec) -> dict:
         if outcome == "incompetent":
             counts["incompetent"] += 1
             continue
+        # "col" and "definition" are optional in an entry: the same code may sit in two
+        # functions where only one of its mutants is equivalent
         match = [i for i, e in enumerate(eq) if e["operator"] == entry["operator"]
-                 and e["code"] == entry["code"] and e.get("col", entry["col"]) == entry["col"]]
+                 and e["code"] == entry["code"]
+                 and all(e.get(k, entry[k]) == entry[k] for k in ("col", "definition"))]
         if match:
             used.update(match)
             equivalent.append(dict(entry, reason=eq[match[0]]["reason"]))

@@ -391,8 +391,8 @@ def headline(results_dir: Path | str = RESULTS) -> str:
     if ws:
         g = {(r["model"], r["start"]): r["timings_s"].get("warmup_gradients") for r in ws}
         lp = {(r["model"], r["start"]): r.get("leapfrog_per_draw") for r in ws}
-        rows.append(["warm start from the online posterior: warm-up gradients, leapfrogs per "
-                     "draw (default start → online start)",
+        rows.append([("warm start from the online posterior: warm-up gradients, leapfrogs "
+                      "per draw (default start → online start)"),
                      "; ".join(f"{m}: {g[(m, 'default')]:.0f} → {g[(m, 'online')]:.0f}, "
                                f"{lp[(m, 'default')]:.0f} → {lp[(m, 'online')]:.0f}"
                                for m in ("couple", "crowdbt")
@@ -415,9 +415,9 @@ def headline(results_dir: Path | str = RESULTS) -> str:
     if online:
         summ = next((r for r in online if r.get("what") == "summary"), {})
         rows.append(["OnlineGBMM (COUPLE), 450,000 rankings",
-                     f"{summ.get('couple_rankings_per_s', 0) / 1e6:.2f} M rankings/s; "
-                     f"OnlinePL {summ.get('pl_vs_openskill')}× openskill; COUPLE:PL cost "
-                     f"{summ.get('couple_pl_cost_ratio')}", "≥ 3 M/s; ≥ 150×; ≤ 2.8"])
+                     (f"{summ.get('couple_rankings_per_s', 0) / 1e6:.2f} M rankings/s; "
+                      f"OnlinePL {summ.get('pl_vs_openskill')}× openskill; COUPLE:PL cost "
+                      f"{summ.get('couple_pl_cost_ratio')}"), "≥ 3 M/s; ≥ 150×; ≤ 2.8"])
     mut = _load(d, "mutation.json")
     if mut:
         mods = mut.get("modules", {})

@@ -1,9 +1,9 @@
-"""Convergence gate: is a NUTS run trusted as the reference? (DESIGN.md §4)
+"""Convergence gate: is a NUTS run trusted as the reference? (docs/design.md, Validation)
 
 A run is trusted only if, over every scalar parameter of the posterior, the rank-normalised
 split R-hat is below 1.01, bulk and tail ESS are at least 400, there is no divergent
-transition, and the E-BFMI of every chain is at least 0.3 (Vehtari et al. 2021; Betancourt
-2016). All diagnostics are computed with ArviZ (``arviz_stats``); the gate only compares
+transition, and the E-BFMI of every chain is at least 0.3 [Vehtari21],
+[Betancourt16]. All diagnostics are computed with ArviZ (``arviz_stats``); the gate only compares
 them with the thresholds and says, in words, which failed.
 """
 
@@ -71,7 +71,7 @@ def check(idata, *, rhat_max: float = RHAT_MAX, ess_min: float = ESS_MIN,
         A NUTS result (``posterior`` with ``chain, draw`` dims; ``sample_stats`` with
         ``diverging`` and ``energy``).
     rhat_max, ess_min, ebfmi_min : float
-        Thresholds (defaults: the suite's, DESIGN.md §4).
+        Thresholds (defaults: the suite's, docs/design.md, Validation).
     """
     import arviz_stats as azs
 

@@ -1,4 +1,4 @@
-"""NUTS runners: one data set, one model, one back-end → an ArviZ DataTree (DESIGN.md §4).
+"""NUTS runners: one data set, one model, one back-end → an ArviZ DataTree (docs/design.md, Validation).
 
 :func:`fit_nuts` samples a model of :mod:`models.numpyro_models` or
 :mod:`models.pymc_models` and returns a :class:`NutsResult` whose ``idata`` has the layout

@@ -1,7 +1,7 @@
 """The one data convention of crowdrank: a set of rankings by workers over items.
 
 A *ranking* is a strict order of ``k >= 2`` distinct items, best first, reported by one
-worker (DESIGN.md §1). A data set holds ``N`` rankings of lengths ``2..K`` over ``L`` items
+worker (docs/design.md, Data). A data set holds ``N`` rankings of lengths ``2..K`` over ``L`` items
 and ``W`` workers. String ids are mapped to dense integer indices once, here, and every
 other layer works with the indices and maps back through :attr:`Rankings.items` and
 :attr:`Rankings.workers`.
@@ -50,7 +50,7 @@ class Rankings:
         by :meth:`rank_break`, which maps each pair to its ranking, for per-ranking LOO).
     ties_split : int
         How many tied input rankings were split into several rankings (reported, never
-        silent; DESIGN.md §1).
+        silent; docs/design.md, Data).
     source : str
         Where the data came from (file name or a description).
     """
@@ -253,7 +253,7 @@ class Rankings:
     def rank_break(self) -> Rankings:
         """Full rank-breaking: each ranking into its ``k(k-1)/2`` ordered pairs.
 
-        Seed 000, Lemma 1: full breaking is the consistent breaking for PL. Pairs keep
+        [Pan18], Lemma 1: full breaking is the consistent breaking for PL. Pairs keep
         the ranking's worker and task, and :attr:`origin` maps each pair to its source
         ranking (pairs are emitted in ranking order, then ``(i, j)`` lexicographic).
         """
@@ -341,7 +341,7 @@ def check_ranking(ranking: Sequence[str], *, source: str | None = None,
 
 
 def split_ties(groups: Sequence[Sequence[str]]) -> list[list[str]]:
-    """Split a ranking with ties into tie-free rankings (seed 000, appendix 1.3).
+    """Split a ranking with ties into tie-free rankings ([Pan18], appendix 1.3).
 
     ``groups`` is the ranking as a list of tie groups, best first; ``a > {b = c} > d`` is
     ``[[a], [b, c], [d]]`` and becomes ``[a, b, d]`` and ``[a, c, d]``: one ranking for each

@@ -1,4 +1,4 @@
-"""Plain NumPy/SciPy reference log-likelihoods (DESIGN.md §2).
+"""Plain NumPy/SciPy reference log-likelihoods (docs/design.md, Models).
 
 These are the ground truth that the NumPyro and PyMC models, and the tests, are checked
 against, so they are written for reading, not for speed: one ranking at a time, one stage
@@ -6,7 +6,7 @@ at a time. Conventions: ``lam`` is the score vector (length L), a ranking is an 
 array of item indices best first, ``eta`` is one worker's uncertainty vector (length >= k,
 COUPLE) or accuracy (scalar, CrowdBT).
 
-Equation numbers refer to seed 000 (Stagewise learning for noisy k-ary preferences).
+Equation numbers refer to [Pan18] (Stagewise learning for noisy k-ary preferences).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .registry import MODELS, get  # noqa: F401  (re-exported: the model names)
 
 # ---------------------------------------------------------------- single rankings
 def pl_loglik(lam: np.ndarray, ranking: np.ndarray) -> float:
-    """Plackett–Luce: ``sum_i log softmax(lam[rho(i..k)])[rho(i)]`` (seed 000, Eq. 1)."""
+    """Plackett–Luce: ``sum_i log softmax(lam[rho(i..k)])[rho(i)]`` ([Pan18], Eq. 1)."""
     lam = np.asarray(lam, dtype=float)
     r = np.asarray(ranking)
     return float(sum(log_softmax(lam[r[i:]])[0] for i in range(len(r) - 1)))
@@ -38,7 +38,7 @@ def bt_loglik(lam: np.ndarray, ranking: np.ndarray) -> float:
 
 
 def crowdbt_pair_prob(lam_w: float, lam_l: float, eta: float) -> float:
-    """CrowdBT (Chen et al. 2013): ``eta sigma(d) + (1 - eta) sigma(-d)``, ``d = lam_w - lam_l``."""
+    """CrowdBT [Chen13]: ``eta sigma(d) + (1 - eta) sigma(-d)``, ``d = lam_w - lam_l``."""
     d = lam_w - lam_l
     return float(eta * expit(d) + (1.0 - eta) * expit(-d))
 
@@ -53,7 +53,7 @@ def crowdbt_loglik(lam: np.ndarray, eta: float, ranking: np.ndarray) -> float:
 
 
 def couple_stage_prob(lam: np.ndarray, eta: np.ndarray, candidates: np.ndarray) -> float:
-    """One COUPLE stage (seed 000, Eq. 3): ``sum_t etabar_t softmax(lam_c)[t]``.
+    """One COUPLE stage ([Pan18], Eq. 3): ``sum_t etabar_t softmax(lam_c)[t]``.
 
     ``candidates`` are the ``m`` remaining items in the *reported* order; the reported
     item is ``candidates[0]`` and ``candidates[t]`` is the item at offset ``t``. The first
@@ -67,9 +67,9 @@ def couple_stage_prob(lam: np.ndarray, eta: np.ndarray, candidates: np.ndarray) 
 
 
 def couple_loglik(lam: np.ndarray, eta: np.ndarray, ranking: np.ndarray) -> float:
-    """COUPLE (seed 000, Eq. 4): product over stages ``i = 1..k-1`` of Eq. 3.
+    """COUPLE ([Pan18], Eq. 4): product over stages ``i = 1..k-1`` of Eq. 3.
 
-    Not normalised over orderings for ``k >= 3`` (DESIGN.md §2); see
+    Not normalised over orderings for ``k >= 3`` (docs/design.md, Facts); see
     :func:`couple_normalizer`.
     """
     r = np.asarray(ranking)
@@ -83,7 +83,7 @@ def couple_normalizer(lam: np.ndarray, eta: np.ndarray, subset: np.ndarray) -> f
 
 
 def couple_normalized_loglik(lam: np.ndarray, eta: np.ndarray, ranking: np.ndarray) -> float:
-    """Normalised COUPLE (DESIGN.md §2): Eq. 4 divided by its sum over the ``k!`` orderings."""
+    """Normalised COUPLE (docs/design.md, Models): Eq. 4 divided by its sum over the ``k!`` orderings."""
     return couple_loglik(lam, eta, ranking) - np.log(couple_normalizer(lam, eta, ranking))
 
 

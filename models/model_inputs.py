@@ -1,4 +1,4 @@
-"""Padded NumPy arrays that the NumPyro and PyMC models consume (DESIGN.md §2).
+"""Padded NumPy arrays that the NumPyro and PyMC models consume (docs/design.md, Models).
 
 Both PPL routes read the *same* :class:`ModelInputs`, built once here from a
 :class:`~models.data.Rankings` and a :class:`~models.priors.Priors`, so that the two
@@ -9,7 +9,7 @@ Layouts
 -------
 * PL, COUPLE, normalised COUPLE: the per-position layout ``index, mask`` of shape
   ``(K, N)`` from :meth:`Rankings.positions` (one column per ranking).
-* BT, CrowdBT: the fully rank-broken pairs (seed 000, Lemma 1) as ``(2, P)`` with an
+* BT, CrowdBT: the fully rank-broken pairs ([Pan18], Lemma 1) as ``(2, P)`` with an
   ``origin`` array mapping each pair to its source ranking, so that the pointwise
   log-likelihood can be summed back to one value per *ranking* (LOO compares models on the
   same observations).

@@ -1,4 +1,4 @@
-"""The five models as NumPyro programs (DESIGN.md §2; seed 000, Eq. 1-4).
+"""The five models as NumPyro programs (docs/design.md, Models; [Pan18], Eq. 1-4).
 
 Every model is a plain function of a :class:`~models.model_inputs.ModelInputs` (padded
 arrays), vectorised over rankings; the only Python loops are over the ``<= 5`` ranking
@@ -26,7 +26,7 @@ always ``λ_r ~ Normal(mu0, sigma0²)`` iid and ``η_w ~ Dirichlet(α_w)`` (COUP
   along ``(1, …, 1)`` that slows every ``λ_r`` becomes one prior-only coordinate.
   ``level="iid"`` samples ``lambda`` directly.
 
-Numerics of the COUPLE stage (seed 000, Eq. 3). With ``m`` candidates ``c = ρ(i..k)``,
+Numerics of the COUPLE stage ([Pan18], Eq. 3). With ``m`` candidates ``c = ρ(i..k)``,
 
     log P_i = log Σ_{t<m} η_t e^{λ_{c_t}} − log Σ_{t<m} e^{λ_{c_t}} − log Σ_{v<m} η_v,
 
@@ -95,13 +95,13 @@ def _suffix_lse(x):
 
 
 def pl_block(x):
-    """Plackett–Luce (seed 000, Eq. 1) of a dense block: ``x = λ[ρ]`` ``(k, n)`` → ``(n,)``."""
+    """Plackett–Luce ([Pan18], Eq. 1) of a dense block: ``x = λ[ρ]`` ``(k, n)`` → ``(n,)``."""
     lse = _suffix_lse(x)
     return sum(x[i] - lse[i] for i in range(x.shape[0] - 1))
 
 
 def couple_block(x, log_eta_rows, log_cum_rows):
-    """COUPLE (seed 000, Eq. 3-4) of a dense block of rankings of one length ``k``.
+    """COUPLE ([Pan18], Eq. 3-4) of a dense block of rankings of one length ``k``.
 
     Parameters
     ----------
@@ -123,7 +123,7 @@ def couple_block(x, log_eta_rows, log_cum_rows):
 
 
 def pair_block(x, log_eta_pairs=None):
-    """BT (``log_eta_pairs=None``) or CrowdBT (Chen et al. 2013) per pair ``x = (λ_i, λ_j)``:
+    """BT (``log_eta_pairs=None``) or CrowdBT [Chen13] per pair ``x = (λ_i, λ_j)``:
     ``log(η σ(d) + (1 − η) σ(−d))``, ``d = λ_i − λ_j``, via logaddexp for stability.
 
     ``log_eta_pairs`` is ``(2, n)``: ``log η`` and ``log(1 − η)`` of each pair's worker, so

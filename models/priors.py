@@ -1,4 +1,4 @@
-"""The one prior object that both inference routes read (DESIGN.md §2–3).
+"""The one prior object that both inference routes read (docs/design.md, Models, Online).
 
 ``λ_r ~ Normal(mu0, sigma0²)`` for every item; for every worker a Dirichlet concentration
 vector ``α_w`` of length ``K`` (COUPLE), whose first two entries are the Beta ``(a_w, b_w)``
@@ -100,7 +100,7 @@ class Priors:
     @classmethod
     def geometric(cls, workers: Sequence[str], K: int, a0: float = 10.0, a: float = 6.0,
                   mu0: float = 0.0, sigma0: float = 1.0) -> Priors:
-        """``α_w = a0 · (a^-1, …, a^-K)`` for every worker (seed 000, Sect. 5.3; paper
+        """``α_w = a0 · (a^-1, …, a^-K)`` for every worker ([Pan18], Sect. 5.3; paper
         ``a0 = 10, a = 6``), so ``E[η_w^1] = 1 / (1 + a^-1 + … + a^-(K-1))``."""
         if not (a0 > 0 and a > 0):
             raise UsageError("geometric prior needs a0 > 0 and a > 0")
@@ -125,8 +125,8 @@ class Priors:
     def from_gold(cls, gold: Rankings, K: int, *, true_order: np.ndarray | None = None,
                   true_scores: np.ndarray | None = None, base: Priors | None = None,
                   mu0: float = 0.0, sigma0: float = 1.0) -> Priors:
-        """Worker priors from gold tasks with known true order (seed 000, Sect. 5.1,
-        following Chen et al. 2013).
+        """Worker priors from gold tasks with known true order ([Pan18], Sect. 5.1,
+        following [Chen13]).
 
         The true order of each gold task is ``true_order[:, n]`` (per-position layout, as
         :attr:`Simulation.gold_true_order`) or, failing that, the order by ``true_scores``
@@ -236,7 +236,7 @@ def build_priors(data: Rankings, *, worker_prior: str | None = None,
 
     Precedence: an explicit ``worker_prior_file``; then ``gold`` tasks (a gold CSV path
     read by :func:`models.io.read_gold`, or ``(gold rankings, true_order)``), turned into
-    ``α_w`` by :meth:`Priors.from_gold` (seed 000, Sect. 5.1); then the ``worker_prior``
+    ``α_w`` by :meth:`Priors.from_gold` ([Pan18], Sect. 5.1); then the ``worker_prior``
     spec (default :data:`DEFAULT_WORKER_PRIOR`, the paper's geometric profile). Rows are
     *not* reordered here: call :meth:`Priors.for_data` with the model's ``K``.
     """

@@ -1,4 +1,4 @@
-"""The five models as PyMC models (DESIGN.md §2; seed 000, Eq. 1-4).
+"""The five models as PyMC models (docs/design.md, Models; [Pan18], Eq. 1-4).
 
 A line-by-line twin of :mod:`models.numpyro_models` written with PyTensor, reading the
 same :class:`~models.model_inputs.ModelInputs`, so both PPLs fit the same data under the
@@ -52,7 +52,7 @@ def _log_sigmoid(x):
 
 
 def pl_block(x, k):
-    """Plackett–Luce (seed 000, Eq. 1) of a dense block ``x = λ[ρ]`` ``(k, n)``."""
+    """Plackett–Luce ([Pan18], Eq. 1) of a dense block ``x = λ[ρ]`` ``(k, n)``."""
     lse = _suffix_lse(x, k)
     total = x[0] - lse[0]
     for i in range(1, k - 1):
@@ -61,7 +61,7 @@ def pl_block(x, k):
 
 
 def couple_block(x, log_eta_rows, log_cum_rows, k):
-    """COUPLE (seed 000, Eq. 3-4) of a dense block of rankings of one length ``k``:
+    """COUPLE ([Pan18], Eq. 3-4) of a dense block of rankings of one length ``k``:
     ``Σ_i [logsumexp_t(log η_t + λ_{ρ(i+t)}) − LSE_i − log Σ_{v<m} η_v]`` (see the
     NumPyro twin, :func:`models.numpyro_models.couple_block`)."""
     lse = _suffix_lse(x, k)
@@ -74,7 +74,7 @@ def couple_block(x, log_eta_rows, log_cum_rows, k):
 
 
 def pair_block(x, log_eta_pairs=None):
-    """BT, or CrowdBT ``log(η σ(d) + (1 − η) σ(−d))`` per pair (Chen et al. 2013);
+    """BT, or CrowdBT ``log(η σ(d) + (1 − η) σ(−d))`` per pair [Chen13];
     ``log_eta_pairs`` ``(2, n)`` holds ``log η`` and ``log(1 − η)``."""
     d = x[0] - x[1]
     if log_eta_pairs is None:
@@ -107,7 +107,7 @@ def _cumlogsumexp(x, K):
 
 
 def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
-    """``log Σ_{k! orderings} Eq. 4`` for the rankings of one length (DESIGN.md §2)."""
+    """``log Σ_{k! orderings} Eq. 4`` for the rankings of one length (docs/design.md, Models)."""
     k, a, b = group.k, group.start, group.stop
     P, n = group.perms.shape[0], b - a
     cand = index[:k, a:b][group.perms.T].reshape(k, P * n)

@@ -1,6 +1,6 @@
-"""Seeded forward simulators: the generative stories of the models (DESIGN.md §2).
+"""Seeded forward simulators: the generative stories of the models (docs/design.md, Models).
 
-The COUPLE story (seed 000, Sect. 3.2): draw item scores ``λ`` and a worker's uncertainty
+The COUPLE story ([Pan18], Sect. 3.2): draw item scores ``λ`` and a worker's uncertainty
 vector ``η_w ~ Dir(α0)``; for each task draw a subset of ``k`` items and its *true* order
 from PL(``λ``) (sort by ``λ + Gumbel``); the worker then builds the reported ranking stage by
 stage, reporting the item at offset ``t`` of the remaining true order with probability
@@ -22,7 +22,7 @@ import numpy as np
 from .data import PAD, Rankings
 from .registry import MODELS, get
 
-#: Worker types of seed 000, Sect. 5.2: the Dirichlet ``α0`` an ``η_w`` is drawn from.
+#: Worker types of [Pan18], Sect. 5.2: the Dirichlet ``α0`` an ``η_w`` is drawn from.
 WORKER_TYPES: dict[str, tuple[float, ...]] = {
     "expert": (5.0, 1.0, 0.1, 0.01),
     "amateur": (5.0, 4.0, 1.0, 0.1),
@@ -160,7 +160,7 @@ def simulate(model: str = "couple", *, n_items: int = 50, n_workers: int = 10,
              setting: str | list[str] = "amateur", gold_per_worker: int = 0,
              mu0: float = 0.0, sigma0: float = 1.0, lam: np.ndarray | None = None,
              eta: np.ndarray | None = None, seed=0) -> Simulation:
-    """Simulate a crowdsourced ranking data set (seed 000, Sect. 5.2 protocol).
+    """Simulate a crowdsourced ranking data set ([Pan18], Sect. 5.2 protocol).
 
     Each worker gets ``tasks_per_worker`` tasks (plus ``gold_per_worker`` gold tasks); each
     task's size ``k`` is uniform on ``kmin..kmax``, its items a uniform subset. ``bt`` and

@@ -203,7 +203,7 @@ def forest_items(table: pd.DataFrame, idata, n_each: int = FOREST_EACH, seed: in
 # ------------------------------------------------------------------ workers, ranking, order
 def workers(w: dict):
     """``E[η_w^1]`` online vs NUTS (and vs the truth when known); the six lowest-quality
-    workers of each method are marked (seed 000, Sect. 5.3)."""
+    workers of each method are marked ([Pan18], Sect. 5.3)."""
     on, nu = np.asarray(w["quality_online"]), np.asarray(w["quality_nuts"])
     ids = list(w["ids"])
     truth = w.get("quality_truth")

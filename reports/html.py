@@ -159,8 +159,8 @@ DEFINITIONS = [
     ("coverage", "share of the MCMC draws inside q's central 50 % / 90 % interval"),
     ("share close", "share of parameters with |z| ≤ 0.1 and sd ratio in [0.9, 1.1]"),
     ("accuracy", ("the paper's pairwise accuracy Σ 1(r_i > r_j) ∧ 1(λ_i > λ_j) / Σ 1(r_i > r_j) "
-                 "against the ground truth (seed 000, Sect. 5.1), with posterior means")),
-    ("lowest six", ("the six workers with the lowest E[η_w¹] (seed 000, Sect. 5.3); at most "
+                 "against the ground truth (Pan et al. 2018, Sect. 5.1), with posterior means")),
+    ("lowest six", ("the six workers with the lowest E[η_w¹] (Pan et al. 2018, Sect. 5.3); at most "
                    "half the workers when there are fewer than 12")),
 ]
 
@@ -176,7 +176,7 @@ AGG_HEAD = ["parameters", "n", "median |z|", "p90 |z|", "median e/s", "median sd
 
 
 def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
-    """Assemble the audit page (issue 5's sections) from the results of
+    """Assemble the audit page (the report sections of docs/guide.md) from the results of
     :func:`reports.audit.run_audit` and write it to ``path``."""
     from reports import figures as F
 
@@ -385,7 +385,7 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
                           "eta_median_sd_ratio": eta.get("median_sd_ratio"),
                           "share_close": c.aggregates["all"]["share_close"],
                           "accuracy": c.ranking.get("accuracy_online")})
-    var.add(paragraph("OnlineGBMM variants (DESIGN.md §3): `taylor` is the approximation of "
+    var.add(paragraph("OnlineGBMM variants (docs/design.md, Online): `taylor` is the approximation of "
                       "E[softmax] (the paper's appendix formula, the full second-order "
                       "Taylor expansion, or the plug-in p); `score_alpha` is which α the "
                       "score step uses (updated, the paper's order, or the prior α)."),

@@ -1,4 +1,4 @@
-"""Facts about the reference likelihoods (DESIGN.md §2), checked independently."""
+"""Facts about the reference likelihoods (docs/design.md, Models), checked independently."""
 
 from itertools import permutations
 

@@ -1,6 +1,6 @@
 """Readers name the *physical* line of bad input, counting blank lines and comments.
 
-DESIGN.md §1: an error names the file, the line and the reason. The line a user opens in
+docs/design.md, Data: an error names the file, the line and the reason. The line a user opens in
 an editor is the physical line, so blank lines (skipped and counted), PrefLib comment
 lines, CRLF endings and a byte-order mark must not shift it. Every file below has its bad
 line after some of those; the expected line number is found by searching the text for a

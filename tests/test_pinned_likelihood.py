@@ -1,5 +1,5 @@
 """The NumPy reference likelihoods (``models/likelihood.py``) against brute force written
-here from DESIGN.md §2, in plain Python floats, for k = 2 … 5.
+here from docs/design.md, Models, in plain Python floats, for k = 2 … 5.
 
 COUPLE stage ``i`` of a reported ranking ``ρ`` (``m = k − i + 1`` candidates):
 ``P = Σ_{t≤m} η̄_t · exp(λ_{ρ(i+t−1)}) / Σ_{j≥i} exp(λ_{ρ(j)})`` with

@@ -3,14 +3,14 @@
 The kernel-vs-specification tests (``test_online_kernels.py``) compare two transcriptions
 of the same formulas, so an error planted in *both* (a flipped sign of the paper's Taylor
 term, stages run forward) passes them. Here the expected values come from code written in
-this file from DESIGN.md §3 alone:
+this file from docs/design.md, Online alone:
 
 * ``R_t`` of every Taylor variant at a hand-chosen point, in exact rational arithmetic;
 * the Dirichlet moments of Eq. 9 from the raw moments of ``Dir(a)`` (not from Eq. 9's
   closed form), the scores by the gradient/curvature of ``log Σ_t a_t softmax_t``;
 * whole k = 3 and k = 4 rankings, stage order ``k−1 … 1`` written out by hand, and short
   passes through :func:`inference.online.fit_online` (which runs the numba kernel);
-* CrowdBT's pair update from the formulas of Chen et al. as quoted in DESIGN.md §3.
+* CrowdBT's pair update from the formulas of Chen et al. as quoted in docs/design.md, Online.
 
 Tolerances are near rounding (1e-11 relative), so that any change of a formula shows.
 """
@@ -33,7 +33,7 @@ RTOL = 1e-11
 
 # ============================================================== independent reference
 def ref_R(mu_c, s2_c, taylor, kappa2=1e-4):
-    """Step 1 of DESIGN.md §3, no shift of μ (values here are moderate)."""
+    """Step 1 of docs/design.md, Online, no shift of μ (values here are moderate)."""
     e = [math.exp(x) for x in mu_c]
     psi = math.fsum(e)
     p = [x / psi for x in e]
@@ -310,7 +310,7 @@ def test_fit_online_default_options_are_the_papers():
 
 # ============================================================== CrowdBT online
 def ref_crowdbt_pair(mw, ml, sw, sl, a, b, kappa=1e-4, kappa2=1e-4):
-    """DESIGN.md §3, CrowdBT online, with the same κ2 floor on ``(c1, c2)``."""
+    """docs/design.md, Online, CrowdBT online, with the same κ2 floor on ``(c1, c2)``."""
     ew, el = math.exp(mw), math.exp(ml)
     p = ew / (ew + el)
     c1 = p + 0.5 * (sw + sl) * ew * el * (el - ew) / (ew + el) ** 3

@@ -1,6 +1,6 @@
 """Pinned conventions of the validation layer, each against an independent computation.
 
-* The convergence gate (DESIGN.md §4: R-hat < 1.01, bulk and tail ESS ≥ 400, no
+* The convergence gate (docs/design.md, Validation: R-hat < 1.01, bulk and tail ESS ≥ 400, no
   divergence, E-BFMI ≥ 0.3) on *borderline* synthetic draws: AR(1) chains whose
   autocorrelation and chain offsets put R-hat near 1.02 and bulk ESS near 250 (not
   trusted, and trusted under a gate loosened to 1.05 / 150), or R-hat near 1.004 and

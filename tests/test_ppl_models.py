@@ -107,7 +107,7 @@ def test_numpyro_float32_close_to_reference(data, priors):
 
 
 def test_numpyro_couple_with_e1_is_pl(data, priors):
-    """η_w = (1, 0, …, 0) reduces COUPLE to PL exactly (DESIGN.md §2), zeros included."""
+    """η_w = (1, 0, …, 0) reduces COUPLE to PL exactly (docs/design.md, Models), zeros included."""
     from models import numpyro_models as npm
 
     inp_c = model_inputs("couple", data, priors)

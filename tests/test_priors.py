@@ -10,7 +10,7 @@ from models.priors import Priors, parse_worker_prior, read_worker_prior_file
 def test_geometric_profile_matches_the_paper():
     p = Priors.geometric(["u", "v"], K=4, a0=10, a=6)
     np.testing.assert_allclose(p.alpha[0], 10 * 6.0 ** -np.arange(1, 5))
-    # E[eta^1] = 1 / (1 + a^-1 + ... + a^-(K-1))  (seed 000, Sect. 5.3)
+    # E[eta^1] = 1 / (1 + a^-1 + ... + a^-(K-1))  ([Pan18], Sect. 5.3)
     assert p.alpha[0, 0] / p.alpha[0].sum() == pytest.approx(1 / sum(6.0 ** -np.arange(4)))
     np.testing.assert_allclose(p.beta(), p.alpha[:, :2])
     assert parse_worker_prior("geometric:a0=10,a=6", ["u"], 4).alpha[0] == pytest.approx(

@@ -13,8 +13,18 @@ import numpy as np
 import pytest
 
 from reports.cli import main
-from validation.sbc import (SbcConfig, cauchy_combination, chi2_test, draw_dirichlet,
-                            ecdf_test, holm, online_pit, run_sbc, sbc_ranks, thin_draws)
+from validation.sbc import (
+    SbcConfig,
+    cauchy_combination,
+    chi2_test,
+    draw_dirichlet,
+    ecdf_test,
+    holm,
+    online_pit,
+    run_sbc,
+    sbc_ranks,
+    thin_draws,
+)
 
 
 # ----------------------------------------------------------------------------- ranks

@@ -1,7 +1,7 @@
 """Validation: how closely the online (moment-matched) posteriors track the NUTS reference.
 
 - :mod:`validation.metrics`: per-parameter formulas (z, noise floor, sd ratio, closed-form
-  KL, W1, coverage) and their aggregates (DESIGN.md §4).
+  KL, W1, coverage) and their aggregates (docs/design.md, Validation).
 - :mod:`validation.compare`: one online posterior against one NUTS ``DataTree``
   (parameter, ranking and worker level; convergence-gate marking; order sensitivity).
 - :mod:`validation.experiments`: cached, resumable, parallel grids of experiments.

@@ -4,7 +4,7 @@ pipeline behind ``crowdrank audit``, the experiment grid
 (:func:`validation.experiments.audit_job`) and the tests; :mod:`reports.audit` only adds the
 HTML page.
 
-Output folder layout (issue 5)::
+Output folder layout (docs/contracts.md, Audit outputs)::
 
     DIR/report.html              one self-contained page
     DIR/metrics.json             aggregates, gate, ranking/worker agreement, order, timings
@@ -14,7 +14,7 @@ Output folder layout (issue 5)::
     DIR/<model>/online/variants/<label>.json     the other variants compared
 
 With no data the subject is the embedded default (:func:`default_subject`): a seeded
-simulation with the paper's ``amateur`` workers (seed 000, Sect. 5.2) at a scale that lets
+simulation with the paper's ``amateur`` workers ([Pan18], Sect. 5.2) at a scale that lets
 NUTS reach the convergence gate within the 3-minute budget on 2 cores.
 """
 
@@ -47,7 +47,7 @@ from models.registry import names as model_names
 DEFAULT_SIMULATION = {"n_items": 40, "n_workers": 6, "tasks_per_worker": 100, "kmax": 4,
                       "setting": "amateur", "seed": 2026, "gold_per_worker": 10}
 
-#: Online variants that can be compared (OnlineGBMM, DESIGN.md §3); the first value of
+#: Online variants that can be compared (OnlineGBMM, docs/design.md, Online); the first value of
 #: each is the default.
 VARIANT_CHOICES = {"taylor": ("paper", "full", "plugin"), "score_alpha": ("updated", "prior")}
 MODELS = model_names(audited=True)    # the models with a worker-quality parameter
@@ -147,7 +147,7 @@ class Subject:
 
 def default_subject(**overrides) -> Subject:
     """The embedded default: COUPLE-story data from the paper's ``amateur`` workers
-    (``α0 = (5, 4, 1, 0.1)``, seed 000 Sect. 5.2), ``k`` uniform on 2..4."""
+    (``α0 = (5, 4, 1, 0.1)``, [Pan18], Sect. 5.2), ``k`` uniform on 2..4."""
     from models.simulate import simulate
 
     kw = dict(DEFAULT_SIMULATION, **overrides)

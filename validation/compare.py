@@ -1,6 +1,6 @@
 """An online (moment-matched) posterior against a NUTS reference on the same data and priors.
 
-DESIGN.md §4 and issue 5. The NUTS result is an ArviZ ``DataTree`` in the layout of
+docs/design.md, Validation. The NUTS result is an ArviZ ``DataTree`` in the layout of
 ``docs/contracts.md`` (``lambda`` over ``item``; COUPLE ``eta`` over ``(worker, stage)``,
 CrowdBT ``eta`` over ``worker``); the online posterior is anything with the attributes of
 ``inference.online.OnlinePosterior`` (``model, items, mu, sigma2, workers, alpha``), read
@@ -8,8 +8,8 @@ duck-typed so that this layer never needs to construct one. Parameters are match
 real ids, never by position.
 
 The approximate marginals compared are those the online state *is*: ``N(μ_r, σ_r²)`` for
-item scores; for COUPLE the Beta marginals ``Beta(α_t, S − α_t)`` of ``Dir(α_w)`` (seed 000,
-Eq. 9-10 keep ``α_w`` Dirichlet); for CrowdBT ``Beta(a_w, b_w)`` (Chen et al. 2013).
+item scores; for COUPLE the Beta marginals ``Beta(α_t, S − α_t)`` of ``Dir(α_w)`` ([Pan18],
+Eq. 9-10 keep ``α_w`` Dirichlet); for CrowdBT ``Beta(a_w, b_w)`` [Chen13].
 
 The reference is trusted only if the NUTS convergence gate passes; otherwise every number is
 still computed, and the comparison carries ``trusted = False`` with the gate's reasons.
@@ -28,7 +28,7 @@ from scipy import stats
 from . import metrics as M
 
 TOP_K = 10          # top-k overlap of the item rankings
-LOW_WORKERS = 6     # the paper's six lowest-quality workers (seed 000, Sect. 5.3, Table 4)
+LOW_WORKERS = 6     # the paper's six lowest-quality workers ([Pan18], Sect. 5.3, Table 4)
 
 PARAM_COLUMNS = ("model", "variant", "kind", "param", "id", "stage", "mcmc_mean", "mcmc_sd",
                  "mcse", "rhat", "ess_bulk", "ess_tail", "approx_mean", "approx_sd", "z",
@@ -98,7 +98,7 @@ class GateStatus:
 
 
 def convergence_gate(idata) -> GateStatus:
-    """DESIGN.md §4 gate computed from a ``DataTree`` by :func:`inference.gate.check`
+    """docs/design.md, Validation gate computed from a ``DataTree`` by :func:`inference.gate.check`
     (rank R-hat < 1.01, bulk and tail ESS >= 400, no divergences, E-BFMI >= 0.3).
 
     Used when only a ``posterior.nc`` is at hand; a fresh fit carries
@@ -121,7 +121,7 @@ def gate_status(gate=None, idata=None) -> GateStatus:
 
 # ------------------------------------------------------------------ marginals
 def worker_quality_online(online) -> np.ndarray:
-    """``E[η_w^1]`` under the online state (seed 000, Sect. 5.3): ``α_w^1 / Σ_t α_w^t``;
+    """``E[η_w^1]`` under the online state ([Pan18], Sect. 5.3): ``α_w^1 / Σ_t α_w^t``;
     for CrowdBT ``a_w / (a_w + b_w)``. Rows in ``online.workers`` order."""
     alpha = np.asarray(online.alpha, float)
     return alpha[:, 0] / alpha.sum(axis=1)
@@ -245,7 +245,7 @@ def _pair_counts(truth, scores, components, block: int) -> tuple[int, int, int]:
 
 
 def pairwise_accuracy(truth, scores, block: int = 512, components=None) -> float:
-    """The paper's accuracy (seed 000, Sect. 5.1, a Wilcoxon–Mann–Whitney statistic):
+    """The paper's accuracy ([Pan18], Sect. 5.1, a Wilcoxon–Mann–Whitney statistic):
     ``Σ_{i,j} 1(r_i > r_j) ∧ 1(λ_i > λ_j) / Σ_{i,j} 1(r_i > r_j)``, ``r`` the true scores
     (higher is better), ``λ`` the estimates. Ties in ``λ`` count as wrong, ties in ``r``
     are not pairs. Computed in row blocks so that ``L²`` booleans are never all held.
@@ -329,7 +329,7 @@ def ranking_agreement(online_means, nuts_means, truth=None, k: int = TOP_K,
 
 def worker_agreement(online_q, nuts_q, ids, truth_q=None, k: int = LOW_WORKERS) -> dict:
     """Spearman correlation of ``E[η_w^1]`` between the methods and the overlap of the ``k``
-    lowest-quality workers by each (seed 000, Sect. 5.3; ``k`` is at most half the
+    lowest-quality workers by each ([Pan18], Sect. 5.3; ``k`` is at most half the
     workers, so that the overlap still means something with few workers)."""
     # with few workers "the six lowest" would be (nearly) all of them: use half at most
     k = max(1, min(k, len(ids) // 2))
@@ -350,7 +350,7 @@ def worker_agreement(online_q, nuts_q, ids, truth_q=None, k: int = LOW_WORKERS) 
 # ------------------------------------------------------------------ order sensitivity
 def order_sensitivity(perm_means, online_means, nuts_means, nuts_sds, ids=None) -> dict:
     """Spread of the online item means over seeded permutations of the data, beside their
-    gap to MCMC (DESIGN.md §4), both in units of the MCMC sd.
+    gap to MCMC (docs/design.md, Validation), both in units of the MCMC sd.
 
     Parameters
     ----------

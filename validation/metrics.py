@@ -1,6 +1,6 @@
 """Per-parameter formulas comparing an approximate marginal ``q`` with MCMC draws.
 
-DESIGN.md §4: for every scalar parameter with MCMC mean ``m``, sd ``s`` and Monte Carlo
+docs/design.md, Validation: for every scalar parameter with MCMC mean ``m``, sd ``s`` and Monte Carlo
 standard error ``e``, and an approximate marginal ``q`` — Gaussian for an item score
 ``λ_r`` (the online state ``N(μ_r, σ_r²)``), Beta for a worker component ``η_w^t`` (the
 Dirichlet ``Dir(α_w)`` has Beta marginals ``Beta(α_t, S − α_t)``, ``S = Σ α``; CrowdBT's
@@ -29,7 +29,7 @@ FAMILIES = ("normal", "beta")
 #: Central interval probabilities whose coverage is reported.
 COVERAGE_PROBS = (0.5, 0.9)
 
-#: The "close enough" box of the aggregates (issue 5): |z| <= 0.1 and sd ratio in [0.9, 1.1].
+#: The "close enough" box of the aggregates (docs/design.md, Validation): |z| <= 0.1 and sd ratio in [0.9, 1.1].
 Z_OK = 0.1
 SD_RATIO_OK = (0.9, 1.1)
 
@@ -77,7 +77,7 @@ def dirichlet_marginals(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def standardized_error(q_mean, m, s) -> np.ndarray:
-    """``z = (E_q − m) / s`` (DESIGN.md §4)."""
+    """``z = (E_q − m) / s`` (docs/design.md, Validation)."""
     return (np.asarray(q_mean, float) - np.asarray(m, float)) / np.asarray(s, float)
 
 
@@ -168,7 +168,7 @@ def coverage(draws: np.ndarray, lo, hi) -> np.ndarray:
 
 
 def parameter_metrics(family: str, p1, p2, draws: np.ndarray, mcse) -> dict[str, np.ndarray]:
-    """Every per-parameter metric of DESIGN.md §4 for one family of parameters.
+    """Every per-parameter metric of docs/design.md, Validation for one family of parameters.
 
     Parameters
     ----------
@@ -207,7 +207,7 @@ def parameter_metrics(family: str, p1, p2, draws: np.ndarray, mcse) -> dict[str,
 
 
 def aggregate(z, ratio, cov50, cov90) -> dict[str, float]:
-    """Aggregates over parameters (issue 5): median and 90th percentile ``|z|``, median sd
+    """Aggregates over parameters (docs/design.md, Validation): median and 90th percentile ``|z|``, median sd
     ratio, the share with ``|z| ≤ 0.1`` *and* sd ratio in ``[0.9, 1.1]``, mean coverages."""
     z, ratio = np.abs(np.asarray(z, float)), np.asarray(ratio, float)
     if z.size == 0:

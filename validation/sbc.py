@@ -1,6 +1,6 @@
 """Simulation-based calibration (SBC) of the NUTS fits and of the online approximations.
 
-The check (Talts, Betancourt, Simpson, Vehtari & Gelman 2018, arXiv:1804.06788): draw
+The check [Talts18]: draw
 ``θ̃ ~ p(θ)`` from the prior, ``ỹ ~ p(y | θ̃)`` from the model's *exact* generative process,
 and draws ``θ_1..θ_S`` from the computed posterior ``p(θ | ỹ)``. If the posterior is right,
 
@@ -11,15 +11,15 @@ joint ``p(θ | ỹ) p(ỹ)``. The ranks need *independent* draws, so the posteri
 thinned to ``S`` (default 100) evenly spaced draws from a run whose bulk ESS is several times
 ``S`` (Talts Sect. 4.2). For the online methods, which return a distribution ``q`` rather
 than draws, the analogue is the probability integral transform ``PIT = F_q(θ̃)``, uniform on
-``[0, 1]`` if ``q`` is the exact marginal posterior (Cook, Gelman & Rubin 2006).
+``[0, 1]`` if ``q`` is the exact marginal posterior [Cook06].
 
-Only models with an exact forward simulator are offered (DESIGN.md §2): PL, BT, CrowdBT and
-*normalised* COUPLE; the stagewise COUPLE likelihood (seed 000, Eq. 4) is not normalised,
+Only models with an exact forward simulator are offered (docs/design.md, Facts): PL, BT, CrowdBT and
+*normalised* COUPLE; the stagewise COUPLE likelihood ([Pan18], Eq. 4) is not normalised,
 so no simulator matches it and its SBC would fail for that reason alone.
 
 Uniformity tests
 ----------------
-* The ECDF simultaneous-band test of Säilynoja, Bürkner & Vehtari (2022, Stat. Comput.
+* The ECDF simultaneous-band test of [Sailynoja22] (Stat. Comput.
   32:32): at evaluation points ``z_j`` the scaled ECDF count ``N·F̂(z_j)`` is
   ``Binomial(N, z_j)`` under uniformity. The statistic is the smallest two-sided pointwise
   binomial tail probability over the ``z_j``; its null distribution is simulated (seeded), the
@@ -28,7 +28,7 @@ Uniformity tests
   ``{0..S}`` are treated as discrete (``z_j = j/(S+1)``); PIT values as continuous.
 * Pearson's chi-square on binned ranks (Talts Sect. 4.1), with exact expected counts.
 * Per family (``lambda``, ``lambda_centred``, ``eta``), the per-parameter ECDF p-values are
-  combined by the Cauchy combination test (Liu & Xie 2020, JASA 115:393), which stays valid
+  combined by the Cauchy combination test [LiuXie20], which stays valid
   under arbitrary dependence between the parameters' ranks (the items share a common level,
   so their ranks are strongly correlated within a replicate: pooling the ranks themselves
   and testing them as independent would be wrong).
@@ -55,10 +55,10 @@ from pathlib import Path
 
 import numpy as np
 
-#: Models with an exact forward simulator (DESIGN.md §2); stagewise "couple" has none.
+#: Models with an exact forward simulator (docs/design.md, Facts); stagewise "couple" has none.
 SBC_MODELS = ("pl", "bt", "crowdbt", "couple-normalized")
 #: The online method run beside NUTS on the same data: Weng–Lin OnlinePL/OnlineBT, CrowdBT
-#: online (Chen et al. 2013) and OnlineGBMM (seed 000, Algorithm 1).
+#: online [Chen13] and OnlineGBMM ([Pan18], Algorithm 1).
 ONLINE_MODEL = {"pl": "pl", "bt": "bt", "crowdbt": "crowdbt", "couple-normalized": "couple"}
 ONLINE_NAME = {"pl": "OnlinePL (Weng-Lin)", "bt": "OnlineBT (Weng-Lin)",
                "crowdbt": "CrowdBT online", "couple-normalized": "OnlineGBMM"}
@@ -163,7 +163,7 @@ def _seeds(seed: int, sim: int) -> tuple[np.random.Generator, int, np.random.Gen
 
 # ----------------------------------------------------------------------------- truth
 def draw_dirichlet(rng: np.random.Generator, alpha: np.ndarray) -> np.ndarray:
-    """Row-wise ``Dir(α)`` draws, exact also for tiny ``α`` (DESIGN.md §2).
+    """Row-wise ``Dir(α)`` draws, exact also for tiny ``α`` (docs/design.md, Sampling).
 
     ``Gamma(α) = Gamma(α + 1) · U^{1/α}`` (Marsaglia & Tsang 2000), so
     ``log g = log u − e/α`` with ``u ~ Gamma(α + 1)``, ``e ~ Exp(1)``, and
@@ -212,7 +212,7 @@ def make_priors(cfg: Mapping):
 # ----------------------------------------------------------------------------- ranks
 def sbc_ranks(draws: np.ndarray, truth: np.ndarray, rng: np.random.Generator | None = None
               ) -> np.ndarray:
-    """Rank of each true value among posterior draws (Talts et al. 2018, Alg. 1).
+    """Rank of each true value among posterior draws ([Talts18], Alg. 1).
 
     ``draws`` ``(S, P)``, ``truth`` ``(P,)``; returns ints in ``0..S``:
     ``#{s : draws[s] < truth}`` plus, for draws *equal* to the truth, a uniformly random
@@ -263,7 +263,7 @@ def parameter_names(model: str, n_items: int, n_workers: int, K: int
 
 def flatten_params(model: str, lam: np.ndarray, eta: np.ndarray | None) -> np.ndarray:
     """``(..., P)``: λ, centred λ (``λ_r − mean λ``, identified by the data alone;
-    DESIGN.md §4) and the η entries in :func:`parameter_names` order. ``lam`` is
+    docs/design.md, Validation) and the η entries in :func:`parameter_names` order. ``lam`` is
     ``(..., L)``; ``eta`` ``(..., W)`` (CrowdBT accuracy) or ``(..., W, K)``."""
     lam = np.asarray(lam, float)
     parts = [lam, lam - lam.mean(axis=-1, keepdims=True)]
@@ -277,7 +277,7 @@ def flatten_params(model: str, lam: np.ndarray, eta: np.ndarray | None) -> np.nd
 
 # ----------------------------------------------------------------------------- online PIT
 def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
-    """PIT ``F_q(θ̃)`` of every parameter under the online marginals (DESIGN.md §4):
+    """PIT ``F_q(θ̃)`` of every parameter under the online marginals (docs/design.md, Validation):
     ``N(μ_r, σ_r²)`` for λ; for centred λ the mean-field Gaussian of ``λ_r − mean λ``
     (mean ``μ_r − μ̄``, variance ``σ_r²(1 − 2/L) + Σσ²/L²``); Beta marginals of the
     Dirichlet for η (:func:`validation.metrics.dirichlet_marginals`), CrowdBT

@@ -1,7 +1,7 @@
-"""Hand-written online moment matching (DESIGN.md §3).
+"""Hand-written online moment matching (docs/design.md, Online).
 
-``fit_online`` runs Weng–Lin OnlinePL / OnlineBT, CrowdBT online (Chen et al. 2013) or
-OnlineGBMM for COUPLE (seed 000, Algorithm 1) and returns an :class:`OnlinePosterior`.
+``fit_online`` runs Weng–Lin OnlinePL / OnlineBT, CrowdBT online [Chen13] or
+OnlineGBMM for COUPLE ([Pan18], Algorithm 1) and returns an :class:`OnlinePosterior`.
 The readable stage updates (:mod:`.gbmm`, :mod:`.crowdbt`, :mod:`.wenglin`) are the
 specification; :mod:`.kernels` are their numba transcriptions.
 """

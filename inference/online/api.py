@@ -1,6 +1,6 @@
 """``fit_online``: one or several passes of an online method over a set of rankings.
 
-The order is an explicit argument (DESIGN.md §3): the file's order by default, or a seeded
+The order is an explicit argument (docs/design.md, Online): the file's order by default, or a seeded
 shuffle, drawn anew for each pass from one ``numpy`` generator seeded with ``seed``. CrowdBT
 (and OnlineBT with ``bt_breaking="pairs"``) run on the fully rank-broken pairs; a shuffle
 permutes whole rankings, so the pairs of one ranking stay together and in order.
@@ -116,8 +116,8 @@ def fit_online(data: Rankings, model: str, priors: Priors, *, taylor: str = "pap
     ----------
     data : Rankings
     model : {"pl", "bt", "crowdbt", "couple"}
-        Weng–Lin OnlinePL / OnlineBT, CrowdBT online (Chen et al. 2013), OnlineGBMM
-        (seed 000, Algorithm 1).
+        Weng–Lin OnlinePL / OnlineBT, CrowdBT online [Chen13], OnlineGBMM
+        ([Pan18], Algorithm 1).
     priors : Priors
         The same object the NUTS models read: ``mu0, sigma0`` for items, ``alpha`` (COUPLE)
         or ``beta()`` (CrowdBT) for workers.
@@ -128,7 +128,7 @@ def fit_online(data: Rankings, model: str, priors: Priors, *, taylor: str = "pap
     wl_params : Weng–Lin ``beta, kappa, tau, gamma`` (:func:`wl_defaults`).
     kappa, kappa2 : guards of Eq. (12) and appendix 1.1.2 (COUPLE, CrowdBT).
     bt_breaking : OnlineBT on a whole ranking (``"game"``, openskill's full pairing) or on
-        its rank-broken pairs one after another (``"pairs"``, seed 000 Sect. 4.4).
+        its rank-broken pairs one after another (``"pairs"``, [Pan18], Sect. 4.4).
     """
     opts = algorithm_options(model, taylor=taylor, score_alpha=score_alpha, kappa=kappa,
                              kappa2=kappa2, wl_params=wl_params, bt_breaking=bt_breaking,

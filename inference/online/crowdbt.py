@@ -1,7 +1,7 @@
-"""CrowdBT online (Chen et al. 2013), written for reading: the kernel's specification.
+"""CrowdBT online [Chen13], written for reading: the kernel's specification.
 
 For a reported pair ``w > l`` by a worker with accuracy ``η ~ Beta(a, b)`` and items
-``N(μ_w, σ_w²)``, ``N(μ_l, σ_l²)`` (DESIGN.md §3, Chen et al. 2013, Sect. 3):
+``N(μ_w, σ_w²)``, ``N(μ_l, σ_l²)`` (docs/design.md, Online, [Chen13], Sect. 3):
 
 - ``c1 = p + ½(σ_w² + σ_l²) e_w e_l (e_l − e_w)/(e_w + e_l)³`` with ``p = σ(μ_w − μ_l)``
   (second-order expectation of the BT probability), ``c2 = 1 − c1``; both pass the same
@@ -15,7 +15,7 @@ For a reported pair ``w > l`` by a worker with accuracy ``η ~ Beta(a, b)`` and 
   ``μ_l ← μ_l + σ_l² (b e_l/Ψ − e_l/ψ)``, ``σ² ← σ² max(1 + σ² ∂²log C, κ)`` with
   ``∂²log C/∂μ_w² = a e_w b e_l/Ψ² − e_w e_l/ψ²`` (the same for ``l``).
 
-k-ary data are fully rank-broken first (``Rankings.rank_break()``; seed 000, Lemma 1).
+k-ary data are fully rank-broken first (``Rankings.rank_break()``; [Pan18], Lemma 1).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """OnlineGBMM for COUPLE, written for reading: the specification the kernel is tested against.
 
-Seed 000, Sect. 4.3 and Algorithm 1 (DESIGN.md §3). One ranking ``ρ`` by worker ``w`` is
+[Pan18], Sect. 4.3 and Algorithm 1 (docs/design.md, Online). One ranking ``ρ`` by worker ``w`` is
 processed stage by stage in *reverse* (stages ``k−1`` down to ``1``, Remark 3). A stage
 with candidates ``c = ρ(i..k)`` (``m = k−i+1`` of them; offset ``t`` is ``ρ(i+t−1)``, so the
 reported local winner is offset 1) and prior ``a = α_w[1..m]``:
@@ -41,7 +41,7 @@ def softmax_shifted(mu_c):
 def expected_softmax(mu_c, s2_c, taylor="paper", kappa2=1e-4, counts=None):
     """Step 1: ``R_t ≈ E[softmax(λ_c)_t]`` under independent ``N(μ_c, σ²_c)``.
 
-    ``paper`` (seed 000, appendix 1.1.2): ``R_t = p_t − ½ (Σ_j σ_j² p_j) p_t + ½ σ_t² p_t``.
+    ``paper`` ([Pan18], appendix 1.1.2): ``R_t = p_t − ½ (Σ_j σ_j² p_j) p_t + ½ σ_t² p_t``.
     ``full``: ``R_t = p_t + ½ σ_t² p_t(1−p_t)(1−2p_t) − ½ p_t Σ_{j≠t} σ_j² p_j (1−2p_j)``
     (the second derivatives of softmax; for ``m = 2`` this is Chen et al.'s ``c1``).
     ``plugin``: ``R_t = p_t``. All are followed by the appendix's guard

@@ -1,4 +1,4 @@
-"""The guards of DESIGN.md §3: never a silent NaN.
+"""The guards of docs/design.md (Online, Guards): never a silent NaN.
 
 A new ``α`` or ``σ²`` that is non-finite or non-positive (and a non-finite ``μ``) is an
 :class:`~inference.online.state.OnlineError` in strict mode. Otherwise it is replaced and

@@ -44,7 +44,7 @@ def _positive(new, old, counts, strict):
 @njit(cache=True, error_model="numpy")
 def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, taylor,
                 score_prior, kappa, kappa2, strict, counts, err):
-    """OnlineGBMM (seed 000, Algorithm 1): reverse stages, Eq. (9)-(12) per stage."""
+    """OnlineGBMM ([Pan18], Algorithm 1): reverse stages, Eq. (9)-(12) per stage."""
     K = order.shape[0]
     mu_c = np.empty(K)
     s2_c = np.empty(K)
@@ -172,7 +172,7 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
 @njit(cache=True, error_model="numpy")
 def crowdbt_kernel(pairs, worker, seq, start, stop, mu, sigma2, ab, kappa, kappa2, strict,
                    counts, err):
-    """CrowdBT online (Chen et al. 2013) over rank-broken pairs ``pairs[:, n] = (w, l)``."""
+    """CrowdBT online [Chen13] over rank-broken pairs ``pairs[:, n] = (w, l)``."""
     for pos in range(start, stop):
         n = seq[pos]
         i = pairs[0, n]

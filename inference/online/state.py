@@ -1,12 +1,12 @@
-"""The one posterior state shared by every online method (DESIGN.md §3).
+"""The one posterior state shared by every online method (docs/design.md, Online).
 
 Items carry a Gaussian ``N(μ_r, σ_r²)``; COUPLE workers a Dirichlet ``α_w`` of length ``K``
-(seed 000, Sect. 4.1); CrowdBT workers a Beta ``(a_w, b_w)`` (Chen et al. 2013); PL/BT
+([Pan18], Sect. 4.1); CrowdBT workers a Beta ``(a_w, b_w)`` [Chen13]; PL/BT
 (Weng–Lin) have no worker parameters. The state is initialised from the same
 :class:`models.priors.Priors` object that the NUTS models read, so that both routes start
 from the same prior.
 
-The state *is* the result: :class:`OnlinePosterior` is written as the JSON of issue 4 /
+The state *is* the result: :class:`OnlinePosterior` is written as the JSON of
 ``docs/contracts.md`` and read back bit for bit (``json`` writes ``repr(float)``, which
 round-trips exactly), so a saved ``posterior.json`` is also a checkpoint to resume from.
 Saving is atomic: a temporary file in the same folder, then :func:`os.replace`.
@@ -36,7 +36,7 @@ ALGORITHMS = {
 
 #: Keys of the ``clamped`` counters, always present (zero when nothing happened).
 #: ``alpha``/``sigma2``/``mu``: a non-finite or non-positive value replaced (guard of
-#: DESIGN.md §3; an error in strict mode). ``kappa``: the ``max(., κ)`` floor of Eq. (12)
+#: docs/design.md, Online; an error in strict mode). ``kappa``: the ``max(., κ)`` floor of Eq. (12)
 #: was active; ``kappa2``: the ``max(R_t, κ2)`` floor of appendix 1.1.2 was active. The last
 #: two are part of the algorithm, counted so that a reader sees how often they bind.
 CLAMP_KEYS = ("alpha", "sigma2", "mu", "kappa", "kappa2")
@@ -192,7 +192,7 @@ class OnlinePosterior:
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict:
-        """The JSON object of issue 4 (``docs/contracts.md``); CrowdBT's ``alpha`` is
+        """The JSON object of ``docs/contracts.md`` (Online result); CrowdBT's ``alpha`` is
         ``[a, b]``; PL/BT have no workers."""
         workers = {}
         if self.alpha is not None:

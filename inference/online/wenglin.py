@@ -1,6 +1,6 @@
-"""Weng–Lin OnlinePL and OnlineBT (Weng & Lin 2011, JMLR, Algorithms 1 and 4), readable.
+"""Weng–Lin OnlinePL and OnlineBT ([WL11], Algorithms 1 and 4), readable.
 
-The baselines that seed 000 calls OnlinePL and OnlineBT. One ranking is one game with one
+The baselines that [Pan18] calls OnlinePL and OnlineBT. One ranking is one game with one
 player (item) per team, best first, no ties. The conventions are those of ``openskill``
 (``PlackettLuce`` and ``BradleyTerryFull``, version 6), the external cross-check: with the
 same ``β, κ, τ, γ`` and the same order the numbers agree (up to openskill storing ``σ``
@@ -40,7 +40,7 @@ GAMMAS = ("sigma/c", "1/k")
 
 
 def gamma_value(gamma, sigma2_i: float, c: float, k: int) -> float:
-    """``γ`` of Weng & Lin (2011, Eq. 14-15 region): openskill's default ``σ_i / c``."""
+    """``γ`` of [WL11] (Eq. 14-15 region): openskill's default ``σ_i / c``."""
     if gamma == "sigma/c":
         return math.sqrt(sigma2_i) / c
     if gamma == "1/k":

@@ -158,7 +158,7 @@ class Builder:
             if not task:
                 raise DataError("empty task id", src, line)
             self.has_task = True
-        if len(flat_ids) != len(groups):  # tied: split (seed 000, appendix 1.3)
+        if len(flat_ids) != len(groups):  # tied: split ([Pan18], appendix 1.3)
             pos = dict(zip(flat_ids, ids))
             rankings = [[pos[x] for x in r] for r in split_ties(groups)]
             self.ties_split += count
@@ -227,7 +227,7 @@ class Builder:
         notes = list(self.notes) + list(notes)
         if ties:
             notes.append(f"split {ties} tied ranking(s) into tie-free rankings "
-                         "(seed 000, appendix 1.3)")
+                         "([Pan18], appendix 1.3)")
         if blank:
             notes.append(f"skipped {blank} blank line(s)")
         skipped = self.skipped[self.skip_mark:] if chunk else self.skipped

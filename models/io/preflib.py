@@ -1,8 +1,8 @@
 """``preflib``: PrefLib ``.soc/.soi/.toc/.toi`` files (the 2022 format: ``# KEY: value``
 metadata, then ``count: a,b,{c,d},e``).
 
-Counts are expanded. Ties (``{..}``, only allowed in ``.toc/.toi``) are split as in the
-seed paper's appendix 1.3. PrefLib carries no worker ids, so the reader makes them up, by
+Counts are expanded. Ties (``{..}``, only allowed in ``.toc/.toi``) are split as in
+appendix 1.3 of [Pan18]. PrefLib carries no worker ids, so the reader makes them up, by
 the option ``workers``: ``"single"`` (default) gives every ranking of the file one
 pseudo-worker named after the file (one crowd-wide η for COUPLE/CrowdBT);
 ``"per-ranking"`` gives every expanded ranking its own worker ``<file>:<j>`` (each worker

@@ -1,6 +1,6 @@
 """``rankings-csv``: ``worker,ranking[,task]``, items joined by ``>``, best first.
 
-``a>b=c>d`` marks a tie group; a tied ranking is split as the seed paper's appendix 1.3
+``a>b=c>d`` marks a tie group; a tied ranking is split as appendix 1.3 of [Pan18]
 does (``a>b>d`` and ``a>c>d``, :func:`models.data.split_ties`) and counted. Ids are
 stripped of surrounding white space. See ``docs/data.md``.
 

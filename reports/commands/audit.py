@@ -1,5 +1,5 @@
 """``crowdrank audit``: fit COUPLE and/or CrowdBT by NUTS and by online moment matching,
-compare the posteriors, and write a report (the suite's main job; issue 5).
+compare the posteriors, and write a report (the suite's main job).
 
 With no DATA it audits the embedded default: a seeded simulation with the paper's
 ``amateur`` workers (:data:`reports.audit.DEFAULT_SIMULATION`), ground truth known.

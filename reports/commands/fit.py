@@ -35,7 +35,7 @@ def register(sub) -> None:
     g.add_argument("--worker-prior-gold", default=None, metavar="GOLD_CSV",
                    help="gold tasks (worker,ranking,true_order; `simulate --gold` writes "
                         "one): alpha_w = 1 + how often w reported each offset of the true "
-                        "order (seed 000, Sect. 5.1); overrides --worker-prior")
+                        "order (Pan et al. 2018, Sect. 5.1); overrides --worker-prior")
     g.add_argument("--worker-prior-file", default=None,
                    help="CSV worker,alpha1,..,alphaK (CrowdBT: worker,a,b); overrides "
                         "--worker-prior")

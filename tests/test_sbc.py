@@ -259,3 +259,14 @@ def test_numpyro_replicates_do_not_leak_memory_mappings():
         sbc_job(cfg.spec(i))
         counts.append(len(maps.read_text().splitlines()))
     assert counts[2] - counts[1] < 300, counts
+
+
+def test_cli_option_errors_are_one_line(tmp_path, capsys):
+    """Bad option values are the user's to fix: one line, exit 2 (not a traceback)."""
+    from reports.cli import main
+
+    for argv, needle in [(["--sims", "1"], "at least 2 replicates"),
+                         (["--chains", "2", "--draws", "20"], "cannot thin")]:
+        rc = main(["sbc", "--model", "pl", "--out", str(tmp_path / "o"), *argv])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and len(err.splitlines()) == 1 and needle in err, err

@@ -55,6 +55,8 @@ from pathlib import Path
 
 import numpy as np
 
+from models.errors import UsageError
+
 #: Models with an exact forward simulator (docs/design.md, Facts); stagewise "couple" has none.
 SBC_MODELS = ("pl", "bt", "crowdbt", "couple-normalized")
 #: The online method run beside NUTS on the same data: Weng–Lin OnlinePL/OnlineBT, CrowdBT
@@ -108,36 +110,38 @@ class SbcConfig:
         if self.model not in SBC_MODELS:
             extra = (" (stagewise COUPLE has no normalised generative process, so no exact "
                      "simulator: use couple-normalized)") if self.model == "couple" else ""
-            raise ValueError(f"SBC model must be one of {SBC_MODELS}, got {self.model!r}"
+            raise UsageError(f"SBC model must be one of {SBC_MODELS}, got {self.model!r}"
                              + extra)
         if self.backend not in SBC_BACKENDS:
-            raise ValueError(f"SBC backend must be one of {SBC_BACKENDS}, got {self.backend!r}")
+            raise UsageError(f"SBC backend must be one of {SBC_BACKENDS}, got {self.backend!r}")
         pairwise = self.model in ("bt", "crowdbt")
         kmax = self.kmax if self.kmax is not None else (2 if pairwise else 4)
         if pairwise and kmax != 2:
-            raise ValueError(f"{self.model} is a pairwise model: kmax must be 2")
+            raise UsageError(f"{self.model} is a pairwise model: kmax must be 2")
         if not 2 <= kmax <= min(self.n_items, 6):
-            raise ValueError(f"kmax must be in 2..min(items, 6) (normalised COUPLE enumerates "
+            raise UsageError(f"kmax must be in 2..min(items, 6) (normalised COUPLE enumerates "
                              f"k! orderings), got {kmax}")
         object.__setattr__(self, "kmax", int(kmax))
         for name in ("sims", "n_items", "n_workers", "tasks_per_worker", "chains", "draws",
                      "n_ranks"):
             if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise UsageError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.n_items < 2:
-            raise ValueError("need at least 2 items")
+            raise UsageError("need at least 2 items")
+        if self.sims < 2:   # an ECDF (and any test of uniformity) needs several ranks
+            raise UsageError(f"SBC needs at least 2 replicates, got sims={self.sims}")
         if self.tune < 0:
-            raise ValueError("tune must be >= 0")
+            raise UsageError("tune must be >= 0")
         if self.backend != "prior" and self.n_ranks > self.chains * self.draws:
-            raise ValueError(f"cannot thin {self.chains}×{self.draws} draws to "
+            raise UsageError(f"cannot thin {self.chains}×{self.draws} draws to "
                              f"{self.n_ranks}: lower --ranks or raise --draws")
         if not (math.isfinite(self.shift_sd) and math.isfinite(self.mu0)
                 and math.isfinite(self.sigma0) and self.sigma0 > 0):
-            raise ValueError("shift_sd and mu0 must be finite, sigma0 finite and > 0")
+            raise UsageError("shift_sd and mu0 must be finite, sigma0 finite and > 0")
         if not 0 < self.alpha < 1:
-            raise ValueError("alpha must be in (0, 1)")
+            raise UsageError("alpha must be in (0, 1)")
         if self.n_bins is not None and self.n_bins < 2:
-            raise ValueError("n_bins must be >= 2")
+            raise UsageError("n_bins must be >= 2")
 
     def spec(self, sim: int) -> dict:
         """The JSON-able grid point of replicate ``sim`` (its cache key)."""

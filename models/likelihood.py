@@ -120,3 +120,30 @@ def loglik(model: str, data: Rankings, lam: np.ndarray, eta: np.ndarray | None =
 def stage_log_mixture(log_softmax_c: np.ndarray, log_etabar: np.ndarray) -> float:
     """``log sum_t etabar_t p_t`` via logsumexp: the stable form the PPL models use."""
     return float(logsumexp(log_etabar + log_softmax_c))
+
+
+def eq4_all_orderings(lam_tasks: np.ndarray, eta_rows: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """``log Eq. 4`` of every one of the ``k!`` orderings of ``n`` tasks, vectorised.
+
+    ``lam_tasks`` ``(n, k)`` are the scores of each task's items and ``eta_rows``
+    ``(n, >= k)`` each task's worker's uncertainty vector. Returns the position
+    permutations ``(P, k)`` (``P = k!``, the identity first) and ``(n, P)`` log-probabilities:
+    ordering ``p`` of task ``j`` lists ``lam_tasks[j, perms[p]]`` best first. The one place
+    that sums Eq. 4 over orderings: the exact sampler of normalised COUPLE draws from it and
+    the story's normaliser ``Z`` sums it.
+    """
+    lam_tasks = np.asarray(lam_tasks, float)
+    eta_rows = np.asarray(eta_rows, float)
+    k = lam_tasks.shape[1]
+    perms = np.array(list(permutations(range(k))))            # (P, k)
+    lc = lam_tasks[:, perms]                                   # (n, P, k)
+    logp = np.zeros(lc.shape[:2])
+    for i in range(k - 1):
+        m = k - i
+        x = lc[:, :, i:]
+        lsm = x - logsumexp(x, axis=-1, keepdims=True)         # log softmax of the m left
+        eb = eta_rows[:, :m] / eta_rows[:, :m].sum(axis=1, keepdims=True)
+        logp += np.log(np.einsum("nm,npm->np", eb, np.exp(lsm)))
+    return perms, logp
+

@@ -15,11 +15,11 @@ Every function takes a ``seed`` (or a ``numpy.random.Generator``); same seed, sa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import permutations
 
 import numpy as np
 
 from .data import PAD, Rankings
+from .likelihood import eq4_all_orderings
 from .registry import MODELS, get
 
 #: Worker types of [Pan18], Sect. 5.2: the Dirichlet ``α0`` an ``η_w`` is drawn from.
@@ -121,17 +121,8 @@ def couple_normalized_report(rng: np.random.Generator, lam: np.ndarray, subsets:
     n, k = subsets.shape
     if k > 6:
         raise ValueError("normalised COUPLE enumerates k! orderings; k <= 6 is supported")
-    perms = np.array(list(permutations(range(k))))                 # (P, k)
+    perms, logp = eq4_all_orderings(lam[subsets], eta_rows)        # (P, k), (n, P)
     cand = subsets[:, perms]                                          # (n, P, k)
-    lc = lam[cand]
-    logp = np.zeros(cand.shape[:2])
-    for i in range(k - 1):
-        m = k - i
-        x = lc[:, :, i:]
-        lsm = x - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
-            - x.max(-1, keepdims=True)
-        eb = eta_rows[:, :m] / eta_rows[:, :m].sum(axis=1, keepdims=True)
-        logp += np.log(np.einsum("nm,npm->np", eb, np.exp(lsm)))
     p = np.exp(logp - logp.max(axis=1, keepdims=True))
     p /= p.sum(axis=1, keepdims=True)
     u = rng.random(n)[:, None]

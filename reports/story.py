@@ -30,6 +30,7 @@ from models.likelihood import (
     couple_normalizer,
     couple_stage_prob,
     crowdbt_pair_prob,
+    eq4_all_orderings,
     pl_loglik,
 )
 from models.simulate import SIM_MODELS, WORKER_TYPES, simulate, worker_alpha0
@@ -70,16 +71,7 @@ def story_report_prob(lam, eta, subset, reported) -> float:
 def eq4_normalizers(lam: np.ndarray, eta: np.ndarray, k: int) -> np.ndarray:
     """Vectorised Eq. 4 normaliser ``Z`` for ``n`` tasks of ``k`` items:
     ``lam`` ``(n, k)`` scores of the task's items, ``eta`` ``(n, >=k)``."""
-    perms = np.array(list(permutations(range(k))))
-    lc = lam[:, perms]                                   # (n, P, k)
-    logp = np.zeros(lc.shape[:2])
-    for i in range(k - 1):
-        m = k - i
-        x = lc[:, :, i:]
-        p = np.exp(x - x.max(-1, keepdims=True))
-        p /= p.sum(-1, keepdims=True)
-        eb = eta[:, :m] / eta[:, :m].sum(1, keepdims=True)
-        logp += np.log(np.einsum("nm,npm->np", eb, p))
+    _, logp = eq4_all_orderings(lam, eta[:, :k])
     return np.exp(logp).sum(1)
 
 

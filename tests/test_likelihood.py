@@ -98,3 +98,25 @@ def test_stable_mixture_equals_direct():
     eb = eta[:3] / eta[:3].sum()
     assert L.stage_log_mixture(log_softmax(lam[c]), np.log(eb)) == pytest.approx(
         np.log(L.couple_stage_prob(lam, eta, c)), rel=1e-12)
+
+
+def test_eq4_over_all_orderings_matches_the_single_ranking_reference():
+    """The vectorised sum over the k! orderings (shared by the exact sampler and the story)
+    against couple_loglik ranking by ranking, and its sum against couple_normalizer."""
+    from itertools import permutations
+
+    from models.likelihood import couple_loglik, couple_normalizer, eq4_all_orderings
+
+    rng = np.random.default_rng(3)
+    for k in (2, 3, 4):
+        lam = rng.normal(size=(5, k))
+        eta = rng.dirichlet(np.ones(k + 1), size=5)
+        perms, logp = eq4_all_orderings(lam, eta)
+        assert perms.shape == (len(list(permutations(range(k)))), k)
+        assert (perms[0] == np.arange(k)).all()
+        for j in range(5):
+            for p, perm in enumerate(perms):
+                want = couple_loglik(lam[j], eta[j], np.asarray(perm))
+                assert logp[j, p] == pytest.approx(want, rel=1e-12, abs=1e-12)
+            assert np.exp(logp[j]).sum() == pytest.approx(
+                couple_normalizer(lam[j], eta[j], np.arange(k)), rel=1e-12)

@@ -185,12 +185,14 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             precision=precision, chain_method=chain_method, pointwise=pointwise,
             param=param, max_tree_depth=max_tree_depth, prior_only=prior_only)
     else:
-        initvals = None
+        initvals = mass_values = None
         if draws_z is not None or init_values is not None:
-            initvals = pymc_initvals(inputs, draws_z, init_values, chains, rng, param)
+            initvals, mass_values = pymc_initvals(inputs, draws_z, init_values, chains, rng,
+                                                  param)
         post, stats, ll, timings = _run_pymc(
             inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
             seed=seed, initvals=initvals, jitter=draws_z is None, progress=progress,
+            mass_values=mass_values if seed_mass else None,
             pointwise=pointwise, param=param, max_tree_depth=max_tree_depth,
             prior_only=prior_only)
     timings["total"] = time.perf_counter() - t0
@@ -458,24 +460,50 @@ _PYMC_STATS = {"diverging": ("diverging",), "energy": ("energy",),
 
 
 def pymc_initvals(inputs: ModelInputs, draws_z, init_values, chains: int,
-                  rng: np.random.Generator, param: dict) -> list[dict]:
+                  rng: np.random.Generator, param: dict) -> tuple[list[dict], dict | None]:
     """One dict of constrained starting values per chain for PyMC's free variables, from
-    approximation draws ``(λ, log η)`` or from a point (auxiliaries drawn per chain)."""
+    approximation draws ``(λ, log η)`` (the first ``chains`` of them) or from a point
+    (auxiliaries drawn per chain); and, from approximation draws, the constrained values of
+    all draws (to seed the mass matrix, :func:`_pymc_mass`), else None."""
     from .warmstart import point_log_eta, sampler_values
 
     if draws_z is not None:
-        lam, leta = draws_z[0][:chains], (None if draws_z[1] is None else draws_z[1][:chains])
-    else:
-        lam = np.broadcast_to(init_values["lambda"], (chains, inputs.n_items))
-        leta = point_log_eta(inputs, init_values.get("eta"))
-        if leta is not None:
-            leta = np.broadcast_to(leta, (chains,) + leta.shape)
+        vals = sampler_values(inputs, draws_z[0], draws_z[1], rng, **param)
+        starts = [{k: np.asarray(v[c], float) for k, v in vals.items()} for c in range(chains)]
+        return starts, (vals if draws_z[0].shape[0] >= 20 else None)
+    lam = np.broadcast_to(init_values["lambda"], (chains, inputs.n_items))
+    leta = point_log_eta(inputs, init_values.get("eta"))
+    if leta is not None:
+        leta = np.broadcast_to(leta, (chains,) + leta.shape)
     vals = sampler_values(inputs, lam, leta, rng, **param)
-    return [{k: np.asarray(v[c], float) for k, v in vals.items()} for c in range(chains)]
+    return [{k: np.asarray(v[c], float) for k, v in vals.items()} for c in range(chains)], None
+
+
+def _pymc_mass(model, values: dict):
+    """PyMC's diagonal adaptive potential seeded with the variance of ``values`` (constrained
+    draws of the free variables) on the sampler's unconstrained scale, in the order of
+    ``model.value_vars`` — the NumPyro rule (:func:`numpyro_starts_from_draws`)."""
+    import pytensor
+    import pytensor.tensor as pt
+    from pymc.step_methods.hmc.quadpotential import QuadPotentialDiagAdapt
+
+    cols = []
+    for vv in model.value_vars:
+        rv = model.values_to_rvs[vv]
+        x = np.asarray(values[rv.name], float)
+        n = x.shape[0]
+        tr = model.rvs_to_transforms.get(rv)
+        if tr is not None:
+            sym = pt.tensor(dtype="float64", shape=(None,) * x.ndim)
+            x = pytensor.function([sym], tr.forward(sym, *rv.owner.inputs))(x)
+        cols.append(np.asarray(x, float).reshape(n, -1))
+    z = np.concatenate(cols, axis=1)
+    var = np.clip(z.var(axis=0), 1e-4, 1e2)
+    return QuadPotentialDiagAdapt(z.shape[1], z.mean(axis=0), var, 10)
 
 
 def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, initvals, jitter, progress,
-              pointwise, param, max_tree_depth=10, prior_only=False):
+              pointwise, param, max_tree_depth=10, prior_only=False, mass_values=None):
     import pymc as pm
 
     from models import pymc_models as pmm
@@ -491,11 +519,16 @@ def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, initvals, jit
             kw["initvals"] = initvals if chains > 1 else initvals[0]
             if not jitter:   # starts drawn from an approximation are dispersed already
                 kw["init"] = "adapt_diag"
+        if mass_values is not None:
+            # the mass matrix starts from the approximation's variances (as NumPyro's)
+            kw.pop("init", None)
+            kw["step"] = pm.NUTS(vars=model.value_vars, potential=_pymc_mass(model, mass_values),
+                                 target_accept=target_accept, max_treedepth=max_tree_depth)
+        if "step" not in kw:   # otherwise the step carries these settings
+            kw.update(target_accept=target_accept, nuts={"max_treedepth": max_tree_depth})
         idata = pm.sample(draws=draws, tune=tune, chains=chains,
-                          cores=min(chains, os.cpu_count() or 1), target_accept=target_accept,
-                          random_seed=seed, progressbar=progress,
-                          compute_convergence_checks=False,
-                          nuts={"max_treedepth": max_tree_depth}, **kw)
+                          cores=min(chains, os.cpu_count() or 1), random_seed=seed,
+                          progressbar=progress, compute_convergence_checks=False, **kw)
     # PyMC reports no separate warm-up time; the split is not available here.
     timings["sampling"] = time.perf_counter() - t
     timings["warmup"] = float("nan")

@@ -378,3 +378,26 @@ def test_couple_normalized_recovers_truth_at_the_nominal_rate():
     assert 5.1 < np.sum(z ** 2) < 34.3, z
     assert lam.std(0).mean() < 0.75                 # the rankings inform λ (prior sd 1)
     assert np.corrcoef(lam.mean(0), sim.lam)[0, 1] > 0.8
+
+
+def test_pymc_mass_matrix_is_seeded_from_the_approximation_in_value_var_order():
+    """The PyMC potential gets one variance per unconstrained coordinate, in the order of
+    model.value_vars, computed from draws mapped through PyMC's own transforms."""
+    pytest.importorskip("pymc")
+    from models import pymc_models as pmm
+    from models.model_inputs import model_inputs
+
+    d = simulate("couple", n_items=6, n_workers=2, tasks_per_worker=10, kmax=3, seed=1).rankings
+    inputs = model_inputs("couple", d, Priors.geometric(d.workers, d.K))
+    model = pmm.build_model(inputs)
+    rng = np.random.default_rng(0)
+    lam = rng.normal(0.0, 2.0, size=(400, 6))
+    leta = np.log(rng.dirichlet([5.0, 2.0, 1.0], size=(400, 2)))
+    starts, values = nuts.pymc_initvals(inputs, (lam, leta), None, 2, rng,
+                                        {"simplex": "gamma", "level": "centered"})
+    assert len(starts) == 2 and values is not None
+    pot = nuts._pymc_mass(model, values)
+    sizes = [int(np.prod(model.initial_point()[v.name].shape)) for v in model.value_vars]
+    assert pot._var.size == sum(sizes)
+    # lambda_mean comes first: the variance of the draws' means (sd 2/√6)
+    assert pot._var[0] == pytest.approx(np.var(lam.mean(axis=1)), rel=1e-9)

@@ -407,7 +407,10 @@ def headline(results_dir: Path | str = RESULTS) -> str:
     if sbc:
         runs = sbc.get("runs", [])
         rows.append(["SBC (10 items, 4 workers, 100 rankings, geometric prior)",
-                     "; ".join(f"{r['model']}/{r['backend']}: {r['replicates']} replicates, "
+                     "; ".join(f"{r['model']}/{r['backend']}"
+                               + (f" ({r['label']})" if r.get("label") not in (None, "default")
+                                  else "")
+                               + f": {r['replicates']} replicates, "
                                f"{(r.get('nuts') or {}).get('verdict', '?')}"
                                for r in runs) or "not measured",
                      "≥ 200 replicates each, calibrated, ≤ 30 min"])

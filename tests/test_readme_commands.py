@@ -283,12 +283,12 @@ RECIPES: dict[str, Recipe] = {
     NUTS_README: Recipe(
         # the defaults (float64, progress bars on), each backend; every sub-command's --help
         # (the other NUTS options run in tests/test_nuts.py)
-        [(f"crowdrank fit data.csv --method nuts --model couple --backend numpyro "
+        ["crowdrank fit --help", "crowdrank simulate --help", "crowdrank story --help",
+         "crowdrank audit --help", "crowdrank sbc --help",
+         (f"crowdrank fit data.csv --method nuts --model couple --backend numpyro "
           f"{SCALE_NUTS} --out fit-nuts"),
          (f"crowdrank fit data.csv --method nuts --model couple --backend pymc {SCALE_NUTS} "
-          "--out fit-nuts-pymc"),
-         "crowdrank fit --help", "crowdrank simulate --help", "crowdrank story --help",
-         "crowdrank audit --help", "crowdrank sbc --help"],
+          "--out fit-nuts-pymc")],
         check=_check_nuts("fit-nuts"), slow=True, note=f"scaled by {SCALE_NUTS}"),
     "crowdrank audit data.csv --truth truth.csv --model couple --check-backends "
     "--out audit-x": Recipe(

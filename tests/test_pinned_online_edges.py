@@ -245,3 +245,25 @@ def test_options_are_keyword_only():
     with pytest.raises(TypeError):
         crowdbt_pass_python(np.array([[0], [1]]), [0], [0], np.zeros(2), np.ones(2),
                             np.ones((1, 2)), 1e-4)
+
+
+def test_defaults_are_not_strict():
+    # α = 1e300: the moments overflow and the guards must step in; by default they clamp
+    # and count (DESIGN.md §3: strict mode is opt-in), they do not raise
+    c = _zero()
+    out = pair_update(0.1, 0.0, 0.5, 0.5, 1e300, 1e300, counts=c)
+    assert c["alpha"] > 0 and all(math.isfinite(x) for x in out)
+    pairs = np.array([[0], [1]])
+    st = (np.array([0.1, 0.0]), np.array([0.5, 0.5]), np.array([[1e300, 1e300]]))
+    c = crowdbt_pass_python(pairs, [0], [0], *st)
+    assert c["alpha"] > 0 and np.all(np.isfinite(st[2])) and np.all(st[2] > 0)
+    c = _zero()
+    gbmm.stage_update([0.0, 0.1], [1.0, 1.0], [1e300, 1e300], counts=c)
+    assert c["alpha"] > 0
+    st = (np.array([0.0, 0.1, -0.2]), np.ones(3), np.array([[1e300, 1e300, 1.0]]))
+    c = gbmm.gbmm_pass_python(np.array([[0], [1], [2]]), [3], [0], [0], *st)
+    assert c["alpha"] > 0 and np.all(np.isfinite(st[2])) and np.all(st[2] > 0)
+    c = _zero()
+    gbmm.ranking_update(*(list(x) for x in ([0.0, 0.1], [1.0, 1.0], [1e300, 1e300])),
+                        [0, 1], counts=c)
+    assert c["alpha"] > 0

@@ -91,7 +91,7 @@ MODULES: dict[str, dict] = {
     "readers": {
         # the readers' error paths only: models/io.py, or the package it becomes
         "files": ["models/io.py", "models/io/*.py"],
-        "tests": "tests/test_pinned_io.py tests/test_io.py",
+        "tests": "tests/test_pinned_io.py tests/test_pinned_io_edges.py tests/test_io.py",
         "definitions": ["_csv_rows", "_columns", "_parse_rankings_csv", "_parse_pairwise_csv",
                         "_parse_wide_csv", "_parse_wwl", "_parse_preflib_order",
                         "_read_preflib", "read_truth_scores", "read_truth",

@@ -167,3 +167,16 @@ def test_coverage_interval_is_closed():
     # [lo, hi] includes both ends: of 0, 1, 2, 3 the interval [1, 2] holds two draws
     x = np.array([[0.0, 1.0], [1.0, 1.0], [2.0, 5.0], [3.0, -1.0]])
     np.testing.assert_array_equal(M.coverage(x, [1.0, 1.0], [2.0, 1.0]), [0.5, 0.5])
+
+
+def test_beta_moments_do_not_overflow_for_huge_concentrations():
+    """Beta(1e155, 1e155): a·b overflows float64, the moments must not (mean 1/2,
+    sd = sqrt(1/4 / (2e155 + 1)) by the closed form)."""
+    from validation.metrics import q_moments
+
+    m, s = q_moments("beta", 1e155, 1e155)
+    assert float(m) == 0.5
+    assert float(s) == pytest.approx(np.sqrt(0.25 / 2e155), rel=1e-12)
+    m, s = q_moments("beta", [2.0, 5.0], [3.0, 1.0])       # ordinary values, closed form
+    np.testing.assert_allclose(m, [0.4, 5 / 6], rtol=1e-14)
+    np.testing.assert_allclose(s, np.sqrt([6 / (25 * 6), 5 / (36 * 7)]), rtol=1e-14)

@@ -56,7 +56,12 @@ def q_moments(family: str, p1, p2) -> tuple[np.ndarray, np.ndarray]:
     """Mean and sd of ``q``: ``(μ, σ)`` for normal; Beta: ``a/(a+b)`` and
     ``sqrt(ab / ((a+b)²(a+b+1)))``."""
     d = _dist(family, p1, p2)
-    return np.asarray(d.mean(), float), np.asarray(d.std(), float)
+    if family == "normal":
+        return np.asarray(d.mean(), float), np.asarray(d.std(), float)
+    # ab/((a+b)²(a+b+1)) written as m(1−m)/(a+b+1): no overflow of a·b for huge a, b
+    a, b = np.asarray(p1, float), np.asarray(p2, float)
+    m = a / (a + b)
+    return m, np.sqrt(m * (b / (a + b)) / (a + b + 1.0))
 
 
 def dirichlet_marginals(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -425,8 +425,16 @@ def headline(results_dir: Path | str = RESULTS) -> str:
     if mut:
         mods = mut.get("modules", {})
         rows.append(["mutation score of the core modules (fast tests)",
-                     ", ".join(f"{k} {v['score'] * 100:.1f} %" for k, v in mods.items()
+                     ", ".join(f"{k} {v['score'] * 100:.1f} %"
+                               + (f" (sample of {v['sample']['size']}/"
+                                  f"{v['sample']['population']})"
+                                  if isinstance(v.get("sample"), dict) else "")
+                               for k, v in mods.items()
                                if isinstance(v, dict) and v.get("score") is not None)
+                     + "".join(f"; not run: {', '.join(m)}" for m in
+                               [[k for k in ("gbmm", "kernels", "crowdbt", "wenglin",
+                                             "likelihood", "metrics", "gate", "readers")
+                                 if k not in mods]] if m)
                      or "not measured", "≥ 90 % each"])
     text = table(["what", "measured", "goal"], rows)
     return f"{BEGIN}\n{text.rstrip()}\n{END}"

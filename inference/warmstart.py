@@ -68,16 +68,6 @@ def augment(rng: np.random.Generator, log_eta: np.ndarray, alpha: np.ndarray,
     return out
 
 
-def _approx_eta_log_draws(rng, inputs: ModelInputs, approx_alpha, n: int) -> np.ndarray:
-    """``log η`` table draws from the approximation's Dirichlet/Beta, ``(n, W, K|2)``."""
-    a = np.asarray(approx_alpha, float)
-    if inputs.model == "crowdbt":
-        a = a[:, :2]
-    else:
-        a = a[:, : inputs.K]
-    return log_dirichlet_draws(rng, np.maximum(a, 1e-12), n)
-
-
 def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | None,
                    rng: np.random.Generator, *, simplex: str = "gamma",
                    level: str = "centered", boost=None) -> dict:
@@ -131,11 +121,7 @@ def approx_draws(inputs: ModelInputs, approx, items, workers, n: int,
     ``mu``, ``sigma2``; ``workers``, ``alpha``): ``λ_r ~ N(mu_r, sigma2_r)`` and
     ``η_w ~ Dirichlet(alpha_w)`` (COUPLE) or ``Beta(a_w, b_w)`` (CrowdBT), independent.
     """
-    pos = {str(i): k for k, i in enumerate(approx.items)}
-    try:
-        ix = np.array([pos[str(i)] for i in items])
-    except KeyError as exc:
-        raise ValueError(f"the approximation has no item {exc.args[0]!r}") from None
+    ix = _positions(approx.items, items, "item")
     mu = np.asarray(approx.mu, float)[ix]
     sd = np.sqrt(np.asarray(approx.sigma2, float)[ix])
     lam = mu + sd * rng.standard_normal((n, mu.size))
@@ -143,21 +129,21 @@ def approx_draws(inputs: ModelInputs, approx, items, workers, n: int,
         return lam, None
     if getattr(approx, "alpha", None) is None:
         raise ValueError("the approximation has no worker parameters for this model")
-    wpos = {str(w): k for k, w in enumerate(approx.workers)}
+    alpha = np.maximum(approx_alpha(inputs, approx, workers), 1e-12)
+    return lam, log_dirichlet_draws(rng, alpha, n)
+
+
+def _positions(have, want, what: str) -> np.ndarray:
+    """Index of each id of ``want`` in ``have`` (ids compared as strings)."""
+    pos = {str(i): k for k, i in enumerate(have)}
     try:
-        wx = np.array([wpos[str(w)] for w in workers])
+        return np.array([pos[str(i)] for i in want])
     except KeyError as exc:
-        raise ValueError(f"the approximation has no worker {exc.args[0]!r}") from None
-    return lam, _approx_eta_log_draws(rng, inputs, np.asarray(approx.alpha)[wx], n)
+        raise ValueError(f"the approximation has no {what} {exc.args[0]!r}") from None
 
 
 def approx_alpha(inputs: ModelInputs, approx, workers) -> np.ndarray:
     """The approximation's worker concentrations aligned to ``workers``, in the layout of
     ``inputs.alpha`` (COUPLE ``(W, K)``; CrowdBT ``(W, 2)`` Beta ``[a, b]``)."""
-    wpos = {str(w): k for k, w in enumerate(approx.workers)}
-    try:
-        wx = np.array([wpos[str(w)] for w in workers])
-    except KeyError as exc:
-        raise ValueError(f"the approximation has no worker {exc.args[0]!r}") from None
-    a = np.asarray(approx.alpha, float)[wx]
+    a = np.asarray(approx.alpha, float)[_positions(approx.workers, workers, "worker")]
     return a[:, :2] if inputs.model == "crowdbt" else a[:, : inputs.K]

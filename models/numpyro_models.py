@@ -60,7 +60,7 @@ import numpyro
 import numpyro.distributions as dist
 from jax.nn import log_sigmoid
 
-from .model_inputs import BOOST_BELOW, ModelInputs, boost_split, level_log_ratio  # noqa: F401
+from .model_inputs import ModelInputs, boost_split, level_log_ratio
 
 SIMPLEX = ("gamma", "dirichlet")
 LEVEL = ("centered", "iid")

@@ -25,11 +25,11 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from test_pinned_cli import crowdrank_exe  # the installed entry point, found one way
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -99,14 +99,6 @@ def drop_optional(cmd: str) -> str:
 
 
 # ============================================================== running
-def crowdrank_exe() -> str:
-    here = Path(sys.executable).parent / "crowdrank"
-    exe = str(here) if here.exists() else shutil.which("crowdrank")
-    if exe is None:
-        pytest.skip("the crowdrank entry point is not installed (pip install -e .)")
-    return exe
-
-
 _RUNS: dict[tuple, subprocess.CompletedProcess] = {}
 
 

@@ -197,6 +197,104 @@ def aggregates(table: pd.DataFrame) -> dict[str, dict]:
     return out
 
 
+# ------------------------------------------------------------------ identified quantities
+#: At most this many item pairs get contrast and order-probability rows; with more, a
+#: seeded sample of pairs (the (S, P) draw matrix of all L(L−1)/2 pairs would not fit).
+MAX_PAIRS = 2000
+
+
+def _derived_metrics(p1, p2, draws3) -> dict[str, np.ndarray]:
+    """:func:`validation.metrics.parameter_metrics` for a derived quantity given as draws
+    ``(chain, draw, P)``, with its MCSE and ESS from ArviZ on those draws."""
+    import arviz_stats as azs
+    import xarray as xr
+
+    da = xr.DataArray(draws3, dims=("chain", "draw", "p"))
+    mcse = np.asarray(azs.mcse(da, method="mean").values, float).reshape(-1)
+    out = M.parameter_metrics("normal", p1, p2, draws3.reshape(-1, draws3.shape[-1]), mcse)
+    out["ess_bulk"] = np.asarray(azs.ess(da, method="bulk").values, float).reshape(-1)
+    return out
+
+
+def item_pairs(L: int, max_pairs: int = MAX_PAIRS, seed: int = 0) -> tuple[np.ndarray,
+                                                                          np.ndarray]:
+    """All pairs ``i < j`` when there are at most ``max_pairs``, else a seeded sample of
+    ``max_pairs`` of them (without replacement), sorted."""
+    n = L * (L - 1) // 2
+    iu, ju = np.triu_indices(L, 1)
+    if n <= max_pairs:
+        return iu, ju
+    pick = np.sort(np.random.default_rng(seed).choice(n, size=max_pairs, replace=False))
+    return iu[pick], ju[pick]
+
+
+def identified_comparison(online, idata, *, max_pairs: int = MAX_PAIRS, seed: int = 0
+                          ) -> tuple[pd.DataFrame, dict]:
+    """The item scores compared on what the data identify (docs/design.md, Validation).
+
+    Beside the raw marginals ``λ_i``: the centred scores ``λ_i − mean(λ)``, the contrasts
+    ``λ_i − λ_j`` and the order probabilities ``P(λ_i > λ_j)`` over :func:`item_pairs`, and
+    the common level ``mean(λ)`` on its own. The approximation's marginals are the closed
+    forms of :mod:`validation.metrics` (its Gaussians are independent); MCMC's are the same
+    functions of each draw.
+
+    Returns
+    -------
+    table : DataFrame
+        One row per centred score, contrast and the level (``kind`` ``centred``,
+        ``contrast``, ``level``) with the columns of :func:`parameter_table`'s metrics, and
+        ``p_order_approx``/``p_order_mcmc`` on contrast rows.
+    summary : dict
+        ``{"raw"|"centred"|"contrast"|"level": aggregates, "order_probability": ...,
+        "level_detail": {...}, "pairs": {...}}``.
+    """
+    items = _coord(idata, "item")
+    idx = _reindex(online.items, items, "item(s)")
+    mu = np.asarray(online.mu, float)[idx]
+    sd = np.sqrt(np.asarray(online.sigma2, float)[idx])
+    da = idata["posterior"]["lambda"].transpose("chain", "draw", "item")
+    lam = np.asarray(da.values, float)                       # (C, D, L)
+    frames = []
+    cm, cs = M.centred_normal(mu, sd)
+    r = _derived_metrics(cm, cs, M.centred_draws(lam))
+    frames.append(pd.DataFrame({"kind": "centred", "param": [f"centred[{i}]" for i in items],
+                                "id": items, **r}))
+    lm, ls = M.level_normal(mu, sd)
+    r = _derived_metrics(np.array([lm]), np.array([ls]), lam.mean(axis=-1)[..., None])
+    frames.append(pd.DataFrame({"kind": "level", "param": ["level"], "id": ["mean(lambda)"],
+                                **r}))
+    i, j = item_pairs(len(items), max_pairs, seed)
+    dm, ds = M.contrast_normal(mu, sd, i, j)
+    r = _derived_metrics(dm, ds, lam[..., i] - lam[..., j])
+    flat = lam.reshape(-1, lam.shape[-1])
+    pq = M.order_probability_normal(mu, sd, i, j)
+    pm = M.order_probability_draws(flat, i, j)
+    ids = [f"{items[a]}>{items[b]}" for a, b in zip(i, j)]
+    frames.append(pd.DataFrame({"kind": "contrast", "param": [f"contrast[{x}]" for x in ids],
+                                "id": ids, **r, "p_order_approx": pq, "p_order_mcmc": pm}))
+    table = pd.concat(frames, ignore_index=True)
+    summary = {}
+    raw_r = M.parameter_metrics("normal", mu, sd, flat,
+                                _derived_metrics(mu, sd, lam)["mcse"])
+    for name, sub in (("raw", pd.DataFrame(raw_r)),
+                      ("centred", table[table.kind == "centred"]),
+                      ("contrast", table[table.kind == "contrast"]),
+                      ("level", table[table.kind == "level"])):
+        summary[name] = M.aggregate(sub.z, sub.sd_ratio, sub.coverage_50, sub.coverage_90)
+        summary[name]["median_noise_floor"] = float(np.median(sub.noise_floor))
+        summary[name]["median_kl"] = float(np.median(sub.kl))
+        summary[name]["median_w1"] = float(np.median(sub.w1))
+    summary["order_probability"] = M.order_probability_summary(pq, pm, flat.shape[0])
+    lev = table[table.kind == "level"].iloc[0]
+    summary["level_detail"] = {k: float(lev[k]) for k in (
+        "mcmc_mean", "mcmc_sd", "approx_mean", "approx_sd", "z", "sd_ratio", "kl", "w1",
+        "coverage_50", "coverage_90")}
+    n_all = len(items) * (len(items) - 1) // 2
+    summary["pairs"] = {"used": int(len(i)), "of": int(n_all),
+                        "sampled": bool(len(i) < n_all), "seed": int(seed)}
+    return table, summary
+
+
 # ------------------------------------------------------------------ ranking level
 def comparison_components(data) -> np.ndarray:
     """The connected component of each item in the comparison graph of ``data`` (a
@@ -401,6 +499,8 @@ class Comparison:
     workers: dict | None
     trusted: bool
     reasons: list[str]
+    identified: dict | None = None     # identified_comparison's summary
+    identified_table: pd.DataFrame | None = None
 
     def to_dict(self) -> dict:
         """JSON-able summary (no per-parameter rows; those go to ``parameters.csv``)."""
@@ -409,11 +509,12 @@ class Comparison:
                 "reference_note": None if self.trusted else
                 "reference not trusted: " + "; ".join(self.reasons),
                 "aggregates": self.aggregates, "ranking": self.ranking,
-                "workers": self.workers}
+                "workers": self.workers, "identified": self.identified}
 
 
 def compare(online, idata, *, gate=None, truth=None, truth_eta1=None, model=None,
-            variant: str = "default", components=None) -> Comparison:
+            variant: str = "default", components=None, identified: bool = True,
+            max_pairs: int = MAX_PAIRS, seed: int = 0) -> Comparison:
     """Compare ``online`` with the NUTS ``idata`` at parameter, ranking and worker level.
 
     Parameters
@@ -431,6 +532,9 @@ def compare(online, idata, *, gate=None, truth=None, truth_eta1=None, model=None
         Comparison-graph component of each item, aligned like ``truth``
         (:func:`comparison_components`): the accuracy then counts only pairs the data can
         order, and reports how many were left out.
+    identified, max_pairs, seed : also compare centred scores, contrasts, order
+        probabilities and the common level (:func:`identified_comparison`; pairs sampled
+        with ``seed`` above ``max_pairs``).
     """
     g = gate_status(gate, idata)
     table = parameter_table(online, idata, model=model, variant=variant, trusted=g.trusted)
@@ -445,6 +549,13 @@ def compare(online, idata, *, gate=None, truth=None, truth_eta1=None, model=None
         workers["quality_online"] = q_on.tolist()
         workers["quality_nuts"] = worker_quality_nuts(idata).tolist()
         workers["ids"] = wid
+    ident = ident_table = None
+    if identified and len(online.items) >= 2:
+        ident_table, ident = identified_comparison(online, idata, max_pairs=max_pairs,
+                                                   seed=seed)
+        ident_table.insert(0, "variant", variant)
+        ident_table.insert(0, "model", str(table.model.iloc[0]))
     return Comparison(model=str(table.model.iloc[0]), variant=variant, parameters=table,
                       aggregates=aggregates(table), ranking=ranking, workers=workers,
-                      trusted=g.trusted, reasons=g.reasons)
+                      trusted=g.trusted, reasons=g.reasons, identified=ident,
+                      identified_table=ident_table)

@@ -225,3 +225,80 @@ def aggregate(z, ratio, cov50, cov90) -> dict[str, float]:
             "share_close": float(np.mean(ok)),
             "mean_coverage_50": float(np.mean(cov50)),
             "mean_coverage_90": float(np.mean(cov90))}
+
+
+# ------------------------------------------------------------------ identified quantities
+# Item scores enter the likelihood only through differences, so the data identify the
+# contrasts λ_i − λ_j and the centred scores λ_i − mean(λ); the common level mean(λ) is
+# pinned by the prior alone. A mean-field Gaussian can be right about every contrast and
+# still look over-confident on raw marginals if it misses the level's variance
+# (docs/design.md, Validation). These functions give the approximation's marginal of each
+# such quantity in closed form (a linear map of independent Gaussians is Gaussian) and the
+# same quantity from MCMC draws, so the per-parameter metrics above apply unchanged.
+
+def centred_normal(mu, sd) -> tuple[np.ndarray, np.ndarray]:
+    """Marginals of ``c_i = λ_i − mean(λ)`` under independent ``λ_i ~ N(μ_i, σ_i²)``:
+    mean ``μ_i − μ̄``, variance ``σ_i² (1 − 2/L) + Σ_j σ_j² / L²`` (``c = (I − 11ᵀ/L) λ``)."""
+    mu, sd = np.asarray(mu, float), np.asarray(sd, float)
+    L = mu.size
+    if L < 2:
+        raise ValueError("centred scores need at least 2 items")
+    var = sd**2 * (1.0 - 2.0 / L) + np.sum(sd**2) / L**2
+    return mu - mu.mean(), np.sqrt(var)
+
+
+def level_normal(mu, sd) -> tuple[float, float]:
+    """Marginal of the common level ``mean(λ)``: ``N(μ̄, Σ σ_i² / L²)``."""
+    mu, sd = np.asarray(mu, float), np.asarray(sd, float)
+    return float(mu.mean()), float(np.sqrt(np.sum(sd**2)) / mu.size)
+
+
+def contrast_normal(mu, sd, i, j) -> tuple[np.ndarray, np.ndarray]:
+    """Marginals of ``λ_i − λ_j`` (index arrays ``i``, ``j``): ``N(μ_i − μ_j, σ_i² + σ_j²)``."""
+    mu, sd = np.asarray(mu, float), np.asarray(sd, float)
+    return mu[i] - mu[j], np.sqrt(sd[i] ** 2 + sd[j] ** 2)
+
+
+def order_probability_normal(mu, sd, i, j) -> np.ndarray:
+    """``P(λ_i > λ_j) = Φ((μ_i − μ_j) / √(σ_i² + σ_j²))`` under independent Gaussians."""
+    m, s = contrast_normal(mu, sd, i, j)
+    return stats.norm.cdf(m / s)
+
+
+def order_probability_draws(draws, i, j) -> np.ndarray:
+    """``P(λ_i > λ_j)`` from draws ``(S, L)``: the share of draws with ``λ_i > λ_j``, ties
+    counted one half."""
+    d = np.asarray(draws, float)
+    a, b = d[:, i], d[:, j]
+    return np.mean(a > b, axis=0) + 0.5 * np.mean(a == b, axis=0)
+
+
+def centred_draws(draws) -> np.ndarray:
+    """``λ − mean(λ)`` per draw; ``draws`` is ``(..., L)``."""
+    d = np.asarray(draws, float)
+    return d - d.mean(axis=-1, keepdims=True)
+
+
+def order_probability_summary(p_q, p_mcmc, n_draws: int) -> dict[str, float]:
+    """Aggregates of the pairwise order probabilities of ``q`` against MCMC's.
+
+    ``median/p90/max_abs_diff`` of ``|p_q − p̂|``; ``mean_overconfidence`` is the mean of
+    ``|p_q − ½| − |p̂ − ½|`` (positive: ``q`` is surer of the orders than MCMC);
+    ``share_flipped`` the share of pairs that the two order differently (one above ½, the
+    other below); ``median_iid_se`` the median ``√(p̂(1 − p̂)/S)``, the Monte Carlo error of
+    ``p̂`` were the ``S`` draws independent (a lower bound for a Markov chain).
+    """
+    p_q, p_m = np.asarray(p_q, float), np.asarray(p_mcmc, float)
+    if p_q.shape != p_m.shape or p_q.ndim != 1:
+        raise ValueError("order probabilities must be 1-d arrays of one length")
+    if p_q.size == 0:
+        return {"n": 0}
+    diff = np.abs(p_q - p_m)
+    flipped = (p_q - 0.5) * (p_m - 0.5) < 0
+    return {"n": int(p_q.size),
+            "median_abs_diff": float(np.median(diff)),
+            "p90_abs_diff": float(np.percentile(diff, 90)),
+            "max_abs_diff": float(np.max(diff)),
+            "mean_overconfidence": float(np.mean(np.abs(p_q - 0.5) - np.abs(p_m - 0.5))),
+            "share_flipped": float(np.mean(flipped)),
+            "median_iid_se": float(np.median(np.sqrt(p_m * (1 - p_m) / n_draws)))}

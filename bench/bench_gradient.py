@@ -1,7 +1,7 @@
 """Time the jitted potential+gradient of COUPLE (as NumPyro's sampler calls it).
 
-Compares the autodiff kernel (``FAST_COUPLE=False``) with the hand-written one
-(``couple_total``) at medium (L=100, W=50, N=5,000) and paper scale (L=1000, W=500,
+Compares the autodiff kernel (``model(..., fast=False)``) with the hand-written one
+(``fast=True``, :func:`models.numpyro_models.couple_columns`) at medium (L=100, W=50, N=5,000), large (L=300, W=100, N=45,000) and paper scale (L=1000, W=500,
 N=450,000), float32 and float64, and checks that both give the same value and gradient.
 
 Usage: python bench/bench_gradient.py [--scales medium,paper] [--reps 10] [--out FILE]
@@ -30,6 +30,9 @@ def build(scale):
     if scale == "medium":
         sim = simulate("couple", n_items=100, n_workers=50, tasks_per_worker=100, kmax=4,
                        setting="amateur", seed=0)
+    elif scale == "large":      # a tenth of the paper's rankings: fits a shared 2-core box
+        sim = simulate("couple", n_items=300, n_workers=100, tasks_per_worker=450, kmax=4,
+                       setting="amateur", seed=0)
     else:
         sim = simulate_paper_scale("couple", setting="amateur", seed=0)
     data = sim.rankings
@@ -38,19 +41,23 @@ def build(scale):
 
 
 def timing(inputs, fast, precision, reps, seed=0):
+    """The sampler's unit cost: the jitted potential+gradient on the unconstrained scale
+    (64-bit parameters, the likelihood's elementwise work in ``precision``, as
+    :func:`inference.nuts.fit_nuts` runs it), at a seeded random point."""
     import jax
-    import jax.numpy as jnp
     from numpyro.infer.util import potential_energy
 
+    from inference.nuts import jittered_starts
     from models import numpyro_models as npm
 
-    npm.FAST_COUPLE = fast
-    with jax.enable_x64(precision == "float64"):
+    kw = {"fast": fast, "loglik_dtype": "float32" if precision == "float32" else None}
+    with jax.enable_x64(True):
         rng = np.random.default_rng(seed)
-        z = {"lambda": jnp.asarray(rng.normal(0, 1, inputs.n_items)),
-             "eta": jnp.asarray(rng.normal(0, 1, (inputs.n_workers, inputs.K - 1)))}
+        z = jittered_starts(inputs, {"lambda": rng.normal(0, 1, inputs.n_items)}, 1, seed,
+                            0.5)
+        z = {k: jax.numpy.asarray(v) for k, v in z.items()}
         vg = jax.jit(jax.value_and_grad(
-            lambda p: potential_energy(npm.model, (inputs,), {}, p)))
+            lambda p: potential_energy(npm.model, (inputs,), kw, p)))
         t = time.perf_counter()
         out = jax.block_until_ready(vg(z))
         compile_s = time.perf_counter() - t
@@ -69,6 +76,7 @@ def timing(inputs, fast, precision, reps, seed=0):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--scales", default="medium,paper")
+    ap.add_argument("--label", default="", help="free text stored with each record")
     ap.add_argument("--precisions", default="float32,float64")
     ap.add_argument("--kernels", default="autodiff,fast")
     ap.add_argument("--reps", type=int, default=10)
@@ -88,7 +96,8 @@ def main(argv=None):
                        "cpus": os.cpu_count(),
                        "affinity": len(os.sched_getaffinity(0)),
                        "load_avg_1m": round(os.getloadavg()[0], 2),
-                       "jax": jax.__version__}
+                       "jax": jax.__version__, "label": a.label,
+                       "date": time.strftime("%Y-%m-%d")}
                 if "autodiff" in res and kern != "autodiff":
                     v0, g0 = res["autodiff"]
                     rec["value_rel_diff_vs_autodiff"] = abs(v - v0) / abs(v0)

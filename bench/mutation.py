@@ -72,8 +72,8 @@ MODULES: dict[str, dict] = {
     },
     "wenglin": {
         "files": ["inference/online/wenglin.py"],
-        "tests": "tests/test_online_openskill.py tests/test_online_kernels.py "
-                 "tests/test_online_guards.py",
+        "tests": "tests/test_pinned_wenglin.py tests/test_online_openskill.py "
+                 "tests/test_online_kernels.py tests/test_online_guards.py",
     },
     "likelihood": {
         "files": ["models/likelihood.py"],

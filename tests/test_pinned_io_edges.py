@@ -99,3 +99,30 @@ def test_read_truth_default_warns_at_the_callers_line(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_array_equal(read_truth(p, data), [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 4, 100])
+@pytest.mark.parametrize("trailing", [0, 3])
+def test_streamed_chunks_count_every_blank_line_once(tmp_path, chunk_size, trailing):
+    """Each chunk notes the blank lines read since the previous one: over all chunks they add
+    up to the blank lines of the file (counted here from the text), as a whole-file read
+    says, including blank lines after the last ranking (a final chunk with no ranking)."""
+    import re
+
+    from models.io import iter_rankings_chunks
+
+    lines = (["worker,ranking", "", "u1,a>b>c", "u2,b>c", "", "", "u1,c>a", "u3,a>b", "",
+              "u2,b>a>c", "u1,a>c", "", "", "", "u3,c>b"] + [""] * trailing)
+    p = write(tmp_path, "s.csv", lines)
+    blank = sum(1 for s in lines[1:] if not s.strip())
+
+    def noted(notes):
+        got = [int(m.group(1)) for n in notes for m in [re.search(r"skipped (\d+) blank", n)]
+               if m]
+        assert len(got) <= 1
+        return sum(got)
+
+    chunks = list(iter_rankings_chunks(p, chunk_size=chunk_size))
+    assert sum(c.n_rankings for c in chunks) == len(lines) - 1 - blank
+    assert sum(noted(c.notes) for c in chunks) == blank
+    assert noted(read_rankings(p).notes) == blank

@@ -564,7 +564,7 @@ def _pymc_pointwise(inputs, post) -> np.ndarray:
     lam = pt.dvector("lam")
     eta = None
     args = [lam]
-    if inputs.model == "crowdbt":
+    if inputs.model in ("crowdbt", "peergrader"):      # one value per worker
         eta = pt.dvector("eta")
     elif inputs.has_eta:
         eta = pt.dmatrix("eta")

@@ -52,6 +52,13 @@ def crowdbt_loglik(lam: np.ndarray, eta: float, ranking: np.ndarray) -> float:
                      for i in range(k) for j in range(i + 1, k)))
 
 
+def peergrader_loglik(lam: np.ndarray, eta: float, ranking: np.ndarray) -> float:
+    """PeerGrader [Raman14]: Plackett–Luce on the grader's scaled scores,
+    ``P(ρ | λ, η_g) = PL(ρ | η_g·λ)``; ``η_g → 0`` is a grader who orders at random,
+    a large ``η_g`` one who follows ``λ`` almost surely."""
+    return pl_loglik(float(eta) * np.asarray(lam, dtype=float), ranking)
+
+
 def couple_stage_prob(lam: np.ndarray, eta: np.ndarray, candidates: np.ndarray) -> float:
     """One COUPLE stage ([Pan18], Eq. 3): ``sum_t etabar_t softmax(lam_c)[t]``.
 
@@ -93,7 +100,7 @@ def loglik_pointwise(model: str, data: Rankings, lam: np.ndarray,
     """Log-likelihood of each ranking of ``data`` (shape ``(N,)``).
 
     ``eta`` is ``(W, K)`` for COUPLE (rows are uncertainty vectors), ``(W,)`` for CrowdBT
-    and ignored for PL/BT. BT and CrowdBT contributions are the sum over the ranking's
+    (accuracies) and PeerGrader (reliabilities), and ignored for PL/BT. BT and CrowdBT contributions are the sum over the ranking's
     rank-broken pairs, so that pointwise values are per *ranking* for every model and LOO
     can compare models on the same observations.
     """
@@ -103,7 +110,7 @@ def loglik_pointwise(model: str, data: Rankings, lam: np.ndarray,
     for n in range(data.n_rankings):
         r = data.ranking(n)
         w = data.worker[n]
-        if spec.worker_prior == "beta":
+        if spec.worker_prior in ("beta", "gamma"):
             out[n] = fn(lam, float(np.asarray(eta)[w]), r)
         elif spec.worker_prior == "dirichlet":
             out[n] = fn(lam, np.asarray(eta)[w], r)

@@ -130,13 +130,20 @@ class ModelInputs:
         Source ranking ``0..n_obs-1`` of each column.
     alpha : ndarray or None
         ``(W, K)`` Dirichlet concentrations (COUPLE), ``(W, 2)`` Beta ``(a, b)`` (CrowdBT),
-        ``None`` for PL/BT.
+        ``(W, 2)`` Gamma ``(shape, rate)`` (PeerGrader), ``None`` for PL/BT.
     mu0, sigma0 : float
         ``λ_r ~ Normal(mu0, sigma0)``.
     blocks : tuple of (k, start, stop)
         Column range of the rankings of each length ``k`` (columns sorted by length).
     groups : tuple of PermGroup
         Normalised COUPLE only: one per ranking length ``k >= 3``.
+    order : ndarray, shape (n_obs, K_data)
+        The observed rankings in the data's order (item indices best first, ``-1``
+        padding): the value of the PPLs' observed site (``docs/design.md``, "Observed
+        likelihoods"). The item set and worker of each row are the task; the order is
+        the observation.
+    obs_worker : ndarray, shape (n_obs,)
+        The worker of each observed ranking.
     """
 
     model: str
@@ -152,6 +159,8 @@ class ModelInputs:
     sigma0: float
     blocks: tuple = ()
     groups: tuple = ()
+    order: np.ndarray | None = None
+    obs_worker: np.ndarray | None = None
 
     @property
     def K(self) -> int:
@@ -177,15 +186,26 @@ def model_inputs(model: str, data: Rankings, priors: Priors) -> ModelInputs:
     alpha = None
     if spec.worker_prior == "beta":
         alpha = spec.worker_priors(priors, data).beta()
+    elif spec.worker_prior == "gamma":
+        alpha = spec.worker_priors(priors, data).gamma_params()
     elif spec.worker_prior == "dirichlet":
         alpha = spec.worker_priors(priors, data).alpha[:, : data.K].copy()
-    if spec.pairwise:
-        pairs = fresh.rank_break()
+    return ModelInputs(
+        model=model, n_items=data.n_items, n_workers=data.n_workers, n_obs=data.n_rankings,
+        alpha=None if alpha is None else np.asarray(alpha, float),
+        mu0=float(priors.mu0), sigma0=float(priors.sigma0), **_layout(model, fresh))
+
+
+def _layout(model: str, data: Rankings) -> dict:
+    """The column layout of ``model`` for ``data`` (origin ``0..N-1``): the fields of
+    :class:`ModelInputs` that depend on the observed orders."""
+    if get(model).pairwise:
+        pairs = data.rank_break()
         index, mask = pairs.positions()
         worker, origin = pairs.worker, pairs.origin
     else:
-        index, mask = fresh.positions()
-        worker, origin = fresh.worker, fresh.origin
+        index, mask = data.positions()
+        worker, origin = data.worker, data.origin
     # longest rankings first, file order within a length: one dense block per length
     lengths = mask.sum(axis=0)
     srt = np.argsort(-lengths, kind="stable")
@@ -202,18 +222,36 @@ def model_inputs(model: str, data: Rankings, priors: Priors) -> ModelInputs:
                             f"k <= {MAX_K_NORMALIZED}; the data have k = {data.K}", data.source)
         groups = tuple(PermGroup(k, a, b, np.array(list(permutations(range(k))), np.int32))
                        for k, a, b in blocks if k >= 3)  # Z = 1 exactly for pairs
-    return ModelInputs(
-        model=model, n_items=data.n_items, n_workers=data.n_workers, n_obs=data.n_rankings,
-        index=np.ascontiguousarray(index, dtype=np.int32), mask=np.asarray(mask, bool),
-        worker=np.asarray(worker, np.int32), origin=np.asarray(origin, np.int64),
-        alpha=None if alpha is None else np.asarray(alpha, float),
-        mu0=float(priors.mu0), sigma0=float(priors.sigma0), blocks=tuple(blocks),
-        groups=groups)
+    return {"index": np.ascontiguousarray(index, dtype=np.int32),
+            "mask": np.asarray(mask, bool), "worker": np.asarray(worker, np.int32),
+            "origin": np.asarray(origin, np.int64), "blocks": tuple(blocks), "groups": groups,
+            "order": np.ascontiguousarray(data.order.T, dtype=np.int32),
+            "obs_worker": np.asarray(data.worker, np.int32)}
+
+
+def with_orders(inputs: ModelInputs, order) -> ModelInputs:
+    """``inputs`` for other orders of the same tasks: ``order`` ``(n_obs, K)`` (item
+    indices best first, ``-1`` padding) must have each observation's length; workers,
+    priors and sizes are kept. What an observed-data distribution's ``log_prob`` scores
+    when it is handed orders other than the data's (e.g. its own draws)."""
+    order = np.asarray(order)
+    if inputs.order is not None and order.shape == inputs.order.shape \
+            and np.array_equal(order, inputs.order):
+        return inputs
+    if inputs.order is None or order.shape != inputs.order.shape or \
+            not np.array_equal(order >= 0, inputs.order >= 0):
+        raise DataError(f"orders of shape {order.shape} do not match the {inputs.n_obs} "
+                        "tasks (their lengths) of these inputs", "<orders>")
+    data = Rankings(items=[str(r) for r in range(inputs.n_items)],
+                    workers=[str(w) for w in range(inputs.n_workers)],
+                    order=order.T, lengths=(order >= 0).sum(axis=1),
+                    worker=inputs.obs_worker, source="<orders>")
+    return dataclasses.replace(inputs, **_layout(inputs.model, data))
 
 
 def eta_site_shape(inputs: ModelInputs) -> tuple[int, ...] | None:
     """Shape of the ``eta`` parameter: ``(W, K)`` COUPLE, ``(W,)`` CrowdBT, ``None``."""
-    if inputs.model == "crowdbt":
+    if inputs.model in ("crowdbt", "peergrader"):
         return (inputs.n_workers,)
     if inputs.model in ("couple", "couple-normalized"):
         return (inputs.n_workers, inputs.K)

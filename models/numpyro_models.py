@@ -40,11 +40,17 @@ third is a per-worker table ``log cumsum(η)``. Rankings of one length form one 
 The ``*_loglik`` functions return one value per *column*; :func:`pointwise_loglik` sums
 them to one value per source ranking.
 
-The COUPLE *model* (what NUTS differentiates) uses :func:`couple_total` instead: the same
-total, with a hand-written gradient computed in the forward pass (``jax.custom_vjp``); at
-the paper's scale on 2 CPU cores it measured 13 ms per potential+gradient against 52 ms for
-autodiff of ``column_loglik`` (float32; ``bench/results/nuts_gradient.json``). ``model(...,
-fast=False)`` gives the autodiff path back.
+The data enter as one observed site, ``rankings`` (:class:`RankingLikelihood`, a NumPyro
+``Distribution`` whose value is the ``(n_obs, K)`` table of observed orders): its
+``log_prob`` is the per-ranking log-likelihood, so ``numpyro.infer.log_likelihood`` and
+``Predictive`` work on these models, and its ``sample`` is the generative process.
+
+For COUPLE the site's values (what NUTS differentiates) come from :func:`couple_columns`:
+the same values, with a hand-written gradient computed in the forward pass
+(``jax.custom_vjp``); at the paper's scale on 2 CPU cores it measured 13 ms per
+potential+gradient against 52 ms for autodiff of ``column_loglik`` (float32;
+``bench/results/nuts_gradient.json``). ``model(..., fast=False)`` gives the autodiff path
+back.
 
 Precision. ``model(..., loglik_dtype="float32")`` does the elementwise work of the
 likelihood in float32 (half the cost at scale) but sums each block's total in float64 when
@@ -150,7 +156,7 @@ def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):
     eta = jnp.asarray(eta)
     if inputs.model == "crowdbt":
         return jnp.stack([jnp.log(eta), jnp.log1p(-eta)], axis=1)
-    return _safe_log(eta)
+    return _safe_log(eta)      # COUPLE rows; PeerGrader's (W,) reliabilities
 
 
 def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
@@ -186,6 +192,11 @@ def column_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     log_eta = log_eta_table(inputs, eta, log_eta)
     if m == "crowdbt":
         return pair_block(lam[index], log_eta[worker].T)
+    if m == "peergrader":
+        # [Raman14]: PL on the grader's scaled scores η_g·λ (one scale per column)
+        scale = jnp.exp(log_eta)[worker]
+        return jnp.concatenate([pl_block(lam[index[:k, a:b]] * scale[a:b])
+                                for k, a, b in inputs.blocks])
     # log Σ_{v≤t} η_v as a cumulative logsumexp of log η: exact however small η_v is
     log_cum = jax.lax.cumlogsumexp(log_eta, axis=1)
     # One (W, 2K) table gathered once per block: one scatter-add in the backward pass
@@ -235,6 +246,11 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None):
     """
     alpha = jnp.asarray(inputs.alpha)
     crowdbt = inputs.model == "crowdbt"
+    if inputs.model == "peergrader":
+        # a positive scale, not a simplex: NumPyro's log transform is the natural
+        # coordinate whatever ``simplex`` says
+        eta = numpyro.sample("eta", dist.Gamma(alpha[:, 0], alpha[:, 1]).to_event(1))
+        return jnp.log(eta)
     if simplex == "dirichlet":
         if crowdbt:
             eta = numpyro.sample("eta", dist.Beta(alpha[:, 0], alpha[:, 1]).to_event(1))
@@ -279,7 +295,7 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
     level : {"centered", "iid"}
         How ``λ`` is sampled; the model is the same.
     fast : bool
-        COUPLE: use :func:`couple_total` (hand-written gradient) instead of autodiff.
+        COUPLE: use :func:`couple_columns` (hand-written gradient) instead of autodiff.
     loglik_dtype : {None, "float32", "float64"}
         Precision of the likelihood's elementwise work (block totals are summed in float64
         when JAX has 64-bit types); ``None`` keeps the parameters' precision.
@@ -300,49 +316,45 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
     if loglik_dtype is not None:
         lam = lam.astype(loglik_dtype)
         log_eta = None if log_eta is None else log_eta.astype(loglik_dtype)
-    # Only the total enters the density: columns need not be put back in data order.
-    if inputs.model == "couple" and fast:
-        numpyro.factor("loglik", couple_total(inputs, lam, log_eta=log_eta))
-    else:
-        numpyro.factor("loglik", _acc_sum(column_loglik(inputs, lam, log_eta=log_eta)))
+    # the data enter as an observed site: the PPL's own tools give the pointwise
+    # log-likelihood and posterior predictive draws (RankingLikelihood)
+    numpyro.sample("rankings", RankingLikelihood(inputs, lam, log_eta, fast=fast),
+                   obs=inputs.order)
 
 
-# ---------------------------------------------------------------- fast COUPLE total
-# The sampler needs only the *total* log-likelihood and its gradient. ``couple_total``
-# computes the same value as ``jnp.sum(column_loglik(...))`` for COUPLE, but
+# ---------------------------------------------------------------- fast COUPLE columns
+# The sampler needs the total log-likelihood and its gradient. ``couple_columns`` computes
+# the same per-ranking values as ``column_loglik`` for COUPLE, but
 #
-# * the ``- log Σ_{v≤m} η_v`` term is a dense (W, K) table of stage counts times
-#   ``log cumsum η`` (its per-column gather and the scatter-add of its gradient disappear);
+# * the ``- log Σ_{v≤m} η_v`` terms of a ranking of length ``k`` are one entry of a dense
+#   ``(W, K)`` table of their cumulative sums (one gather per column instead of ``k − 1``);
 # * each stage is evaluated with a per-stage shift (the suffix maximum of λ), as
 #   ``log P_i = log A_i − log S_i`` with ``u_{ij} = exp(λ_j − max_{j'≥i} λ_{j'}) ≤ 1``,
 #   ``S_i = Σ_{j≥i} u_{ij} ≥ 1`` and ``A_i = Σ_t η_t u_{i,i+t} ≥ η_{t*} ≥ tiny``: the same
 #   value as log η̄ + log-softmax with a logsumexp over the active entries only, and as
 #   stable (nothing overflows; the largest ``u`` of a stage is exactly 1);
-# * the gradient is written by hand (``jax.custom_vjp``) and computed *in the forward
-#   pass*, in the same fused elementwise loop that computes the value (the cotangent of a
-#   scalar is a scalar, so the backward pass only scales it), and reduced to items and
-#   workers with one ``segment_sum`` per length block. Measured at the paper's scale
-#   (``bench/bench_gradient.py``): autodiff materialises many ``(k, n)`` intermediates and
-#   recomputes the exponentials once per consumer; this path does not.
+# * the per-column derivatives are written by hand (``jax.custom_vjp``) and computed *in
+#   the forward pass*, in the same fused elementwise loop that computes the value; the
+#   backward pass only weights them by the cotangent of each column and reduces them to
+#   items and workers with one ``segment_sum`` per length block. Any cotangent is exact
+#   (the sampler's is the same for every column; tests/test_gradients.py feeds it −1).
+#   Measured at the paper's scale (``bench/bench_gradient.py``): autodiff materialises many
+#   ``(k, n)`` intermediates and recomputes the exponentials once per consumer; this path
+#   does not.
 class _CouplePlan:
-    """NumPy tables of one ``ModelInputs`` for :func:`couple_total` (built at trace time)."""
+    """NumPy tables of one ``ModelInputs`` for :func:`couple_columns` (built at trace time)."""
 
     def __init__(self, inputs: ModelInputs):
         import numpy as np
 
-        K, W = inputs.K, inputs.n_workers
-        self.blocks = [(k, a, b) for k, a, b in inputs.blocks if k >= 2]
+        self.blocks = list(inputs.blocks)
         self.index = [np.ascontiguousarray(inputs.index[:k, a:b]) for k, a, b in self.blocks]
         self.worker = [np.ascontiguousarray(inputs.worker[a:b]) for k, a, b in self.blocks]
-        counts = np.zeros((W, K))
-        for (k, a, b), w in zip(self.blocks, self.worker):
-            for i in range(k - 1):          # stage i has m = k - i candidates
-                counts[:, k - i - 1] += np.bincount(w, minlength=W)
-        self.counts = counts
 
 
 def _couple_block_fwd(x, e):
-    """Value ``(n,)`` and gradients ``dx (k, n)``, ``de (k, n)`` of one dense block.
+    """Value ``(n,)`` and derivatives ``dx (k, n)``, ``de (k, n)`` of each column of one
+    dense block.
 
     ``x = λ[ρ]`` ``(k, n)``, ``e = η_w`` rows ``(k, n)`` (clamped to ``tiny``). Value per
     column: ``Σ_i log A_i − log S_i`` (the ``− log Σ_{v≤m} η_v`` term is added outside).
@@ -355,9 +367,9 @@ def _couple_block_fwd(x, e):
     cm[k - 1] = xs[k - 1]
     for i in range(k - 2, -1, -1):
         cm[i] = jnp.maximum(xs[i], cm[i + 1])
-    val = 0.0
-    dx = [0.0] * k
-    de = [0.0] * k
+    val = jnp.zeros_like(xs[0])
+    dx = [jnp.zeros_like(xs[0])] * k
+    de = [jnp.zeros_like(xs[0])] * k
     for i in range(k - 1):
         u = [jnp.exp(xs[j] - cm[i]) for j in range(i, k)]
         S = u[0]
@@ -376,42 +388,45 @@ def _couple_block_fwd(x, e):
 
 
 def _couple_core(plan: _CouplePlan, L: int, W: int, K: int):
-    """``core(lam, eta) = Σ_columns Σ_i (log A_i − log S_i)`` with a hand-written VJP."""
+    """``core(lam, eta)``: ``Σ_i (log A_i − log S_i)`` of every column, ``(n_cols,)``, in
+    the layout's order, with a hand-written VJP (see the section comment)."""
     idx = [jnp.asarray(ix) for ix in plan.index]
     flat = [jnp.asarray(ix.ravel()) for ix in plan.index]
     wk = [jnp.asarray(w) for w in plan.worker]
 
-    def value_and_grads(lam, eta, need_grad):
-        val = 0.0
-        dlam = jnp.zeros(L, lam.dtype)
-        deta = jnp.zeros((W, K), eta.dtype)
-        for (k, a, b), ix, fl, w in zip(plan.blocks, idx, flat, wk):
+    def forward(lam, eta):
+        vals, res = [], []
+        for (k, a, b), ix, w in zip(plan.blocks, idx, wk):
             v, dx, de = _couple_block_fwd(lam[ix], eta[w, :k].T)
-            val = val + _acc_sum(v)
-            if need_grad:
-                dlam = dlam + jax.ops.segment_sum(dx.ravel(), fl, num_segments=L)
-                deta = deta.at[:, :k].add(jax.ops.segment_sum(de.T, w, num_segments=W))
-        return val, dlam, deta
+            vals.append(v)
+            res.append((dx, de))
+        return jnp.concatenate(vals), res
 
     @jax.custom_vjp
     def core(lam, eta):
-        return value_and_grads(lam, eta, False)[0]
+        return forward(lam, eta)[0]
 
     def fwd(lam, eta):
-        val, dlam, deta = value_and_grads(lam, eta, True)
-        return val, (dlam, deta)
+        return forward(lam, eta)
 
     def bwd(res, g):
-        dlam, deta = res
-        # the total may be float64 while the work is float32: cotangents keep the primal dtype
-        return (g * dlam).astype(dlam.dtype), (g * deta).astype(deta.dtype)
+        dlam, deta = None, None
+        for (k, a, b), fl, w, (dx, de) in zip(plan.blocks, flat, wk, res):
+            gb = g[a:b].astype(dx.dtype)
+            dl = jax.ops.segment_sum((dx * gb).ravel(), fl, num_segments=L)
+            dw = jax.ops.segment_sum((de * gb).T, w, num_segments=W)
+            dlam = dl if dlam is None else dlam + dl
+            dw = jnp.pad(dw, ((0, 0), (0, K - k)))
+            deta = dw if deta is None else deta + dw
+        return dlam, deta
 
     core.defvjp(fwd, bwd)
     return core
 
 
-def couple_total(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
-    """``Σ column_loglik`` of COUPLE (the sampler's likelihood term), fast path.
+def couple_columns(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
+    """``column_loglik`` of COUPLE (one value per ranking, in the layout's order), with the
+    hand-written derivatives of the section comment: the sampler's fast path.
 
     The core works on ``η'_w = exp(log η_w − max_t log η_w)`` (largest entry exactly 1), so
     an entry far below the largest is lost only when it is ``< 1e-38`` times smaller (float32)
@@ -425,4 +440,146 @@ def couple_total(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     shift = jax.lax.stop_gradient(jnp.max(log_eta, axis=1, keepdims=True))
     eta_c = jnp.maximum(jnp.exp(log_eta - shift), jnp.finfo(log_eta.dtype).tiny)
     log_cum = jax.lax.cumlogsumexp(log_eta, axis=1) - shift
-    return core(lam, eta_c) - _acc_sum(jnp.asarray(plan.counts, log_cum.dtype) * log_cum)
+    # a ranking of length k pays Σ_{m=2..k} log Σ_{v<m} η_v: column k-2 of this table
+    pay = jnp.cumsum(log_cum[:, 1:], axis=1)
+    cols = core(lam, eta_c)
+    parts = [pay[w, k - 2] if k >= 2 else jnp.zeros(b - a, pay.dtype)
+             for (k, a, b), w in zip(plan.blocks, plan.worker)]
+    return cols - jnp.concatenate(parts).astype(cols.dtype)
+
+
+def couple_total(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
+    """``Σ column_loglik`` of COUPLE through :func:`couple_columns` (summed in float64 when
+    JAX has 64-bit types)."""
+    return _acc_sum(couple_columns(inputs, lam, eta, log_eta=log_eta))
+
+
+# ---------------------------------------------------------------- the observed site
+def _draw_block(key, model: str, items, log_w, lam, K: int):
+    """New orders ``(n, k)`` of the item sets ``items`` ``(n, k)`` (one task per row) by the
+    model's generative process (:class:`RankingLikelihood`); ``log_w`` is the rows' worker
+    table (``log η`` ``(n, K)`` COUPLE, ``[log η, log(1 − η)]`` CrowdBT, ``log η_g`` ``(n,)``
+    PeerGrader)."""
+    n, k = items.shape
+    k_true, k_flip, k_stage = jax.random.split(key, 3)
+    x = lam[items]
+    if model == "peergrader":
+        x = x * jnp.exp(log_w)[:, None]
+    if model == "couple-normalized" and k >= 3:
+        # exact: one of the k! orderings with probability Eq. 4 / Σ_orderings Eq. 4
+        import numpy as np
+        from itertools import permutations
+
+        perms = np.array(list(permutations(range(k))))
+        P = len(perms)
+        cand = items[:, perms]                                   # (n, P, k)
+        rows = jnp.repeat(log_w[:, :k], P, axis=0).T            # (k, n·P)
+        cum = jnp.repeat(jax.lax.cumlogsumexp(log_w, axis=1)[:, :k], P, axis=0).T
+        ll = couple_block(lam[cand.reshape(n * P, k)].T, rows, cum).reshape(n, P)
+        j = jax.random.categorical(k_stage, ll, axis=1)
+        return jnp.take_along_axis(cand, j[:, None, None], axis=1)[:, 0]
+    # the true order: Plackett–Luce by sorting λ + Gumbel noise (best first)
+    g = x + jax.random.gumbel(k_true, x.shape, x.dtype)
+    true = jnp.take_along_axis(items, jnp.argsort(-g, axis=1), axis=1)
+    if model in ("pl", "bt", "peergrader"):
+        return true
+    if model == "crowdbt":
+        right = jnp.log(jax.random.uniform(k_flip, (n,), lam.dtype)) < log_w[:, 0]
+        return jnp.where(right[:, None], true, true[:, ::-1])
+    # COUPLE's story ([Pan18], Sect. 3.2): at a stage with m items left the worker reports
+    # the item at offset t of the remaining true order with probability η̄_t
+    remaining, out = true, []
+    for i, sk in zip(range(k - 1), jax.random.split(k_stage, max(k - 1, 1))):
+        m = k - i
+        t = jax.random.categorical(sk, log_w[:, :m], axis=1)
+        out.append(jnp.take_along_axis(remaining, t[:, None], axis=1)[:, 0])
+        pos = jnp.arange(m - 1)[None, :]
+        remaining = jnp.where(pos < t[:, None], remaining[:, :-1], remaining[:, 1:])
+    out.append(remaining[:, 0])
+    return jnp.stack(out, axis=1)
+
+
+class RankingLikelihood(dist.Distribution):
+    """The observed rankings of ``inputs`` as one NumPyro site: ``p(order | task; λ, η)``.
+
+    A row of the value is one observation: the order (item indices best first, ``-1``
+    padding) of its task's item set, reported by its worker. The item set, its length and
+    the worker are the task (fixed, like a regression's covariates); the order is the
+    random part. ``batch_shape = (n_obs,)``, ``event_shape = (K,)``.
+
+    ``log_prob(value)`` is one log-likelihood per ranking (BT/CrowdBT: the sum over its
+    rank-broken pairs), so ``numpyro.infer.log_likelihood`` gives the pointwise values that
+    LOO needs and the model's density is their sum. With ``fast`` (COUPLE) the values come
+    from :func:`couple_columns`, whose derivatives are hand-written. ``value`` must be
+    concrete (the layout of the ranking lengths is built in NumPy); orders other than the
+    data's are re-laid out (:func:`models.model_inputs.with_orders`).
+
+    ``sample`` draws new orders of the same tasks by the model's generative process:
+
+    * PL, and PeerGrader on ``η_g·λ``: Plackett–Luce by sorting ``λ + Gumbel`` (exact);
+    * normalised COUPLE: one of the ``k!`` orderings with probability
+      ``Eq. 4 / Σ_orderings Eq. 4`` (exact);
+    * COUPLE: the story of [Pan18], Sect. 3.2 (PL true order, then stagewise offsets drawn
+      with probability ``η̄_t``), as :func:`models.simulate.couple_report`. For ``k = 2``
+      it is exactly the model; for ``k ≥ 3`` Eq. 4 is not normalised and is *not* this
+      story's probability (docs/design.md, "Observed likelihoods");
+    * BT: the PL order; CrowdBT: the PL order with probability ``η_w``, else its reverse.
+      For ``k = 2`` exactly the model; for ``k ≥ 3`` every pair of the draw has exactly the
+      model's pair probability, but the pairs of one ranking are dependent, while the
+      rank-broken likelihood multiplies them as if independent (no distribution on
+      rankings does: a product of pair probabilities is not normalised over orderings).
+    """
+
+    arg_constraints = {}
+    pytree_data_fields = ("lam", "log_eta")
+    pytree_aux_fields = ("inputs", "fast")
+
+    def __init__(self, inputs: ModelInputs, lam, log_eta=None, *, fast: bool = True,
+                 validate_args=None):
+        if inputs.order is None:
+            raise ValueError("these ModelInputs carry no observed orders")
+        self.inputs, self.fast = inputs, fast
+        self.lam = jnp.asarray(lam)
+        self.log_eta = None if log_eta is None else jnp.asarray(log_eta)
+        super().__init__(batch_shape=(inputs.n_obs,), event_shape=(inputs.order.shape[1],),
+                         validate_args=validate_args)
+
+    @property
+    def support(self):
+        return dist.constraints.independent(dist.constraints.integer_greater_than(-2), 1)
+
+    def log_prob(self, value):
+        from .model_inputs import with_orders
+
+        if isinstance(value, jax.core.Tracer):
+            raise ValueError("RankingLikelihood.log_prob needs concrete orders (the layout "
+                             "of the ranking lengths is built in NumPy)")
+        inp = with_orders(self.inputs, value)
+        if inp.model == "couple" and self.fast:
+            cols = couple_columns(inp, self.lam, log_eta=self.log_eta)
+        else:
+            cols = column_loglik(inp, self.lam, log_eta=self.log_eta)
+        if jax.config.jax_enable_x64:
+            # per ranking a few nats: float32 work is fine, but the sum is taken in float64
+            cols = cols.astype(jnp.float64)
+        return jax.ops.segment_sum(cols, jnp.asarray(inp.origin), num_segments=inp.n_obs)
+
+    def sample(self, key, sample_shape=()):
+        if sample_shape:
+            keys = jax.random.split(key, int(jnp.prod(jnp.asarray(sample_shape))))
+            out = jax.vmap(lambda k_: self.sample(k_))(keys)
+            return out.reshape(tuple(sample_shape) + out.shape[1:])
+        import numpy as np
+
+        inp = self.inputs
+        lengths = (inp.order >= 0).sum(axis=1)
+        out = jnp.full(inp.order.shape, -1, jnp.int32)
+        for k, key_k in zip(sorted(set(lengths.tolist())),
+                            jax.random.split(key, len(set(lengths.tolist())))):
+            sel = np.flatnonzero(lengths == k)
+            w = inp.obs_worker[sel]
+            log_w = None if self.log_eta is None else self.log_eta[w]
+            rep = _draw_block(key_k, inp.model, jnp.asarray(inp.order[sel, :k]), log_w,
+                              self.lam, inp.K)
+            out = out.at[sel, :k].set(rep.astype(jnp.int32))
+        return out

@@ -22,6 +22,13 @@ from models.errors import UsageError
 from .data import DataError, Rankings
 
 
+#: PeerGrader's prior on every grader's reliability ``η_g ~ Gamma(shape, rate)``: mean 1
+#: (a grader as reliable as the average; ``η_g → 0`` is a random grader), sd ``1/√10``.
+#: [Raman14] use a Gamma prior of mean 1; these hyperparameters are ours (configurable
+#: through :attr:`Priors.gamma`).
+PEERGRADER_GAMMA = (10.0, 10.0)
+
+
 @dataclass(frozen=True, eq=False)
 class Priors:
     """Item and worker priors.
@@ -40,7 +47,11 @@ class Priors:
     ab : ndarray, shape (W, 2), optional
         CrowdBT's ``(a_w, b_w)`` when they are not ``alpha[:, :2]``: gold priors count
         correct and wrong rank-broken *pairs* for CrowdBT but stage offsets for COUPLE,
-        which differ for ``k >= 3`` (and agree on pairwise gold).
+        which differ for ``k >= 3`` (and agree on pairwise gold), and the paper's real-data
+        choice ``Beta(5, 1)`` for every worker (:meth:`with_crowdbt_beta`).
+    gamma : ndarray, shape (W, 2), optional
+        PeerGrader's ``Gamma(shape, rate)`` on each grader's reliability ``η_g``
+        [Raman14]; default :data:`PEERGRADER_GAMMA` for every worker (:meth:`gamma_params`).
     """
 
     workers: tuple[str, ...]
@@ -49,6 +60,7 @@ class Priors:
     sigma0: float = 1.0
     spec: str = "explicit"
     ab: np.ndarray | None = None
+    gamma: np.ndarray | None = None
 
     def __post_init__(self):
         alpha = np.array(self.alpha, dtype=float)
@@ -67,6 +79,13 @@ class Priors:
                 raise UsageError("ab must be (W, 2), finite and > 0")
             ab.setflags(write=False)
             object.__setattr__(self, "ab", ab)
+        if self.gamma is not None:
+            g = np.array(self.gamma, dtype=float)
+            if g.shape != (len(self.workers), 2) or not np.all(np.isfinite(g)) \
+                    or np.any(g <= 0):
+                raise UsageError("gamma must be (W, 2) (shape, rate), finite and > 0")
+            g.setflags(write=False)
+            object.__setattr__(self, "gamma", g)
         object.__setattr__(self, "workers", tuple(self.workers))
 
     @property
@@ -77,6 +96,27 @@ class Priors:
         """CrowdBT's ``(a_w, b_w)`` per worker, shape ``(W, 2)``: :attr:`ab` if given, else
         ``alpha[:, :2]`` (so ``Dir(α1, α2) = Beta(α1, α2)``)."""
         return (self.alpha[:, :2] if self.ab is None else self.ab).copy()
+
+    def gamma_params(self) -> np.ndarray:
+        """PeerGrader's ``(shape, rate)`` per worker, shape ``(W, 2)``: :attr:`gamma` if
+        given, else :data:`PEERGRADER_GAMMA` for every worker."""
+        if self.gamma is not None:
+            return self.gamma.copy()
+        return np.tile(np.array(PEERGRADER_GAMMA, float), (len(self.workers), 1))
+
+    def with_crowdbt_beta(self, a: float = 5.0, b: float = 1.0) -> Priors:
+        """The same priors with CrowdBT's ``(a_w, b_w) = (a, b)`` for every worker.
+
+        [Pan18], Sect. 5.1 fits CrowdBT on real data with ``Beta(5, 1)`` for every worker
+        (``E[η_w] ≈ 0.83``, matched to COUPLE's geometric ``E[η_w^1]`` for ``a0 = 10,
+        a = 6``), *not* the first two geometric entries ``(10/6, 10/36)`` that
+        :meth:`beta` would read from :attr:`alpha`. COUPLE's :attr:`alpha` is unchanged.
+        """
+        if not (math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0):
+            raise UsageError("the CrowdBT Beta prior needs finite a > 0 and b > 0")
+        ab = np.tile(np.array([a, b], float), (len(self.workers), 1))
+        return Priors(self.workers, self.alpha, self.mu0, self.sigma0,
+                      f"{self.spec};crowdbt=beta:{a:g},{b:g}", ab, self.gamma)
 
     def for_data(self, data: Rankings, K: int | None = None) -> Priors:
         """Check that the priors cover ``data`` and return them in ``data.workers`` order.
@@ -94,7 +134,8 @@ class Priors:
                             f"(the data's longest ranking has k={data.K})", self.spec)
         rows = [index[w] for w in data.workers]
         return Priors(data.workers, self.alpha[rows], self.mu0, self.sigma0, self.spec,
-                      None if self.ab is None else self.ab[rows])
+                      None if self.ab is None else self.ab[rows],
+                      None if self.gamma is None else self.gamma[rows])
 
     # ------------------------------------------------------------ constructors
     @classmethod
@@ -231,7 +272,8 @@ DEFAULT_WORKER_PRIOR = "geometric:a0=10,a=6"
 def build_priors(data: Rankings, *, worker_prior: str | None = None,
                  worker_prior_file: str | Path | None = None,
                  gold: str | Path | tuple[Rankings, np.ndarray] | None = None,
-                 mu0: float = 0.0, sigma0: float = 1.0) -> Priors:
+                 mu0: float = 0.0, sigma0: float = 1.0,
+                 crowdbt_beta: tuple[float, float] | None = None) -> Priors:
     """The priors for ``data`` from the user's choices, in one place for every command.
 
     Precedence: an explicit ``worker_prior_file``; then ``gold`` tasks (a gold CSV path
@@ -239,7 +281,14 @@ def build_priors(data: Rankings, *, worker_prior: str | None = None,
     ``α_w`` by :meth:`Priors.from_gold` ([Pan18], Sect. 5.1); then the ``worker_prior``
     spec (default :data:`DEFAULT_WORKER_PRIOR`, the paper's geometric profile). Rows are
     *not* reordered here: call :meth:`Priors.for_data` with the model's ``K``.
+    ``crowdbt_beta=(a, b)`` then gives CrowdBT ``Beta(a, b)`` for every worker
+    (:meth:`Priors.with_crowdbt_beta`; the paper's real-data choice is ``(5, 1)``).
     """
+    out = _build_priors(data, worker_prior, worker_prior_file, gold, mu0, sigma0)
+    return out if crowdbt_beta is None else out.with_crowdbt_beta(*crowdbt_beta)
+
+
+def _build_priors(data, worker_prior, worker_prior_file, gold, mu0, sigma0) -> Priors:
     if worker_prior_file:
         return read_worker_prior_file(worker_prior_file, mu0, sigma0)
     if gold is not None:

@@ -95,7 +95,7 @@ def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):
     eta = pt.as_tensor_variable(eta)
     if inputs.model == "crowdbt":
         return pt.stack([pt.log(eta), pt.log1p(-eta)], axis=1)
-    return _safe_log(eta)
+    return _safe_log(eta)      # COUPLE rows; PeerGrader's (W,) reliabilities
 
 
 def _cumlogsumexp(x, K):
@@ -127,6 +127,11 @@ def column_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     log_eta = log_eta_table(inputs, eta, log_eta)
     if m == "crowdbt":
         return pair_block(lam[index], log_eta[worker].T)
+    if m == "peergrader":
+        # [Raman14]: PL on the grader's scaled scores η_g·λ (as the NumPyro twin)
+        scale = pt.exp(log_eta)[worker]
+        return pt.concatenate([pl_block(lam[index[:k, a:b]] * scale[a:b], k)
+                               for k, a, b in inputs.blocks])
     K = inputs.K
     log_cum = _cumlogsumexp(log_eta, K)           # exact however small η_v is
     table = pt.concatenate([log_eta, log_cum], axis=1)  # one gather per block (as NumPyro)
@@ -163,6 +168,9 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None):
     """The worker simplexes (Marsaglia–Tsang Gammas, or PyMC's Dirichlet/Beta)."""
     alpha = np.asarray(inputs.alpha, float)
     crowdbt = inputs.model == "crowdbt"
+    if inputs.model == "peergrader":     # a positive scale (log-transformed by PyMC)
+        eta = pm.Gamma("eta", alpha=alpha[:, 0], beta=alpha[:, 1], dims="worker")
+        return pt.log(eta)
     if simplex == "dirichlet":
         if crowdbt:
             eta = pm.Beta("eta", alpha=alpha[:, 0], beta=alpha[:, 1], dims="worker")

@@ -28,9 +28,10 @@ class ModelSpec:
         The name used everywhere (CLI ``--model``, files, reports).
     title : str
         One line for ``--help`` and reports.
-    worker_prior : {"dirichlet", "beta", None}
+    worker_prior : {"dirichlet", "beta", "gamma", None}
         ``η_w ~ Dirichlet(α_w)`` over ``K`` entries (COUPLE), ``Beta(a_w, b_w)`` (CrowdBT, read
-        from :meth:`Priors.beta`), or no worker parameter.
+        from :meth:`Priors.beta`), ``Gamma(shape, rate)`` (PeerGrader's reliability, read
+        from :meth:`Priors.gamma_params`), or no worker parameter.
     pairwise : bool
         k-ary data are fully rank-broken into pairs before fitting (BT, CrowdBT).
     exact_simulator : bool
@@ -61,7 +62,7 @@ class ModelSpec:
     def prior_K(self, data_K: int) -> int | None:
         """Length of the worker prior this model reads for data with longest ranking
         ``data_K`` (``None``: no worker prior): Beta's 2, or the data's ``K``."""
-        if self.worker_prior == "beta":
+        if self.worker_prior in ("beta", "gamma"):
             return 2
         if self.worker_prior == "dirichlet":
             return data_K
@@ -90,6 +91,9 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("couple-normalized", "COUPLE normalised over the k! orderings of each task "
               "(exact generative process)", "dirichlet", False, True, "couple", False,
               "couple_normalized_loglik"),
+    ModelSpec("peergrader", "PeerGrader: Plackett–Luce on reliability-scaled scores η_g·λ, "
+              "η_g ~ Gamma [Raman14]", "gamma", False, True, None, False,
+              "peergrader_loglik"),
 )}
 
 #: Every model name, in the order ``--help`` lists them.

@@ -30,7 +30,9 @@ WORKER_TYPES: dict[str, tuple[float, ...]] = {
     "malicious": (2.0, 5.0, 4.0, 1.0),
 }
 
-SIM_MODELS = MODELS
+#: Models with a forward simulator here (and a generative story): PeerGrader has none yet,
+#: its tests simulate ``PL(η_g·λ)`` by the Gumbel trick themselves.
+SIM_MODELS = tuple(m for m in MODELS if m != "peergrader")
 
 #: The paper's synthetic scale (Sect. 5.2): 1000 items, 500 workers, 900 tasks each, k <= 4.
 PAPER_SCALE = {"n_items": 1000, "n_workers": 500, "tasks_per_worker": 900, "kmax": 4}
@@ -159,7 +161,9 @@ def simulate(model: str = "couple", *, n_items: int = 50, n_workers: int = 10,
     or a list with one per worker. ``lam``/``eta`` fix the true parameters instead of
     drawing them (``λ ~ N(mu0, sigma0²)``, ``η_w ~ Dir(α0[type])``).
     """
-    pairwise = get(model).pairwise
+    pairwise = get(model).pairwise          # an unknown name: "unknown model ..."
+    if model not in SIM_MODELS:
+        raise ValueError(f"no simulator for {model!r}; expected one of {SIM_MODELS}")
     if kmax is None:
         kmax = 2 if pairwise else 4
     if pairwise and kmax != 2:

@@ -36,8 +36,10 @@ def data() -> Rankings:
 def priors(data) -> Priors:
     # unequal, non-geometric worker priors so that a row mix-up would show
     rng = np.random.default_rng(5)
-    return Priors(data.workers, rng.uniform(0.3, 4.0, size=(data.n_workers, data.K)),
-                  mu0=0.3, sigma0=1.4, spec="test")
+    alpha = rng.uniform(0.3, 4.0, size=(data.n_workers, data.K))
+    # PeerGrader's Gamma (shape, rate), unequal per worker too
+    return Priors(data.workers, alpha, mu0=0.3, sigma0=1.4, spec="test",
+                  gamma=rng.uniform(1.0, 5.0, size=(data.n_workers, 2)))
 
 
 def random_point(model, data, priors, seed):
@@ -51,6 +53,10 @@ def random_point(model, data, priors, seed):
         eta = rng.uniform(0.05, 0.95, size=data.n_workers)
         ab = priors.beta()
         ref += stats.beta.logpdf(eta, ab[:, 0], ab[:, 1]).sum()
+    elif model == "peergrader":
+        eta = rng.gamma(3.0, 0.4, size=data.n_workers)
+        g = priors.gamma_params()
+        ref += stats.gamma.logpdf(eta, g[:, 0], scale=1.0 / g[:, 1]).sum()
     elif model.startswith("couple"):
         eta = rng.dirichlet(np.full(data.K, 2.0), size=data.n_workers)
         ref += sum(stats.dirichlet.logpdf(eta[w], priors.alpha[w, : data.K])
@@ -207,7 +213,7 @@ def test_pymc_log_density_matches_reference(model, data, priors):
         assert float(logp(params)) == pytest.approx(ref, rel=1e-10, abs=1e-9)
 
 
-@pytest.mark.parametrize("model", ["crowdbt", "couple-normalized"])
+@pytest.mark.parametrize("model", ["crowdbt", "couple-normalized", "peergrader"])
 def test_pymc_pointwise_matches_reference(model, data, priors):
     pytest.importorskip("pymc")
     import pytensor
@@ -217,7 +223,7 @@ def test_pymc_pointwise_matches_reference(model, data, priors):
 
     inp = model_inputs(model, data, priors)
     lam = pt.dvector("lam")
-    eta = pt.dvector("eta") if model == "crowdbt" else pt.dmatrix("eta")
+    eta = pt.dvector("eta") if model in ("crowdbt", "peergrader") else pt.dmatrix("eta")
     fn = pytensor.function([lam, eta], pmm.pointwise_loglik(inp, lam, eta),
                            mode="FAST_COMPILE")
     params, _, e = random_point(model, data, priors, 2)

@@ -158,6 +158,14 @@ DEFINITIONS = [
     ("W1", "1-Wasserstein distance between the draws and q (SciPy), in units of s"),
     ("coverage", "share of the MCMC draws inside q's central 50 % / 90 % interval"),
     ("share close", "share of parameters with |z| ≤ 0.1 and sd ratio in [0.9, 1.1]"),
+    ("centred, contrast, level", ("what the data identify: the centred scores λ_i − mean(λ), "
+                                  "the contrasts λ_i − λ_j (all pairs, or a seeded sample) and "
+                                  "the common level mean(λ), pinned by the prior alone; the "
+                                  "online marginals are closed forms of its Gaussians, NUTS's "
+                                  "the same functions of each draw")),
+    ("order probability", ("P(λ_i > λ_j): Φ((μ_i − μ_j)/√(σ_i² + σ_j²)) online, the share of "
+                           "draws with λ_i > λ_j for NUTS; over-confidence is the mean of "
+                           "|p_online − ½| − |p_NUTS − ½|")),
     ("accuracy", ("the paper's pairwise accuracy Σ 1(r_i > r_j) ∧ 1(λ_i > λ_j) / Σ 1(r_i > r_j) "
                  "against the ground truth (Pan et al. 2018, Sect. 5.1), with posterior means")),
     ("lowest six", ("the six workers with the lowest E[η_w¹] (Pan et al. 2018, Sect. 5.3); at most "
@@ -173,6 +181,13 @@ AGG_COLS = ["set", "n", "median_abs_z", "p90_abs_z", "median_noise_floor", "medi
             "share_close", "mean_coverage_50", "mean_coverage_90", "median_kl", "median_w1"]
 AGG_HEAD = ["parameters", "n", "median |z|", "p90 |z|", "median e/s", "median sd ratio",
             "share close", "coverage 50 %", "coverage 90 %", "median KL", "median W1/s"]
+
+
+IDENT_ROWS = ("raw", "centred", "contrast", "level")
+ORDER_COLS = ["n", "median_abs_diff", "p90_abs_diff", "max_abs_diff", "mean_overconfidence",
+              "share_flipped", "median_iid_se"]
+ORDER_HEAD = ["pairs", "median |Δp|", "p90 |Δp|", "max |Δp|", "over-confidence",
+              "share flipped", "median iid se"]
 
 
 def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
@@ -293,6 +308,19 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
         if not c.trusted:
             appr.add(note("reference not trusted: " + "; ".join(c.reasons), "bad"))
         appr.add(table(_aggregate_rows(c.aggregates), AGG_COLS, AGG_HEAD))
+        if c.identified:
+            ident = c.identified
+            appr.add(paragraph("What the data identify: the raw item marginals beside the "
+                               "centred scores, the contrasts and the common level (see "
+                               "Definitions). A gap on the raw scores that vanishes on the "
+                               "centred ones comes from the parametrisation (the level), not "
+                               "from the approximation."),
+                     table([dict(quantity=k, **ident[k]) for k in IDENT_ROWS if k in ident],
+                           ["quantity"] + AGG_COLS[1:], ["quantity"] + AGG_HEAD[1:]),
+                     table([dict(what=f"{ident['pairs']['used']} of {ident['pairs']['of']} "
+                                 "pairs" + (" (seeded sample)" if ident["pairs"]["sampled"]
+                                            else ""), **ident["order_probability"])],
+                           ["what"] + ORDER_COLS, ["order probabilities"] + ORDER_HEAD))
         worst = t.reindex(t.z.abs().sort_values(ascending=False).index).head(8)
         appr.add(paragraph("The parameters with the largest |z|:"),
                  table(worst, ["param", "mcmc_mean", "mcmc_sd", "approx_mean", "approx_sd", "z",
@@ -384,15 +412,21 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
                           "eta_median_abs_z": eta.get("median_abs_z"),
                           "eta_median_sd_ratio": eta.get("median_sd_ratio"),
                           "share_close": c.aggregates["all"]["share_close"],
+                          "centred_median_abs_z": (c.identified or {}).get(
+                              "centred", {}).get("median_abs_z"),
+                          "centred_median_sd_ratio": (c.identified or {}).get(
+                              "centred", {}).get("median_sd_ratio"),
                           "accuracy": c.ranking.get("accuracy_online")})
     var.add(paragraph("OnlineGBMM variants (docs/design.md, Online): `taylor` is the approximation of "
                       "E[softmax] (the paper's appendix formula, the full second-order "
                       "Taylor expansion, or the plug-in p); `score_alpha` is which α the "
                       "score step uses (updated, the paper's order, or the prior α)."),
             table(vrows, ["label", "options", "median_abs_z", "median_sd_ratio",
+                          "centred_median_abs_z", "centred_median_sd_ratio",
                           "eta_median_abs_z", "eta_median_sd_ratio", "share_close",
                           "accuracy"],
                   ["variant", "options", "λ median |z|", "λ median sd ratio",
+                   "centred λ median |z|", "centred λ median sd ratio",
                    "η median |z|", "η median sd ratio", "share close", "accuracy"]))
     if len(vrows) > len(audits):
         var.add(figure(F.variants(vrows), "λ median |z| and sd ratio by variant."))
@@ -401,7 +435,8 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
     defs.add(table([{"name": k, "meaning": v} for k, v in DEFINITIONS], ["name", "meaning"],
                    ["", "meaning"]),
              paragraph("Files beside this page: metrics.json (aggregates), parameters.csv "
-                       "(one row per parameter and online variant, real ids), "
+                       "(one row per parameter and online variant, real ids), identified.csv "
+                       "(centred scores, contrasts with order probabilities, the level), "
                        "<model>/nuts/posterior.nc (ArviZ DataTree) and "
                        "<model>/online/posterior.json."))
     return write(path, "crowdrank audit: online moment matching vs NUTS",

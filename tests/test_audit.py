@@ -142,6 +142,19 @@ def test_audit_end_to_end_tiny(tmp_path):
         pairs = t_arr[:, None] > t_arr[None, :]
         acc = np.sum(pairs & (post.mu[:, None] > post.mu[None, :])) / pairs.sum()
         assert m["ranking"]["accuracy_online"] == pytest.approx(acc)
+        # the centred-score row of identified.csv, recomputed from the written fits
+        ident = pd.read_csv(out / "identified.csv")
+        cen = ident[(ident.model == model) & (ident.variant == "default")
+                    & (ident.kind == "centred")].set_index("id")
+        lam_all = draws.transpose("chain", "draw", "item").values
+        c_draws = lam_all - lam_all.mean(axis=-1, keepdims=True)
+        for i, it in enumerate(post.items):
+            col = list(draws["item"].values).index(it)
+            assert cen.loc[it, "approx_mean"] == pytest.approx(post.mu[i] - post.mu.mean())
+            assert cen.loc[it, "mcmc_mean"] == pytest.approx(
+                float(c_draws[..., col].mean()), rel=1e-9, abs=1e-12)
+        assert set(m["identified"]) >= {"raw", "centred", "contrast", "level",
+                                        "order_probability"}
     assert [v["variant"] for v in metrics["models"]["couple"]["variants"]] == [
         "default", "taylor=plugin"]
     assert (out / "couple/online/variants/taylor-plugin.json").is_file()

@@ -49,6 +49,12 @@ RANKING = {
     "accuracy online": "accuracy_online", "accuracy NUTS": "accuracy_nuts",
     "τ truth–online": "kendall_tau_truth_online", "τ truth–NUTS": "kendall_tau_truth_nuts",
 }
+IDENTIFIED = dict(AGGREGATES)
+ORDER = {"pairs": "n", "median |Δp|": "median_abs_diff", "p90 |Δp|": "p90_abs_diff",
+         "max |Δp|": "max_abs_diff", "over-confidence": "mean_overconfidence",
+         "share flipped": "share_flipped", "median iid se": "median_iid_se"}
+VARIANTS_IDENTIFIED = {"centred λ median |z|": ("centred", "median_abs_z"),
+                       "centred λ median sd ratio": ("centred", "median_sd_ratio")}
 VARIANTS = {
     "λ median |z|": ("lambda", "median_abs_z"), "λ median sd ratio": ("lambda", "median_sd_ratio"),
     "η median |z|": ("eta", "median_abs_z"), "η median sd ratio": ("eta", "median_sd_ratio"),
@@ -152,6 +158,29 @@ def check_report(html_text: str, metrics: dict) -> int:
                 assert h in AGGREGATES, f"aggregate column {h!r} has no metrics.json key"
                 same(cell, agg.get(AGGREGATES[h]), f"aggregates {model}/{row[0]} / {h}")
                 n += 1
+    ident = [t for t in tables if t["section"] == "Approximation vs MCMC"
+             and t["head"] and t["head"][0] == "quantity"]
+    assert len(ident) == len(models), "the identified-quantities table is missing"
+    for t in ident:
+        model = t["heading"].split(":")[0]
+        assert [r[0] for r in t["rows"]] == ["raw", "centred", "contrast", "level"]
+        for row in t["rows"]:
+            agg = models[model]["identified"][row[0]]
+            for h, cell in zip(t["head"][1:], row[1:]):
+                assert h in IDENTIFIED, f"identified column {h!r} has no metrics.json key"
+                same(cell, agg.get(IDENTIFIED[h]), f"identified {model}/{row[0]} / {h}")
+                n += 1
+    orders = [t for t in tables if t["section"] == "Approximation vs MCMC"
+              and t["head"] and t["head"][0] == "order probabilities"]
+    assert len(orders) == len(models), "the order-probability table is missing"
+    for t in orders:
+        model = t["heading"].split(":")[0]
+        (row,) = t["rows"]
+        op = models[model]["identified"]["order_probability"]
+        for h, cell in zip(t["head"][1:], row[1:]):
+            assert h in ORDER, f"order-probability column {h!r} has no metrics.json key"
+            same(cell, op.get(ORDER[h]), f"order probabilities {model} / {h}")
+            n += 1
     rank = [t for t in tables if t["section"] == "Ranking agreement and accuracy"]
     assert len(rank) == 1
     t = rank[0]
@@ -172,6 +201,10 @@ def check_report(html_text: str, metrics: dict) -> int:
         for h, cell in zip(t["head"][2:], row[2:]):
             if h == "accuracy":
                 same(cell, v["ranking"].get("accuracy_online"), f"variants {row[0]} / {h}")
+            elif h in VARIANTS_IDENTIFIED:
+                k1, k2 = VARIANTS_IDENTIFIED[h]
+                same(cell, (v.get("identified") or {}).get(k1, {}).get(k2),
+                     f"variants {row[0]} / {h}")
             else:
                 assert h in VARIANTS, f"variants column {h!r} has no metrics.json key"
                 same(cell, v["aggregates"].get(VARIANTS[h][0], {}).get(VARIANTS[h][1]),
@@ -251,7 +284,16 @@ def test_accuracies_differ_in_the_synthetic_audit(audit_dir):
 
 def test_report_tables_equal_metrics_json(audit_dir):
     n = check_audit_dir(audit_dir)
-    assert n >= 2 * 12 + 6 * 10 + 4 * 6 + 4 * 6
+    assert n >= 2 * 12 + 6 * 10 + 4 * 6 + 4 * 8 + 2 * 4 * 10 + 2 * 7
+
+
+def test_the_check_notices_a_wrong_centred_number(audit_dir):
+    text = (audit_dir / "report.html").read_text()
+    metrics = json.loads((audit_dir / "metrics.json").read_text())
+    c = metrics["models"]["couple"]["identified"]["centred"]
+    c["median_sd_ratio"] = 2 * c["median_sd_ratio"] + 1
+    with pytest.raises(AssertionError, match="identified couple/centred"):
+        check_report(text, metrics)
 
 
 def test_the_check_notices_swapped_labels(audit_dir):

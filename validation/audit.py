@@ -9,6 +9,8 @@ Output folder layout (docs/contracts.md, Audit outputs)::
     DIR/report.html              one self-contained page
     DIR/metrics.json             aggregates, gate, ranking/worker agreement, order, timings
     DIR/parameters.csv           one row per parameter × online variant, real ids
+    DIR/identified.csv           centred scores, contrasts (with order probabilities) and
+                                 the common level, per online variant
     DIR/<model>/nuts/posterior.nc (+ summary.csv)
     DIR/<model>/online/posterior.json            the default (paper's) online variant
     DIR/<model>/online/variants/<label>.json     the other variants compared
@@ -341,6 +343,10 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     tables = pd.concat([c.parameters for a in audits for c in a.comparisons],
                        ignore_index=True)
     tables.to_csv(out / "parameters.csv", index=False)
+    ident = [c.identified_table for a in audits for c in a.comparisons
+             if getattr(c, "identified_table", None) is not None]
+    if ident:
+        pd.concat(ident, ignore_index=True).to_csv(out / "identified.csv", index=False)
     if render is not None:
         log("writing report.html")
         render(out / "report.html", subject, cfg, priors, audits, metrics)
@@ -369,8 +375,11 @@ def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,
             "ranking": main["ranking"],
             "workers": w or None,
             "order_sensitivity": order,
+            "identified": main.get("identified"),
             "variants": [{"variant": c.variant, "options": o, "aggregates": c.aggregates,
-                          "ranking": c.ranking} for c, o in zip(a.comparisons, a.variant_opts)],
+                          "ranking": c.ranking,
+                          "identified": getattr(c, "identified", None)}
+                         for c, o in zip(a.comparisons, a.variant_opts)],
             "timings": {"nuts": dict(a.nuts.timings), "online": a.online_seconds},
             "online_clamped": dict(getattr(a.online, "clamped", {}) or {}),
             "backend_agreement": None if a.agreement is None else {

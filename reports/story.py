@@ -44,6 +44,7 @@ class Story:
     facts: dict
     figures: dict[str, Path] = field(default_factory=dict)
     path: Path | None = None
+    html_path: Path | None = None
 
 
 # ------------------------------------------------------------------------------ numbers
@@ -103,12 +104,17 @@ def _seq(ids) -> str:
 # ------------------------------------------------------------------------------ the story
 def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
          out: str | Path | None = None, n_items: int = 8, markdown_name: str = "story.md",
-         figures: bool = True, predictive_workers: int = 60, predictive_tasks: int = 50
-         ) -> Story:
+         figures: bool = True, predictive_workers: int = 60, predictive_tasks: int = 50,
+         prior_check: dict | None = None, html: bool = True) -> Story:
     """Tell the generative story of ``model`` for a worker of type ``setting``.
 
     With ``out`` the Markdown is written to ``out/markdown_name`` and the figures to
-    ``out/figures/story_*.png`` (linked as ``figures/...``), plus ``out/story.json``.
+    ``out/figures/story_*.png`` (linked as ``figures/...``), plus ``out/story.json`` and,
+    with ``html``, the same story as one self-contained page beside the Markdown
+    (``story.md`` → ``story.html``, figures embedded). ``prior_check`` (keyword arguments
+    of :func:`reports.prior.check_priors`, ``{}`` for its defaults) adds section 8, the
+    prior predictive checks of the inference priors, and writes
+    ``out/prior_predictive.{json,csv}``.
     """
     if model not in SIM_MODELS:
         raise UsageError(f"unknown model {model!r}; expected one of {SIM_MODELS}")
@@ -392,14 +398,28 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
             }
             for key, p in story.figures.items():
                 md.append(f"![{captions[key]}](figures/{p.name})\n\n*{captions[key]}*\n")
+    if prior_check is not None:
+        from reports.prior import check_priors
+
+        check = check_priors(model, **dict({"seed": seed, "figures": figures},
+                                           **prior_check), out=out, heading="## 8.")
+        md.append(check.markdown)
+        story.figures.update({f"prior_{k}": p for k, p in check.figures.items()})
+        facts["prior_check"] = check.facts
     md.append("## Reproduce\n")
     md.append(f"```\ncrowdrank story --model {model} --setting {setting} --seed {seed} "
-              "--out story-out\n```\n")
+              + ("--prior-predictive " if prior_check is not None else "")
+              + "--out story-out\n```\n")
     story.markdown = "\n".join(md)
     if out is not None:
         story.path = out / markdown_name
         story.path.write_text(story.markdown)
         (out / "story.json").write_text(json.dumps(facts, indent=1, default=float) + "\n")
+        if html:
+            from reports.story_html import story_page
+
+            story.html_path = story_page(story.markdown, out,
+                                         out / (Path(markdown_name).stem + ".html"))
     return story
 
 

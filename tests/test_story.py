@@ -75,3 +75,24 @@ def test_kendall_tau_rows():
     a = np.array([[0, 1, 2], [2, 1, 0], [1, 0, 2]])
     b = np.array([[0, 1, 2]] * 3)
     np.testing.assert_allclose(kendall_tau_rows(a, b), [1, -1, 1 / 3])
+
+
+def test_story_html_is_one_self_contained_page(tmp_path):
+    """story.html beside story.md: every figure embedded, no external resource, the same
+    sections and numbers as the Markdown."""
+    import re
+
+    s = tell(seed=1, out=tmp_path, predictive_workers=10, predictive_tasks=10)
+    page = s.html_path.read_text(encoding="utf-8")
+    assert s.html_path == tmp_path / "story.html"
+    assert page.count('src="data:image/png;base64,') == len(s.figures) == 5
+    assert not re.search(r'(src|href)="(?!data:|#)', page)      # nothing outside the file
+    assert "<script" not in page
+    for h in re.findall(r"^## (.+)$", s.markdown, flags=re.MULTILINE):
+        assert f">{h.replace(chr(39), '&#x27;').replace('`', '')}</h2>" in page.replace(
+            "<code>", "").replace("</code>", "")
+    assert f"Z = {s.facts['normalizer']['Z']:.4f}" in page
+    tables = re.findall(r"^\|---", s.markdown, flags=re.MULTILINE)
+    assert page.count("<table>") == len(tables) >= 5
+    assert tell(seed=1, out=tmp_path / "n", html=False, figures=False,
+                predictive_workers=5, predictive_tasks=5).html_path is None

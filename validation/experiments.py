@@ -9,7 +9,15 @@ file renamed into place), so an interruption never leaves a half-written result 
 later be mistaken for a finished one.
 
 Fits run in separate processes by default (``spawn``, because JAX and forked processes do
-not mix); ``processes=1`` runs them in this process, in order.
+not mix); ``processes=1`` runs them in this process, in order. With ``scheduler`` the same
+tasks go to a Dask ``distributed`` cluster instead (:func:`dask_client`): ``"local"``
+starts a ``LocalCluster`` of ``processes`` single-threaded worker processes on this
+machine, an address (``tcp://host:8786``) connects to a running ``dask scheduler`` whose
+``dask worker`` processes import this project, and a ``distributed.Client`` is used as
+given. Results come back to this process and are cached here, as they finish, exactly as
+with local processes: the workers need the project's code (and any data file a spec
+names), never the cache directory, and a finished spec is never recomputed. Every result
+is ``fn(spec)``, so it is the same wherever it ran.
 """
 
 from __future__ import annotations
@@ -81,8 +89,52 @@ class GridRun:
     seconds: float
 
 
+#: Environment variable naming the default scheduler of the ``crowdrank`` commands.
+SCHEDULER_ENV = "CROWDRANK_SCHEDULER"
+
+
+class SchedulerError(ConnectionError):
+    """The Dask scheduler cannot be reached (the message says where and what to do)."""
+
+
+def resolve_scheduler(option: str | None) -> str | None:
+    """The scheduler a command uses: its ``--scheduler`` option, else ``$CROWDRANK_SCHEDULER``,
+    else ``None`` (local processes)."""
+    value = option or os.environ.get(SCHEDULER_ENV) or None
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def dask_client(scheduler, processes: int | None = None, timeout: float = 10.0):
+    """``(client, owned)`` for ``scheduler`` (see the module docstring); ``owned`` says
+    that the caller must close the client (and its ``LocalCluster``).
+
+    Raises
+    ------
+    SchedulerError
+        When no scheduler answers at the address within ``timeout`` seconds.
+    """
+    from distributed import Client, LocalCluster
+
+    if isinstance(scheduler, Client):
+        return scheduler, False
+    if scheduler == "local":
+        n = (os.cpu_count() or 1) if processes is None else max(1, int(processes))
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        return Client(cluster), True
+    try:
+        return Client(str(scheduler), timeout=f"{timeout}s"), True
+    except (OSError, TimeoutError) as exc:
+        raise SchedulerError(
+            f"cannot reach the Dask scheduler at {scheduler!r} within {timeout:g} s "
+            f"({type(exc).__name__}: {exc}); start one with `dask scheduler` and workers "
+            f"with `dask worker ADDRESS`, or leave --scheduler / ${SCHEDULER_ENV} unset to "
+            "run in local processes") from None
+
+
 def run_grid(specs: Sequence[Mapping], fn: Callable[[dict], dict], cache_dir: str | Path, *,
-             processes: int | None = None, progress: bool = True) -> GridRun:
+             processes: int | None = None, progress: bool = True,
+             scheduler=None) -> GridRun:
     """Run ``fn(spec)`` for every spec not cached yet, caching each result as it finishes.
 
     Parameters
@@ -95,11 +147,17 @@ def run_grid(specs: Sequence[Mapping], fn: Callable[[dict], dict], cache_dir: st
     cache_dir : path
     processes : int, optional
         Worker processes; default ``os.cpu_count()``; ``1`` runs serially in this process.
+        With ``scheduler="local"``: the ``LocalCluster``'s worker processes.
+    scheduler : None, "local", str or distributed.Client
+        ``None``: local processes. Otherwise the tasks run on Dask ``distributed``
+        (:func:`dask_client`); ``fn`` must then be importable by the workers.
 
     Raises
     ------
     GridError
         After every other spec has finished and been cached, if some raised.
+    SchedulerError
+        ``scheduler`` is an address where no scheduler answers.
     """
     t0 = time.perf_counter()
     cache_dir = Path(cache_dir)
@@ -118,7 +176,9 @@ def run_grid(specs: Sequence[Mapping], fn: Callable[[dict], dict], cache_dir: st
             print(f"[grid] {done}/{len(todo)} {'done' if ok else 'FAILED'} {k} "
                   f"({time.perf_counter() - t0:.0f}s; {len(cached)} cached)", file=sys.stderr)
 
-    if processes == 1 or len(todo) <= 1:
+    if scheduler is not None and todo:
+        _run_dask(todo, fn, cache_dir, scheduler, processes, note, failures, progress)
+    elif processes == 1 or len(todo) <= 1:
         for k, s in todo.items():
             try:
                 _store(cache_dir, s, fn(s))
@@ -141,6 +201,56 @@ def run_grid(specs: Sequence[Mapping], fn: Callable[[dict], dict], cache_dir: st
         raise GridError(failures)
     results = [load_cached(cache_dir, s) for s in specs]
     return GridRun(results, [k for k in todo], cached, time.perf_counter() - t0)
+
+
+def _run_dask(todo: dict, fn, cache_dir: Path, scheduler, processes, note, failures,
+              progress: bool) -> None:
+    """The Dask branch of :func:`run_grid`: submit every spec still to do, store each
+    result here as it completes (a progress bar counts them)."""
+    from distributed import as_completed as dask_completed
+    from tqdm.auto import tqdm
+
+    client, owned = dask_client(scheduler, processes)
+    try:
+        # pure=False: a spec is run once per submission (the cache, not Dask, dedupes);
+        # the key names the spec so a cluster's dashboard shows what runs
+        futs = {client.submit(fn, s, key=f"crowdrank-grid-{k}", pure=False): k
+                for k, s in todo.items()}
+        with tqdm(total=len(futs), disable=not progress, desc="grid (dask)",
+                  unit="task", leave=False) as bar:
+            for f in dask_completed(futs):
+                k = futs[f]
+                try:
+                    _store(cache_dir, todo[k], f.result())
+                    note(k, True)
+                except Exception as exc:         # noqa: BLE001 - reported in GridError
+                    failures[k] = f"{type(exc).__name__}: {exc}"
+                    note(k, False)
+                bar.update(1)
+                f.release()
+    finally:
+        if owned:
+            cluster = getattr(client, "cluster", None)
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def sleep_job(spec: dict) -> dict:
+    """A synthetic grid task for executor checks and the overhead benchmark: about
+    ``spec["work"]`` seconds of CPU (a seeded NumPy loop), and a result that depends only
+    on ``spec["seed"]`` (so any two executors must return the same numbers)."""
+    import numpy as np
+
+    rng = np.random.default_rng(int(spec["seed"]))
+    t0 = time.process_time()
+    acc = 0.0
+    while time.process_time() - t0 < float(spec.get("work", 0.0)):
+        acc += float(np.sum(np.sort(rng.random(20_000))[:10]))
+    if spec.get("fail"):
+        raise RuntimeError(f"spec asked to fail (seed {spec['seed']})")
+    draws = np.random.default_rng(int(spec["seed"])).normal(size=3)
+    return {"seed": int(spec["seed"]), "draws": [float(x) for x in draws], "pid": os.getpid()}
 
 
 # ------------------------------------------------------------------ the standard experiment

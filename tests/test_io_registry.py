@@ -34,8 +34,9 @@ def test_every_old_public_name_is_still_importable():
 
 def test_format_registry_names_and_detection(tmp_path):
     assert mio.FORMATS == ("rankings-csv", "pairwise-csv", "wide-csv", "worker-winner-loser",
-                           "preflib", "mat")
+                           "preflib", "mat", "parquet")
     assert mio.LINE_FORMATS == mio.FORMATS[:4]
+    assert mio.STREAM_FORMATS == mio.FORMATS[:4] + ("parquet",)
     for f in mio.FORMAT_REGISTRY.values():
         assert f.description and callable(f.parse)
     cases = {"rankings-csv": ("r.csv", "task,ranking,worker\nt,a>b,u\n"),
@@ -51,14 +52,21 @@ def test_format_registry_names_and_detection(tmp_path):
 
 
 def _all_rows_irregular(monkeypatch):
-    """Send every row through the row-by-row path of the rankings-CSV reader."""
+    """Send every row through the row-by-row path of the rankings-CSV reader (from either
+    of its block paths, the Arrow one and the csv one)."""
     clean = rankings_csv._clean_rows
+    clean_arrow = rankings_csv._clean_arrow
 
     def none_clean(b, rows, shape):
         ok, *rest = clean(b, rows, shape)
         return (np.zeros_like(ok), *rest)
 
+    def none_clean_arrow(*a):
+        ok, *rest = clean_arrow(*a)
+        return (np.zeros_like(ok), *rest)
+
     monkeypatch.setattr(rankings_csv, "_clean_rows", none_clean)
+    monkeypatch.setattr(rankings_csv, "_clean_arrow", none_clean_arrow)
 
 
 def _same(a, b):

@@ -6,9 +6,11 @@ Layout (one module per format, a registry that detects and parses):
 ``formats``
     :data:`REGISTRY` of :class:`Format`, :func:`detect_format`, :func:`read_rankings`,
     :func:`iter_rankings_chunks` (streaming, for the line-based formats).
-``rankings_csv``, ``pairwise_csv``, ``wide_csv``, ``worker_winner_loser``, ``preflib``, ``mat``
+``rankings_csv``, ``pairwise_csv``, ``wide_csv``, ``worker_winner_loser``, ``preflib``, ``mat``,
+``parquet``
     One format each (``fmt=`` names ``rankings-csv``, ``pairwise-csv``, ``wide-csv``,
-    ``worker-winner-loser``, ``preflib``, ``mat``).
+    ``worker-winner-loser``, ``preflib``, ``mat``, ``parquet``; :data:`STREAM_FORMATS`
+    can be streamed).
 ``truth``
     Ground-truth scores, simulated workers' true η, gold tasks.
 ``datasets``
@@ -43,6 +45,7 @@ from .formats import (
     FORMATS,
     LINE_FORMATS,
     PREFLIB_EXTS,
+    STREAM_FORMATS,
     Format,
     detect_format,
     iter_rankings_chunks,
@@ -50,6 +53,7 @@ from .formats import (
 )
 from .formats import REGISTRY as FORMAT_REGISTRY
 from .pairwise_csv import write as write_pairwise
+from .parquet import write as write_parquet
 from .rankings_csv import write as write_rankings
 from .truth import (
     TRUTH_SCORE_COLUMNS,
@@ -73,6 +77,7 @@ __all__ = [
     "LINE_FORMATS",
     "PAD",
     "PREFLIB_EXTS",
+    "STREAM_FORMATS",
     "TRUTH_SCORE_COLUMNS",
     "DataError",
     "DataSet",
@@ -96,6 +101,7 @@ __all__ = [
     "split_ties",
     "write_gold",
     "write_pairwise",
+    "write_parquet",
     "write_rankings",
     "write_truth",
     "write_worker_truth",

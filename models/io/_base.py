@@ -31,7 +31,8 @@ class Builder:
     """
 
     def __init__(self, source: str, items: Sequence[str] | None = None,
-                 workers: Sequence[str] | None = None, invalid: str = "error"):
+                 workers: Sequence[str] | None = None, invalid: str = "error",
+                 keep_task: bool = True):
         if invalid not in ("error", "skip"):
             raise ValueError(f"invalid must be 'error' or 'skip', got {invalid!r}")
         self.invalid = invalid
@@ -50,6 +51,9 @@ class Builder:
         self.n_source = 0          # input rankings so far (after PrefLib count expansion)
         self.blank = 0             # blank lines skipped (reported in notes)
         self.has_task = False
+        # a streaming fit needs no task ids: they are still checked but not kept, which
+        # saves a Python string per ranking
+        self.keep_task = keep_task
         self._reset()
 
     def _reset(self):
@@ -157,7 +161,10 @@ class Builder:
         if task is not None:
             if not task:
                 raise DataError("empty task id", src, line)
-            self.has_task = True
+            if self.keep_task:
+                self.has_task = True
+            else:
+                task = None
         if len(flat_ids) != len(groups):  # tied: split ([Pan18], appendix 1.3)
             pos = dict(zip(flat_ids, ids))
             rankings = [[pos[x] for x in r] for r in split_ties(groups)]
@@ -187,7 +194,7 @@ class Builder:
         self._flush()
         icode = self._codes(np.asarray(flat, dtype=object), "item")
         wcode = self._codes(np.asarray(workers, dtype=object), "worker")
-        if tasks is not None:
+        if tasks is not None and self.keep_task:
             self.has_task = True
             tasks = np.asarray(tasks, dtype=object)
         else:
@@ -195,6 +202,52 @@ class Builder:
         origin = self.n_source + np.arange(n, dtype=np.int64)
         self.parts.append((icode.astype(np.int32), np.asarray(lengths, dtype=np.int32),
                            wcode.astype(np.int32), tasks, origin))
+        self.n_source += n
+        self.n_rows += n
+
+    def lookup(self, values: Sequence[str], kind: str) -> np.ndarray:
+        """Dense index of each id in ``values`` (``-1`` for an id not seen yet)."""
+        index = self.item_index if kind == "item" else self.worker_index
+        get = index.get
+        return np.fromiter((get(x, -1) for x in values), dtype=np.int64, count=len(values))
+
+    def assign(self, glob: np.ndarray, uniques: Sequence[str], local: np.ndarray,
+               kind: str) -> np.ndarray:
+        """Global indices of the local codes ``local`` (into ``uniques``), giving ids not
+        seen yet (``glob == -1``) new indices in order of first appearance in ``local``.
+        ``glob`` is updated in place; the caller has checked fixed universes."""
+        codes = glob[local]
+        unseen = codes < 0
+        if unseen.any():
+            index = self.item_index if kind == "item" else self.worker_index
+            first = np.full(len(glob), len(local), dtype=np.int64)
+            np.minimum.at(first, local[unseen], np.flatnonzero(unseen))
+            new = np.flatnonzero(first < len(local))
+            for u in new[np.argsort(first[new])].tolist():   # order of first appearance
+                j = index.get(uniques[u])      # the row path may have added it meanwhile
+                if j is None:
+                    j = index[uniques[u]] = len(index)
+                glob[u] = j
+            codes = glob[local]
+        return codes
+
+    def add_encoded(self, icode: np.ndarray, lengths: np.ndarray, wcode: np.ndarray,
+                    tasks: np.ndarray | None = None) -> None:
+        """Clean, tie-free rankings whose ids are already dense indices (:meth:`assign`):
+        ``icode`` holds their items back to back, ``lengths`` their ``k``. The result is
+        the one :meth:`add` would give, row by row."""
+        n = len(lengths)
+        if not n:
+            return
+        self._flush()
+        if tasks is not None and self.keep_task:
+            self.has_task = True
+            tasks = np.asarray(tasks, dtype=object)
+        else:
+            tasks = np.full(n, None, dtype=object)
+        origin = self.n_source + np.arange(n, dtype=np.int64)
+        self.parts.append((np.asarray(icode, dtype=np.int32), np.asarray(lengths, np.int32),
+                           np.asarray(wcode, dtype=np.int32), tasks, origin))
         self.n_source += n
         self.n_rows += n
 

@@ -3,8 +3,9 @@ readers built on it (:func:`read_rankings`, :func:`iter_rankings_chunks`).
 
 A format module provides ``parse(path, builder, ...)``, a generator that feeds the file's
 rankings to a :class:`~models.io._base.Builder` and yields how many input rows it added
-(line-based formats take ``block``, the most rows per step, and can be streamed); formats
-recognised by their header provide ``recognises(header)``. See ``docs/data.md``.
+(streamable formats -- the line-based ones and Parquet -- take ``block``, the most rows
+per step); formats recognised by their header provide ``recognises(header)``. See
+``docs/data.md``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..data import DataError, Rankings
-from . import mat, pairwise_csv, preflib, rankings_csv, wide_csv, worker_winner_loser
+from . import mat, pairwise_csv, parquet, preflib, rankings_csv, wide_csv, worker_winner_loser
 from ._base import Builder, first_line
 
-__all__ = ["FORMATS", "LINE_FORMATS", "PREFLIB_EXTS", "REGISTRY", "Format", "detect_format",
-           "iter_rankings_chunks", "read_rankings"]
+__all__ = ["FORMATS", "LINE_FORMATS", "PREFLIB_EXTS", "REGISTRY", "STREAM_FORMATS", "Format",
+           "detect_format", "iter_rankings_chunks", "read_rankings"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,11 @@ class Format:
     header: Callable[[list[str]], bool] | None = None   # recognised by a CSV header
     first_line: Callable[[str], bool] | None = None     # recognised by the first line
     options: tuple[str, ...] = ()
+    streamable: bool = False                       # read in chunks, though not by lines
+
+    @property
+    def stream(self) -> bool:
+        return self.line_based or self.streamable
 
 
 REGISTRY: dict[str, Format] = {f.name: f for f in (
@@ -53,10 +59,14 @@ REGISTRY: dict[str, Format] = {f.name: f for f in (
            options=("workers", "item_ids", "skip_short")),
     Format("mat", mat.parse, "MATLAB matrix worker,item1,item2,... (0 pads shorter "
            "rankings; BabyFace.mat)", extensions=mat.EXTENSIONS, options=("var",)),
+    Format("parquet", parquet.parse, "Apache Parquet: worker (string), ranking (list of "
+           "item ids, best first), optional task; row groups are the streaming unit",
+           extensions=parquet.EXTENSIONS, streamable=True),
 )}
 
 FORMATS = tuple(REGISTRY)
 LINE_FORMATS = tuple(n for n, f in REGISTRY.items() if f.line_based)
+STREAM_FORMATS = tuple(n for n, f in REGISTRY.items() if f.stream)
 PREFLIB_EXTS = preflib.EXTENSIONS
 
 
@@ -116,7 +126,7 @@ def read_rankings(path: str | Path, fmt: str | None = None, *,
         raise FileNotFoundError(f"{path}: no such file")
     f = _format(path, fmt)
     b = Builder(str(path), items, worker_ids, invalid)
-    if f.line_based and opts:
+    if f.stream and opts:
         raise TypeError(f"format {f.name} takes no options, got {sorted(opts)}")
     for _ in f.parse(path, b, **opts):
         pass
@@ -128,8 +138,9 @@ def read_rankings(path: str | Path, fmt: str | None = None, *,
 def iter_rankings_chunks(path: str | Path, chunk_size: int = 10_000, fmt: str | None = None,
                          *, items: Sequence[str] | None = None,
                          worker_ids: Sequence[str] | None = None,
-                         invalid: str = "error") -> Iterator[Rankings]:
-    """Stream a line-based rankings file in chunks of ``chunk_size`` input rows.
+                         invalid: str = "error", keep_task: bool = True
+                         ) -> Iterator[Rankings]:
+    """Stream a rankings file in chunks of ``chunk_size`` input rows.
 
     Each chunk is a :class:`Rankings` over the items and workers seen so far (its
     ``items``/``workers`` tuples are prefixes of the next chunk's, so indices are stable);
@@ -137,15 +148,17 @@ def iter_rankings_chunks(path: str | Path, chunk_size: int = 10_000, fmt: str | 
     that chunk. A bad line raises :class:`DataError` when its chunk is read; the chunks
     before it have been yielded already; a file without any ranking is an error at its
     end. Formats: ``rankings-csv``, ``pairwise-csv``, ``wide-csv``,
-    ``worker-winner-loser``.
+    ``worker-winner-loser`` and ``parquet`` (:data:`STREAM_FORMATS`). ``keep_task=False``
+    checks task ids but does not keep them (``task`` is ``None``; a streaming fit needs
+    none, and a Python string per ranking is most of a chunk's memory).
     """
     if chunk_size < 1:
         raise ValueError("chunk_size must be >= 1")
     path = Path(path)
     f = _format(path, fmt)
-    if not f.line_based:
-        raise ValueError(f"streaming supports {LINE_FORMATS}, not {f.name!r}")
-    b = Builder(str(path), items, worker_ids, invalid)
+    if not f.stream:
+        raise ValueError(f"streaming supports {STREAM_FORMATS}, not {f.name!r}")
+    b = Builder(str(path), items, worker_ids, invalid, keep_task=keep_task)
     rows = total = 0
     for n in f.parse(path, b, block=chunk_size):
         rows += n

@@ -8,8 +8,9 @@ either killed by a new test or listed, with the reason, in ``bench/mutation_equi
 has measure zero).
 
 The work happens in a temporary copy of the repository (tracked and untracked, not
-ignored, files), so the working tree is never modified. Modules run one after another,
-mutants one at a time (cosmic-ray's ``local`` distributor); run it under ``nice``.
+ignored, files; with ``--ref REV`` the tree of a commit), so the working tree is never
+modified. Modules run one after another, mutants one at a time (cosmic-ray's ``local``
+distributor); run it under ``nice``.
 
 numba: mutants of ``kernels.py`` run with ``NUMBA_DISABLE_JIT=1`` (the ``@njit`` functions
 run as plain Python: no compilation per mutant, same arithmetic); the decorator-removal
@@ -23,6 +24,7 @@ Usage::
     python bench/mutation.py --list                 # modules, files and test subsets
     python bench/mutation.py --modules crowdbt --sample 120 --seed 1   # a random sample
     python bench/mutation.py --modules metrics --retest-survivors       # after new tests
+    python bench/mutation.py --modules pymc --ref HEAD  # the committed tree, not the working one
 
 Writes ``bench/results/mutation.json``: per module the number of mutants, killed,
 survived (not listed as equivalent), equivalent (with reasons), timeouts, incompetent
@@ -60,8 +62,11 @@ MODULES: dict[str, dict] = {
     "kernels": {
         "files": ["inference/online/kernels.py"],
         "tests": "tests/test_pinned_online.py tests/test_online_kernels.py "
-                 "tests/test_online_guards.py tests/test_online_openskill.py",
+                 "tests/test_online_guards.py tests/test_online_openskill.py "
+                 "tests/test_pinned_online_edges.py tests/test_online_math.py "
+                 "tests/test_online_state.py",
         "env": {"NUMBA_DISABLE_JIT": "1"},
+        "default_sample": 100,
         "skip_operators": ["core/RemoveDecorator"],
     },
     "crowdbt": {
@@ -78,6 +83,17 @@ MODULES: dict[str, dict] = {
     "likelihood": {
         "files": ["models/likelihood.py"],
         "tests": "tests/test_pinned_likelihood.py tests/test_likelihood.py",
+    },
+    "numpyro": {
+        # the densities against the NumPy reference first, then the sampler's gradient
+        "files": ["models/numpyro_models.py"],
+        "tests": "-k numpyro tests/test_ppl_models.py tests/test_gradients.py",
+        "default_sample": 20,      # a surviving mutant costs minutes (JAX compilations)
+    },
+    "pymc": {
+        "files": ["models/pymc_models.py"],
+        "tests": "-k pymc tests/test_ppl_models.py tests/test_gradients.py",
+        "default_sample": 20,      # a surviving mutant costs minutes (PyTensor compilations)
     },
     "metrics": {
         "files": ["validation/metrics.py"],
@@ -117,8 +133,15 @@ EXCLUDE_OPERATORS = [
 ]
 
 
-def copy_repo(dst: Path) -> None:
-    """Tracked and untracked-but-not-ignored files of the working tree."""
+def copy_repo(dst: Path, ref: str | None = None) -> None:
+    """Tracked and untracked-but-not-ignored files of the working tree, or (``ref``) the
+    tree of a commit: in a tree that others are editing, uncommitted half-done changes of
+    the module under test would otherwise be mutated and tested."""
+    if ref is not None:
+        tar = subprocess.run(["git", "archive", "--format=tar", ref], cwd=ROOT,
+                             capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dst)], input=tar, check=True)
+        return
     out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                          cwd=ROOT, capture_output=True, check=True)
     for rel in filter(None, out.stdout.decode().split("\0")):
@@ -370,8 +393,13 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="print the modules and exit")
     ap.add_argument("--sample", type=int, default=None, metavar="N",
                     help="run a seeded random sample of N mutants per module (the score is "
-                         "then an estimate, reported with its size and a 95%% interval)")
+                         "then an estimate, reported with its size and a 95%% interval); "
+                         "without it, kernels, numpyro and pymc run their default sample "
+                         "(100, 20, 20: their mutants are slow) and the others run in full")
     ap.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    ap.add_argument("--ref", default=None, metavar="REV",
+                    help="mutate and test the committed tree of REV (e.g. HEAD) instead of "
+                         "the working tree (tracked and untracked files)")
     ap.add_argument("--retest-survivors", action="store_true",
                     help="re-run only the survivors recorded in the results file for each "
                          "module (after adding tests) and update its counts")
@@ -390,7 +418,10 @@ def main(argv=None) -> int:
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="crowdrank-mut-"))
     tmp.mkdir(parents=True, exist_ok=True)
     try:
-        copy_repo(tmp)
+        # what was mutated and tested: a commit, or the working tree as it was at the start
+        tree = (f"commit {_rev(args.ref)}" if args.ref else
+                f"working tree at {_rev('HEAD')} with its uncommitted changes")
+        copy_repo(tmp, args.ref)
         for m in names:
             print(f"mutation: {m} ...", file=sys.stderr, flush=True)
             prev = None
@@ -399,11 +430,16 @@ def main(argv=None) -> int:
                 if not prev or "survivors" not in prev:
                     print(f"mutation: {m}: no previous result to retest", file=sys.stderr)
                     continue
-            r = run_module(m, MODULES[m], tmp, args.timeout, args.sample, args.seed, prev)
-            results["modules"][m] = r
+            sample = args.sample if args.sample is not None else \
+                MODULES[m].get("default_sample")
+            r = run_module(m, MODULES[m], tmp, args.timeout, sample, args.seed, prev)
+            # re-read before writing: another run (another module) may have written since
+            results = json.loads(out.read_text()) if out.exists() else {}
+            results.setdefault("modules", {})[m] = r
             print(f"mutation: {m}: " + json.dumps({k: r.get(k) for k in
                   ("mutants", "killed", "survived", "equivalent", "timeout", "incompetent",
                    "score", "seconds", "error")}), file=sys.stderr, flush=True)
+            r["tree"] = tree
             results["tool"] = "cosmic-ray " + _version()
             results["excluded_operators"] = EXCLUDE_OPERATORS
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -414,6 +450,11 @@ def main(argv=None) -> int:
     bad = [m for m in names if m in results["modules"] and (
            results["modules"][m].get("survived") or results["modules"][m].get("error"))]
     return 1 if bad else 0
+
+
+def _rev(ref: str) -> str:
+    return subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
 
 
 def _version() -> str:

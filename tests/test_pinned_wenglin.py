@@ -85,7 +85,8 @@ def test_kappa_count_matches_openskill(game, cls, kappa, tau):
 def test_floor_without_counts_argument(game, cls):
     """Without ``counts`` a floored game still runs (a private counter is used)."""
     mu, s2 = game(MU, S2, beta=0.5, gamma=5.0)
-    _, s2_os = _openskill_game(cls, MU, S2, beta=0.5, kappa=1e-4, gamma=5.0)
+    mu_os, s2_os = _openskill_game(cls, MU, S2, beta=0.5, kappa=1e-4, gamma=5.0)
+    np.testing.assert_allclose(mu, mu_os, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(s2, s2_os, rtol=1e-12)
 
 

@@ -19,7 +19,7 @@ import sys
 from models.errors import InputError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("simulate", "data", "story", "fit", "audit", "sbc")
+COMMANDS = ("simulate", "data", "story", "fit", "audit", "sbc", "replicate")
 
 
 def build_parser() -> argparse.ArgumentParser:

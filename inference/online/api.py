@@ -226,23 +226,38 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
                       chunk_size: int = 100_000, checkpoint: str | None = None,
                       checkpoint_every: int = 1_000_000, resume: bool = False,
                       state: OnlinePosterior | None = None, K: int | None = None,
-                      **opts) -> OnlinePosterior:
-    """One pass in file order over rankings that arrive in chunks, never all in memory.
+                      progress: bool = False, total: int | None = None,
+                      run_info: dict | None = None, **opts) -> OnlinePosterior:
+    """One pass in the order of the chunks over rankings that arrive in chunks, never all
+    in memory; the numbers are those of :func:`fit_online` over all of them, bit for bit.
 
     ``chunks`` is an iterable of :class:`Rankings` or a path, read with
-    ``models.io.iter_rankings_chunks(path, chunk_size)``. ``priors`` is a :class:`Priors`
-    covering every worker, or a function of a chunk returning one (e.g. a geometric
-    profile for that chunk's workers). With ``checkpoint``, the state is saved atomically
-    every ``checkpoint_every`` rankings and at the end, with the count consumed from this
-    stream in ``options["stream"]["consumed"]``; ``resume=True`` reloads it and skips the
-    rankings already consumed. ``K`` fixes COUPLE's worker vector length up front (the
-    first chunk may not hold the longest ranking; default: the prior's length).
+    ``models.io.iter_rankings_chunks(path, chunk_size)``; each chunk's ``items`` and
+    ``workers`` must extend the previous chunk's (as the reader's do), so that ids are
+    mapped incrementally. ``priors`` is a :class:`Priors` covering every worker, or a
+    function of a chunk returning one for the chunk's workers (e.g. a geometric profile
+    for the workers seen so far). With ``checkpoint``, the state is saved atomically every
+    ``checkpoint_every`` rankings and at the end, with the count consumed from this stream
+    in ``options["stream"]["consumed"]``; ``resume=True`` reloads it and skips the
+    rankings already consumed. ``K`` fixes COUPLE's worker vector length up front (default:
+    the first prior's); a later chunk with longer rankings widens every worker's ``α``
+    with its prior's further entries, which no earlier update has read (the update of a
+    ranking of ``k`` items reads and writes ``α_w[:k]`` only), so the result does not
+    depend on when it happens. ``progress`` shows rankings and rankings/s (``total``: the
+    expected count, when known). ``run_info`` updates this pass's entry in
+    ``options["runs"]`` (e.g. the order an external shuffle gave). ``order``/``passes`` other than one pass in file order
+    are refused: a stream has no random access (the CLI's ``--order shuffle`` shuffles
+    externally, :func:`models.io.shuffle.external_shuffle`, and feeds the result here).
     """
     if opts.get("order", "file") != "file" or opts.get("passes", 1) != 1:
-        raise UsageError("streaming runs one pass in file order; shuffle needs the whole data")
+        raise UsageError("streaming runs one pass in the order of the chunks; shuffle the "
+                         "stream first (models.io.shuffle.external_shuffle)")
+    opts = {k: v for k, v in opts.items() if k not in ("order", "passes", "progress")}
+    source = None
     if isinstance(chunks, str):
         from models.io import iter_rankings_chunks
-        chunks = iter_rankings_chunks(chunks, chunk_size)
+        source = chunks
+        chunks = iter_rankings_chunks(chunks, chunk_size, keep_task=False)
     skip = 0
     post = state
     if resume and checkpoint is not None:
@@ -251,32 +266,68 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
             post = OnlinePosterior.from_json(checkpoint)
             skip = int(post.options.get("stream", {}).get("consumed", 0))
     consumed, since = skip, 0
-    for chunk in chunks:
-        if skip >= chunk.n_rankings:
-            skip -= chunk.n_rankings
-            continue
-        if skip:
-            chunk = chunk.subset(np.arange(skip, chunk.n_rankings))
-            skip = 0
-        pri = priors(chunk) if callable(priors) else priors
-        if post is None and model == "couple":
-            Kc = pri.K if K is None else K
-            post = OnlinePosterior.from_priors(model, [], pri, workers=[], K=Kc,
-                                               options=algorithm_options(
-                                                   model, **_alg_kw(opts), priors=pri))
-        post = fit_online(chunk, model, pri, state=post, progress=False, **opts)
-        post.options.pop("runs", None)   # one entry per chunk would grow without bound
-        consumed += chunk.n_rankings
-        since += chunk.n_rankings
-        post.options["stream"] = {"consumed": consumed}
-        if checkpoint is not None and since >= checkpoint_every:
-            post.to_json(checkpoint)
-            since = 0
+    runs = [] if post is None else list(post.options.get("runs", []))
+    n_run = 0
+    t0 = time.perf_counter()
+    with _stream_progress(progress, total) as bar:
+        for chunk in chunks:
+            source = source or str(chunk.source)
+            if skip >= chunk.n_rankings:
+                skip -= chunk.n_rankings
+                continue
+            if skip:
+                chunk = chunk.subset(np.arange(skip, chunk.n_rankings))
+                skip = 0
+            pri = priors(chunk) if callable(priors) else priors
+            if post is None and model == "couple":
+                Kc = pri.K if K is None else K
+                post = OnlinePosterior.from_priors(model, [], pri, workers=[], K=Kc,
+                                                   options=algorithm_options(
+                                                       model, **_alg_kw(opts), priors=pri))
+            if post is not None and model == "couple" and post.alpha.shape[1] < chunk.K:
+                _widen(post, chunk.K, pri)
+            post = fit_online(chunk, model, pri, state=post, progress=False, **opts)
+            post.options.pop("runs", None)   # one entry per chunk would grow without bound
+            consumed += chunk.n_rankings
+            since += chunk.n_rankings
+            n_run += chunk.n_rankings
+            post.options["stream"] = {"consumed": consumed}
+            if checkpoint is not None and since >= checkpoint_every:
+                post.to_json(checkpoint)
+                since = 0
+            bar.update(chunk.n_rankings)
     if post is None:
-        raise DataError("no rankings in the stream", str(chunks))
+        raise DataError("no rankings in the stream", source or "<stream>")
+    runs.append({"source": str(source), "order": "file", "seed": 0, "passes": 1,
+                 "rankings": int(n_run), "strict": bool(opts.get("strict", False)),
+                 "stream": True, "wall_seconds": round(time.perf_counter() - t0, 3),
+                 **(run_info or {})})
+    post.options["runs"] = runs
     if checkpoint is not None:
         post.to_json(checkpoint)
     return post
+
+
+def _widen(post: OnlinePosterior, K: int, priors: Priors) -> None:
+    """Lengthen every COUPLE worker's ``α`` to ``K`` with its prior's entries
+    ``K_old..K-1`` (never read by the updates so far, see :func:`fit_online_stream`)."""
+    old = post.alpha.shape[1]
+    if priors.K < K:
+        raise DataError(f"worker priors have length {priors.K} but the stream has rankings "
+                        f"of length {K}", priors.spec)
+    index = {w: i for i, w in enumerate(priors.workers)}
+    missing = [w for w in post.workers if w not in index]
+    if missing:
+        raise DataError(f"no worker prior for {len(missing)} worker(s), e.g. {missing[:5]}",
+                        priors.spec)
+    rows = priors.alpha[[index[w] for w in post.workers]][:, old:K]
+    post.alpha = np.concatenate([post.alpha, rows.reshape(len(post.workers), K - old)], axis=1)
+
+
+def _stream_progress(enabled: bool, total: int | None):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, disable=not enabled, desc="rankings", unit="rk",
+                unit_scale=True, leave=False, smoothing=0.1)
 
 
 def _alg_kw(opts: dict) -> dict:

@@ -56,7 +56,14 @@ def register(sub) -> None:
     o.add_argument("--score-alpha", choices=("updated", "prior"), default="updated",
                    help="which α the OnlineGBMM score step uses")
     o.add_argument("--order", choices=("file", "shuffle"), default="file",
-                   help="pass order: the file's, or a seeded shuffle")
+                   help="pass order: the file's, or a seeded shuffle (of a streamed file: an "
+                        "external shuffle through temporary bucket files)")
+    o.add_argument("--chunk-size", type=int, default=1 << 17,
+                   help="rankings read and updated at a time when the file is streamed "
+                        "(the default for rankings/pairwise/wide CSV, worker-winner-loser, "
+                        "Parquet); memory is bounded by it")
+    o.add_argument("--in-memory", action="store_true",
+                   help="read the whole file first instead of streaming it (same numbers)")
     o.add_argument("--passes", type=int, default=1)
     o.add_argument("--strict", action="store_true",
                    help="error instead of a counted clamp on a non-positive α or σ²")
@@ -88,6 +95,11 @@ def load_priors(args, data) -> Priors:
 def run(args) -> int:
     from models.io import read_data
 
+    if args.method == "online" and not getattr(args, "in_memory", False):
+        from reports.commands import fit_online
+        path = fit_online.stream_source(args.data)
+        if path is not None:
+            return fit_online.run_stream(args, path)
     data, _ = read_data(args.data)
     priors = load_priors(args, data)
     Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -5,9 +5,12 @@ processed stage by stage in *reverse* (stages ``k−1`` down to ``1``, Remark 3)
 with candidates ``c = ρ(i..k)`` (``m = k−i+1`` of them; offset ``t`` is ``ρ(i+t−1)``, so the
 reported local winner is offset 1) and prior ``a = α_w[1..m]``:
 
-1. ``R_t ≈ E_{N(μ,σ²)}[softmax(λ_c)_t]`` (appendix 1.1.2) by one of three variants
+1. ``R_t ≈ E_{N(μ,σ²)}[softmax(λ_c)_t]`` (appendix 1.1.2) by one of four variants
    (``taylor``): ``paper`` (the appendix's formula), ``full`` (the complete second-order
-   Taylor expansion), ``plugin`` (``R_t = p_t``); then ``R_t ← max(R_t, κ2) / Σ max(R, κ2)``.
+   Taylor expansion), ``plugin`` (``R_t = p_t``), ``quadrature`` (Gauss–Hermite over the
+   candidates' Gaussians, :func:`quadrature_moments`; the score step of this variant uses
+   the same quadrature, see :func:`score_update_quadrature`); then
+   ``R_t ← max(R_t, κ2) / Σ max(R, κ2)``.
 2. ``α_t`` by moment matching of ``η̄_t`` under ``Σ_t η̄_t R_t · Dir(a)`` (Eq. 9a, 9b, 10).
 3. ``μ`` and ``σ²`` of the candidates by Eq. (11) and (12), with ``a`` the *updated* ``α``
    (``score_alpha="updated"``, the paper's order: α first, then scores) or the stage's
@@ -25,8 +28,75 @@ from .arith import exp, ieee, plain_sum
 from .guards import guard_finite, guard_positive
 from .state import empty_counts
 
-TAYLOR = ("paper", "full", "plugin")
+TAYLOR = ("paper", "full", "plugin", "quadrature")
 SCORE_ALPHA = ("updated", "prior")
+
+#: Tensor-product Gauss–Hermite budget of the ``quadrature`` variant: ``n_m`` nodes per
+#: candidate with ``n_m = max(2, min(16, ⌊QUAD_BUDGET^(1/m)⌋))``: 16 for m = 2 and 3, 9 for
+#: m = 4, 6 for m = 5, 4 for m = 6, 3 for m = 7, 8 and 2 from m = 9 on (``2^m`` nodes: a
+#: coarse rule for long rankings, and more than the budget from m = 14).
+QUAD_BUDGET = 8192
+QUAD_MAX = 16
+
+
+def quad_points(m: int) -> int:
+    """Gauss–Hermite nodes per dimension for a stage with ``m`` candidates."""
+    n = int(np.floor(QUAD_BUDGET ** (1.0 / m) + 1e-9))
+    return max(2, min(QUAD_MAX, n))
+
+
+def gauss_hermite(n: int):
+    """Probabilists' Gauss–Hermite nodes ``z`` and weights summing to one: ``Σ w f(z) ≈
+    E[f(Z)]``, ``Z ~ N(0, 1)`` (exact for polynomials of degree ``< 2n``)."""
+    from numpy.polynomial.hermite_e import hermegauss
+
+    z, w = hermegauss(n)
+    return z, w / w.sum()
+
+
+def quadrature_moments(mu_c, s2_c):
+    """``A_t = E[p_t]``, ``B_tj = E[p_t z_j]``, ``C_tj = E[p_t (z_j² − 1)]`` with
+    ``p = softmax(λ_c)``, ``λ_j = μ_j + σ_j z_j``, ``z ~ N(0, I)``, by the tensor-product
+    Gauss–Hermite rule of :func:`quad_points` nodes per candidate.
+
+    By Stein's lemma ``∂E[p_t]/∂μ_j = B_tj/σ_j`` and ``∂²E[p_t]/∂μ_j² = C_tj/σ_j²``: the
+    derivatives that Eq. (11)–(12) take of the plug-in softmax, here of its expectation.
+    """
+    m = len(mu_c)
+    z, w = gauss_hermite(quad_points(m))
+    grid = np.stack(np.meshgrid(*([z] * m), indexing="ij"), -1).reshape(-1, m)
+    wts = np.prod(np.stack(np.meshgrid(*([w] * m), indexing="ij"), -1).reshape(-1, m), 1)
+    lam = np.asarray(mu_c, float) + np.sqrt(np.asarray(s2_c, float)) * grid
+    lam = lam - lam.max(axis=1, keepdims=True)      # the shift keeps exp finite
+    e = np.exp(lam)
+    p = e / e.sum(axis=1, keepdims=True)
+    wp = wts[:, None] * p                           # (nodes, m)
+    return wp.sum(0), wp.T @ grid, wp.T @ (grid * grid - 1.0)
+
+
+def score_update_quadrature(mu_c, s2_c, a, moments, kappa=1e-4, counts=None):
+    """Eq. (11)–(12) by quadrature: the stage's tilted factor is ``f(λ) = Σ_t a_t
+    softmax(λ_c)_t`` (``∝ E_η[Σ_t η̄_t softmax_t]``), ``Z = E[f] = Σ_t a_t A_t``,
+    ``G_j = Σ_t a_t B_tj``, ``H_j = Σ_t a_t C_tj`` (:func:`quadrature_moments`) and
+
+    ``μ_j ← μ_j + σ_j G_j / Z``, ``σ_j² ← σ_j² max(1 + H_j/Z − (G_j/Z)², κ)``:
+
+    the exact moments of the tilted Gaussian (ADF), up to the quadrature error, where the
+    paper's update evaluates the same derivatives at ``λ = μ``.
+    """
+    A, B, C = moments
+    m = len(mu_c)
+    Z = plain_sum(a[t] * A[t] for t in range(m))
+    mu_new, s2_new = [], []
+    for j in range(m):
+        G = plain_sum(a[t] * B[t, j] for t in range(m)) / Z
+        H = plain_sum(a[t] * C[t, j] for t in range(m)) / Z
+        mu_new.append(mu_c[j] + np.sqrt(s2_c[j]) * G)
+        factor = 1.0 + H - G * G
+        if counts is not None and factor < kappa:
+            counts["kappa"] += 1
+        s2_new.append(s2_c[j] * max(factor, kappa))
+    return mu_new, s2_new
 
 
 def softmax_shifted(mu_c):
@@ -63,6 +133,8 @@ def expected_softmax(mu_c, s2_c, taylor="paper", kappa2=1e-4, counts=None):
                      - 0.5 * p[t] * cross)
     elif taylor == "plugin":
         R = list(p)
+    elif taylor == "quadrature":
+        R = [float(x) for x in quadrature_moments(mu_c, s2_c)[0]]
     else:
         raise ValueError(f"taylor must be one of {TAYLOR}, got {taylor!r}")
     if counts is not None and any(r < kappa2 for r in R):
@@ -141,7 +213,11 @@ def _stage(mu_c, s2_c, a, taylor, score_alpha, kappa, kappa2, counts, strict, wh
         a_score = list(a)
     else:
         raise ValueError(f"score_alpha must be one of {SCORE_ALPHA}, got {score_alpha!r}")
-    mu_raw, s2_raw = score_update(mu_c, s2_c, a_score, kappa, counts)
+    if taylor == "quadrature":
+        mu_raw, s2_raw = score_update_quadrature(mu_c, s2_c, a_score,
+                                                 quadrature_moments(mu_c, s2_c), kappa, counts)
+    else:
+        mu_raw, s2_raw = score_update(mu_c, s2_c, a_score, kappa, counts)
     mu_new = [guard_finite(mu_raw[t], mu_c[t], "mu", counts, strict, where)
               for t in range(len(mu_c))]
     s2_new = [guard_positive(s2_raw[t], s2_c[t], "sigma2", counts, strict, where)

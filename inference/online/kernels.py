@@ -25,7 +25,65 @@ from numba import njit
 from .guards import FLOOR
 
 _A, _S2, _MU, _KAPPA, _KAPPA2 = 0, 1, 2, 3, 4       # counters, as CLAMP_KEYS
-TAYLOR_CODES = {"paper": 0, "full": 1, "plugin": 2}
+TAYLOR_CODES = {"paper": 0, "full": 1, "plugin": 2, "quadrature": 3}
+
+
+def _gh_tables(mmax: int = 64):
+    """Gauss–Hermite nodes/weights of :func:`.gbmm.gauss_hermite` for every stage size
+    ``m ≤ mmax`` (row ``m``), padded; numba freezes these module arrays as constants."""
+    from .gbmm import QUAD_MAX, gauss_hermite, quad_points
+
+    npts = np.zeros(mmax + 1, dtype=np.int64)
+    nodes = np.zeros((mmax + 1, QUAD_MAX))
+    weights = np.zeros((mmax + 1, QUAD_MAX))
+    for m in range(1, mmax + 1):
+        n = quad_points(m)
+        z, w = gauss_hermite(n)
+        npts[m], nodes[m, :n], weights[m, :n] = n, z, w
+    return npts, nodes, weights
+
+
+_QP, _QN, _QW = _gh_tables()
+
+
+@njit(cache=True, error_model="numpy")
+def _quad_moments(mu_c, s2_c, m, A, B, C, idx, z, lam):
+    """:func:`.gbmm.quadrature_moments` into ``A (m,)``, ``B (m, m)``, ``C (m, m)``
+    (``B[t, j]``); ``idx``, ``z``, ``lam`` are scratch arrays of length ``>= m``. The
+    tensor grid is walked as a mixed-radix counter."""
+    n = _QP[m]
+    for t in range(m):
+        A[t] = 0.0
+        idx[t] = 0
+        for j in range(m):
+            B[t, j] = 0.0
+            C[t, j] = 0.0
+    total = 1
+    for t in range(m):
+        total *= n
+    for _ in range(total):
+        wt = 1.0
+        top = -np.inf
+        for j in range(m):
+            z[j] = _QN[m, idx[j]]
+            wt *= _QW[m, idx[j]]
+            lam[j] = mu_c[j] + math.sqrt(s2_c[j]) * z[j]
+            top = max(top, lam[j])
+        tot = 0.0
+        for j in range(m):
+            lam[j] = math.exp(lam[j] - top)
+            tot += lam[j]
+        for t in range(m):
+            wp = wt * lam[t] / tot
+            A[t] += wp
+            for j in range(m):
+                B[t, j] += wp * z[j]
+                C[t, j] += wp * (z[j] * z[j] - 1.0)
+        for j in range(m - 1, -1, -1):          # next node: increment the counter
+            idx[j] += 1
+            if idx[j] < n:
+                break
+            idx[j] = 0
 GAMMA_CODES = {"sigma/c": 0, "1/k": 1}               # anything else: a constant (code 2)
 
 
@@ -54,6 +112,12 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
     a = np.empty(K)
     a_new = np.empty(K)
     cand = np.empty(K, dtype=np.int64)
+    QA = np.empty(K)
+    QB = np.empty((K, K))
+    QC = np.empty((K, K))
+    qidx = np.empty(K, dtype=np.int64)
+    qz = np.empty(K)
+    qlam = np.empty(K)
     for pos in range(start, stop):
         n = seq[pos]
         k = lengths[n]
@@ -90,9 +154,13 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
                             cross += s2_c[j] * p[j] * (1.0 - 2.0 * p[j])
                     R[t] = (p[t] + 0.5 * s2_c[t] * p[t] * (1.0 - p[t]) * (1.0 - 2.0 * p[t])
                             - 0.5 * p[t] * cross)
-            else:
+            elif taylor == 2:
                 for t in range(m):
                     R[t] = p[t]
+            else:
+                _quad_moments(mu_c, s2_c, m, QA, QB, QC, qidx, qz, qlam)
+                for t in range(m):
+                    R[t] = QA[t]
             floored = False
             Z = 0.0
             for t in range(m):
@@ -137,12 +205,30 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
                 for t in range(m):
                     Psi += a_new[t] * e[t]
             u = 1.0 / Psi
+            if taylor == 3:                      # quadrature: Z = Σ a_t A_t
+                Zq = 0.0
+                for t in range(m):
+                    Zq += (a[t] if score_prior else a_new[t]) * QA[t]
             for t in range(m):
                 at = a[t] if score_prior else a_new[t]
                 ae = at * e[t]
-                mnew = mu_c[t] + s2_c[t] * (ae * u - e[t] * inv_psi)
-                factor = 1.0 + s2_c[t] * (ae * (Psi - ae) * u * u
-                                          - e[t] * (psi - e[t]) * inv_psi * inv_psi)
+                if taylor == 3:
+                    G = 0.0
+                    H = 0.0
+                    for v in range(m):
+                        av = a[v] if score_prior else a_new[v]
+                        G += av * QB[v, t]
+                    for v in range(m):
+                        av = a[v] if score_prior else a_new[v]
+                        H += av * QC[v, t]
+                    G = G / Zq
+                    H = H / Zq
+                    mnew = mu_c[t] + math.sqrt(s2_c[t]) * G
+                    factor = 1.0 + H - G * G
+                else:
+                    mnew = mu_c[t] + s2_c[t] * (ae * u - e[t] * inv_psi)
+                    factor = 1.0 + s2_c[t] * (ae * (Psi - ae) * u * u
+                                              - e[t] * (psi - e[t]) * inv_psi * inv_psi)
                 if factor < kappa:
                     counts[_KAPPA] += 1
                 snew = s2_c[t] * max(factor, kappa)

@@ -1,0 +1,263 @@
+"""Expectation propagation over the online updates ([Minka01]; docs/design.md, Online, EP).
+
+The one-pass methods (:mod:`.gbmm`, :mod:`.crowdbt`, :mod:`.wenglin`) are assumed-density
+filtering: every ranking is absorbed once, into whatever the approximation was when it came,
+and never revisited, so the result depends on the order and its early rankings were matched
+against a nearly flat prior. EP keeps what each *unit* (a ranking; a rank-broken pair for
+CrowdBT and for OnlineBT with ``bt_breaking="pairs"``) contributed — its **site** — and
+revisits it:
+
+- site of unit ``n``: the change it made to the natural parameters of its items' Gaussians,
+  ``Δτ_r = 1/σ_r²(after) − 1/σ_r²(before)`` and ``Δν_r = μ_r/σ_r²(after) − μ_r/σ_r²(before)``,
+  and to its worker's Dirichlet (COUPLE) or Beta (CrowdBT), ``Δα = α(after) − α(before)``
+  (the concentrations *are* the natural parameters up to a shift of one, so sites add);
+- **cavity**: the current approximation with the site removed, ``τ − Δτ_n``, ``ν − Δν_n``,
+  ``α_w − Δα_n``;
+- the same moment-matching update as the one-pass method (the kernels of :mod:`.kernels`,
+  unchanged) applied to the cavity gives ``q*``; the full new site is ``q* − cavity``;
+- **damping** ``d``: the stored site becomes ``d · old + (1 − d) · full``, so the new
+  approximation is the convex combination ``d · q_old + (1 − d) · q*`` in natural
+  parameters — proper whenever the cavity is;
+- **improper cavity** rule: when a cavity has ``τ ≤ 0`` for one of its items or a
+  concentration ``≤ 0`` (removing a site can leave no distribution), the unit is skipped in
+  that pass — its site is kept as it is and the approximation is unchanged — and counted
+  (``improper_cavities`` per pass, in the result);
+- the first pass starts with every site at zero, so its cavity is the current approximation
+  and it *is* the one-pass update (bit for bit, undamped); damping applies from pass 2.
+
+Convergence is measured after each pass: the largest item-mean change in units of the
+previous sd, the largest ``|Δ log σ²|`` and the largest ``|Δ log α|``; the run stops when all
+three are below ``tol`` (or after ``passes``). The result is an
+:class:`~inference.online.state.OnlinePosterior` in the usual ``posterior.json`` schema
+(``algorithm = "ep-" + the one-pass algorithm``, the per-pass log in ``options["ep"]``), so
+the audit compares it like any other variant.
+
+The functions follow the (init, update, export) pattern: :func:`ep_init` builds the state
+(prior approximation, zero sites), :func:`ep_pass` runs one pass in place and returns its
+log entry, :func:`ep_export` returns the posterior; :func:`fit_ep` strings them together.
+Weng–Lin with ``tau > 0`` adds variance before every game (a dynamic model): it has no fixed
+point to refine and is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.data import Rankings
+from models.errors import UsageError
+from models.priors import Priors
+
+from .api import _raise_strict, _run_kernel, _start_state, algorithm_options, pass_orders
+from .state import CLAMP_KEYS, OnlinePosterior
+
+#: Default convergence threshold on the per-pass changes (see the module docstring).
+EP_TOL = 1e-3
+#: Default damping: the weight kept on a site's previous value (0 = undamped).
+EP_DAMPING = 0.5
+#: Default maximum number of passes.
+EP_PASSES = 10
+
+
+@dataclass
+class EPState:
+    """The approximation (``post``, updated in place), the sites and the per-pass log.
+
+    ``site_tau``, ``site_nu``: ``(N, m)`` item-site natural parameters, row ``n`` for unit
+    ``n``, column ``j`` for its ``j``-th item (``m`` = longest unit); ``site_alpha``:
+    ``(N, K)`` worker-site concentrations (None for PL/BT).
+    """
+
+    post: OnlinePosterior
+    model: str
+    opts: dict
+    data: Rankings
+    src: Rankings                   # the units: rankings, or rank-broken pairs
+    pairwise: bool
+    ordr: np.ndarray                # (m, N) state item indices of each unit, best first
+    lengths: np.ndarray             # (N,)
+    wk: np.ndarray                  # (N,) state worker index of each unit
+    site_tau: np.ndarray
+    site_nu: np.ndarray
+    site_alpha: np.ndarray | None
+    strict: bool = False
+    passes_done: int = 0
+    log: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def ep_init(data: Rankings, model: str, priors: Priors, *, strict: bool = False,
+            **alg) -> EPState:
+    """The EP state at the prior: approximation ``=`` prior, every site zero.
+
+    ``alg`` are the one-pass options (:func:`~inference.online.api.algorithm_options`:
+    ``taylor``, ``score_alpha``, ``kappa``, ``kappa2``, ``wl_params``, ``bt_breaking``).
+    """
+    opts = algorithm_options(model, priors=priors, **alg)
+    if model in ("pl", "bt") and float(opts["tau"]) != 0.0:
+        raise UsageError("EP needs a static model: Weng–Lin tau must be 0 (tau > 0 adds "
+                         "variance before every game, so there is no fixed point)")
+    post = _start_state(data, model, priors, None, opts)
+    item_map, worker_map = post.index_maps(data)
+    pairwise = model == "crowdbt" or (model == "bt" and opts.get("bt_breaking") == "pairs")
+    src = data.rank_break() if pairwise else data
+    ordr = np.where(src.order >= 0, item_map[np.maximum(src.order, 0)], -1).astype(np.int64)
+    N, m = src.n_rankings, ordr.shape[0]
+    return EPState(post=post, model=model, opts=opts, data=data, src=src, pairwise=pairwise,
+                   ordr=ordr, lengths=src.lengths.astype(np.int64),
+                   wk=worker_map[src.worker].astype(np.int64),
+                   site_tau=np.zeros((N, m)), site_nu=np.zeros((N, m)),
+                   site_alpha=None if post.alpha is None else np.zeros((N, post.alpha.shape[1])),
+                   strict=strict)
+
+
+def _changes(mu0, s20, a0, mu1, s21, a1) -> dict:
+    """The convergence measures between two approximations (module docstring)."""
+    out = {"max_dmu_sd": float(np.max(np.abs(mu1 - mu0) / np.sqrt(s20))) if mu0.size else 0.0,
+           "max_dlog_sigma2": float(np.max(np.abs(np.log(s21 / s20)))) if mu0.size else 0.0,
+           "max_dlog_alpha": 0.0}
+    if a0 is not None and a0.size:
+        out["max_dlog_alpha"] = float(np.max(np.abs(np.log(a1 / a0))))
+    return out
+
+
+def ep_pass(state: EPState, seq: np.ndarray, damping: float = EP_DAMPING) -> dict:
+    """One EP pass over the units ``seq`` (unit indices, in that order), in place.
+
+    Returns the pass's log entry: convergence measures, ``improper_cavities`` and the guard
+    counters of this pass.
+    """
+    if not 0.0 <= damping < 1.0:
+        raise UsageError(f"damping must be in [0, 1), got {damping!r}")
+    post = state.post
+    mu, s2, alpha = post.mu, post.sigma2, post.alpha
+    mu0, s20 = mu.copy(), s2.copy()
+    a0 = None if alpha is None else alpha.copy()
+    counts = np.zeros(len(CLAMP_KEYS), dtype=np.int64)
+    err = np.zeros(3, dtype=np.int64)
+    first = state.passes_done == 0
+    d = 0.0 if first else float(damping)
+    improper = 0
+    one = np.zeros(1, dtype=np.int64)
+    t0 = time.perf_counter()
+    for n in seq:
+        n = int(n)
+        k = int(state.lengths[n])
+        it = state.ordr[:k, n]
+        w = int(state.wk[n])
+        st, sn = state.site_tau[n, :k], state.site_nu[n, :k]
+        tau, nu = 1.0 / s2[it], mu[it] / s2[it]
+        tau_c, nu_c = tau - st, nu - sn
+        if alpha is not None:
+            a_old = alpha[w].copy()
+            a_c = a_old - state.site_alpha[n]
+        if np.any(~(tau_c > 0)) or (alpha is not None and np.any(~(a_c > 0))):
+            improper += 1           # no cavity distribution: keep the site as it is
+            continue
+        if not first:               # load the cavity (pass 1: the cavity is q itself)
+            mu[it], s2[it] = nu_c / tau_c, 1.0 / tau_c
+            if alpha is not None:
+                alpha[w] = a_c
+        one[0] = n
+        bad = _run_kernel(state.model, state.opts, state.ordr, state.lengths, state.wk, one,
+                          0, 1, mu, s2, alpha, state.strict, counts, err)
+        if bad >= 0:
+            _raise_strict(state.data, state.src, one, err, state.passes_done, state.pairwise)
+        tau_s, nu_s = 1.0 / s2[it], mu[it] / s2[it]
+        new_t = d * st + (1.0 - d) * (tau_s - tau_c)
+        new_n = d * sn + (1.0 - d) * (nu_s - nu_c)
+        if not first:               # pass 1 keeps the kernel's output bit for bit
+            tau_q = tau_c + new_t
+            mu[it], s2[it] = (nu_c + new_n) / tau_q, 1.0 / tau_q
+        state.site_tau[n, :k], state.site_nu[n, :k] = new_t, new_n
+        if alpha is not None:
+            new_a = d * state.site_alpha[n] + (1.0 - d) * (alpha[w] - a_c)
+            if not first:
+                alpha[w] = a_c + new_a
+            state.site_alpha[n] = new_a
+    secs = time.perf_counter() - t0
+    state.seconds += secs
+    state.passes_done += 1
+    for key, c in zip(CLAMP_KEYS, counts):
+        post.clamped[key] = int(post.clamped.get(key, 0) + c)
+    entry = {"pass": state.passes_done, "damping": d, "improper_cavities": int(improper),
+             "clamped": {k: int(c) for k, c in zip(CLAMP_KEYS, counts)},
+             "seconds": secs, **_changes(mu0, s20, a0, mu, s2, alpha)}
+    state.log.append(entry)
+    return entry
+
+
+def converged(entry: dict, tol: float = EP_TOL) -> bool:
+    """All three per-pass changes below ``tol``."""
+    return max(entry["max_dmu_sd"], entry["max_dlog_sigma2"], entry["max_dlog_alpha"]) < tol
+
+
+def ep_export(state: EPState, *, tol: float = EP_TOL, order: str = "file", seed: int = 0,
+              damping: float = EP_DAMPING, max_passes: int | None = None) -> OnlinePosterior:
+    """The approximation as an :class:`OnlinePosterior` (a copy), with the EP log in
+    ``options["ep"]`` and ``algorithm = "ep-<one-pass algorithm>"``."""
+    post = state.post.copy()
+    post.algorithm = "ep-" + state.post.algorithm.removeprefix("ep-")
+    post.n_rankings = state.data.n_rankings * state.passes_done
+    post.seconds = state.seconds
+    last = state.log[-1] if state.log else None
+    post.options["ep"] = {
+        "passes_run": state.passes_done, "max_passes": max_passes, "damping": damping,
+        "tol": tol, "order": order, "seed": int(seed),
+        "units": "pairs" if state.pairwise else "rankings",
+        "converged": bool(last is not None and converged(last, tol)),
+        "improper_cavities": int(sum(e["improper_cavities"] for e in state.log)),
+        "per_pass": [dict(e) for e in state.log]}
+    post.options.setdefault("runs", []).append(
+        {"source": str(state.data.source), "order": order, "seed": int(seed),
+         "passes": state.passes_done, "rankings": int(state.data.n_rankings),
+         "strict": bool(state.strict), "method": "ep"})
+    return post
+
+
+def fit_ep(data: Rankings, model: str, priors: Priors, *, passes: int = EP_PASSES,
+           damping: float = EP_DAMPING, tol: float = EP_TOL, order: str = "file",
+           seed: int = 0, strict: bool = False, progress: bool = True,
+           callback=None, **alg) -> OnlinePosterior:
+    """EP refinement of the one-pass method of ``model`` (module docstring).
+
+    Parameters
+    ----------
+    passes : the most passes (the first is the one-pass update); stops earlier once
+        :func:`converged`.
+    damping : weight kept on a site's previous value, in ``[0, 1)``.
+    tol : convergence threshold.
+    order, seed : unit order per pass, as :func:`~inference.online.api.fit_online`
+        (``"shuffle"`` draws a new seeded permutation each pass).
+    callback : called with each pass's log entry (the CLI prints it).
+    alg : the one-pass options (``taylor``, ``score_alpha``, ``kappa``, ``kappa2``,
+        ``wl_params``, ``bt_breaking``).
+    """
+    if not (isinstance(passes, (int, np.integer)) and passes >= 1):
+        raise UsageError(f"passes must be an integer >= 1, got {passes!r}")
+    if not tol > 0:
+        raise UsageError(f"tol must be > 0, got {tol!r}")
+    if not 0.0 <= damping < 1.0:
+        raise UsageError(f"damping must be in [0, 1), got {damping!r}")
+    state = ep_init(data, model, priors, strict=strict, **alg)
+    seqs = pass_orders(data.n_rankings, order, seed, passes)
+    from tqdm.auto import tqdm
+
+    with tqdm(total=passes, disable=not progress or state.src.n_rankings * passes < 200_000,
+              desc=f"ep-{state.post.algorithm}", unit="pass", leave=False) as bar:
+        for rseq in seqs:
+            if state.pairwise:
+                from .api import pairs_sequence
+                seq = pairs_sequence(data.lengths, rseq)
+            else:
+                seq = rseq
+            entry = ep_pass(state, seq, damping)
+            bar.update(1)
+            if callback is not None:
+                callback(entry)
+            if state.passes_done > 1 and converged(entry, tol):
+                break
+    return ep_export(state, tol=tol, order=order, seed=seed, damping=damping,
+                     max_passes=passes)

@@ -161,3 +161,39 @@ def test_gamma_values():
     assert gamma_value("1/k", 4.0, 8.0, 3) == pytest.approx(1 / 3)
     assert gamma_value(0.7, 4.0, 8.0, 3) == 0.7
     assert gamma_value("2.5", 4.0, 8.0, 3) == 2.5
+
+
+@pytest.mark.parametrize("game", [pl_game, bt_game])
+def test_shift_invariance_at_large_scores(game):
+    """Adding a constant to every score moves every ``μ`` by it and leaves ``σ²`` alone
+    (only score differences enter [WL11]'s updates); at + 5000 an ``exp`` of the unshifted
+    or wrong-way-shifted scores would overflow."""
+    shift = 5000.0
+    mu0, s20 = game(MU, S2, beta=0.5)
+    mu1, s21 = game([m + shift for m in MU], S2, beta=0.5)
+    np.testing.assert_allclose(np.subtract(mu1, shift), mu0, atol=1e-9)
+    np.testing.assert_allclose(s21, s20, rtol=1e-12)
+
+
+@pytest.mark.parametrize("game", [pl_game, bt_game])
+def test_factor_equal_to_kappa_is_not_a_floor(game):
+    """γ = 0 makes ``Δ = 0`` exactly, so the factor ``1 − Δ`` equals κ = 1: ``σ²`` is kept
+    and nothing is counted (a floor is counted only where it changes the value)."""
+    counts = empty_counts()
+    _, s2 = game(MU, S2, beta=0.5, gamma=0.0, kappa=1.0, counts=counts)
+    assert s2 == S2
+    assert counts["kappa"] == 0
+    game(MU, S2, beta=0.5, gamma=0.0, kappa=1.0 + 1e-12, counts=counts)
+    assert counts["kappa"] == len(MU)
+
+
+def test_pass_updates_the_callers_counts():
+    """``wl_pass_python(counts=c)`` adds to ``c`` and returns it (the caller's totals)."""
+    order = np.array([[0, 1], [1, 2], [2, 0]])
+    lengths = np.array([3, 3])
+    for model in ("pl", "bt"):
+        counts = empty_counts()
+        counts["kappa"] = 5
+        out = wl_pass_python(model, order, lengths, [0, 1], np.zeros(3), np.full(3, 4.0),
+                             beta=0.5, gamma=50.0, counts=counts)
+        assert out is counts and counts["kappa"] > 5

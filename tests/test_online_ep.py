@@ -230,3 +230,28 @@ def test_quadrature_kernel_equals_spec_and_default_is_unchanged(small):
     np.testing.assert_allclose(post.sigma2, s2, rtol=1e-11)
     np.testing.assert_allclose(post.alpha, alpha, rtol=1e-11)
     assert not np.allclose(post.mu, st.mu)
+
+
+# ------------------------------------------------------------------ command line
+def test_cli_fit_method_ep_writes_the_same_posterior(small, tmp_path, capsys):
+    from inference.online import OnlinePosterior
+    from models.io import write_rankings
+    from reports.cli import main
+
+    path = write_rankings(small, tmp_path / "rk.csv")
+    for model, extra in (("couple", ["--taylor", "quadrature"]), ("crowdbt", [])):
+        out = tmp_path / f"ep-{model}"
+        rc = main(["fit", str(path), "--model", model, "--method", "ep", "--passes", "4",
+                   "--damping", "0.3", "--no-progress", "--out", str(out), *extra])
+        assert rc == 0
+        got = OnlinePosterior.from_json(out / "posterior.json")
+        from models.io import read_data
+        data, _ = read_data(str(path))
+        want = fit_ep(data, model, _priors(data, model), passes=4, damping=0.3,
+                      progress=False, **({"taylor": "quadrature"} if extra else {}))
+        assert np.array_equal(got.mu, want.mu) and np.array_equal(got.sigma2, want.sigma2)
+        assert got.options["ep"]["damping"] == 0.3 and len(got.options["ep"]["per_pass"]) == 4
+        assert (out / "items.csv").is_file()
+    assert "pass(es)" in capsys.readouterr().out
+    assert main(["fit", str(path), "--method", "ep", "--damping", "1", "--out",
+                 str(tmp_path / "bad")]) != 0

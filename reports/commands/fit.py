@@ -24,7 +24,10 @@ def register(sub) -> None:
     p.add_argument("data", help="rankings file (rankings CSV, pairwise CSV, PrefLib, ...) or "
                                 "a shared data set name (babyface, readlevel, ...)")
     p.add_argument("--model", choices=MODELS, default="couple")
-    p.add_argument("--method", choices=("nuts", "online"), default="online")
+    p.add_argument("--method", choices=("nuts", "online", "ep"), default="online",
+                   help="nuts (the reference), online (one pass of moment matching), or ep "
+                        "(expectation propagation over the same update: passes that revisit "
+                        "every ranking's contribution)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("priors (shared by both methods)")
@@ -51,8 +54,10 @@ def register(sub) -> None:
                    help="an online posterior.json: each chain starts at its own draw of it, "
                         "the mass matrix from its variances (a warm start)")
     o = p.add_argument_group("online (--method online)")
-    o.add_argument("--taylor", choices=("paper", "full", "plugin"), default="paper",
-                   help="OnlineGBMM approximation of E[softmax]")
+    o.add_argument("--taylor", choices=("paper", "full", "plugin", "quadrature"),
+                   default="paper",
+                   help="OnlineGBMM approximation of E[softmax] (quadrature: Gauss–Hermite "
+                        "moment matching, also for the score step)")
     o.add_argument("--score-alpha", choices=("updated", "prior"), default="updated",
                    help="which α the OnlineGBMM score step uses")
     o.add_argument("--order", choices=("file", "shuffle"), default="file",
@@ -64,7 +69,14 @@ def register(sub) -> None:
                         "Parquet); memory is bounded by it")
     o.add_argument("--in-memory", action="store_true",
                    help="read the whole file first instead of streaming it (same numbers)")
-    o.add_argument("--passes", type=int, default=1)
+    o.add_argument("--passes", type=int, default=None,
+                   help="passes over the data (default 1; with --method ep the most passes, "
+                        "default 10, stopping once converged)")
+    o.add_argument("--damping", type=float, default=0.5,
+                   help="--method ep: weight kept on a ranking's previous site, in [0, 1)")
+    o.add_argument("--ep-tol", type=float, default=1e-3,
+                   help="--method ep: converged when no mean moves by more than this many "
+                        "sds, and no log variance or log concentration by more than this")
     o.add_argument("--strict", action="store_true",
                    help="error instead of a counted clamp on a non-positive α or σ²")
     o.add_argument("--state-in", default=None, help="resume from a saved online state")
@@ -95,6 +107,9 @@ def load_priors(args, data) -> Priors:
 def run(args) -> int:
     from models.io import read_data
 
+    if getattr(args, "passes", None) is None:
+        from inference.online.ep import EP_PASSES
+        args.passes = EP_PASSES if args.method == "ep" else 1
     if args.method == "online" and not getattr(args, "in_memory", False):
         from reports.commands import fit_online
         path = fit_online.stream_source(args.data)
@@ -106,5 +121,8 @@ def run(args) -> int:
     if args.method == "nuts":
         from reports.commands import fit_nuts
         return fit_nuts.run(args, data, priors)
+    if args.method == "ep":
+        from reports.commands import fit_ep
+        return fit_ep.run(args, data, priors)
     from reports.commands import fit_online
     return fit_online.run(args, data, priors)

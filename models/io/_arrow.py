@@ -45,8 +45,8 @@ def duplicated(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Per row, whether an item appears twice (rows longer than :data:`LONG` are compared
     on their first ``LONG`` items only; they take the row path anyway)."""
     m = len(lengths)
-    if not m:
-        return np.zeros(0, dtype=bool)
+    if not m or not len(codes):
+        return np.zeros(m, dtype=bool)
     K = int(min(max(int(lengths.max()), 1), LONG))
     starts = np.cumsum(lengths) - lengths
     # padding gets distinct negative values so that it never looks like a repeat

@@ -76,19 +76,26 @@ def n_rows(path: str | Path) -> int:
 
 def parse(path: Path, b: Builder, block: int = BLOCK):
     """Feed the rankings of ``path`` to ``b`` row group by row group; yields the rows
-    added, at most ``block`` at a time."""
+    added, ``block`` at a time (the last yield: the rest), across row groups."""
     pf, col = _open(path, b.source)
     names = [col[n] for n in ("worker", "ranking", "task") if n in col]
-    row = 1
+    row, pending = 1, 0          # rows added since the last yield (exactly ``block``)
     for g in range(pf.num_row_groups):
         table = pf.read_row_group(g, columns=names)
         n = table.num_rows
-        for s in range(0, n, block):
-            e = min(s + block, n)
+        s = 0
+        while s < n:
+            e = min(s + block - pending, n)
             _add_block(b, [table.column(c).slice(s, e - s).combine_chunks() for c in names],
                        "task" in col, row + s)
-            yield e - s
+            pending += e - s
+            if pending == block:
+                yield block
+                pending = 0
+            s = e
         row += n
+    if pending:
+        yield pending
 
 
 def _add_block(b: Builder, cols: list, has_task: bool, first: int) -> None:

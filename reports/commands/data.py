@@ -1,6 +1,7 @@
 """``crowdrank data summary``: what a rankings file (or a shared real data set) holds;
-``crowdrank data list``: the registered shared data sets and whether their files are here.
-See ``docs/data.md``."""
+``crowdrank data list``: the registered shared data sets and whether their files are here;
+``crowdrank data convert``: any supported format (or a shared set) to Parquet, streamed
+chunk by chunk when the format allows. See ``docs/data.md``."""
 
 from __future__ import annotations
 
@@ -44,6 +45,26 @@ def register(sub) -> None:
                     "files are present under $CROWDRANK_DATASETS or ../shared/datasets.")
     ls.add_argument("--json", action="store_true", help="print JSON instead of text")
     ls.set_defaults(func=run_list)
+    c = dsub.add_parser(
+        "convert", help="convert a rankings file (any supported format) to Parquet",
+        description="Write the rankings of FILE (any supported format, or a shared data "
+                    "set's name) to a Parquet file with columns worker (string), ranking "
+                    "(list of item ids, best first) and task when the input has one. "
+                    "Streamable formats are converted chunk by chunk in bounded memory; "
+                    "ties are split and counted as every reader does (a Parquet ranking "
+                    "has no ties).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    c.add_argument("file", metavar="FILE", help="rankings file or shared data set name")
+    c.add_argument("--out", required=True, help="the Parquet file to write (.parquet)")
+    c.add_argument("--format", dest="fmt", choices=FORMATS, default=None,
+                   help="input format (default: detected from the extension and header)")
+    c.add_argument("--skip-invalid", action="store_true",
+                   help="skip (and count) rankings that name an item twice, have fewer than "
+                        "2 items or an empty id, instead of stopping at the first")
+    c.add_argument("--row-group", type=int, default=1 << 20,
+                   help="rankings per Parquet row group (the unit a stream reads)")
+    c.add_argument("--no-progress", action="store_true", help="no progress bar")
+    c.set_defaults(func=run_convert)
 
 
 def truth_agreement(data, truth: np.ndarray) -> dict:
@@ -133,4 +154,49 @@ def run_list(args) -> int:
 
     sets = list_datasets()
     print(json.dumps(sets, indent=2) if args.json else format_list(sets, datasets_root()))
+    return 0
+
+
+def run_convert(args) -> int:
+    """Stream FILE into a Parquet file (whole-file formats and data sets: read, then write)."""
+    from pathlib import Path
+
+    from tqdm.auto import tqdm
+
+    from models.errors import UsageError
+    from models.io import STREAM_FORMATS, detect_format, iter_rankings_chunks, read_data
+    from models.io.parquet import Writer
+
+    if args.row_group < 1:
+        raise UsageError(f"--row-group must be >= 1, got {args.row_group}")
+    out = Path(args.out)
+    if out.suffix.lower() not in (".parquet", ".pq"):
+        raise UsageError(f"--out {out}: a Parquet file name ends in .parquet or .pq")
+    src = Path(args.file)
+    invalid = "skip" if args.skip_invalid else "error"
+    if src.is_file() and (args.fmt or detect_format(src)) in STREAM_FORMATS:
+        chunks = iter_rankings_chunks(src, args.row_group, fmt=args.fmt, invalid=invalid)
+    else:
+        chunks = iter([read_data(args.file, fmt=args.fmt, invalid=invalid)[0]])
+    tmp = out.with_name(out.name + ".part")     # no half-written file under --out
+    n, notes, writer = 0, [], None
+    try:
+        with tqdm(disable=args.no_progress, desc="rankings", unit="rk", unit_scale=True,
+                  leave=False) as bar:
+            for chunk in chunks:
+                if writer is None:
+                    writer = Writer(tmp, chunk.task is not None, args.row_group)
+                writer.write(chunk)
+                n += chunk.n_rankings
+                notes.extend(chunk.notes)
+                bar.update(chunk.n_rankings)
+        writer.close()
+        tmp.replace(out)
+    finally:
+        if writer is not None and tmp.exists():
+            writer.close()
+            tmp.unlink()
+    for note in dict.fromkeys(notes):
+        print(f"note: {note}")
+    print(f"{n} rankings -> {out}")
     return 0

@@ -1,6 +1,7 @@
 """``crowdrank simulate``: a seeded synthetic data set with its true parameters.
 
-Writes ``rankings.csv`` (``worker,ranking,task``), ``truth.csv`` (``item,score`` = the true
+Writes ``rankings.csv`` (``worker,ranking,task``; with ``--format parquet``
+``rankings.parquet``, the same columns with ``ranking`` a list of item ids), ``truth.csv`` (``item,score`` = the true
 λ), ``workers.csv`` (``worker,setting,eta_1..eta_K``), with ``--gold G`` also ``gold.csv``
 (``worker,ranking,true_order,task``: reported gold rankings and their true order, for
 :meth:`models.priors.Priors.from_gold` via :func:`models.io.read_gold`), and
@@ -27,8 +28,9 @@ def register(sub) -> None:
         description="Simulate rankings by crowd workers of one type under one model (seed "
                     "000, Sect. 5.2): item scores λ ~ N(0, 1), worker η ~ Dir(α0[type]), T "
                     "tasks per worker of size k uniform on 2..kmax, true order from PL(λ), "
-                    "the report from the model's worker story. Writes rankings.csv, "
-                    "truth.csv, workers.csv (and gold.csv with --gold) into --out.",
+                    "the report from the model's worker story. Writes rankings.csv (or "
+                    "rankings.parquet), truth.csv, workers.csv (and gold.csv with --gold) into "
+                    "--out.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", choices=SIM_MODELS, default="couple")
     p.add_argument("--setting", choices=tuple(WORKER_TYPES), default="amateur",
@@ -48,6 +50,9 @@ def register(sub) -> None:
     p.add_argument("--paper-scale", action="store_true",
                    help="the paper's scale: L=1000, W=500, T=900, kmax=4 (450,000 rankings); "
                         "explicit --items/--workers/--tasks/--kmax still override")
+    p.add_argument("--format", dest="fmt", choices=("csv", "parquet"), default="csv",
+                   help="rankings file format: rankings.csv or rankings.parquet (worker, "
+                        "ranking as a list of item ids, task)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
     p.set_defaults(func=run)
@@ -59,7 +64,13 @@ def _positive(name: str, value: int | None) -> None:
 
 
 def run(args) -> int:
-    from models.io import write_gold, write_rankings, write_truth, write_worker_truth
+    from models.io import (
+        write_gold,
+        write_parquet,
+        write_rankings,
+        write_truth,
+        write_worker_truth,
+    )
     from models.simulate import simulate
 
     for name in ("items", "workers", "tasks", "kmax"):
@@ -100,10 +111,12 @@ def run(args) -> int:
         "writing ...")
     t1 = time.perf_counter()
     data = sim.rankings
-    write_rankings(data, out / "rankings.csv")
+    fmt = getattr(args, "fmt", "csv")
+    rankings_file = "rankings.parquet" if fmt == "parquet" else "rankings.csv"
+    (write_parquet if fmt == "parquet" else write_rankings)(data, out / rankings_file)
     write_truth(data.items, sim.lam, out / "truth.csv")
     write_worker_truth(data.workers, sim.settings, sim.eta, out / "workers.csv")
-    files = ["rankings.csv", "truth.csv", "workers.csv"]
+    files = [rankings_file, "truth.csv", "workers.csv"]
     if sim.gold is not None:
         g = sim.gold
         from models.data import Rankings

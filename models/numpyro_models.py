@@ -284,7 +284,8 @@ def _acc_sum(v):
 
 
 def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered",
-          fast: bool = True, loglik_dtype=None, prior_only: bool = False, boost=None):
+          fast: bool = True, loglik_dtype=None, prior_only: bool = False, boost=None,
+          predict: bool = False):
     """The NumPyro program of ``inputs.model``: priors on λ (and η) and one likelihood
     factor.
 
@@ -304,6 +305,9 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
     boost : (W, K) bool array, optional
         Which simplex entries get the boost (:func:`models.model_inputs.boost_mask`);
         default: the prior's small concentrations.
+    predict : bool
+        Leave the ``rankings`` site unobserved, so that ``numpyro.infer.Predictive`` draws
+        new orders of the same tasks (posterior predictive checks).
     """
     if simplex not in SIMPLEX:
         raise ValueError(f"simplex must be one of {SIMPLEX}, got {simplex!r}")
@@ -319,7 +323,7 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
     # the data enter as an observed site: the PPL's own tools give the pointwise
     # log-likelihood and posterior predictive draws (RankingLikelihood)
     numpyro.sample("rankings", RankingLikelihood(inputs, lam, log_eta, fast=fast),
-                   obs=inputs.order)
+                   obs=None if predict else inputs.order)
 
 
 # ---------------------------------------------------------------- fast COUPLE columns

@@ -4,7 +4,8 @@ A line-by-line twin of :mod:`models.numpyro_models` written with PyTensor, readi
 same :class:`~models.model_inputs.ModelInputs`, so both PPLs fit the same data under the
 same prior. Model: ``lambda`` (dim ``item``) ``~ Normal(mu0, sigma0)`` iid; ``eta``
 (dims ``worker, stage``) ``~ Dirichlet(α_w)`` for COUPLE or (dim ``worker``)
-``~ Beta(a_w, b_w)`` for CrowdBT; the likelihood is one ``pm.Potential("loglik")``.
+``~ Beta(a_w, b_w)`` for CrowdBT; the data are the observed site ``rankings``
+(:func:`observed_rankings`, a ``pm.CustomDist``).
 The sampler's coordinates are the twin's exact reparametrisations (``simplex="gamma"``:
 ``eta_u ~ Gamma(α+1)``, ``eta_e ~ Exponential(1)``, ``log η = log_softmax(log u − e/α)``;
 ``level="centered"``: ``lambda_mean`` plus ``lambda_c ~ ZeroSumNormal``), with ``lambda``
@@ -214,5 +215,42 @@ def build_model(inputs: ModelInputs, items=None, workers=None, *, simplex: str =
         lam = item_scores(inputs, level)
         log_eta = worker_log_eta(inputs, simplex, boost) if inputs.has_eta else None
         if not prior_only:
-            pm.Potential("loglik", pt.sum(column_loglik(inputs, lam, log_eta=log_eta)))
+            observed_rankings(inputs, lam, log_eta)
     return model
+
+
+def observed_rankings(inputs: ModelInputs, lam, log_eta=None):
+    """The observed site ``rankings``: a ``pm.CustomDist`` whose value is the
+    ``(n_obs, K)`` table of observed orders (the twin of
+    :class:`models.numpyro_models.RankingLikelihood`).
+
+    Its ``logp`` is the per-ranking log-likelihood (:func:`pointwise_loglik`), so
+    ``pm.compute_log_likelihood`` gives LOO's pointwise values and the model's density is
+    their sum; its ``random`` is :func:`models.simulate.redraw_orders` (NumPy), so
+    ``pm.sample_posterior_predictive`` draws new orders of the same tasks. The observed
+    orders are also passed as the last parameter: they fix the shape of a draw (each task's
+    item set), which PyMC cannot infer from ``λ`` and ``η``.
+    """
+    from pytensor.tensor.variable import TensorConstant
+
+    from .model_inputs import with_orders
+    from .simulate import redraw_orders
+
+    has_eta = log_eta is not None
+    params = [lam] + ([log_eta] if has_eta else []) + [inputs.order]
+    eta_sig = ("(w,s)," if log_eta.ndim == 2 else "(w),") if has_eta else ""
+
+    def logp(value, *args):
+        if not isinstance(value, TensorConstant):
+            raise NotImplementedError("the rankings' logp needs the orders as a constant "
+                                      "(the layout of the ranking lengths is built in NumPy)")
+        inp = with_orders(inputs, np.asarray(value.data))
+        return pointwise_loglik(inp, args[0], log_eta=args[1] if has_eta else None)
+
+    def random(*args, rng=None, size=None):
+        return redraw_orders(inputs.model, inputs.order, inputs.obs_worker, args[0],
+                             args[1] if has_eta else None, rng, size)
+
+    return pm.CustomDist("rankings", *params, logp=logp, random=random,
+                         signature=f"(l),{eta_sig}(n,j)->(n,j)", observed=inputs.order,
+                         dtype="int64")

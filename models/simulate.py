@@ -132,6 +132,50 @@ def couple_normalized_report(rng: np.random.Generator, lam: np.ndarray, subsets:
     return cand[np.arange(n), j]
 
 
+def redraw_orders(model: str, tasks: np.ndarray, worker: np.ndarray, lam: np.ndarray,
+                  log_eta: np.ndarray | None = None, seed=0, size=None) -> np.ndarray:
+    """New orders of the same tasks by ``model``'s generative process: the NumPy twin of
+    :meth:`models.numpyro_models.RankingLikelihood.sample` (PyMC's ``random``).
+
+    ``tasks`` ``(N, K)`` are observed orders (item indices, ``-1`` padding): only each row's
+    item set is used; ``worker`` ``(N,)``; ``log_eta`` the worker table of the PPL models
+    (``log η`` ``(W, K)`` COUPLE, ``[log η, log(1 − η)]`` ``(W, 2)`` CrowdBT, ``log η_g``
+    ``(W,)`` PeerGrader). PL (PeerGrader on ``η_g·λ``) and normalised COUPLE are exact;
+    COUPLE follows the story (exact for ``k = 2`` only); BT/CrowdBT draw the PL order
+    (CrowdBT: reversed with probability ``1 − η_w``), which has every pair probability of
+    the model (see :class:`~models.numpyro_models.RankingLikelihood`). ``size`` adds
+    leading dimensions (independent draws)."""
+    rng = _as_rng(seed)
+    tasks = np.asarray(tasks)
+    if size is not None and tuple(np.atleast_1d(size)) != ():
+        size = tuple(int(v) for v in np.atleast_1d(size))
+        draws = [redraw_orders(model, tasks, worker, lam, log_eta, rng)
+                 for _ in range(int(np.prod(size)))]
+        return np.stack(draws).reshape(size + tasks.shape)
+    lam = np.asarray(lam, float)
+    worker = np.asarray(worker)
+    eta = None if log_eta is None else np.exp(np.asarray(log_eta, float))
+    lengths = (tasks >= 0).sum(axis=1)
+    out = np.full(tasks.shape, PAD, dtype=np.int64)
+    for k in np.unique(lengths):
+        sel = np.flatnonzero(lengths == k)
+        items, w = tasks[sel, :k], worker[sel]
+        if model == "couple-normalized":
+            rep = couple_normalized_report(rng, lam, items, eta[w])
+        elif model == "peergrader":
+            g = lam[items] * eta[w][:, None] + rng.gumbel(size=items.shape)
+            rep = np.take_along_axis(items, np.argsort(-g, axis=1, kind="stable"), axis=1)
+        else:
+            rep = pl_true_order(rng, lam, items)
+            if model == "crowdbt":
+                right = rng.random(len(sel)) < eta[w, 0]
+                rep = np.where(right[:, None], rep, rep[:, ::-1])
+            elif model == "couple":
+                rep = couple_report(rng, rep, eta[w])
+        out[sel, :k] = rep
+    return out
+
+
 def _draw_eta(rng, model: str, settings: list[str], K: int) -> np.ndarray:
     W = len(settings)
     eta = np.zeros((W, K))

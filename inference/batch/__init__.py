@@ -1,0 +1,6 @@
+"""Batch (non-online) point estimates and their intervals, one module per family:
+:mod:`.luce` (BT/PL objective, gradient, Hessian), :mod:`.solvers` (gradient ascent,
+Newton, MM), :mod:`.laplace`, :mod:`.bootstrap`; :mod:`.api` is the entry point."""
+
+from .api import METHODS, BatchFit, fit_batch, problem_for  # noqa: F401
+from .solvers import SOLVERS  # noqa: F401

@@ -61,7 +61,8 @@ MODULES: dict[str, dict] = {
     },
     "kernels": {
         "files": ["inference/online/kernels.py"],
-        "tests": "tests/test_pinned_online.py tests/test_online_kernels.py "
+        "tests": "tests/test_pinned_online.py tests/test_pinned_kernels.py "
+                 "tests/test_online_kernels.py "
                  "tests/test_online_guards.py tests/test_online_openskill.py "
                  "tests/test_pinned_online_edges.py tests/test_online_math.py "
                  "tests/test_online_state.py",

@@ -240,7 +240,7 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
     ``checkpoint_every`` rankings and at the end, with the count consumed from this stream
     in ``options["stream"]["consumed"]``; ``resume=True`` reloads it and skips the
     rankings already consumed. ``K`` fixes COUPLE's worker vector length up front (default:
-    the first prior's); a later chunk with longer rankings widens every worker's ``α``
+    the first chunk's longest ranking, as ``fit_online`` takes the data's); a later chunk with longer rankings widens every worker's ``α``
     with its prior's further entries, which no earlier update has read (the update of a
     ranking of ``k`` items reads and writes ``α_w[:k]`` only), so the result does not
     depend on when it happens. ``progress`` shows rankings and rankings/s (``total``: the
@@ -280,7 +280,7 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
                 skip = 0
             pri = priors(chunk) if callable(priors) else priors
             if post is None and model == "couple":
-                Kc = pri.K if K is None else K
+                Kc = max(chunk.K, 2) if K is None else K
                 post = OnlinePosterior.from_priors(model, [], pri, workers=[], K=Kc,
                                                    options=algorithm_options(
                                                        model, **_alg_kw(opts), priors=pri))

@@ -164,7 +164,10 @@ class OnlinePosterior:
             if priors.K < K:
                 raise DataError(f"worker priors have length {priors.K}, state needs {K}",
                                 priors.spec)
-            rows = priors.alpha[[index[w] for w in new_w]][:, :K]
+            # CrowdBT reads beta(), not alpha[:, :2], as from_priors does (gold priors
+            # give CrowdBT its own pair counts)
+            table = priors.beta() if self.model == "crowdbt" else priors.alpha
+            rows = table[[index[w] for w in new_w]][:, :K]
             self.workers.extend(new_w)
             self.alpha = np.concatenate([self.alpha, rows])
         return self

@@ -423,6 +423,7 @@ def main(argv=None) -> int:
         tree = (f"commit {_rev(args.ref)}" if args.ref else
                 f"working tree at {_rev('HEAD')} with its uncommitted changes")
         copy_repo(tmp, args.ref)
+        load_start = round(os.getloadavg()[0], 2)
         for m in names:
             print(f"mutation: {m} ...", file=sys.stderr, flush=True)
             prev = None
@@ -441,6 +442,10 @@ def main(argv=None) -> int:
                   ("mutants", "killed", "survived", "equivalent", "timeout", "incompetent",
                    "score", "seconds", "error")}), file=sys.stderr, flush=True)
             r["tree"] = tree
+            r["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            r["load_avg_1m"] = load_start      # the machine is shared: a mutant's wall time
+            results["machine"] = machine()
+            results["date"] = r["date"]
             results["tool"] = "cosmic-ray " + _version()
             results["excluded_operators"] = EXCLUDE_OPERATORS
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -451,6 +456,12 @@ def main(argv=None) -> int:
     bad = [m for m in names if m in results["modules"] and (
            results["modules"][m].get("survived") or results["modules"][m].get("error"))]
     return 1 if bad else 0
+
+
+def machine() -> str:
+    import platform
+    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
+            f"Python {platform.python_version()}")
 
 
 def _rev(ref: str) -> str:

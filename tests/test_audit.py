@@ -31,6 +31,39 @@ def test_variants_parse_and_expand():
         parse_variants(["taylor=exact"])
 
 
+def test_ep_and_quadrature_variants_expand_per_model():
+    from validation.audit import fit_variant, model_variants
+
+    v = parse_variants(["method=online,ep", "ep_passes=10,2", "taylor=paper,quadrature"])
+    couple = model_variants("couple", v)
+    assert couple[0] == {"taylor": "paper", "score_alpha": "updated", "method": "online",
+                         "ep_passes": "10"}
+    # online runs do not multiply by the EP passes
+    labels = [variant_label(c) for c in couple]
+    assert labels[0] == "default" and len(labels) == 6
+    assert set(labels) == {"default", "method=ep", "method=ep,ep_passes=2", "taylor=quadrature",
+                           "taylor=quadrature,method=ep",
+                           "taylor=quadrature,method=ep,ep_passes=2"}
+    crowdbt = model_variants("crowdbt", v)
+    assert crowdbt == [{"method": "online", "ep_passes": "10"},
+                       {"method": "ep", "ep_passes": "10"}, {"method": "ep", "ep_passes": "2"}]
+    assert model_variants("crowdbt", parse_variants(["taylor=full"])) == [{}]
+    assert parse_variants(["ep_passes=5"]) == {"ep_passes": ["5"], "method": ["ep"]}
+    # fit_variant dispatches to fit_ep with the passes asked for, else to fit_online
+    from inference.online import fit_online
+    from models.priors import build_priors
+    from models.simulate import simulate
+
+    d = simulate("couple", n_items=6, n_workers=2, tasks_per_worker=8, seed=2).rankings
+    pri = build_priors(d)
+    by_label = dict(zip(labels, couple))
+    ep = fit_variant(d, "couple", pri, by_label["method=ep,ep_passes=2"], progress=False)
+    assert ep.algorithm == "ep-online-gbmm" and ep.options["ep"]["max_passes"] == 2
+    on = fit_variant(d, "couple", pri, by_label["taylor=quadrature"], progress=False)
+    ref = fit_online(d, "couple", pri, taylor="quadrature", progress=False)
+    assert np.array_equal(on.mu, ref.mu)
+
+
 def test_cli_rejects_bad_options(capsys, tmp_path):
     from reports.cli import main
 

@@ -50,8 +50,16 @@ DEFAULT_SIMULATION = {"n_items": 40, "n_workers": 6, "tasks_per_worker": 100, "k
                       "setting": "amateur", "seed": 2026, "gold_per_worker": 10}
 
 #: Online variants that can be compared (OnlineGBMM, docs/design.md, Online); the first value of
-#: each is the default.
-VARIANT_CHOICES = {"taylor": ("paper", "full", "plugin"), "score_alpha": ("updated", "prior")}
+#: each is the default. ``method=ep`` refines the update by expectation propagation
+#: (:mod:`inference.online.ep`) with at most ``ep_passes`` passes; ``method`` and
+#: ``ep_passes`` apply to every audited model, the others to COUPLE only.
+VARIANT_CHOICES = {"taylor": ("paper", "full", "plugin", "quadrature"),
+                   "score_alpha": ("updated", "prior"), "method": ("online", "ep"),
+                   "ep_passes": ("10", "2", "5", "20")}
+#: Options every combination carries (the others only when asked for).
+BASE_VARIANTS = ("taylor", "score_alpha")
+#: Options that apply to every model, not only COUPLE.
+GENERIC_VARIANTS = ("method", "ep_passes")
 MODELS = model_names(audited=True)    # the models with a worker-quality parameter
 
 
@@ -111,20 +119,48 @@ def parse_variants(specs: Sequence[str] | None) -> dict[str, list[str]]:
                                 "--variants")
             out.setdefault(key, [])
             out[key] += [v for v in values if v not in out[key]]
+    if "ep_passes" in out and "method" not in out:
+        out["method"] = ["ep"]          # EP passes mean EP
     return out
 
 
-def variant_list(variants: dict[str, list[str]]) -> list[dict]:
+def variant_list(variants: dict[str, list[str]], base: Sequence[str] = BASE_VARIANTS
+                 ) -> list[dict]:
     """The online option sets to run: the default (paper) first, then every other
-    combination of the requested values."""
-    default = {k: v[0] for k, v in VARIANT_CHOICES.items()}
+    combination of the requested values. Each set holds the ``base`` options and the
+    requested ones; ``ep_passes`` only matters with ``method=ep``."""
+    default = {k: v[0] for k, v in VARIANT_CHOICES.items() if k in base or k in variants}
     keys = list(variants)
     combos = [dict(default)]
     for vals in itertools.product(*(variants[k] for k in keys)):
         c = dict(default, **dict(zip(keys, vals)))
+        if c.get("method", "online") == "online" and "ep_passes" in c:
+            c["ep_passes"] = VARIANT_CHOICES["ep_passes"][0]
         if c not in combos:
             combos.append(c)
     return combos
+
+
+def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
+    """The option sets for ``model``: every requested option for COUPLE, only
+    :data:`GENERIC_VARIANTS` for the others (their update has no Taylor or α choice)."""
+    if model == "couple":
+        return variant_list(variants)
+    return variant_list({k: v for k, v in variants.items() if k in GENERIC_VARIANTS}, ())
+
+
+def fit_variant(data, model: str, priors, opts: dict, **kw):
+    """Fit one online option set: ``method=ep`` runs :func:`inference.online.ep.fit_ep`
+    with ``ep_passes`` passes, anything else :func:`inference.online.fit_online`; ``kw``
+    (``order``, ``seed``, ``progress``) go to either."""
+    o = dict(opts)
+    method = o.pop("method", "online")
+    passes = int(o.pop("ep_passes", VARIANT_CHOICES["ep_passes"][0]))
+    if method == "ep":
+        from inference.online.ep import fit_ep
+        return fit_ep(data, model, priors, passes=passes, **o, **kw)
+    from inference.online import fit_online
+    return fit_online(data, model, priors, **o, **kw)
 
 
 def variant_label(opts: dict) -> str:
@@ -237,7 +273,6 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     ``out`` (nothing is written when ``out`` is None). ``variants`` (online option sets,
     the first one the default) overrides the ones ``cfg.variants`` asks for."""
     from inference.nuts import fit_nuts, write_nuts
-    from inference.online import fit_online
 
     from .compare import align, compare, comparison_components, order_sensitivity
 
@@ -245,14 +280,14 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     data = subject.data
     pri = get_model(model).worker_priors(priors, data)
     if variants is None:
-        variants = variant_list(cfg.variants) if model == "couple" else [{}]
+        variants = model_variants(model, cfg.variants)
     online_dir = None if out is None else out / model / "online"
     posts, secs = [], {}
     for opts in variants:
         label = variant_label(opts)
         log(f"{model}: online pass ({label})")
         t = time.perf_counter()
-        post = fit_online(data, model, pri, progress=cfg.progress_bars, **opts)
+        post = fit_variant(data, model, pri, opts, progress=cfg.progress_bars)
         secs[label] = {"wall": time.perf_counter() - t, "updates": float(post.seconds)}
         posts.append(post)
         if out is None:
@@ -306,9 +341,9 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     if cfg.permutations >= 2:
         log(f"{model}: order sensitivity over {cfg.permutations} seeded permutations")
         lam = comps[0].parameters[comps[0].parameters.kind == "lambda"]
-        perm = np.stack([align(fit_online(data, model, pri, order="shuffle",
-                                          seed=cfg.seed + 1 + p, progress=False,
-                                          **variants[0]).mu, posts[0].items, items)
+        perm = np.stack([align(fit_variant(data, model, pri, variants[0], order="shuffle",
+                                           seed=cfg.seed + 1 + p, progress=False).mu,
+                               posts[0].items, items)
                          for p in range(cfg.permutations)])
         order = order_sensitivity(perm, lam.approx_mean.to_numpy(), lam.mcmc_mean.to_numpy(),
                                   lam.mcmc_sd.to_numpy(), ids=items)

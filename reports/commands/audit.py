@@ -30,8 +30,10 @@ def register(sub) -> None:
     p.add_argument("--model", choices=("couple", "crowdbt", "all"), default="all")
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     p.add_argument("--variants", action="append", default=None, metavar="OPT=V1,V2",
-                   help="online variants to compare (COUPLE), e.g. taylor=paper,full,plugin "
-                        "or score_alpha=updated,prior; repeatable")
+                   help="online variants to compare, e.g. taylor=paper,full,plugin,quadrature "
+                        "or score_alpha=updated,prior (COUPLE), method=online,ep and "
+                        "ep_passes=2,5,10 (every model: expectation propagation over the "
+                        "update); repeatable")
     p.add_argument("--quick", action="store_true",
                    help="fewer NUTS iterations (250 tuning + 500 draws per chain, warm-started) and 3 permutations")
     p.add_argument("--out", required=True, help="output folder")

@@ -123,11 +123,19 @@ def online_curve(data, model: str, priors, perm: np.ndarray, truth, fractions, c
     """One pass of ``model`` over ``data`` in the order ``perm``, with the accuracy after
     each share of ``fractions``; resuming a state chunk after chunk gives the same numbers
     as one pass (``inference.online.api``). Returns ``(accuracies, posterior, seconds)``."""
-    from inference.online import fit_online
+    from inference.online import OnlinePosterior, fit_online
+    from inference.online.api import algorithm_options
 
     n = len(perm)
     cuts = sorted({max(1, int(round(f * n))) for f in fractions})
-    post, start, accs, secs = None, 0, {}, 0.0
+    # the start state sized for the whole data (a first chunk may hold no ranking of the
+    # longest length, and COUPLE's worker vectors must have the data's K from the start)
+    pri = priors.for_data(data, K=2 if model == "crowdbt" else max(data.K, 2)) \
+        if model in ("couple", "crowdbt") else priors
+    post = OnlinePosterior.from_priors(model, data.items, pri, workers=data.workers,
+                                       K=max(data.K, 2),
+                                       options=algorithm_options(model, priors=priors))
+    start, accs, secs = 0, {}, 0.0
     for c in cuts:
         t = time.perf_counter()
         post = fit_online(data.subset(perm[start:c]), model, priors, state=post,

@@ -89,7 +89,8 @@ def run(args) -> int:
     from validation.replicate import run_experiment
 
     out = Path(args.out or f"replicate-{args.experiment}")
-    repeats = args.repeats or (5 if args.experiment in ("fig7", "cost") else 100)
+    repeats = args.repeats if args.repeats is not None else (
+        5 if args.experiment in ("fig7", "cost") else 100)
     if args.duplicate is not None and args.duplicate < 1:
         raise UsageError("--duplicate must be >= 1")
     if args.processes is not None and args.processes < 1:

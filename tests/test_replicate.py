@@ -1,0 +1,166 @@
+"""``crowdrank replicate``: the experiments of [Pan18], Sect. 5 at tiny sizes.
+
+Oracles: the accuracy curve read chunk by chunk equals one uninterrupted pass (resuming the
+state is exact) and, at 100 %, the pairwise accuracy recomputed here by brute force over
+all pairs; the same grid on a Dask ``LocalCluster`` returns exactly the local results; the
+page and files exist with the paper's numbers in them; bad options are one-line errors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from validation import replicate as R
+
+TINY = {"n_items": 30, "n_workers": 6, "tasks_per_worker": 25, "kmax": 4}
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+def brute_accuracy(truth, est):
+    num = den = 0
+    for i in range(len(truth)):
+        for j in range(len(truth)):
+            if truth[i] > truth[j]:
+                den += 1
+                num += est[i] > est[j]
+    return num / den
+
+
+@pytest.mark.slow
+def test_curve_by_chunks_equals_one_pass_and_brute_force():
+    from inference.online import fit_online
+
+    sim, priors = R.synthetic("amateur", 3, **TINY)
+    data = sim.rankings
+    perm = np.random.default_rng(R.order_seed(3, 0)).permutation(data.n_rankings)
+    for m in R.ONLINE:
+        accs, post, _ = R.online_curve(data, m, priors, perm, sim.lam, R.FRACTIONS, None)
+        whole = fit_online(data.subset(perm), m, priors, progress=False)
+        np.testing.assert_array_equal(post.mu, whole.mu)
+        assert accs[-1] == pytest.approx(brute_accuracy(sim.lam, whole.mu))
+        part = fit_online(data.subset(perm[: round(0.3 * len(perm))]), m, priors,
+                          progress=False)
+        assert accs[R.FRACTIONS.index(0.3)] == pytest.approx(brute_accuracy(sim.lam, part.mu))
+
+
+def test_gold_priors_and_settings_follow_the_paper():
+    sim, priors = R.synthetic("spammer", 1, **TINY)
+    assert priors.spec == "gold" and sim.params["gold_per_worker"] == 10
+    assert set(sim.settings) == {"spammer"}
+    # α_w = 1 + counts of 10 gold tasks with k - 1 stages each
+    stages = (sim.gold.lengths - 1).reshape(TINY["n_workers"], 10).sum(axis=1)
+    np.testing.assert_allclose(priors.alpha.sum(axis=1) - priors.K, stages)
+    a, b = R.order_seed(0, 1), R.order_seed(0, 2)
+    assert a != b and a == R.order_seed(0, 1)
+
+
+@pytest.mark.slow
+def test_fig7_summary_claims_and_files(tmp_path):
+    from reports.replicate_html import write_all
+
+    s = R.run_experiment("fig7", tmp_path, repeats=2, seed=0, processes=1, progress=False,
+                         scale=TINY)
+    assert [x["setting"] for x in s["settings"]] == list(R.SETTINGS)
+    for st in s["settings"]:
+        for m in R.ONLINE:
+            c = st["curves"][m]
+            assert len(c["mean"]) == len(R.FRACTIONS) and all(0 <= v <= 100 for v in c["mean"])
+        cm = st["curves"]["couple"]["mean"]
+        best = max(st["curves"][m]["mean"][-1] for m in ("crowdbt", "pl", "bt"))
+        assert st["couple_best"]["at_100"] == (cm[-1] >= best)
+    files = write_all(s, tmp_path)
+    page = files["html"].read_text()
+    assert "data:image/png;base64," in page and "superior" in page
+    assert "<script" not in page and 'src="http' not in page      # self-contained
+    assert json.loads(files["json"].read_text())["experiment"] == "fig7"
+    lines = files["csv"].read_text().splitlines()
+    assert len(lines) == 1 + 4 * 4 * len(R.FRACTIONS)
+    # a rerun is all cache
+    again = R.run_experiment("fig7", tmp_path, repeats=2, seed=0, processes=1, progress=False,
+                             scale=TINY)
+    assert again["settings"] == s["settings"]
+
+
+@pytest.mark.slow
+def test_fig7_on_a_dask_local_cluster_equals_local(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                       dashboard_address=None)
+    try:
+        with distributed.Client(cluster) as client:
+            d = R.run_experiment("fig7", tmp_path / "d", repeats=2, seed=5, scheduler=client,
+                                 progress=False, scale=TINY)
+    finally:
+        cluster.close()
+    loc = R.run_experiment("fig7", tmp_path / "l", repeats=2, seed=5, processes=1,
+                           progress=False, scale=TINY)
+    def numbers(summary):      # timings differ, accuracies may not
+        return [{m: (c["mean"], c["sd"]) for m, c in x["curves"].items()}
+                for x in summary["settings"]]
+
+    assert numbers(d) == numbers(loc)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATASETS / "babyface").exists(), reason="shared BabyFace data absent")
+def test_babyface_tables_and_cleaned_rerun(tmp_path):
+    from reports.replicate_html import write_all
+
+    s = R.run_experiment("babyface", tmp_path, repeats=3, seed=0, processes=1, progress=False)
+    e = s["sets"][0]
+    assert e["duplicate"] == 5
+    full = e["full"]
+    assert set(full["accuracy"]) == {"couple", "crowdbt", "pl", "bt", "peergrader"}
+    assert full["accuracy"]["couple"]["n"] == 3
+    # Table 7: six workers per detector, the lowest qualities in order
+    for m, ids in full["lowest"].items():
+        q = np.array(full["quality"][m])
+        assert len(ids) == 6
+        assert [full["workers"][i] for i in np.argsort(q, kind="stable")[:6]] == ids
+    # the cleaned data hold none of the removed workers' rankings
+    for c in e["cleaned"]:
+        data, _ = R.real_data("babyface", {}, c["removed"], 1)
+        kept = {data.workers[w] for w in np.unique(data.worker)}
+        assert not kept & set(c["removed"])
+    page = write_all(s, tmp_path)["html"].read_text()
+    assert "92.30" in page and "Table 7" in page
+
+
+def test_cost_reports_ratios(tmp_path):
+    s = R.run_experiment("cost", tmp_path, repeats=2, seed=0, processes=1, progress=False,
+                         scale=TINY, duplicate=1)
+    for name in ("babyface", "synthetic"):
+        c = s["cost"][name]
+        assert c["ratio_to_pl"]["couple:pl"] > 0
+        assert c["per"]["pl"]["min_us_per_ranking"] > 0
+        assert c["peergrader"]["map_passes"] >= 1
+    assert s["cost"]["babyface"]["k_counts"] == {"3": s["cost"]["babyface"]["n_rankings"]}
+
+
+def test_cli_errors(tmp_path, capsys):
+    from reports.cli import main
+
+    assert main(["replicate", "fig7", "--out", str(tmp_path), "--scale", "3,2"]) == 2
+    assert main(["replicate", "fig7", "--out", str(tmp_path), "--repeats", "0",
+                 "--scale", "20,4,5,3"]) == 2
+    err = capsys.readouterr().err
+    assert "--scale must be L,W,T,K" in err and "--repeats must be >= 1" in err
+
+
+@pytest.mark.slow
+def test_cli_unreachable_scheduler_is_one_line(tmp_path, capsys):
+    import socket
+
+    from reports.cli import main
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert main(["replicate", "fig7", "--out", str(tmp_path), "--scale", "20,4,5,3",
+                 "--repeats", "1", "--scheduler", f"tcp://127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach the Dask scheduler" in err and "Traceback" not in err

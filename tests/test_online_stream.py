@@ -127,6 +127,7 @@ def test_external_shuffle_is_a_seeded_permutation(files):
         [d.workers[d.worker[i]] for i in origin]
 
 
+@pytest.mark.slow
 def test_external_shuffle_is_uniform_over_permutations():
     """n = 4 rankings, 3 buckets, 2,400 seeds: every one of the 24 orders ~100 times."""
     d = simulate("couple", n_items=6, n_workers=1, tasks_per_worker=4, seed=0).rankings
@@ -156,3 +157,15 @@ def test_shuffled_stream_fit_is_the_fit_of_its_permutation(tmp_path, files):
     c = _fit(tmp_path, "c", files["csv"], "--order", "shuffle", "--seed", "4", "--passes", "2")
     assert _numbers(a)["items"] == _numbers(b)["items"] != _numbers(c)["items"]
     assert [r["order"] for r in a.options["runs"]] == ["shuffle", "shuffle"]
+
+
+@pytest.mark.parametrize("passes", ["1", "2"])
+def test_one_bucket_shuffle_is_the_in_memory_shuffle(tmp_path, files, passes):
+    """Up to 2^20 rankings the stream is shuffled in one bucket: rng.permutation(N), the
+    very permutation fit_online draws in memory for the seed (pass after pass)."""
+    ref = _fit(tmp_path, "mem", files["csv"], "--in-memory", "--order", "shuffle", "--seed",
+               "7", "--passes", passes)
+    got = _fit(tmp_path, "stream", files["parquet"], "--order", "shuffle", "--seed", "7",
+               "--passes", passes, "--chunk-size", "10")
+    assert _numbers(got) == _numbers(ref)
+    assert got.options["runs"][-1]["buckets"] == 1

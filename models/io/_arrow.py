@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..data import PAD
 from ._base import Builder
 
 LONG = 64        # rankings longer than this take the row path (keeps the table below small)

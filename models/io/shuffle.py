@@ -13,9 +13,13 @@ the uniform distribution over all permutations).
 
 Memory: one chunk while scattering, one bucket (about ``N / B`` rankings) while
 gathering. Disk: the encoded rankings once (4 bytes per item id plus 16 per ranking),
-in a temporary folder removed at the end. It is *not* the permutation that
-``fit_online(order="shuffle")`` draws in memory for the same seed (a different algorithm
-consumes the generator differently); both are uniform.
+in a temporary folder removed at the end.
+
+With one bucket no bucket is drawn, and the order is ``rng.permutation(N)``: exactly the
+permutation ``fit_online(order="shuffle")`` draws in memory from the same generator, so a
+stream that fits one bucket (the command uses one up to 2^20 rankings) is shuffled
+bit for bit as in memory (tested). With more buckets the draw is another uniform
+permutation than the in-memory one for the same seed.
 """
 
 from __future__ import annotations
@@ -56,7 +60,8 @@ def external_shuffle(chunks: Iterable[Rankings], seed: int | np.random.Generator
         try:
             for chunk in chunks:
                 last = chunk
-                _scatter(chunk, rng.integers(0, buckets, size=chunk.n_rankings), files)
+                _scatter(chunk, np.zeros(chunk.n_rankings, dtype=np.int64) if buckets == 1
+                         else rng.integers(0, buckets, size=chunk.n_rankings), files)
         finally:
             for f in files:
                 f.close()

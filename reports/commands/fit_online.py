@@ -35,12 +35,12 @@ def _wl_params(args) -> dict | None:
 
 def _options(args) -> dict:
     """The options of the update, as ``fit_online`` takes them."""
-    return dict(taylor=getattr(args, "taylor", "paper"),
-                score_alpha=getattr(args, "score_alpha", "updated"),
-                strict=bool(getattr(args, "strict", False)),
-                kappa=float(getattr(args, "kappa", 1e-4)),
-                kappa2=float(getattr(args, "kappa2", 1e-4)),
-                bt_breaking=getattr(args, "bt_breaking", "game"), wl_params=_wl_params(args))
+    return {"taylor": getattr(args, "taylor", "paper"),
+            "score_alpha": getattr(args, "score_alpha", "updated"),
+            "strict": bool(getattr(args, "strict", False)),
+            "kappa": float(getattr(args, "kappa", 1e-4)),
+            "kappa2": float(getattr(args, "kappa2", 1e-4)),
+            "bt_breaking": getattr(args, "bt_breaking", "game"), "wl_params": _wl_params(args)}
 
 
 def _check_model(args) -> None:

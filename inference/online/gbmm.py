@@ -59,7 +59,7 @@ def quadrature_moments(mu_c, s2_c):
     ``p = softmax(λ_c)``, ``λ_j = μ_j + σ_j z_j``, ``z ~ N(0, I)``, by the tensor-product
     Gauss–Hermite rule of :func:`quad_points` nodes per candidate.
 
-    By Stein's lemma ``∂E[p_t]/∂μ_j = B_tj/σ_j`` and ``∂²E[p_t]/∂μ_j² = C_tj/σ_j²``: the
+    By Stein's lemma [Stein81] ``∂E[p_t]/∂μ_j = B_tj/σ_j`` and ``∂²E[p_t]/∂μ_j² = C_tj/σ_j²``: the
     derivatives that Eq. (11)–(12) take of the plug-in softmax, here of its expectation.
     """
     m = len(mu_c)

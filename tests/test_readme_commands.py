@@ -232,6 +232,13 @@ def _check_story(out):
     return _exists(f"{out}/story.md", f"{out}/story.json")
 
 
+def _check_stories(d, res):
+    _check_story("story-out")(d, res)
+    _exists("story-out/story.html")(d, res)
+    _exists("story-pp/story.html", "story-pp/prior_predictive.json",
+            "story-pp/prior_predictive.csv")(d, res)
+
+
 SCALE_NUTS = "--chains 2 --tune 30 --draws 30"
 SCALE_AUDIT = "--chains 2 --tune 30 --draws 30 --permutations 2"
 SCALE_SBC = "--chains 2 --tune 30 --draws 50"      # 2 × 50 draws: the default 100 ranks
@@ -261,8 +268,10 @@ RECIPES: dict[str, Recipe] = {
     "crowdrank data list": Recipe(["crowdrank data list", "crowdrank data --help"],
                                   check=lambda d, res: "babyface" in res.stdout or
                                   "data list" in res.stdout),
-    "crowdrank story [--model couple] [--setting amateur] [--seed 0] [--out story-out]": Recipe(
-        ["crowdrank story"], check=_check_story("story-out")),
+    "crowdrank story [--model couple] [--setting amateur] [--seed 0] [--prior-predictive] "
+    "[--out story-out]": Recipe(
+        ["crowdrank story", "crowdrank story --prior-predictive --out story-pp"],
+        check=_check_stories),
     "crowdrank fit data.csv --model couple --method online --out fit-couple": Recipe(
         ["crowdrank fit data.csv --model couple --method online --out fit-couple"],
         check=_check_online("fit-couple")),

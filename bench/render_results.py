@@ -310,11 +310,62 @@ def _nuts(data) -> str:
     return out
 
 
+def _scale(data) -> str:
+    m = data.get("machine", {})
+    out = (f"{fmt(data.get('what'))}: one fresh process per run (imports, reading, updates, "
+           f"writing); peak memory is the process's maximum resident set. Machine: "
+           f"{fmt(m.get('cpus'))} CPUs ({fmt(m.get('cpu'))}), shared: wall times grow with "
+           f"the load average beside them, CPU time (user + system) does not.\n\n")
+    rows = []
+    for r in data.get("runs", []):
+        for key, label in (("csv", "CSV, streamed"), ("parquet", "Parquet, streamed"),
+                           ("csv_in_memory", "CSV, --in-memory")):
+            x = r.get(key)
+            if x:
+                rows.append([r.get("rankings"), label, x.get("wall_s"), x.get("cpu_s"),
+                             x.get("peak_rss_mb"), x.get("rankings_per_s_cpu"),
+                             f"{fmt(x.get('load_before'))} → {fmt(x.get('load_after'))}",
+                             r.get("identical_to_in_memory") if key == "csv" else None])
+    out += table(["rankings", "input", "wall s", "CPU s", "peak MB", "rankings / CPU s",
+                  "load (1 min)", "same numbers as in memory"], rows)
+    sh = data.get("shuffle")
+    if sh:
+        out += (f"\n`--order shuffle` at {fmt(sh.get('rankings'))} rankings, Kendall τ of the "
+                f"posterior means with the true scores (file order: "
+                f"{fmt(sh.get('file_order'))}):\n\n")
+        out += table(["seed", "stream (external shuffle) τ", "in memory τ"],
+                     [[a.get("seed"), a.get("tau"), b.get("tau")] for a, b in
+                      zip(sh.get("stream_external", []), sh.get("in_memory", []))])
+    return out
+
+
+def _scale_row(data) -> list:
+    parts = []
+    for r in data.get("runs", []):
+        c, q = r.get("csv") or {}, r.get("parquet") or {}
+        parts.append(f"{r['rankings'] / 1e6:g} M: CSV {fmt(c.get('wall_s'))} s "
+                     f"({fmt(c.get('cpu_s'))} CPU s, {fmt(c.get('peak_rss_mb'))} MB), Parquet "
+                     f"{fmt(q.get('wall_s'))} s ({fmt(q.get('cpu_s'))} CPU s, "
+                     f"{fmt(q.get('peak_rss_mb'))} MB)")
+    loads = [x.get("load_before") for r in data.get("runs", [])
+             for x in (r.get("csv") or {}, r.get("parquet") or {}) if x]
+    same = [r.get("identical_to_in_memory") for r in data.get("runs", [])
+            if "identical_to_in_memory" in r]
+    return [("`crowdrank fit --method online` (COUPLE, whole command, streamed): wall "
+             "(CPU) time, peak memory"),
+            "; ".join(parts) + (f"; same numbers as in memory: {fmt(all(same))}" if same
+                                else "") + (f" (load {fmt(min(loads))}–{fmt(max(loads))} on "
+                                            f"{fmt(data.get('machine', {}).get('cpus'))} "
+                                            "CPUs)" if loads else ""),
+            "45 M: ≤ 120 s CSV, ≤ 60 s Parquet, ≤ 1 GB; 0.45 M CSV ≤ 2 s (2 cores)"]
+
+
 #: File name → renderer for the known benchmarks; others use :func:`render_generic`.
 KNOWN: dict[str, tuple[str, Callable]] = {
     "audit.json": ("`crowdrank audit` end to end (`bench/bench_audit.py`)", _audit),
     "online.json": ("Online methods at paper scale (`bench/bench_online.py`)", _online),
     "nuts.json": ("NUTS, medium scale (`bench/bench_nuts.py`)", _nuts),
+    "scale.json": ("Online fit at data scale (`bench/bench_scale.py`)", _scale),
     "nuts_gradient.json": ("COUPLE log-density gradient (`bench/bench_gradient.py`)", None),
     "nuts_paper.json": ("COUPLE NUTS at paper scale (`bench/bench_nuts.py --paper-scale`)",
                         None),
@@ -421,6 +472,9 @@ def headline(results_dir: Path | str = RESULTS) -> str:
                      (f"{summ.get('couple_rankings_per_s', 0) / 1e6:.2f} M rankings/s; "
                       f"OnlinePL {summ.get('pl_vs_openskill')}× openskill; COUPLE:PL cost "
                       f"{summ.get('couple_pl_cost_ratio')}"), "≥ 3 M/s; ≥ 150×; ≤ 2.8"])
+    scale = _load(d, "scale.json")
+    if scale:
+        rows.append(_scale_row(scale))
     mut = _load(d, "mutation.json")
     if mut:
         mods = mut.get("modules", {})

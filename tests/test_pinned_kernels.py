@@ -54,3 +54,27 @@ def test_weng_lin_kernel_reports_the_failing_position(kernel):
     assert err[0] == 2 and err[1] == CODES["mu"]
     assert mu[0] > 0 > mu[1]            # rankings 0 and 2 (item 0 over item 1) went through
     assert not counts.any()
+
+
+def test_crowdbt_strict_alpha_failure_is_stage_1():
+    """A CrowdBT pair is one stage: a worker's Beta update that overflows (a = b = 1e300)
+    is reported as stage 1, with the source ranking and worker."""
+    d = Rankings.from_lists([["a", "b"], ["a", "b", "c"]], ["w1", "w2"])
+    pri = Priors.explicit({"w1": [1.0, 2.0], "w2": [1e300, 1e300]})
+    with pytest.raises(OnlineError,
+                       match=r"ranking 1 \(worker 'w2', pass 1, stage 1\): alpha became"):
+        fit_online(d, "crowdbt", pri, progress=False, strict=True)
+
+
+def test_crowdbt_kernel_counts_each_kappa_floor():
+    """One pair, equal scores (``e_w = e_l = 1``), worker Beta(9, 1), σ² = 1e4. By hand
+    ([Chen13]'s variance update as in docs/design.md): ``Ψ = a + b = 10``, ``ψ = 2``,
+    ``curv = ab/Ψ² − 1/ψ² = 0.09 − 0.25 = −0.16``, so both factors ``1 + σ²·curv`` are far
+    below κ = 1e-4: both variances become ``σ² κ = 1`` and the floor is counted twice."""
+    d = Rankings.from_lists([["a", "b"]], ["w"])
+    pri = Priors.explicit({"w": [9.0, 1.0]}, sigma0=100.0)
+    post = fit_online(d, "crowdbt", pri, progress=False)
+    curv = 9.0 * 1.0 / 10.0 ** 2 - 1.0 / 2.0 ** 2
+    assert 1.0 + 1e4 * curv < 1e-4
+    np.testing.assert_allclose(post.sigma2, [1e4 * 1e-4] * 2, rtol=1e-12)
+    assert post.clamped["kappa"] == 2

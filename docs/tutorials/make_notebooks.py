@@ -90,6 +90,7 @@ from scipy.special import softmax
 
 many = pl_true_order(rng, lam, np.repeat(task, 20000, axis=0))
 winners = pd.Series(many[:, 0]).value_counts(normalize=True).reindex(task[0], fill_value=0)
+assert np.allclose(winners.to_numpy(), softmax(lam[task[0]]), atol=0.015)   # 4 standard errors
 pd.DataFrame({"item": [items[i] for i in task[0]],
               "simulated P(first)": winners.to_numpy(),
               "softmax(λ)": softmax(lam[task[0]])})"""),
@@ -116,6 +117,7 @@ from models.simulate import couple_report
 
 reports = couple_report(rng, np.repeat(true[None], 20000, axis=0), np.repeat(eta[None], 20000, axis=0))
 offset1 = (reports[:, :1] == true[None, :]).argmax(axis=1)
+assert np.allclose(np.bincount(offset1, minlength=4) / len(offset1), eta, atol=0.015)
 pd.DataFrame({"offset": [1, 2, 3, 4],
               "simulated": np.bincount(offset1, minlength=4) / len(offset1),
               "η": eta})"""),
@@ -166,7 +168,9 @@ from models.likelihood import eq4_all_orderings
 
 for k in (2, 3, 4):
     perms, logp = eq4_all_orderings(lam[None, true[:k]], eta[None, :k])
-    print(f"k = {k}: Z = sum over the {len(perms)} orderings of Eq. 4 = {np.exp(logp).sum():.4f}")"""),
+    print(f"k = {k}: Z = sum over the {len(perms)} orderings of Eq. 4 = {np.exp(logp).sum():.4f}")
+    if k == 2:
+        assert np.isclose(np.exp(logp).sum(), 1.0)      # pairs: Eq. 4 is CrowdBT, normalised"""),
     ("md", """\
 On this task and worker Z is close to 1, but it depends on λ and η. Over random tasks
 (λ ~ N(0, 1), η from a random worker type) it strays far:"""),
@@ -211,7 +215,9 @@ rep = couple_normalized_report(rng, lam, np.repeat(np.array(sub)[None], 40000, a
 keys = [" > ".join(items[i] for i in r) for r in rep]
 freq = pd.Series(keys).value_counts(normalize=True)
 tab["simulated (normalised)"] = tab["ordering"].map(freq).fillna(0.0)
-print("largest gap:", float((tab["simulated (normalised)"] - tab["normalised COUPLE"]).abs().max()))"""),
+gap = float((tab["simulated (normalised)"] - tab["normalised COUPLE"]).abs().max())
+assert gap < 0.01                     # about 8 standard errors of a frequency near 0.05
+print("largest gap:", gap)"""),
     ("md", """\
 ## The same story as a page
 
@@ -326,8 +332,10 @@ aggregation property the stage-i rate is α₁/(α₁ + … + αₘ) with m item
 simulation agrees:"""),
     ("code", """\
 a = priors["geometric"].alpha[0]
+closed = [a[0] / a[:m].sum() for m in (4, 3, 2)]
+assert np.allclose(results["geometric"]["stage_rates"], closed, atol=0.03)
 pd.DataFrame({"simulated": results["geometric"]["stage_rates"],
-              "α₁ / (α₁+…+αₘ)": [a[0] / a[:m].sum() for m in (4, 3, 2)]},
+              "α₁ / (α₁+…+αₘ)": closed},
              index=["stage 1 (m=4)", "stage 2 (m=3)", "stage 3 (m=2)"])"""),
     ("md", """\
 ## The same as a command

@@ -18,7 +18,7 @@ from .solvers import Problem
 def covariance(problem: Problem, lam) -> np.ndarray:
     """The Laplace covariance ``(L, L)`` at ``lam`` (the module docstring)."""
     lam = np.asarray(lam, float)
-    A = -problem.hess(lam)
+    A = problem.neg_hess(lam)
     L = len(lam)
     if problem.prior is not None:
         return cho_solve(cho_factor(A), np.eye(L))

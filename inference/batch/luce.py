@@ -132,23 +132,34 @@ def gradient(st: Stages, lam, weights=None) -> np.ndarray:
             - np.bincount(st.cand[st.mask], weights=wp, minlength=L))
 
 
-def hessian(st: Stages, lam, weights=None) -> np.ndarray:
-    """``∇²ℓ = −Σ_s w_s (diag p_s − p_s p_sᵀ)``, dense ``(L, L)``."""
+def neg_hessian(st: Stages, lam, weights=None) -> np.ndarray:
+    """``−∇²ℓ = Σ_s w_s (diag p_s − p_s p_sᵀ)``, dense ``(L, L)`` (positive semi-definite)."""
     lam = np.asarray(lam, float)
     w = _stage_weights(st, weights)
     _, p = _probs(st, lam)
     L = st.n_items
     wp = w[:, None] * p
-    H = np.zeros(L * L)
+    # off-diagonal entries −w p_a p_b for each unordered candidate pair, scattered in both
+    # orientations by one bincount (one L² allocation: this runs at every Newton step)
     m = st.cand.shape[1]
+    idx, val = [], []
     for a in range(m):
-        for b in range(m):
+        for b in range(a + 1, m):
             ok = st.mask[:, a] & st.mask[:, b]
-            H += np.bincount(st.cand[ok, a] * L + st.cand[ok, b],
-                             weights=wp[ok, a] * p[ok, b], minlength=L * L)
-    H = H.reshape(L, L)
-    H[np.diag_indices(L)] -= np.bincount(st.cand[st.mask], weights=wp[st.mask], minlength=L)
-    return H
+            ia, ib = st.cand[ok, a], st.cand[ok, b]
+            v = -wp[ok, a] * p[ok, b]
+            idx += [ia * L + ib, ib * L + ia]
+            val += [v, v]
+    A = np.bincount(np.concatenate(idx), weights=np.concatenate(val),
+                    minlength=L * L).reshape(L, L)
+    A[np.diag_indices(L)] += np.bincount(st.cand[st.mask], weights=(wp * (1 - p))[st.mask],
+                                         minlength=L)
+    return A
+
+
+def hessian(st: Stages, lam, weights=None) -> np.ndarray:
+    """``∇²ℓ = −Σ_s w_s (diag p_s − p_s p_sᵀ)``, dense ``(L, L)``."""
+    return -neg_hessian(st, lam, weights)
 
 
 def wins(st: Stages, weights=None) -> np.ndarray:
@@ -187,11 +198,16 @@ def objective_gradient(st: Stages, lam, prior: Prior | None, weights=None) -> np
     return g
 
 
-def objective_hessian(st: Stages, lam, prior: Prior | None, weights=None) -> np.ndarray:
-    H = hessian(st, lam, weights)
+def objective_neg_hessian(st: Stages, lam, prior: Prior | None, weights=None) -> np.ndarray:
+    """``−∇²`` of :func:`objective` (what Newton and Laplace factorise)."""
+    A = neg_hessian(st, lam, weights)
     if prior is not None:
-        H[np.diag_indices_from(H)] -= 1.0 / prior.sigma0 ** 2
-    return H
+        A[np.diag_indices_from(A)] += 1.0 / prior.sigma0 ** 2
+    return A
+
+
+def objective_hessian(st: Stages, lam, prior: Prior | None, weights=None) -> np.ndarray:
+    return -objective_neg_hessian(st, lam, prior, weights)
 
 
 # ---------------------------------------------------------------- identifiability

@@ -55,6 +55,9 @@ class Problem:
     def hess(self, lam) -> np.ndarray:
         return luce.objective_hessian(self.stages, lam, self.prior, self.weights)
 
+    def neg_hess(self, lam) -> np.ndarray:
+        return luce.objective_neg_hessian(self.stages, lam, self.prior, self.weights)
+
 
 class SolverState(NamedTuple):
     lam: np.ndarray
@@ -118,10 +121,11 @@ def gradient_step(problem: Problem, state: SolverState) -> SolverState:
 
 def newton_direction(problem: Problem, lam: np.ndarray, grad: np.ndarray) -> np.ndarray:
     """``(−∇²f)⁻¹ ∇f``; for ML the ``1`` direction is fixed by adding ``11ᵀ/L``."""
-    A = -problem.hess(lam)
+    A = problem.neg_hess(lam)
     if problem.prior is None:
         A += 1.0 / len(lam)
-    return cho_solve(cho_factor(A, check_finite=False), grad, check_finite=False)
+    return cho_solve(cho_factor(A, overwrite_a=True, check_finite=False), grad,
+                     check_finite=False)
 
 
 def newton_step(problem: Problem, state: SolverState) -> SolverState:

@@ -24,10 +24,12 @@ def register(sub) -> None:
     p.add_argument("data", help="rankings file (rankings CSV, pairwise CSV, PrefLib, ...) or "
                                 "a shared data set name (babyface, readlevel, ...)")
     p.add_argument("--model", choices=MODELS, default="couple")
-    p.add_argument("--method", choices=("nuts", "online", "ep"), default="online",
-                   help="nuts (the reference), online (one pass of moment matching), or ep "
+    p.add_argument("--method", choices=("nuts", "online", "ep", "map", "ml"),
+                   default="online",
+                   help="nuts (the reference), online (one pass of moment matching), ep "
                         "(expectation propagation over the same update: passes that revisit "
-                        "every ranking's contribution)")
+                        "every ranking's contribution), or the batch point estimates of bt/pl: "
+                        "map (the prior as a ridge) and ml (sum-to-zero)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("priors (shared by both methods)")
@@ -91,6 +93,8 @@ def register(sub) -> None:
     o.add_argument("--wl-tau", type=float, default=None, help="Weng–Lin τ dynamics (default 0)")
     o.add_argument("--wl-gamma", default=None,
                    help="Weng–Lin γ: sigma/c (openskill's default), 1/k, or a number")
+    from reports.commands import fit_batch
+    fit_batch.add_arguments(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -118,6 +122,9 @@ def run(args) -> int:
     data, _ = read_data(args.data)
     priors = load_priors(args, data)
     Path(args.out).mkdir(parents=True, exist_ok=True)
+    if args.method in ("map", "ml"):
+        from reports.commands import fit_batch
+        return fit_batch.run(args, data, priors)
     if args.method == "nuts":
         from reports.commands import fit_nuts
         return fit_nuts.run(args, data, priors)

@@ -27,7 +27,7 @@ audit: venv
 	$(BIN)/crowdrank audit --out $(OUT)
 
 story: venv
-	$(BIN)/crowdrank story --out story-out
+	$(BIN)/crowdrank story --prior-predictive --out story-out
 
 bench: venv
 	$(BIN)/python bench/run_all.py

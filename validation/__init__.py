@@ -5,4 +5,9 @@
 - :mod:`validation.compare`: one online posterior against one NUTS ``DataTree``
   (parameter, ranking and worker level; convergence-gate marking; order sensitivity).
 - :mod:`validation.experiments`: cached, resumable, parallel grids of experiments.
+- :mod:`validation.predictive_stats`: statistics of rankings against a reference order
+  (first choice by stage, per-worker accuracy and pair agreement, Kendall τ) for
+  predictive checks.
+- :mod:`validation.prior_predictive`: data sets drawn from the prior predictive of a model
+  under a named worker prior, summarised by those statistics.
 """

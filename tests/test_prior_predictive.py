@@ -207,6 +207,7 @@ def test_story_prior_predictive_command(tmp_path, capsys):
     (["--prior-k", "1"], "--prior-k"),
     (["--geometric", "a0=x"], "--geometric"),
     (["--geometric", "b=2"], "--geometric"),
+    (["--model", "couple-normalized", "--prior-k", "7"], "k <= 6"),
 ])
 def test_story_prior_predictive_bad_options(tmp_path, capsys, argv, msg):
     assert cli.main(["story", "--prior-predictive", *argv, "--out", str(tmp_path)]) == 2

@@ -51,6 +51,9 @@ def named_prior(kind: str, model: str, n_workers: int, K: int, *, a0: float = 10
     if kind == "flat":
         return Priors(tuple(workers), np.ones((n_workers, K)), mu0, sigma0, "flat:Dir(1,…,1)")
     if kind == "gold":
+        if model == "couple-normalized" and K > 6:
+            raise UsageError("normalised COUPLE's exact sampler enumerates k! orderings: "
+                             "k <= 6")
         if gold_tasks < 1:
             raise UsageError("a gold prior needs at least one gold task per worker")
         types = list(WORKER_TYPES)
@@ -109,6 +112,8 @@ def prior_predictive(model: str, priors: Priors, *, n_draws: int = 100, n_items:
         raise UsageError(f"{model} is a pairwise model: k must be 2")
     if not 2 <= k <= priors.K:
         raise UsageError(f"k must be between 2 and the prior's length {priors.K}, got {k}")
+    if model == "couple-normalized" and k > 6:
+        raise UsageError("normalised COUPLE's exact sampler enumerates k! orderings: k <= 6")
     if k > n_items:
         raise UsageError(f"k = {k} exceeds the number of items {n_items}")
     if n_draws < 1 or tasks_per_worker < 1:

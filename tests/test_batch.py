@@ -10,12 +10,16 @@ import pytest
 
 choix = pytest.importorskip("choix")
 
-from inference.batch import fit_batch, luce, solvers  # noqa: E402
-from inference.batch import laplace  # noqa: E402
-from inference.batch.api import problem_for  # noqa: E402
-from models.data import DataError, Rankings  # noqa: E402
-from models.likelihood import loglik as ref_loglik  # noqa: E402
-from models.simulate import simulate  # noqa: E402
+from inference.batch import (
+    fit_batch,
+    laplace,
+    luce,
+    solvers,
+)
+from inference.batch.api import problem_for
+from models.data import DataError, Rankings
+from models.likelihood import loglik as ref_loglik
+from models.simulate import simulate
 
 
 class _P:
@@ -33,6 +37,16 @@ def kary():
 @pytest.fixture(scope="module")
 def pairs():
     return simulate("bt", n_items=10, n_workers=5, tasks_per_worker=40, seed=12).rankings
+
+
+def _fd_jac(fn, x, h=1e-6):
+    """Central differences of a vector function: column i is ∂fn/∂x_i."""
+    cols = []
+    for i in range(len(x)):
+        e = np.zeros_like(x)
+        e[i] = h
+        cols.append((fn(x + e) - fn(x - e)) / (2 * h))
+    return np.stack(cols, axis=1)
 
 
 def _fd_grad(f, x, h=1e-6):
@@ -58,12 +72,11 @@ def test_gradient_and_hessian_match_finite_differences(kary, model, prior):
     lam = rng.normal(size=kary.n_items)
     st = luce.stages(kary, model)
     w = rng.integers(0, 3, size=st.n_units).astype(float)     # bootstrap-like weights
-    f = lambda x: luce.objective(st, x, prior, w)             # noqa: E731
+    f = lambda x: luce.objective(st, x, prior, w)
     g = luce.objective_gradient(st, lam, prior, w)
     np.testing.assert_allclose(g, _fd_grad(f, lam), atol=1e-6)
     H = luce.objective_hessian(st, lam, prior, w)
-    Hfd = np.stack([_fd_grad(lambda x: luce.objective_gradient(st, x, prior, w)[i], lam)
-                    for i in range(len(lam))])
+    Hfd = _fd_jac(lambda x: luce.objective_gradient(st, x, prior, w), lam)
     np.testing.assert_allclose(H, Hfd, atol=1e-6)
     np.testing.assert_allclose(H, H.T, atol=1e-12)
 
@@ -165,8 +178,7 @@ def test_ml_refuses_items_never_compared():
 def test_laplace_covariance(kary):
     fit = fit_batch(kary, "pl", _P(0.0, 1.0))
     problem = problem_for(kary, "pl", "map", 0.0, 1.0)
-    Hfd = np.stack([_fd_grad(lambda x: problem.grad(x)[i], fit.mu)
-                    for i in range(len(fit.mu))])
+    Hfd = _fd_jac(problem.grad, fit.mu)
     np.testing.assert_allclose(fit.cov, np.linalg.inv(-Hfd), rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(fit.sigma2, np.diag(fit.cov))
     # ML under Σλ = 0: the Moore–Penrose pseudo-inverse, rows summing to zero
@@ -184,3 +196,108 @@ def test_prior_only_item_sits_at_the_prior_mean():
         fit = fit_batch(data, "bt", _P(0.7, 1.0), solver=s, tol=1e-10)
         assert fit.mu[2] == pytest.approx(0.7, abs=1e-9)
         assert fit.sigma2[2] == pytest.approx(1.0, abs=1e-9)
+
+
+# ---------------------------------------------------------------- bootstrap
+from inference.batch import bootstrap as boot  # noqa: E402
+
+
+def test_resample_weights_refit_equals_fit_on_resampled_data(kary):
+    """A weighted refit is the fit on the data with each ranking repeated by its count."""
+    problem = problem_for(kary, "pl", "map", 0.0, 1.0)
+    child = np.random.SeedSequence(5).spawn(1)[0]
+    w = boot.resample_weights(problem.stages.n_units, child)
+    assert w.sum() == problem.stages.n_units
+    weighted = solvers.solve(solvers.with_weights(problem, w), "newton", tol=1e-11)
+    idx = np.repeat(np.arange(kary.n_rankings), w.astype(int))
+    direct = fit_batch(kary.subset(idx), "pl", _P(0.0, 1.0), tol=1e-11)
+    np.testing.assert_allclose(weighted.lam, direct.mu, atol=1e-9)
+
+
+def test_bootstrap_sd_matches_the_delta_method_for_two_items():
+    """Two items, n comparisons, a wins k: ML difference d = logit(k/n) with delta-method
+    sd 1/sqrt(n p (1 - p)); with Σλ = 0 each score is ±d/2."""
+    n, k = 400, 260
+    data = Rankings.from_lists([["a", "b"]] * k + [["b", "a"]] * (n - k), ["w"] * n)
+    fit = fit_batch(data, "bt", method="ml")
+    p = k / n
+    assert fit.mu[0] - fit.mu[1] == pytest.approx(np.log(p / (1 - p)), abs=1e-9)
+    b = boot.bootstrap(problem_for(data, "bt", "ml"), fit.mu, 400, seed=3, progress=False)
+    sd = np.std(b.draws[:, 0] - b.draws[:, 1], ddof=1)
+    assert sd == pytest.approx(1 / np.sqrt(n * p * (1 - p)), rel=0.15)
+    # Laplace gives the same delta-method variance exactly
+    lap = fit.cov[0, 0] + fit.cov[1, 1] - 2 * fit.cov[0, 1]
+    assert lap == pytest.approx(1 / (n * p * (1 - p)), rel=1e-9)
+
+
+def test_ranks_of_matches_scipy():
+    from scipy.stats import rankdata
+
+    d = np.random.default_rng(4).integers(0, 5, size=(6, 9)).astype(float)
+    np.testing.assert_array_equal(boot.ranks_of(d),
+                                  np.stack([rankdata(-r, method="min") for r in d]))
+
+
+def test_bootstrap_is_seeded(pairs):
+    problem = problem_for(pairs, "bt", "map", 0.0, 1.0)
+    lam = fit_batch(pairs, "bt").mu
+    a = boot.bootstrap(problem, lam, 6, seed=1, progress=False)
+    b = boot.bootstrap(problem, lam, 6, seed=1, progress=False)
+    c = boot.bootstrap(problem, lam, 6, seed=2, progress=False)
+    np.testing.assert_array_equal(a.draws, b.draws)
+    assert not np.allclose(a.draws, c.draws)
+    lo, hi = a.score_interval(0.9)
+    assert np.all(lo <= hi)
+
+
+@pytest.mark.slow
+def test_bootstrap_processes_do_not_change_the_draws(pairs):
+    problem = problem_for(pairs, "bt", "map", 0.0, 1.0)
+    lam = fit_batch(pairs, "bt").mu
+    a = boot.bootstrap(problem, lam, 10, seed=7, progress=False)
+    b = boot.bootstrap(problem, lam, 10, seed=7, processes=2, progress=False)
+    np.testing.assert_allclose(a.draws, b.draws, atol=1e-12)
+
+
+# ---------------------------------------------------------------- command line
+def test_cli_fit_map_writes_items_and_fit_json(tmp_path, pairs):
+    import json
+
+    import pandas as pd
+
+    from models.io import write_rankings
+    from reports.cli import main
+
+    src = tmp_path / "pairs.csv"
+    write_rankings(pairs, src)
+    for solver in solvers.SOLVERS:
+        out = tmp_path / solver
+        assert main(["fit", str(src), "--model", "bt", "--method", "map", "--solver", solver,
+                     "--prior-sigma", "1.5", "--out", str(out)]) == 0
+        items = pd.read_csv(out / "items.csv")
+        assert list(items.columns) == ["rank", "item", "mu", "sigma2", "sd"]
+        fj = json.loads((out / "fit.json").read_text())
+        assert fj["converged"] and fj["grad_norm"] <= 1e-9 and fj["solver"] == solver
+        ref = choix.opt_pairwise(pairs.n_items, _choix_pairs(pairs), alpha=1 / (2 * 1.5**2),
+                                 method="BFGS", tol=1e-12)
+        got = items.set_index("item").loc[list(pairs.items), "mu"].to_numpy()
+        np.testing.assert_allclose(got, ref, atol=1e-6)
+    out = tmp_path / "boot"
+    assert main(["fit", str(src), "--model", "bt", "--method", "map", "--intervals",
+                 "bootstrap", "--bootstrap", "20", "--processes", "1", "--no-progress",
+                 "--out", str(out)]) == 0
+    items = pd.read_csv(out / "items.csv")
+    assert {"score_lo", "score_hi", "rank_lo", "rank_hi"} <= set(items.columns)
+    assert json.loads((out / "fit.json").read_text())["bootstrap"]["resamples"] == 20
+
+
+def test_cli_fit_ml_refuses_weakly_connected_data(tmp_path, capsys):
+    from reports.cli import main
+
+    src = tmp_path / "toy.csv"
+    src.write_text("worker,ranking\nw,a>b\nw,a>c\nw,b>c\nw,c>b\n")
+    assert main(["fit", str(src), "--model", "bt", "--method", "ml", "--out",
+                 str(tmp_path / "o")]) == 2
+    assert "not strongly connected" in capsys.readouterr().err
+    assert main(["fit", str(src), "--model", "couple", "--method", "map", "--out",
+                 str(tmp_path / "o")]) == 2

@@ -53,6 +53,7 @@ class BatchFit:
     alpha: None = None
     intervals: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
+    draws: np.ndarray | None = None     # bootstrap refits (B, L), when bootstrapped
 
     def items_table(self):
         """Items sorted by ``mu`` (best first): ``rank, item, mu, sigma2, sd`` like the other
@@ -63,6 +64,18 @@ class BatchFit:
         df = df.sort_values("mu", ascending=False, kind="stable").reset_index(drop=True)
         df.insert(0, "rank", np.arange(1, len(df) + 1))
         return df
+
+    def to_json(self, path) -> None:
+        """``fit_dict()`` plus every item's ``mu``/``sigma2`` (and bootstrap intervals)."""
+        import json
+        from pathlib import Path
+
+        d = self.fit_dict()
+        d["items"] = {it: {"mu": float(self.mu[i]), "sigma2": float(self.sigma2[i]),
+                           **{k: float(v[i]) for k, v in self.intervals.items()}}
+                      for i, it in enumerate(self.items)}
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(d, indent=1))
 
     def fit_dict(self) -> dict:
         """What ``fit.json`` records: solver, iterations, final gradient norm, convergence."""
@@ -121,3 +134,42 @@ def fit_batch(data: Rankings, model: str, priors=None, *, method: str = "map",
                     objective=res.objective, seconds=time.perf_counter() - t0, tol=tol,
                     prior=None if method == "ml" else {"mu0": mu0, "sigma0": sigma0},
                     n_stages=problem.stages.n_stages, reason=res.reason)
+
+
+INTERVALS = ("laplace", "bootstrap")
+
+
+def fit_with_intervals(data: Rankings, model: str, priors=None, *, intervals: str = "laplace",
+                       method: str = "map", solver: str = "newton", resamples: int = 1000,
+                       seed: int = 0, processes: int = 1, prob: float = 0.95,
+                       progress: bool = False, tol: float = 1e-9,
+                       max_iter: int | None = None) -> BatchFit:
+    """:func:`fit_batch` with its ``sigma2`` from Laplace or from the bootstrap
+    (:mod:`.bootstrap`: ``sigma2`` the refits' variance, ``draws`` the refits, and the
+    percentile intervals ``score_lo/hi``, ``rank_lo/hi`` in ``intervals``)."""
+    from .bootstrap import bootstrap
+
+    if intervals not in INTERVALS:
+        raise ValueError(f"unknown intervals {intervals!r}; expected one of {INTERVALS}")
+    fit = fit_batch(data, model, priors, method=method, solver=solver, tol=tol,
+                    max_iter=max_iter)
+    if intervals == "laplace":
+        return fit
+    mu0 = 0.0 if priors is None else float(priors.mu0)
+    sigma0 = 1.0 if priors is None else float(priors.sigma0)
+    problem = problem_for(data, model, method, mu0, sigma0)
+    boot = bootstrap(problem, fit.mu, resamples, seed=seed, processes=processes,
+                     progress=progress, source=data.source, items=data.items)
+    fit.sigma2 = boot.draws.var(axis=0, ddof=1)
+    fit.draws = boot.draws
+    fit.algorithm = "bootstrap"
+    lo, hi = boot.score_interval(prob)
+    rlo, rhi = boot.rank_interval(prob)
+    fit.intervals = {"score_lo": lo, "score_hi": hi, "rank_lo": rlo, "rank_hi": rhi}
+    fit.extra["bootstrap"] = {"resamples": int(resamples), "seed": int(seed),
+                              "processes": boot.processes, "seconds": boot.seconds,
+                              "interval_prob": prob,
+                              "refits_not_converged": boot.not_converged,
+                              "unit": "input ranking"}
+    fit.seconds += boot.seconds
+    return fit

@@ -19,8 +19,6 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
-
 from models.errors import UsageError
 
 METHODS = ("map", "ml")
@@ -46,29 +44,22 @@ def add_arguments(p) -> None:
 
 
 def run(args, data, priors) -> int:
-    from inference.batch import fit_batch
-    from inference.batch.api import problem_for
-    from inference.batch.bootstrap import bootstrap
+    from inference.batch.api import fit_with_intervals
 
     if args.model not in ("bt", "pl"):
         raise UsageError(f"--method {args.method} fits models bt and pl, not {args.model!r}")
-    fit = fit_batch(data, args.model, priors, method=args.method, solver=args.solver,
-                    tol=args.tol, max_iter=args.max_iter)
-    if args.intervals == "bootstrap":
-        problem = problem_for(data, args.model, args.method, priors.mu0, priors.sigma0)
-        boot = bootstrap(problem, fit.mu, args.bootstrap, seed=args.seed,
-                         processes=args.processes, progress=not args.no_progress,
-                         source=data.source, items=data.items)
-        fit.sigma2 = boot.draws.var(axis=0, ddof=1)
-        fit.algorithm = "bootstrap"
-        lo, hi = boot.score_interval(args.interval_prob)
-        rlo, rhi = boot.rank_interval(args.interval_prob)
-        fit.intervals = {"score_lo": lo, "score_hi": hi, "rank_lo": rlo, "rank_hi": rhi}
-        fit.extra["bootstrap"] = {"resamples": args.bootstrap, "seed": args.seed,
-                                  "processes": boot.processes, "seconds": boot.seconds,
-                                  "interval_prob": args.interval_prob,
-                                  "refits_not_converged": boot.not_converged,
-                                  "unit": "input ranking"}
+    if args.intervals == "bootstrap" and args.bootstrap < 2:
+        raise UsageError(f"--bootstrap needs at least 2 resamples, got {args.bootstrap}")
+    if not 0 < args.interval_prob < 1:
+        raise UsageError(f"--interval-prob must be in (0, 1), got {args.interval_prob}")
+    if args.tol <= 0 or args.processes < 1:
+        raise UsageError("--tol must be > 0 and --processes >= 1")
+    fit = fit_with_intervals(data, args.model, priors, intervals=args.intervals,
+                             method=args.method, solver=args.solver, tol=args.tol,
+                             max_iter=args.max_iter,
+                             resamples=args.bootstrap, seed=args.seed,
+                             processes=args.processes, prob=args.interval_prob,
+                             progress=not args.no_progress)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     fit.items_table().to_csv(out / "items.csv", index=False, float_format="%.17g")
@@ -76,9 +67,8 @@ def run(args, data, priors) -> int:
     state = "converged" if fit.converged else f"NOT converged ({fit.reason})"
     print(f"{args.model} {args.method} by {args.solver}: {state} in {fit.iterations} "
           f"iterations, max |gradient| {fit.grad_norm:.2e}, {fit.seconds:.2f} s"
-          + (f"; bootstrap {args.bootstrap} refits in {boot.seconds:.1f} s"
-             if args.intervals == "bootstrap" else "")
+          + (f"; bootstrap {args.bootstrap} refits in "
+             f"{fit.extra['bootstrap']['seconds']:.1f} s" if args.intervals == "bootstrap"
+             else "")
           + f"; wrote {out / 'items.csv'} and {out / 'fit.json'}")
-    if not np.all(np.isfinite(fit.sigma2)):
-        raise UsageError("non-finite interval widths")
     return 0

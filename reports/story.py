@@ -34,6 +34,7 @@ from models.likelihood import (
     pl_loglik,
 )
 from models.simulate import SIM_MODELS, WORKER_TYPES, simulate, worker_alpha0
+from validation.predictive_stats import kendall_tau, order_by_scores, summarise
 
 COUPLE_FAMILY = ("couple", "couple-normalized")
 
@@ -361,10 +362,10 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
         f"{predictive_tasks} tasks of k = {pred['k']} items under `{model}` (fresh λ, η for "
         "every worker) and compare what they report with the task's true order and with "
         "the order by λ. Kendall τ is +1 for the same order and −1 for the reverse.\n")
-    rows = [[t, _f(v["top1_true"], 3), _f(v["tau_true_mean"], 3), _f(v["tau_lambda_mean"], 3)]
-            for t, v in pred["types"].items()]
-    md.append(_table(["worker type", "P(top item = true winner)", "mean τ(report, true order)",
-                      "mean τ(report, λ order)"], rows))
+    rows = [[t, _f(v["top1_true"], 3), _f(v["pairs_true"], 3), _f(v["tau_true_mean"], 3),
+             _f(v["tau_lambda_mean"], 3)] for t, v in pred["types"].items()]
+    md.append(_table(["worker type", "P(top item = true winner)", "pairs in true order",
+                      "mean τ(report, true order)", "mean τ(report, λ order)"], rows))
     md.append(
         "\nExperts almost always reproduce the true order; amateurs slip to the runner-up "
         "often; spammers are close to random; malicious workers prefer the second-best "
@@ -439,14 +440,16 @@ def prior_predictive(model: str, rng, n_workers: int = 60, n_tasks: int = 50) ->
     for t in WORKER_TYPES:
         sim = simulate(model, n_items=30, n_workers=n_workers, tasks_per_worker=n_tasks,
                        kmin=k, kmax=k, setting=t, seed=int(rng.integers(2**31)))
-        rep = sim.rankings.order.T[:, :k]
-        tru = sim.true_order.T[:, :k]
-        by_lam = np.take_along_axis(rep, np.argsort(-sim.lam[rep], axis=1), axis=1)
-        tau_t = kendall_tau_rows(rep, tru)
-        tau_l = kendall_tau_rows(rep, by_lam)
+        # the statistics of the predictive checks (validation.predictive_stats)
+        data = sim.rankings
+        s_true = summarise(data, sim.true_order)
+        tau_t = kendall_tau(data, sim.true_order)
+        tau_l = kendall_tau(data, order_by_scores(data, sim.lam))
         vals = np.round(np.linspace(-1, 1, k * (k - 1) // 2 + 1), 6)
         out["types"][t] = {
-            "top1_true": float(np.mean(rep[:, 0] == tru[:, 0])),
+            "top1_true": s_true["first_choice"],
+            "pairs_true": s_true["pair_agreement"],
+            "stage_rates_true": s_true["stage_rate"],
             "tau_true_mean": float(tau_t.mean()),
             "tau_lambda_mean": float(tau_l.mean()),
             "tau_true_hist": {f"{v:g}": float(np.mean(np.isclose(tau_t, v))) for v in vals},

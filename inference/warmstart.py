@@ -85,7 +85,10 @@ def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | N
         m = lam.mean(axis=-1)
         out["lambda_mean"] = m
         out["lambda_c"] = lam - m[..., None]
-    if inputs.has_eta:
+    if inputs.model == "peergrader":
+        # PeerGrader's reliability is one positive site ``eta`` (W,), whatever ``simplex``
+        out["eta"] = np.exp(np.asarray(log_eta, float))
+    elif inputs.has_eta:
         if simplex == "dirichlet":
             eta = np.exp(log_eta)
             if inputs.model == "crowdbt":
@@ -99,11 +102,13 @@ def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | N
 
 
 def point_log_eta(inputs: ModelInputs, eta) -> np.ndarray | None:
-    """``log η`` table of a point ``eta`` (COUPLE ``(W, K)``, CrowdBT ``(W,)``), or of the
-    prior mean when ``eta`` is None."""
+    """``log η`` table of a point ``eta`` (COUPLE ``(W, K)``, CrowdBT ``(W,)``, PeerGrader
+    ``(W,)`` reliabilities), or of the prior mean when ``eta`` is None."""
     if not inputs.has_eta:
         return None
     a = np.asarray(inputs.alpha, float)
+    if inputs.model == "peergrader":       # Gamma(shape, rate): the mean is shape/rate
+        return np.log(a[:, 0] / a[:, 1] if eta is None else np.asarray(eta, float))
     if eta is None:
         eta = a / a.sum(axis=1, keepdims=True)
         return np.log(eta)

@@ -78,3 +78,14 @@ def test_crowdbt_kernel_counts_each_kappa_floor():
     assert 1.0 + 1e4 * curv < 1e-4
     np.testing.assert_allclose(post.sigma2, [1e4 * 1e-4] * 2, rtol=1e-12)
     assert post.clamped["kappa"] == 2
+
+
+def test_gbmm_strict_alpha_failure_names_the_first_stage_processed():
+    """α = (1e300, 1e300, 1): the moments of Eq. (9) overflow in any stage whose candidates
+    use α_1 and α_2. Stages run in reverse, so a k = 3 ranking breaks in stage 2 (two
+    candidates, α_1 and α_2), before stage 1 is reached."""
+    d = Rankings.from_lists([["a", "b", "c"]], ["w1"])
+    pri = Priors.explicit({"w1": [1e300, 1e300, 1.0]})
+    with pytest.raises(OnlineError,
+                       match=r"ranking 0 \(worker 'w1', pass 1, stage 2\): alpha became"):
+        fit_online(d, "couple", pri, progress=False, strict=True)

@@ -4,7 +4,8 @@
 :mod:`models.pymc_models` and returns a :class:`NutsResult` whose ``idata`` has the layout
 of ``docs/contracts.md`` (posterior ``lambda`` ``(chain, draw, item)``, ``eta``;
 ``sample_stats``; ``log_likelihood`` with one value per *source ranking*;
-``observed_data``), coordinates named after the real ids, and whose ``gate`` says whether
+``observed_data``; ``posterior_predictive``: new orders of the observed tasks, drawn by
+the observed site's own generative process), coordinates named after the real ids, and whose ``gate`` says whether
 the run is trusted as a reference (:mod:`inference.gate`).
 
 Parallel chains (NumPyro)
@@ -53,6 +54,9 @@ BACKENDS = ("numpyro", "pymc")
 #: Above this many stored log-lik values (chains × draws × rankings) the pointwise
 #: log-likelihood is not stored by default (paper scale: 4·1000·450,000 ≈ 1.8e9 ≈ 7 GB).
 POINTWISE_LIMIT = 50_000_000
+#: Posterior predictive draws kept (all chains together): the draws are thinned to at most
+#: this many; a check's Monte Carlo error then stays below ~2.5 % of a rate.
+PREDICTIVE_DRAWS = 400
 
 
 @dataclass
@@ -72,7 +76,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
              chain_method: str | None = None, pointwise: bool | None = None,
              init_jitter: float = 1.0, simplex: str = "gamma", level: str = "centered",
              seed_mass: bool = True, max_tree_depth: int = 10,
-             prior_only: bool = False) -> NutsResult:
+             prior_only: bool = False, predictive: bool | None = None) -> NutsResult:
     """Sample ``model`` on ``data`` under ``priors`` with NUTS.
 
     Parameters
@@ -115,8 +119,14 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     chain_method : {"parallel", "vectorized", "sequential"}, optional
         NumPyro only; default ``"parallel"`` when there are enough host devices.
     pointwise : bool, optional
-        Store the per-ranking log-likelihood; default: only below
-        :data:`POINTWISE_LIMIT` stored values.
+        Store the per-ranking log-likelihood (group ``log_likelihood``), computed by the
+        PPL's own tool (``numpyro.infer.log_likelihood``, ``pm.compute_log_likelihood``)
+        from the observed site; default: only below :data:`POINTWISE_LIMIT` stored values.
+    predictive : bool, optional
+        Store posterior predictive draws of the rankings (group ``posterior_predictive``,
+        variable ``rankings``: new orders of the observed tasks by the model's generative
+        process, ``numpyro.infer.Predictive`` / ``pm.sample_posterior_predictive``), from
+        at most :data:`PREDICTIVE_DRAWS` draws evenly thinned; default: as ``pointwise``.
     simplex, level : str
         The sampler's coordinates (:mod:`models.numpyro_models`): ``"gamma"`` (exact for
         any concentration) or ``"dirichlet"`` (the PPL's own simplex, kept for comparison);
@@ -147,7 +157,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     inputs = model_inputs(model, data, priors)
     param = {"simplex": simplex, "level": level}
     if prior_only:
-        pointwise = False
+        pointwise = predictive = False
     init_values = None if init is None else _check_init(init, inputs)
     starts, draws_z = None, None
     rng = np.random.default_rng([int(seed), 0x5EED])
@@ -169,6 +179,9 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         init_kind = "default"
     if pointwise is None:
         pointwise = chains * draws * inputs.n_obs <= POINTWISE_LIMIT
+    if predictive is None:
+        predictive = chains * draws * inputs.n_obs <= POINTWISE_LIMIT
+    keep = _thinned_draws(chains, draws) if predictive else None
     t0 = time.perf_counter()
     if backend == "numpyro":
         if draws_z is not None:
@@ -183,7 +196,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
             seed=seed, starts=starts, inv_mass=inv_mass, progress=progress,
             precision=precision, chain_method=chain_method, pointwise=pointwise,
-            param=param, max_tree_depth=max_tree_depth, prior_only=prior_only)
+            param=param, max_tree_depth=max_tree_depth, prior_only=prior_only, keep=keep)
     else:
         initvals = mass_values = None
         if draws_z is not None or init_values is not None:
@@ -194,10 +207,12 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             seed=seed, initvals=initvals, jitter=draws_z is None, progress=progress,
             mass_values=mass_values if seed_mass else None,
             pointwise=pointwise, param=param, max_tree_depth=max_tree_depth,
-            prior_only=prior_only)
+            prior_only=prior_only, keep=keep)
     timings["total"] = time.perf_counter() - t0
     sampler = timings.pop("sampler", "numpyro")
-    idata = to_datatree(inputs, data, priors, post, stats, ll, backend=backend,
+    pp = timings.pop("predictive_draws", None)
+    idata = to_datatree(inputs, data, priors, post, stats, ll, backend=backend, pp=pp,
+                        pp_draws=keep,
                         extra_attrs={"chains": chains, "tune": tune, "draws": draws,
                                      "target_accept": target_accept, "seed": seed,
                                      "precision": precision if backend == "numpyro"
@@ -323,7 +338,7 @@ def numpyro_starts_from_draws(inputs: ModelInputs, lam_draws, log_eta_draws, cha
 
 def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, inv_mass,
                  progress, precision, chain_method, pointwise, param, max_tree_depth=10,
-                 prior_only=False):
+                 prior_only=False, keep=None):
     import jax
     from numpyro.infer import MCMC, NUTS, init_to_median
 
@@ -390,8 +405,13 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
         ll = None
         if pointwise:
             t = time.perf_counter()
-            ll = _numpyro_pointwise(inputs, post)
+            ll = _numpyro_pointwise(inputs, samples, param)
             timings["pointwise"] = time.perf_counter() - t
+        if keep is not None:
+            t = time.perf_counter()
+            timings["predictive_draws"] = _numpyro_predictive(inputs, samples, param, keep,
+                                                              seed)
+            timings["predictive"] = time.perf_counter() - t
     finally:
         jax.config.update("jax_enable_x64", prev_x64)
     return post, stats, ll, timings
@@ -428,27 +448,65 @@ def gradient_timing(inputs: ModelInputs, reps: int = 5, *, z: dict | None = None
     return {"compile": compile_s, "gradient_ms": 1e3 * (time.perf_counter() - t) / reps}
 
 
-def _numpyro_pointwise(inputs, samples, chunk: int = 256) -> np.ndarray:
-    """Per-ranking log-lik for every draw, ``(chain, draw, n_obs)``, in chunks of draws."""
+def _thinned_draws(chains: int, draws: int) -> np.ndarray:
+    """Indices of the draws kept for posterior predictive checks (every chain the same):
+    evenly spaced, at most :data:`PREDICTIVE_DRAWS` over all chains."""
+    per_chain = max(1, min(draws, PREDICTIVE_DRAWS // max(chains, 1)))
+    return np.unique(np.linspace(0, draws - 1, per_chain).round().astype(int))
+
+
+def _flat(samples: dict, keep=None) -> dict:
+    """``{site: (chain, draw, ...)}`` → ``{site: (chain·draw, ...)}`` (draws ``keep`` only)."""
+    out = {}
+    for k, v in samples.items():
+        v = np.asarray(v)
+        if keep is not None:
+            v = v[:, keep]
+        out[k] = v.reshape((-1,) + v.shape[2:])
+    return out
+
+
+def _numpyro_pointwise(inputs, samples, param, chunk: int = 256) -> np.ndarray:
+    """Per-ranking log-lik of every draw, ``(chain, draw, n_obs)``: NumPyro's own
+    ``log_likelihood`` of the observed site ``rankings`` (float64, autodiff-free values),
+    over the sampler's sites, jitted once and run in chunks of draws."""
     import jax
+    from numpyro.infer import log_likelihood
 
     from models import numpyro_models as npm
 
-    lam = samples["lambda"]
-    eta = samples.get("eta")
-    C, D = lam.shape[:2]
-    flat_lam = lam.reshape((C * D,) + lam.shape[2:])
-    flat_eta = None if eta is None else eta.reshape((C * D,) + eta.shape[2:])
-    if flat_eta is None:
-        fn = jax.jit(jax.vmap(lambda l_: npm.pointwise_loglik(inputs, l_)))
-    else:
-        fn = jax.jit(jax.vmap(lambda l_, e_: npm.pointwise_loglik(inputs, l_, e_)))
-    out = np.empty((C * D, inputs.n_obs))
-    for s in range(0, C * D, chunk):
-        args = (flat_lam[s:s + chunk],) if flat_eta is None else \
-            (flat_lam[s:s + chunk], flat_eta[s:s + chunk])
-        out[s:s + chunk] = np.asarray(fn(*args))
+    C, D = np.asarray(samples["lambda"]).shape[:2]
+    flat = _flat(samples)
+    n = C * D
+    chunk = min(chunk, n)
+
+    def prog():
+        return npm.model(inputs, **param)
+
+    fn = jax.jit(lambda s: log_likelihood(prog, s)["rankings"])
+    out = np.empty((n, inputs.n_obs))
+    for a in range(0, n, chunk):
+        idx = np.minimum(np.arange(a, a + chunk), n - 1)    # one shape: one compile
+        part = np.asarray(fn({k: v[idx] for k, v in flat.items()}))
+        out[a:a + chunk] = part[: min(chunk, n - a)]
     return out.reshape(C, D, inputs.n_obs)
+
+
+def _numpyro_predictive(inputs, samples, param, keep, seed) -> np.ndarray:
+    """Posterior predictive orders ``(chain, len(keep), n_obs, K)`` by
+    ``numpyro.infer.Predictive`` over the kept draws (the model with ``predict=True``)."""
+    import jax
+    from numpyro.infer import Predictive
+
+    from models import numpyro_models as npm
+
+    C = np.asarray(samples["lambda"]).shape[0]
+    flat = _flat(samples, keep)
+    pred = Predictive(lambda: npm.model(inputs, predict=True, **param), flat,
+                      return_sites=["rankings"])
+    key = jax.random.fold_in(jax.random.PRNGKey(int(seed)), 0x99)
+    draws = np.asarray(pred(key)["rankings"])
+    return draws.reshape((C, len(keep)) + draws.shape[1:]).astype(np.int32)
 
 
 # ---------------------------------------------------------------- PyMC
@@ -503,7 +561,8 @@ def _pymc_mass(model, values: dict):
 
 
 def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, initvals, jitter, progress,
-              pointwise, param, max_tree_depth=10, prior_only=False, mass_values=None):
+              pointwise, param, max_tree_depth=10, prior_only=False, mass_values=None,
+              keep=None):
     import pymc as pm
 
     from models import pymc_models as pmm
@@ -549,41 +608,30 @@ def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, initvals, jit
     ll = None
     if pointwise:
         t = time.perf_counter()
-        ll = _pymc_pointwise(inputs, post)
+        with model:
+            lls = pm.compute_log_likelihood(idata, var_names=["rankings"],
+                                            extend_inferencedata=False, progressbar=False)
+        ll = np.asarray(lls["rankings"].values, float)
         timings["pointwise"] = time.perf_counter() - t
+    if keep is not None:
+        t = time.perf_counter()
+        thin = idata["posterior"].to_dataset().isel(draw=keep)
+        with model:
+            pp = pm.sample_posterior_predictive(thin, var_names=["rankings"],
+                                                random_seed=seed + 0x99, progressbar=False)
+        timings["predictive_draws"] = np.asarray(
+            pp["posterior_predictive"]["rankings"].values).astype(np.int32)
+        timings["predictive"] = time.perf_counter() - t
     return post, stats, ll, timings
-
-
-def _pymc_pointwise(inputs, post) -> np.ndarray:
-    """Per-ranking log-lik of every draw with a compiled PyTensor function."""
-    import pytensor
-    import pytensor.tensor as pt
-
-    from models import pymc_models as pmm
-
-    lam = pt.dvector("lam")
-    eta = None
-    args = [lam]
-    if inputs.model in ("crowdbt", "peergrader"):      # one value per worker
-        eta = pt.dvector("eta")
-    elif inputs.has_eta:
-        eta = pt.dmatrix("eta")
-    if eta is not None:
-        args.append(eta)
-    fn = pytensor.function(args, pmm.pointwise_loglik(inputs, lam, eta))
-    C, D = post["lambda"].shape[:2]
-    out = np.empty((C, D, inputs.n_obs))
-    for c in range(C):
-        for d in range(D):
-            a = [post["lambda"][c, d]] + ([post["eta"][c, d]] if eta is not None else [])
-            out[c, d] = fn(*a)
-    return out
 
 
 # ---------------------------------------------------------------- DataTree
 def to_datatree(inputs: ModelInputs, data: Rankings, priors: Priors, post: dict, stats: dict,
-                ll: np.ndarray | None, *, backend: str, extra_attrs: dict | None = None):
-    """Assemble the contract's DataTree from plain arrays (chain, draw, ...)."""
+                ll: np.ndarray | None, *, backend: str, extra_attrs: dict | None = None,
+                pp: np.ndarray | None = None, pp_draws=None):
+    """Assemble the contract's DataTree from plain arrays (chain, draw, ...); ``pp`` are
+    posterior predictive orders ``(chain, len(pp_draws), ranking, position)`` of the draws
+    ``pp_draws``."""
     from arviz_base import from_dict
 
     coords = {"item": list(data.items), "worker": list(data.workers),
@@ -617,6 +665,16 @@ def to_datatree(inputs: ModelInputs, data: Rankings, priors: Priors, post: dict,
     if extra_attrs:
         attrs.update({k: v for k, v in extra_attrs.items()})
     dt = from_dict(groups, coords=coords, dims={**dims, **dims_ll})
+    if pp is not None:
+        import xarray as xr
+
+        pp_ds = xr.Dataset(
+            {"rankings": (("chain", "draw", "ranking", "position"), np.asarray(pp))},
+            coords={"chain": dt["posterior"]["chain"].values,
+                    "draw": np.asarray(pp_draws, np.int64),
+                    "ranking": coords["ranking"], "position": coords["position"]})
+        dt["posterior_predictive"] = xr.DataTree(pp_ds)
+    attrs["posterior_predictive"] = int(pp is not None)
     dt.attrs.update(attrs)
     return dt
 

@@ -52,15 +52,23 @@ DEFAULT_SIMULATION = {"n_items": 40, "n_workers": 6, "tasks_per_worker": 100, "k
 #: Online variants that can be compared (OnlineGBMM, docs/design.md, Online); the first value of
 #: each is the default. ``method=ep`` refines the update by expectation propagation
 #: (:mod:`inference.online.ep`) with at most ``ep_passes`` passes; ``method`` and
-#: ``ep_passes`` apply to every audited model, the others to COUPLE only.
+#: ``ep_passes`` apply to every audited model, the others to COUPLE only. ``method=laplace``
+#: and ``method=bootstrap`` are the batch MAP with Laplace's or the bootstrap's intervals
+#: (:mod:`inference.batch`; models ``bt`` and ``pl``).
 VARIANT_CHOICES = {"taylor": ("paper", "full", "plugin", "quadrature"),
-                   "score_alpha": ("updated", "prior"), "method": ("online", "ep"),
+                   "score_alpha": ("updated", "prior"),
+                   "method": ("online", "ep", "laplace", "bootstrap"),
                    "ep_passes": ("10", "2", "5", "20")}
 #: Options every combination carries (the others only when asked for).
 BASE_VARIANTS = ("taylor", "score_alpha")
 #: Options that apply to every model, not only COUPLE.
 GENERIC_VARIANTS = ("method", "ep_passes")
 MODELS = model_names(audited=True)    # the models with a worker-quality parameter
+#: Every model the audit accepts: the default ones, and BT/PL (their approximations are
+#: Weng–Lin's online update and the batch point methods).
+AUDITABLE = MODELS + ("bt", "pl")
+#: Point methods and the models they fit.
+BATCH_METHODS = {"laplace": ("bt", "pl"), "bootstrap": ("bt", "pl")}
 
 
 # ====================================================================== configuration
@@ -86,6 +94,8 @@ class AuditConfig:
     progress_bars: bool = False
     warm_start: bool = True                # NUTS chains start from the online posterior
     check_backends: bool = False           # also fit with the other PPL and compare
+    bootstrap: int = 1000                  # resamples of method=bootstrap
+    processes: int = 2                     # processes of the bootstrap refits
 
     @classmethod
     def quick(cls, **kw) -> AuditConfig:
@@ -144,6 +154,10 @@ def variant_list(variants: dict[str, list[str]], base: Sequence[str] = BASE_VARI
 def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
     """The option sets for ``model``: every requested option for COUPLE, only
     :data:`GENERIC_VARIANTS` for the others (their update has no Taylor or α choice)."""
+    bad = [m for m in variants.get("method", ()) if model not in BATCH_METHODS.get(m, (model,))]
+    if bad:
+        raise DataError(f"method={bad[0]} fits models {', '.join(BATCH_METHODS[bad[0]])}, "
+                        f"not {model}", "--variants")
     if model == "couple":
         return variant_list(variants)
     return variant_list({k: v for k, v in variants.items() if k in GENERIC_VARIANTS}, ())
@@ -156,6 +170,12 @@ def fit_variant(data, model: str, priors, opts: dict, **kw):
     o = dict(opts)
     method = o.pop("method", "online")
     passes = int(o.pop("ep_passes", VARIANT_CHOICES["ep_passes"][0]))
+    resamples, processes = kw.pop("resamples", 1000), kw.pop("processes", 1)
+    if method in BATCH_METHODS:
+        from inference.batch.api import fit_with_intervals
+        return fit_with_intervals(data, model, priors, intervals=method,
+                                  resamples=resamples, processes=processes,
+                                  seed=kw.get("seed", 0), progress=kw.get("progress", False))
     if method == "ep":
         from inference.online.ep import fit_ep
         return fit_ep(data, model, priors, passes=passes, **o, **kw)
@@ -287,7 +307,8 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
         label = variant_label(opts)
         log(f"{model}: online pass ({label})")
         t = time.perf_counter()
-        post = fit_variant(data, model, pri, opts, progress=cfg.progress_bars)
+        post = fit_variant(data, model, pri, opts, progress=cfg.progress_bars,
+                           seed=cfg.seed, resamples=cfg.bootstrap, processes=cfg.processes)
         secs[label] = {"wall": time.perf_counter() - t, "updates": float(post.seconds)}
         posts.append(post)
         if out is None:
@@ -336,6 +357,9 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
                     model=model, variant=variant_label(opts), components=comp)
         if c.workers is not None and eta1 is not None:
             c.workers["quality_truth"] = eta1.tolist()
+        if getattr(post, "draws", None) is not None:     # bootstrap: percentile intervals
+            from .intervals import percentile_coverage
+            percentile_coverage(c, post.draws, post.items, nuts.idata)
         comps.append(c)
     order = None
     if cfg.permutations >= 2:
@@ -369,8 +393,8 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     out.mkdir(parents=True, exist_ok=True)
     data = subject.data
     for m in cfg.models:
-        if m not in MODELS:
-            raise ValueError(f"audit supports models {MODELS}, got {m!r}")
+        if m not in AUDITABLE:
+            raise ValueError(f"audit supports models {AUDITABLE}, got {m!r}")
     priors = make_priors(data, cfg, subject.gold)
     log(f"data: {data!r}; prior {priors.spec}, λ ~ N({priors.mu0:g}, {priors.sigma0:g}²)")
     audits = [audit_model(subject, m, priors, cfg, out, log) for m in cfg.models]

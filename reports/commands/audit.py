@@ -27,13 +27,23 @@ def register(sub) -> None:
                         "preflib-dots, preflib-puzzle); default: the embedded simulation")
     p.add_argument("--truth", default=None, help="ground truth CSV item,score (higher = better)")
     p.add_argument("--format", dest="fmt", default=None, help="force the rankings file format")
-    p.add_argument("--model", choices=("couple", "crowdbt", "all"), default="all")
+    p.add_argument("--model", choices=("couple", "crowdbt", "bt", "pl", "all"), default="all",
+                   help="all = couple and crowdbt; bt and pl are audited one at a time "
+                        "(their approximations: Weng–Lin online, and the batch point methods "
+                        "of --approx)")
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     p.add_argument("--variants", action="append", default=None, metavar="OPT=V1,V2",
                    help="online variants to compare, e.g. taylor=paper,full,plugin,quadrature "
                         "or score_alpha=updated,prior (COUPLE), method=online,ep and "
                         "ep_passes=2,5,10 (every model: expectation propagation over the "
                         "update); repeatable")
+    p.add_argument("--approx", default=None, metavar="M1,M2",
+                   help="approximations to audit, shorthand for --variants method=M1,M2: "
+                        "online, ep, laplace (MAP with the inverse Hessian) and bootstrap "
+                        "(MAP refitted on resampled rankings, percentile intervals); laplace "
+                        "and bootstrap fit bt and pl")
+    p.add_argument("--bootstrap", type=int, default=None, metavar="B",
+                   help="bootstrap resamples (default 1000; 200 with --quick)")
     p.add_argument("--quick", action="store_true",
                    help="fewer NUTS iterations (250 tuning + 500 draws per chain, warm-started) and 3 permutations")
     p.add_argument("--out", required=True, help="output folder")
@@ -74,13 +84,17 @@ def config_from_args(args):
     from reports.audit import MODELS, AuditConfig, parse_variants
 
     kw = {"models": MODELS if args.model == "all" else (args.model,), "backend": args.backend,
-          "variants": parse_variants(args.variants), "seed": args.seed,
+          "variants": parse_variants((args.variants or [])
+                                     + ([f"method={args.approx}"] if args.approx else [])),
+          "seed": args.seed,
           "worker_prior": args.worker_prior, "worker_prior_file": args.worker_prior_file,
           "worker_prior_gold": args.worker_prior_gold,
           "prior_mu": args.prior_mu, "prior_sigma": args.prior_sigma,
           "progress_bars": args.progress_bars, "check_backends": args.check_backends,
           "warm_start": not args.cold_start}
-    for name in ("chains", "tune", "draws", "target_accept", "permutations"):
+    if args.quick:
+        kw["bootstrap"] = 200
+    for name in ("chains", "tune", "draws", "target_accept", "permutations", "bootstrap"):
         v = getattr(args, name)
         if v is not None:
             kw[name] = v

@@ -163,6 +163,9 @@ DEFINITIONS = [
                                   "the common level mean(λ), pinned by the prior alone; the "
                                   "online marginals are closed forms of its Gaussians, NUTS's "
                                   "the same functions of each draw")),
+    ("raw_level_corrected", ("the raw marginals of the online Gaussians once their common "
+                             "level is replaced by the exact one (its prior N(μ0, σ0²/L), "
+                             "independent of the centred scores: design.md 5.2)")),
     ("order probability", ("P(λ_i > λ_j): Φ((μ_i − μ_j)/√(σ_i² + σ_j²)) online, the share of "
                            "draws with λ_i > λ_j for NUTS; over-confidence is the mean of "
                            "|p_online − ½| − |p_NUTS − ½|")),
@@ -183,7 +186,7 @@ AGG_HEAD = ["parameters", "n", "median |z|", "p90 |z|", "median e/s", "median sd
             "share close", "coverage 50 %", "coverage 90 %", "median KL", "median W1/s"]
 
 
-IDENT_ROWS = ("raw", "centred", "contrast", "level")
+IDENT_ROWS = ("raw", "raw_level_corrected", "centred", "contrast", "level")
 ORDER_COLS = ["n", "median_abs_diff", "p90_abs_diff", "max_abs_diff", "mean_overconfidence",
               "share_flipped", "median_iid_se"]
 ORDER_HEAD = ["pairs", "median |Δp|", "p90 |Δp|", "max |Δp|", "over-confidence",

@@ -46,7 +46,7 @@ def test_order_probability_against_numerical_integration():
     for k in range(3):
         a, b = i[k], j[k]
         # P(λ_a > λ_b) = ∫ φ_a(x) F_b(x) dx
-        val, _ = integrate.quad(lambda x: stats.norm.pdf(x, MU[a], SD[a])
+        val, _ = integrate.quad(lambda x, a=a, b=b: stats.norm.pdf(x, MU[a], SD[a])
                                 * stats.norm.cdf(x, MU[b], SD[b]), -np.inf, np.inf)
         assert p[k] == pytest.approx(val, abs=1e-9)
 
@@ -126,6 +126,32 @@ def test_mean_field_exact_on_contrasts_but_not_on_the_level():
     assert s2["level_detail"]["z"] == pytest.approx(1.0 / lev["mcmc_sd"], rel=0.05)
 
 
+def test_level_correction_is_exact_for_the_level_and_keeps_the_centred_part():
+    from types import SimpleNamespace
+
+    L = 20
+    mu = np.linspace(-1, 1, L) + 0.7          # a drifted level
+    sd = np.full(L, 0.4)
+    km, ks = M.level_corrected_normal(mu, sd, 0.0, 1.0)
+    cm, cs = M.centred_normal(mu, sd)
+    np.testing.assert_allclose(km, cm)
+    np.testing.assert_allclose(ks**2, cs**2 + 1.0 / L)
+    # draws from the exact structure: centred part as q's, level ~ N(0, 1/L)
+    rng = np.random.default_rng(5)
+    x = mu + sd * rng.standard_normal((4, 3000, L))
+    x = x - x.mean(-1, keepdims=True) + rng.normal(0, 1 / np.sqrt(L), (4, 3000, 1))
+    import arviz_base as ab
+    items = [f"i{r}" for r in range(L)]
+    dt = ab.from_dict({"posterior": {"lambda": x}}, dims={"lambda": ["item"]},
+                      coords={"item": items})
+    on = SimpleNamespace(items=items, mu=mu, sigma2=sd**2,
+                         options={"mu0": 0.0, "sigma0": 1.0})
+    _, s = C.identified_comparison(on, dt, max_pairs=50)
+    assert s["raw"]["median_abs_z"] > 1.0                  # the drift shows on raw scores
+    assert s["raw_level_corrected"]["median_abs_z"] < 0.06
+    assert s["raw_level_corrected"]["median_sd_ratio"] == pytest.approx(1.0, abs=0.04)
+
+
 def test_overconfident_contrasts_are_measured():
     from types import SimpleNamespace
 
@@ -141,7 +167,9 @@ def test_overconfident_contrasts_are_measured():
 
 
 def test_compare_carries_the_identified_summary():
-    from test_compare import ALPHA, ITEMS, MU as MU12, SD as SD12, WORKERS, make_idata, online_stub
+    from test_compare import ALPHA, ITEMS, WORKERS, make_idata, online_stub
+    from test_compare import MU as MU12
+    from test_compare import SD as SD12
 
     dt = make_idata(MU12, SD12, ALPHA)
     cmp = C.compare(online_stub("couple", ITEMS, MU12, SD12, WORKERS, ALPHA), dt)

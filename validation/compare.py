@@ -203,6 +203,15 @@ def aggregates(table: pd.DataFrame) -> dict[str, dict]:
 MAX_PAIRS = 2000
 
 
+def _mcse(draws3) -> np.ndarray:
+    """ArviZ's MCSE of the mean of each column of draws ``(chain, draw, P)``."""
+    import arviz_stats as azs
+    import xarray as xr
+
+    da = xr.DataArray(draws3, dims=("chain", "draw", "p"))
+    return np.asarray(azs.mcse(da, method="mean").values, float).reshape(-1)
+
+
 def _derived_metrics(p1, p2, draws3) -> dict[str, np.ndarray]:
     """:func:`validation.metrics.parameter_metrics` for a derived quantity given as draws
     ``(chain, draw, P)``, with its MCSE and ESS from ArviZ on those draws."""
@@ -210,7 +219,7 @@ def _derived_metrics(p1, p2, draws3) -> dict[str, np.ndarray]:
     import xarray as xr
 
     da = xr.DataArray(draws3, dims=("chain", "draw", "p"))
-    mcse = np.asarray(azs.mcse(da, method="mean").values, float).reshape(-1)
+    mcse = _mcse(draws3)
     out = M.parameter_metrics("normal", p1, p2, draws3.reshape(-1, draws3.shape[-1]), mcse)
     out["ess_bulk"] = np.asarray(azs.ess(da, method="bulk").values, float).reshape(-1)
     return out
@@ -274,8 +283,8 @@ def identified_comparison(online, idata, *, max_pairs: int = MAX_PAIRS, seed: in
                                 "id": ids, **r, "p_order_approx": pq, "p_order_mcmc": pm}))
     table = pd.concat(frames, ignore_index=True)
     summary = {}
-    raw_r = M.parameter_metrics("normal", mu, sd, flat,
-                                _derived_metrics(mu, sd, lam)["mcse"])
+    raw_mcse = _mcse(lam)
+    raw_r = M.parameter_metrics("normal", mu, sd, flat, raw_mcse)
     for name, sub in (("raw", pd.DataFrame(raw_r)),
                       ("centred", table[table.kind == "centred"]),
                       ("contrast", table[table.kind == "contrast"]),
@@ -284,13 +293,23 @@ def identified_comparison(online, idata, *, max_pairs: int = MAX_PAIRS, seed: in
         summary[name]["median_noise_floor"] = float(np.median(sub.noise_floor))
         summary[name]["median_kl"] = float(np.median(sub.kl))
         summary[name]["median_w1"] = float(np.median(sub.w1))
+    opts = getattr(online, "options", None) or {}
+    if "mu0" in opts and "sigma0" in opts:
+        # the raw marginals once the level is the exact one (prior N(μ0, σ0²/L))
+        km, ks = M.level_corrected_normal(mu, sd, opts["mu0"], opts["sigma0"])
+        sub = pd.DataFrame(M.parameter_metrics("normal", km, ks, flat, raw_mcse))
+        summary["raw_level_corrected"] = M.aggregate(sub.z, sub.sd_ratio, sub.coverage_50,
+                                                     sub.coverage_90)
+        summary["raw_level_corrected"]["median_noise_floor"] = float(np.median(sub.noise_floor))
+        summary["raw_level_corrected"]["median_kl"] = float(np.median(sub.kl))
+        summary["raw_level_corrected"]["median_w1"] = float(np.median(sub.w1))
     summary["order_probability"] = M.order_probability_summary(pq, pm, flat.shape[0])
     lev = table[table.kind == "level"].iloc[0]
     summary["level_detail"] = {k: float(lev[k]) for k in (
         "mcmc_mean", "mcmc_sd", "approx_mean", "approx_sd", "z", "sd_ratio", "kl", "w1",
         "coverage_50", "coverage_90")}
     n_all = len(items) * (len(items) - 1) // 2
-    summary["pairs"] = {"used": int(len(i)), "of": int(n_all),
+    summary["pairs"] = {"used": len(i), "of": int(n_all),
                         "sampled": bool(len(i) < n_all), "seed": int(seed)}
     return table, summary
 

@@ -253,6 +253,21 @@ def level_normal(mu, sd) -> tuple[float, float]:
     return float(mu.mean()), float(np.sqrt(np.sum(sd**2)) / mu.size)
 
 
+def level_corrected_normal(mu, sd, mu0: float, sigma0: float) -> tuple[np.ndarray, np.ndarray]:
+    """Raw marginals of the mean-field Gaussian with its common level replaced by the exact
+    one: ``λ = m·1 + c``, ``c`` the centred part of ``q`` (:func:`centred_normal`) and
+    ``m ~ N(μ0, σ0²/L)`` independent of it.
+
+    Under an iid ``N(μ0, σ0²)`` prior and a likelihood of score differences only (every
+    model here), the posterior of ``mean(λ)`` *is* its prior, independent of the centred
+    scores (docs/design.md, 5.2), so this one shared shift component is exact and costs
+    nothing: marginal mean ``μ_i − μ̄ + μ0``, variance ``var(c_i) + σ0²/L``.
+    """
+    cm, cs = centred_normal(mu, sd)
+    L = np.asarray(mu).size
+    return cm + float(mu0), np.sqrt(cs**2 + float(sigma0) ** 2 / L)
+
+
 def contrast_normal(mu, sd, i, j) -> tuple[np.ndarray, np.ndarray]:
     """Marginals of ``λ_i − λ_j`` (index arrays ``i``, ``j``): ``N(μ_i − μ_j, σ_i² + σ_j²)``."""
     mu, sd = np.asarray(mu, float), np.asarray(sd, float)

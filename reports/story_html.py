@@ -67,6 +67,8 @@ def story_page(markdown: str, base: str | Path, path: str | Path) -> Path:
     sections = [Section(_plain(h), [_embed(md.render(body), base)],
                         anchor=f"s{i + 1}") for i, (h, body) in enumerate(parts)]
     page = render(_plain(title) or "The generative story", sections)
+    # Markdown images are not wrapped in <figure>: keep them inside the page's width too
+    page = page.replace("</style>", "main img{max-width:100%;height:auto}</style>", 1)
     if intro.strip():
         page = page.replace("<nav>", _embed(md.render(intro), base) + "<nav>", 1)
     path = Path(path)

@@ -96,3 +96,15 @@ def test_story_html_is_one_self_contained_page(tmp_path):
     assert page.count("<table>") == len(tables) >= 5
     assert tell(seed=1, out=tmp_path / "n", html=False, figures=False,
                 predictive_workers=5, predictive_tasks=5).html_path is None
+
+
+def test_story_page_escapes_text_and_refuses_a_missing_figure(tmp_path):
+    from reports.story_html import story_page
+
+    p = story_page("# T <b>\n\nintro\n\n## A & B\n\ntext <script>x</script>\n", tmp_path,
+                   tmp_path / "p.html")
+    page = p.read_text(encoding="utf-8")
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert ">A &amp; B</h2>" in page and "<p>intro</p>" in page
+    with pytest.raises(FileNotFoundError, match="missing.png"):
+        story_page("# T\n\n## A\n\n![x](figures/missing.png)\n", tmp_path, tmp_path / "q.html")

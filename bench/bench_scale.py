@@ -21,7 +21,7 @@ compared bit for bit. ``--shuffle-seeds`` runs ``--order shuffle`` at the smalle
 the Kendall τ of the posterior means with the true scores beside file order.
 
     nice python bench/bench_scale.py [--sizes 450000 4500000 45000000] [--work DIR]
-                                     [--in-memory-max 4500000] [--shuffle-seeds 3]
+                                     [--in-memory-max 4500000] [--shuffle-seeds 3] [--append]
 
 Writes ``bench/results/scale.json``.
 """
@@ -191,6 +191,9 @@ def main() -> None:
     ap.add_argument("--shuffle-seeds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
+    ap.add_argument("--append", action="store_true",
+                    help="keep the runs of other sizes already in --out (each run has its "
+                         "own date)")
     args = ap.parse_args()
     import pyarrow
 
@@ -204,12 +207,18 @@ def main() -> None:
                     "note": "shared machine: see each run's load averages"},
         "goals": GOALS, "runs": [],
     }
+    if args.append and Path(args.out).exists():
+        old = json.loads(Path(args.out).read_text())
+        result["runs"] = [r for r in old.get("runs", []) if r["rankings"] not in args.sizes]
+        if "shuffle" in old and not args.shuffle_seeds:
+            result["shuffle"] = old["shuffle"]
     for n in args.sizes:
         folder = work / f"n{n}"
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         csv_path, pq_path = (make_small if n <= BLOCK else make_large)(n, folder, args.seed)
-        row = {"rankings": n, "make_data_s": round(time.perf_counter() - t0, 1),
+        row = {"rankings": n, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               "make_data_s": round(time.perf_counter() - t0, 1),
                "csv_mb": round(csv_path.stat().st_size / 2**20, 1),
                "parquet_mb": round(pq_path.stat().st_size / 2**20, 1)}
         row["csv"] = fit(csv_path, folder / "out_csv")
@@ -224,6 +233,7 @@ def main() -> None:
                 row[key]["rankings_per_s_wall"] = round(n / row[key]["wall_s"])
                 row[key]["rankings_per_s_cpu"] = round(n / row[key]["cpu_s"])
         result["runs"].append(row)
+        result["runs"].sort(key=lambda r: r["rankings"])
         print(json.dumps(row), flush=True)
         _save(result, args.out)
     if args.shuffle_seeds:

@@ -44,6 +44,16 @@ def env() -> dict:
     return m
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its reaped children (the grid's worker processes
+    are reaped when their pool closes): on a shared machine whose load average is many
+    times its core count, wall time measures the other jobs as much as this one."""
+    import resource
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + ch.ru_utime + ch.ru_stime
+
+
 def write(name: str, obj: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"replicate_{name}.json"
@@ -60,18 +70,22 @@ def run_one(name: str, args) -> dict:
     if name == "readlevel" or name == "preflib":
         repeats = min(repeats, args.repeats_other)
     before = env()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     summary = run_experiment(name, out, repeats=repeats, seed=args.seed,
                              processes=args.processes, progress=True, nuts=args.nuts)
     wall = time.perf_counter() - t0
+    cpu = cpu_seconds() - c0
     write_all(summary, out)
     obj = {"benchmark": "replicate", "experiment": name, "repeats": repeats,
-           "wall_seconds": wall, "processes": args.processes, "nuts": args.nuts,
+           "wall_seconds": wall, "cpu_seconds": cpu,
+           "cpu_seconds_per_process": cpu / max(1, args.processes),
+           "processes": args.processes, "nuts": args.nuts,
            "machine_before": before, "machine_after": env(),
            "note": "wall time includes any grid tasks found in the cache (none on a fresh "
                    "--out) and numba compilation in each worker process",
            "summary": _clean(summary)}
-    print(f"{name}: {wall:.1f} s -> {write(name, obj)}", file=sys.stderr)
+    print(f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU -> {write(name, obj)}",
+          file=sys.stderr)
     return obj
 
 

@@ -189,6 +189,17 @@ def _check_online(out, taylor="paper", score_alpha="updated", passes=1):
     return check
 
 
+def _check_replicate(out):
+    def check(d, res):
+        _exists(f"{out}/babyface.html", f"{out}/results.json", f"{out}/results.csv")(d, res)
+        s = json.loads((d / out / "results.json").read_text())
+        acc = s["sets"][0]["full"]["accuracy"]
+        assert set(acc) == {"couple", "crowdbt", "pl", "bt", "peergrader"}
+        assert acc["couple"]["n"] == 20
+        assert "92.30" in (d / out / "babyface.html").read_text()
+    return check
+
+
 def _check_state_in(d, res):
     _check_online("fit-couple-2")(d, res)
     p = json.loads((d / "fit-couple-2/posterior.json").read_text())
@@ -311,6 +322,9 @@ RECIPES: dict[str, Recipe] = {
         [f"crowdrank audit babyface --quick {SCALE_AUDIT} --out audit-babyface"],
         check=_check_audit("audit-babyface"), slow=True, realdata=True,
         note=f"scaled by {SCALE_AUDIT}"),
+    "crowdrank replicate babyface --repeats 20 --out rep-babyface": Recipe(
+        ["crowdrank replicate babyface --repeats 20 --out rep-babyface"],
+        check=_check_replicate("rep-babyface"), slow=True, realdata=True, note="as typed"),
     "crowdrank audit readlevel --model crowdbt --quick --out audit-readlevel": Recipe(
         [(f"crowdrank audit readlevel --model crowdbt --quick {SCALE_AUDIT} "
          "--out audit-readlevel")],

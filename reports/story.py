@@ -33,7 +33,14 @@ from models.likelihood import (
     eq4_all_orderings,
     pl_loglik,
 )
-from models.simulate import SIM_MODELS, WORKER_TYPES, simulate, worker_alpha0
+from models.simulate import (
+    SIM_MODELS,
+    WORKER_TYPES,
+    couple_normalized_report,
+    pl_true_order,
+    simulate,
+    worker_alpha0,
+)
 from validation.predictive_stats import kendall_tau, order_by_scores, summarise
 
 COUPLE_FAMILY = ("couple", "couple-normalized")
@@ -204,6 +211,20 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
               f"{_f(np.exp(pl_loglik(lam, true)))}).\n")
     facts["task"] = [items[i] for i in subset]
     facts["true_order"] = [items[i] for i in true]
+    # the checks draw from their own stream, so the example itself stays what it was
+    check_rng = np.random.default_rng([seed, 3])
+    n_chk = 20_000
+    many = pl_true_order(check_rng, lam, np.repeat(subset[None], n_chk, axis=0))
+    won = np.array([np.mean(many[:, 0] == i) for i in subset])
+    sm = softmax(lam[subset])
+    md.append(
+        "Check of the Gumbel trick with the simulator (`models.simulate.pl_true_order`): in "
+        f"{n_chk:,} fresh draws of this task's true order, the share of draws each item came "
+        "first, against Plackett–Luce's softmax(λ) over the task:\n")
+    md.append(_table(["item", "first in simulated orders", "softmax(λ)"],
+                     [[items[i], _f(w), _f(q)] for i, w, q in zip(subset, won, sm)]))
+    md.append("")
+    facts["gumbel_check"] = {"n": n_chk, "simulated": won.tolist(), "softmax": sm.tolist()}
 
     # 4. the report -------------------------------------------------------------------
     md.append("## 4. What the worker reports, stage by stage\n")
@@ -319,14 +340,22 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
         "compute, for each: the probability the *stagewise story* of section 4 produces it "
         "(the simulator of `couple`: a PL true order, then the worker's slips), the paper's "
         "Eq. 4 product, and normalised COUPLE (Eq. 4 divided by its sum Z over the "
-        "orderings).\n")
+        "orderings), beside the frequencies of normalised COUPLE's exact sampler (the "
+        "simulator of `couple-normalized`).\n")
+    # normalised COUPLE's exact sampler (the simulator of `couple-normalized`) on this task
+    rep = couple_normalized_report(check_rng, lam, np.repeat(np.asarray(sub_c)[None], n_chk, 0),
+                                   np.repeat(np.asarray(eta_c)[None, :kc], n_chk, 0))
+    where = {tuple(int(x) for x in p): j for j, p in enumerate(perms)}
+    freq = np.bincount([where[tuple(int(x) for x in r)] for r in rep],
+                       minlength=len(perms)) / n_chk
     order = np.argsort(-st)
     rows = [[_seq(items[i] for i in perms[j]), _f(st[j], 4), _f(e4[j], 4), _f(e4[j] / Z, 4),
-             _f(plv[j], 4)] for j in order]
+             _f(freq[j], 4), _f(plv[j], 4)] for j in order]
     rows.append(["**sum**", f"**{_f(st.sum(), 4)}**", f"**{_f(e4.sum(), 4)}**",
-                 f"**{_f((e4 / Z).sum(), 4)}**", f"**{_f(plv.sum(), 4)}**"])
+                 f"**{_f((e4 / Z).sum(), 4)}**", f"**{_f(freq.sum(), 4)}**",
+                 f"**{_f(plv.sum(), 4)}**"])
     md.append(_table(["ordering", "story (simulator)", "Eq. 4", "normalised COUPLE",
-                      "PL (perfect worker)"], rows))
+                      f"normalised, {n_chk:,} simulated", "PL (perfect worker)"], rows))
     tv_story_eq4 = 0.5 * float(np.abs(st - e4 / Z).sum())
     md.append(
         f"\nThe Eq. 4 column sums to **Z = {_f(Z, 4)}**, not 1: Eq. 4 is not a probability "
@@ -351,7 +380,9 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
     facts["normalizer"] = {"Z": Z, "k": kc, "eq4_sum": float(e4.sum()),
                            "normalized_sum": float((e4 / Z).sum()),
                            "story_sum": float(st.sum()), "pl_sum": float(plv.sum()),
-                           "Z_pair": float(z2), "tv_story_vs_normalized": tv_story_eq4}
+                           "Z_pair": float(z2), "tv_story_vs_normalized": tv_story_eq4,
+                           "sampler_max_gap": float(np.abs(freq - e4 / Z).max()),
+                           "sampler_draws": n_chk}
 
     # 7. prior predictive -------------------------------------------------------------------
     md.append("## 7. What the worker types do to the data (prior predictive)\n")

@@ -31,6 +31,10 @@ def test_story_command_writes_markdown_json_and_figures(tmp_path, capsys):
     assert z["Z_pair"] == pytest.approx(1, abs=1e-12)        # k = 2: CrowdBT, normalised
     assert f"Z = {z['Z']:.4f}" in md
     assert len(facts["stages"]) == 3 and sorted(facts["reported"]) == sorted(facts["task"])
+    # the simulators against exact probabilities: 20,000 draws, gaps under ~4 standard errors
+    g = facts["gumbel_check"]
+    np.testing.assert_allclose(g["simulated"], g["softmax"], atol=0.015)
+    assert z["sampler_max_gap"] < 0.008
     for st in facts["stages"]:
         assert st["true_winner"] == st["candidates"][0]
         assert st["reported"] == st["candidates"][st["offset"] - 1]

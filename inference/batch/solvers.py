@@ -104,7 +104,7 @@ def _backtrack(problem: Problem, state: SolverState, direction: np.ndarray, t: f
 
 def lipschitz(problem: Problem) -> float:
     """An upper bound on the curvature ``λ_max(−∇²f)``: each stage's
-    ``diag p − p pᵀ ≼ ½ I`` on its candidates (Böhning's bound), so
+    ``diag p − p pᵀ ≼ ½ I`` on its candidates ([Bohning92]), so
     ``−∇²f ≼ ½ diag(n) + I/σ0²`` with ``n_i`` the weighted stages item ``i`` is in."""
     n = luce.appearances(problem.stages, problem.weights)
     return 0.5 * float(n.max()) + (0.0 if problem.prior is None

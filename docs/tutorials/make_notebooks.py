@@ -338,6 +338,26 @@ pd.DataFrame({"simulated": results["geometric"]["stage_rates"],
               "α₁ / (α₁+…+αₘ)": closed},
              index=["stage 1 (m=4)", "stage 2 (m=3)", "stage 3 (m=2)"])"""),
     ("md", """\
+## CrowdBT: pairs, and the mirror image
+
+For pairs, COUPLE is CrowdBT and the worker prior is a Beta(a, b) on the accuracy η¹.
+CrowdBT's likelihood does not change under (λ, η¹) → (−λ, 1 − η¹): a ranking read backwards
+by adversarial workers explains the data as well as the right one. Only the prior tells
+them apart, and a flat Beta(1, 1) does not — its prior predictive agrees with the order by
+λ on half of the pairs, the geometric prior on most of them:"""),
+    ("code", """\
+from models.priors import Priors
+
+pair_priors = {"geometric": named_prior("geometric", "crowdbt", W, 2),
+               "flat Beta(1, 1)": Priors(tuple(f"w{w}" for w in range(W)), np.ones((W, 2)))}
+rows = {}
+for name, p in pair_priors.items():
+    _, d = prior_predictive("crowdbt", p, n_draws=60, n_items=30, tasks_per_worker=30, seed=3)
+    rows[name] = {"(a, b)": tuple(np.round(p.beta()[0], 3)),
+                  "pairs in true order": d["pair_agreement"].mean(),
+                  "pairs in λ order": d["pair_agreement_lambda"].mean()}
+pd.DataFrame(rows).T"""),
+    ("md", """\
 ## The same as a command
 
 `crowdrank story --prior-predictive --out story-out` adds these checks (with figures, and

@@ -360,6 +360,23 @@ def _scale_row(data) -> list:
             "45 M: ≤ 120 s CSV, ≤ 60 s Parquet, ≤ 1 GB; 0.45 M CSV ≤ 2 s (2 cores)"]
 
 
+def _replicate(data) -> str:
+    """A replicated experiment of [Pan18]: its tidy rows (fig7: at 100 % of the samples)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from reports.replicate_html import rows
+
+    summ = data["summary"]
+    recs = [r for r in rows(summ) if r.get("fraction") in (1.0, "")]
+    head = (f"Experiment `{data['experiment']}`, {data['repeats']} repeats, "
+            f"{fmt(data['wall_seconds'])} s wall"
+            + (f", {fmt(data['cpu_seconds'])} s CPU" if "cpu_seconds" in data else "")
+            + ". Full tables: [replication.md](replication.md).\n\n")
+    keep = [k for k in ("setting", "variant", "method", "accuracy_mean", "accuracy_sd",
+                        "us_per_ranking_best", "ratio_to_pl_cpu", "n", "paper")
+            if any(r.get(k, "") != "" for r in recs)]
+    return head + table(keep, [[r.get(k, "") for k in keep] for r in recs])
+
+
 #: File name → renderer for the known benchmarks; others use :func:`render_generic`.
 KNOWN: dict[str, tuple[str, Callable]] = {
     "audit.json": ("`crowdrank audit` end to end (`bench/bench_audit.py`)", _audit),
@@ -369,6 +386,9 @@ KNOWN: dict[str, tuple[str, Callable]] = {
     "nuts_gradient.json": ("COUPLE log-density gradient (`bench/bench_gradient.py`)", None),
     "nuts_paper.json": ("COUPLE NUTS at paper scale (`bench/bench_nuts.py --paper-scale`)",
                         None),
+    **{f"replicate_{e}.json": (f"[Pan18] replicated: `{e}` (`bench/bench_replicate.py`)",
+                               _replicate)
+       for e in ("babyface", "fig7", "cost", "readlevel", "preflib")},
 }
 
 
@@ -490,8 +510,51 @@ def headline(results_dir: Path | str = RESULTS) -> str:
                                              "likelihood", "metrics", "gate", "readers")
                                  if k not in mods]] if m)
                      or "not measured", "≥ 90 % each"])
+    rows.extend(_replicate_rows(d))
     text = table(["what", "measured", "goal"], rows)
     return f"{BEGIN}\n{text.rstrip()}\n{END}"
+
+
+def _replicate_rows(d: Path) -> list[list]:
+    """The COUPLE paper's experiments replicated (``bench/bench_replicate.py``)."""
+    rows = []
+    bf = _load(d, "replicate_babyface.json")
+    if bf:
+        e = bf["summary"]["sets"][0]
+        mine = [c for c in e["cleaned"] if "couple" in c["detected_by"]]
+        acc = mine[0]["accuracy"]["couple"]["mean"] if mine else float("nan")
+        load = (bf.get("machine_after") or {}).get("loadavg", [None])[0]
+        load = f" (load {load:.0f})" if load is not None else ""
+        rows.append([f"`replicate babyface` (R = {bf['repeats']}): cleaned COUPLE accuracy "
+                     "(paper 92.30 %), same six noisy workers, time",
+                     f"{acc:.2f} % ({acc - 92.30:+.2f}); same six: "
+                     f"{'yes' if e.get('same_six') else 'no'}; {bf['wall_seconds']:.0f} s "
+                     f"wall{load}", "±1 point; ≤ 3 min"])
+    f7 = _load(d, "replicate_fig7.json")
+    if f7:
+        s = f7["summary"]
+        gaps = [st["couple_best"]["margin_at_100"] for st in s["settings"]]
+        rows.append([f"`replicate fig7` at paper scale (R = {f7['repeats']}, 4 settings × 4 "
+                     "online methods)",
+                     f"{f7['wall_seconds']:.0f} s wall; COUPLE ≥ every baseline: "
+                     f"{'yes' if s['claims']['couple_best_everywhere'] else 'no'} (COUPLE − "
+                     f"best baseline {min(gaps):+.2f} to {max(gaps):+.2f} pt); stable from "
+                     f"20 %: {'yes' if s['claims']['couple_stable_from_20pct'] else 'no'}",
+                     "≤ 10 min on 2 cores; the paper's claims checked"])
+    cost = _load(d, "replicate_cost.json")
+    if cost:
+        r = cost["summary"]["cost"]["babyface"]["ratio_to_pl"]
+        rows.append(["`replicate cost`: COUPLE : OnlinePL time per ranking on BabyFace (CPU "
+                     "of a pass)", f"{r['couple:pl (cpu, whole pass)']:.2f} (paper 2.8, "
+                     "theory 17 : 6)", "beside the paper's"])
+    dk = _load(d, "replicate_dask.json")
+    if dk:
+        rows.append([f"Dask executor against the process pool ({dk['tasks']} tasks × "
+                     f"{dk['cpu_seconds_per_task']} s, {dk['processes']} processes)",
+                     f"overhead {100 * dk['overhead_best']:+.1f} %; identical results: "
+                     f"{'yes' if all(x['identical_results'] for x in dk['runs']) else 'no'}",
+                     "≤ 10 %"])
+    return rows
 
 
 def readme_with_headline(readme_text: str, results_dir: Path | str = RESULTS) -> str:

@@ -36,7 +36,9 @@ Uniformity tests
   (Bonferroni over the ``F`` families; ``alpha = 0.05`` by default).
 
 Every replicate is one spec of :func:`validation.experiments.run_grid` (cached, resumable,
-run in parallel processes). Every random choice derives from ``(seed, sim)``.
+run in parallel processes); with NumPyro, batches of replicates (:data:`DEFAULT_BATCH`) are
+fitted in one vmapped program (:mod:`inference.batched`) and the batch is the cached unit.
+Every random choice derives from ``(seed, sim)``.
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ ONLINE_NAME = {"pl": "OnlinePL (Weng-Lin)", "bt": "OnlineBT (Weng-Lin)",
 #: from the prior, which is the exact posterior given no data, so its ranks are uniform.
 SBC_BACKENDS = ("numpyro", "pymc", "prior")
 FAMILIES = ("lambda", "lambda_centred", "eta")
+#: Replicates per vmapped NumPyro program: large enough that the sampler's per-step
+#: overhead is shared (measured: 1.5 CPU s per PL replicate in batches of 32 against 16 s
+#: one by one), small enough that a batch's slowest lane does not hold many others back.
+DEFAULT_BATCH = 50
 RANKS_COLUMNS = ("sim", "param", "family", "rank", "n_draws", "gate_passed", "truth",
                  "online_pit")
 
@@ -97,7 +103,7 @@ class SbcConfig:
     sigma0: float = 1.0
     chains: int = 4
     tune: int = 500
-    draws: int = 250
+    draws: int = 1000
     target_accept: float = 0.8
     n_ranks: int = 100
     online: bool = True
@@ -105,6 +111,7 @@ class SbcConfig:
     shift_sd: float = 0.0
     alpha: float = 0.05
     n_bins: int | None = None
+    batch: int | None = None
 
     def __post_init__(self):
         if self.model not in SBC_MODELS:
@@ -142,11 +149,23 @@ class SbcConfig:
             raise UsageError("alpha must be in (0, 1)")
         if self.n_bins is not None and self.n_bins < 2:
             raise UsageError("n_bins must be >= 2")
+        if self.batch is not None and (self.batch < 1 or (
+                self.batch > 1 and self.backend != "numpyro")):
+            raise UsageError("batch must be >= 1, and > 1 only with the numpyro backend "
+                             "(PyMC has no vmapped sampler)")
+
+    @property
+    def batch_size(self) -> int:
+        """Replicates per vmapped NumPyro program (default :data:`DEFAULT_BATCH`; 1 runs
+        :func:`inference.nuts.fit_nuts` per replicate, the only way for PyMC)."""
+        if self.batch is not None:
+            return int(self.batch)
+        return DEFAULT_BATCH if self.backend == "numpyro" else 1
 
     def spec(self, sim: int) -> dict:
         """The JSON-able grid point of replicate ``sim`` (its cache key)."""
         d = asdict(self)
-        for k in ("sims", "alpha", "n_bins"):   # summary-only settings: not in the key
+        for k in ("sims", "alpha", "n_bins", "batch"):   # not in a replicate's key
             d.pop(k)
         if self.backend == "prior":            # the sampler settings do not matter there
             for k in ("chains", "tune", "draws", "target_accept"):
@@ -312,86 +331,58 @@ def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- one replicate
-def sbc_job(spec: dict) -> dict:
-    """One SBC replicate: prior draw → exact simulation → NUTS (or the prior oracle) and the
-    online fit → ranks and PITs. A module-level function so that :func:`run_grid` can run it
-    in worker processes. Returns a JSON-able dict."""
+def _prepare(spec: dict) -> dict:
+    """Truth, data and the random streams of one replicate (everything before the fit)."""
     from models.simulate import simulate
 
-    t0, c0 = time.perf_counter(), time.process_time()
     model = spec["model"]
     rng_data, nuts_seed, rng_ties = _seeds(spec["seed"], spec["sim"])
     priors = make_priors(spec)
     L = int(spec["n_items"])
     lam, eta = draw_truth(model, priors, L, rng_data)
     K = int(spec["kmax"]) if model == "couple-normalized" else 2
-    names, fams = parameter_names(model, int(spec["n_items"]), int(spec["n_workers"]), K)
+    names, fams = parameter_names(model, L, int(spec["n_workers"]), K)
     eta_true = None if model in ("pl", "bt") else (eta[:, 0] if model == "crowdbt" else eta)
-    truth = flatten_params(model, lam, eta_true)
-    out = {"sim": int(spec["sim"]), "params": names, "families": fams,
-           "truth": truth.tolist(), "timings": {}}
-    S = int(spec["n_ranks"])
-
-    if spec["backend"] == "prior":
-        # The exact posterior given no data is the prior: draw S times from it.
-        draws = []
-        for _ in range(S):
-            lam_s, eta_s = draw_truth(model, priors, L, rng_ties)
-            draws.append(flatten_params(model, lam_s, None if eta_true is None else
-                                        (eta_s[:, 0] if model == "crowdbt" else eta_s)))
-        flat = np.array(draws)
-        lam_draws = flat[:, : lam.size]
-        gate = {"trusted": True, "reasons": [], "divergences": 0, "ess_bulk_min": math.nan}
-        data = None
-    else:
-        from inference.nuts import fit_nuts
-
-        sim = simulate(model, n_items=int(spec["n_items"]), n_workers=int(spec["n_workers"]),
-                       tasks_per_worker=int(spec["tasks_per_worker"]), kmax=int(spec["kmax"]),
-                       lam=lam, eta=eta, seed=rng_data)
+    prep = {"spec": spec, "model": model, "priors": priors, "lam": lam, "eta": eta,
+            "eta_true": eta_true, "truth": flatten_params(model, lam, eta_true),
+            "names": names, "families": fams, "nuts_seed": nuts_seed, "rng_ties": rng_ties,
+            "data": None}
+    if spec["backend"] != "prior":
+        sim = simulate(model, n_items=L, n_workers=int(spec["n_workers"]),
+                       tasks_per_worker=int(spec["tasks_per_worker"]),
+                       kmax=int(spec["kmax"]), lam=lam, eta=eta, seed=rng_data)
         data = sim.rankings
         if model == "couple-normalized" and data.K != K:
             raise ValueError(f"replicate {spec['sim']}: no ranking of length kmax={K} was "
                              f"drawn, so the fitted η would have a different prior; use more "
                              f"tasks")
-        t = time.perf_counter()
-        # one XLA program for all chains: no thread contention when replicates run in
-        # parallel processes, and much less per-step overhead than sequential chains
-        kw = {"chain_method": "vectorized"} if spec["backend"] == "numpyro" else {}
-        try:
-            res = fit_nuts(data, model, priors, backend=spec["backend"],
-                           chains=int(spec["chains"]), tune=int(spec["tune"]),
-                           draws=int(spec["draws"]),
-                           target_accept=float(spec["target_accept"]),
-                           seed=nuts_seed, progress=False, pointwise=False, **kw)
-        finally:
-            if spec["backend"] == "numpyro":
-                # Every fit compiles new XLA programs (the model closes over its data) and
-                # each keeps ~2,000 memory mappings alive; a process that runs replicates
-                # one after another hits the kernel's limit (vm.max_map_count = 65,530)
-                # after ~30 of them, and LLVM then fails ("Cannot allocate memory") and
-                # the process segfaults. Nothing compiled is reused, so drop it all.
-                import jax
+        prep["data"] = data
+    return prep
 
-                jax.clear_caches()
-        out["timings"]["nuts"] = time.perf_counter() - t
-        out["timings"]["nuts_detail"] = {k: float(v) for k, v in res.timings.items()
-                                         if isinstance(v, (int, float))}
-        post = res.idata["posterior"]
-        lam_post = np.asarray(post["lambda"].values, float)
-        eta_post = None if eta_true is None else np.asarray(post["eta"].values, float)
-        lam_draws = thin_draws(lam_post, S)
-        eta_thin = None if eta_post is None else thin_draws(eta_post, S)
-        flat = flatten_params(model, lam_draws, eta_thin)
-        gate = res.gate.to_dict()
+
+def _posterior_flat(prep: dict, lam_post: np.ndarray, eta_post) -> np.ndarray:
+    """``S`` thinned draws (chain, draw, ...) as rows of the flat parameter vector."""
+    S = int(prep["spec"]["n_ranks"])
+    lam_draws = thin_draws(np.asarray(lam_post, float), S)
+    eta_thin = (None if prep["eta_true"] is None or eta_post is None
+                else thin_draws(np.asarray(eta_post, float), S))
+    return flatten_params(prep["model"], lam_draws, eta_thin)
+
+
+def _finish(prep: dict, flat: np.ndarray, gate: dict, timings: dict) -> dict:
+    """Ranks (with the test hook's shift) and the online method's PIT of one replicate."""
+    spec, model, truth = prep["spec"], prep["model"], prep["truth"]
+    lam, priors, data = prep["lam"], prep["priors"], prep["data"]
+    out = {"sim": int(spec["sim"]), "params": prep["names"], "families": prep["families"],
+           "truth": truth.tolist(), "timings": timings}
     shift = float(spec.get("shift_sd", 0.0))
     if shift:
         # test hook: a posterior that is wrong by `shift` sds on every raw λ (Talts Fig. 4)
         L = lam.size
         sd = flat[:, :L].std(axis=0)
         flat[:, :L] += shift * sd
-    ranks = sbc_ranks(flat, truth, rng_ties)
-    out.update(rank=ranks.tolist(), n_draws=S, gate=_jsonable(gate))
+    ranks = sbc_ranks(flat, truth, prep["rng_ties"])
+    out.update(rank=ranks.tolist(), n_draws=int(flat.shape[0]), gate=_jsonable(gate))
 
     if spec.get("online", True):
         from inference.online import fit_online
@@ -411,11 +402,103 @@ def sbc_job(spec: dict) -> dict:
         out["timings"]["online"] = time.perf_counter() - t
         out["online_pit"] = online_pit(model, on, truth).tolist()
         out["online_clamped"] = {k: int(v) for k, v in on.clamped.items()}
+    return out
+
+
+def sbc_job(spec: dict) -> dict:
+    """One SBC replicate: prior draw → exact simulation → NUTS (or the prior oracle) and the
+    online fit → ranks and PITs. A module-level function so that :func:`run_grid` can run it
+    in worker processes. Returns a JSON-able dict."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    prep = _prepare(spec)
+    model, priors, data = prep["model"], prep["priors"], prep["data"]
+    timings: dict = {}
+    S = int(spec["n_ranks"])
+    if spec["backend"] == "prior":
+        # The exact posterior given no data is the prior: draw S times from it.
+        draws = []
+        for _ in range(S):
+            lam_s, eta_s = draw_truth(model, priors, prep["lam"].size, prep["rng_ties"])
+            draws.append(flatten_params(model, lam_s, None if prep["eta_true"] is None else
+                                        (eta_s[:, 0] if model == "crowdbt" else eta_s)))
+        flat = np.array(draws)
+        gate = {"trusted": True, "reasons": [], "divergences": 0, "ess_bulk_min": math.nan}
+    else:
+        from inference.nuts import fit_nuts
+
+        t = time.perf_counter()
+        # one XLA program for all chains: no thread contention when replicates run in
+        # parallel processes, and much less per-step overhead than sequential chains
+        kw = {"chain_method": "vectorized"} if spec["backend"] == "numpyro" else {}
+        try:
+            res = fit_nuts(data, model, priors, backend=spec["backend"],
+                           chains=int(spec["chains"]), tune=int(spec["tune"]),
+                           draws=int(spec["draws"]),
+                           target_accept=float(spec["target_accept"]),
+                           seed=prep["nuts_seed"], progress=False, pointwise=False, **kw)
+        finally:
+            if spec["backend"] == "numpyro":
+                # Every fit compiles new XLA programs (the model closes over its data) and
+                # each keeps ~2,000 memory mappings alive; a process that runs replicates
+                # one after another hits the kernel's limit (vm.max_map_count = 65,530)
+                # after ~30 of them, and LLVM then fails ("Cannot allocate memory") and
+                # the process segfaults. Nothing compiled is reused, so drop it all.
+                import jax
+
+                jax.clear_caches()
+        timings["nuts"] = time.perf_counter() - t
+        timings["nuts_detail"] = {k: float(v) for k, v in res.timings.items()
+                                  if isinstance(v, (int, float))}
+        post = res.idata["posterior"]
+        flat = _posterior_flat(prep, post["lambda"].values,
+                               post["eta"].values if "eta" in post else None)
+        gate = res.gate.to_dict()
+    out = _finish(prep, flat, gate, timings)
     out["timings"]["total"] = time.perf_counter() - t0
     # CPU seconds of this process (all threads): on a shared machine this, not the wall
     # time, says what a replicate costs on an idle core
     out["timings"]["cpu"] = time.process_time() - c0
     return out
+
+
+def batch_specs(specs: Sequence[dict], size: int) -> list[dict]:
+    """Group replicate specs into batches of ``size`` consecutive replicates (by ``sim``):
+    the unit of :func:`sbc_batch_job` and of the cache. Growing ``--sims`` reuses every
+    full batch; a partial last batch is recomputed with its new members."""
+    specs = sorted(specs, key=lambda s: s["sim"])
+    return [{"kind": "sbc-batch", "members": list(specs[i:i + size])}
+            for i in range(0, len(specs), size)]
+
+
+def sbc_batch_job(bspec: dict) -> dict:
+    """A batch of NumPyro replicates fitted in one vmapped program
+    (:func:`inference.batched.fit_nuts_batched`); each replicate's truth, data, seeds, ranks
+    and online PIT are exactly those of :func:`sbc_job`. Returns ``{"members": [...]}``."""
+    from inference.batched import fit_nuts_batched
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    members = bspec["members"]
+    preps = [_prepare(s) for s in members]
+    s0 = members[0]
+    res = fit_nuts_batched([p["data"] for p in preps], s0["model"], preps[0]["priors"],
+                           seeds=[p["nuts_seed"] for p in preps], chains=int(s0["chains"]),
+                           tune=int(s0["tune"]), draws=int(s0["draws"]),
+                           target_accept=float(s0["target_accept"]))
+    R = len(preps)
+    t_nuts, c_nuts = time.perf_counter() - t0, time.process_time() - c0
+    outs = []
+    for prep, r in zip(preps, res):
+        t = time.perf_counter()
+        flat = _posterior_flat(prep, r["posterior"]["lambda"], r["posterior"].get("eta"))
+        bt = r["timings"]
+        timings = {"nuts": t_nuts / R, "batched": R,
+                   "nuts_detail": {"batch_" + k: float(v) for k, v in bt.items()}}
+        out = _finish(prep, flat, r["gate"].to_dict(), timings)
+        # the batch's time and CPU shared equally among its replicates
+        out["timings"]["total"] = t_nuts / R + (time.perf_counter() - t)
+        out["timings"]["cpu"] = c_nuts / R + (time.perf_counter() - t)
+        outs.append(out)
+    return {"members": outs}
 
 
 def _jsonable(d):
@@ -666,15 +749,23 @@ def run_sbc(cfg: SbcConfig, out: str | Path, *, processes: int | None = None,
     specs = [cfg.spec(i) for i in range(cfg.sims)]
     t0 = time.perf_counter()
     failures: dict[str, str] = {}
+    B = cfg.batch_size
+    jobs, fn = (specs, sbc_job) if B == 1 else (batch_specs(specs, B), sbc_batch_job)
     try:
-        grid_run = run_grid(specs, sbc_job, out / "cache", processes=processes,
+        grid_run = run_grid(jobs, fn, out / "cache", processes=processes,
                             progress=progress)
         computed = len(grid_run.computed)
     except GridError as exc:
         failures = exc.failures
         computed = None
     wall = time.perf_counter() - t0
-    results = [load_cached(out / "cache", s) for s in specs]
+    if B == 1:
+        results = [load_cached(out / "cache", s) for s in specs]
+    else:
+        results = []
+        for j in jobs:
+            got = load_cached(out / "cache", j)
+            results.extend(got["members"] if got is not None else [None] * len(j["members"]))
     done = [r for r in results if r is not None]
     if not done:
         raise RuntimeError("no SBC replicate finished: " + "; ".join(
@@ -684,6 +775,7 @@ def run_sbc(cfg: SbcConfig, out: str | Path, *, processes: int | None = None,
     summary["timing"]["wall_s_this_run"] = wall
     summary["timing"]["computed_this_run"] = computed
     summary["timing"]["processes"] = (os.cpu_count() or 1) if processes is None else processes
+    summary["timing"]["batch"] = B
     write_ranks_csv(out / "ranks.csv", done)
     with (out / "sbc.json").open("w") as fh:
         json.dump(_jsonable(summary), fh, indent=1)

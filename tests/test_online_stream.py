@@ -169,3 +169,11 @@ def test_one_bucket_shuffle_is_the_in_memory_shuffle(tmp_path, files, passes):
                "--passes", passes, "--chunk-size", "10")
     assert _numbers(got) == _numbers(ref)
     assert got.options["runs"][-1]["buckets"] == 1
+
+
+def test_progress_bar_shows_rankings_per_second(files, capsys):
+    d = mio.read_rankings(files["csv"])
+    fit_online_stream(str(files["csv"]), "couple", Priors.geometric(d.workers, d.K),
+                      chunk_size=50, progress=True, total=d.n_rankings)
+    err = capsys.readouterr().err
+    assert "rankings:" in err and "rk/s" in err and f"/{d.n_rankings} [" in err

@@ -197,6 +197,7 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
     """Assemble the audit page (the report sections of docs/guide.md) from the results of
     :func:`reports.audit.run_audit` and write it to ``path``."""
     from reports import figures as F
+    from reports.predictive_html import check_sections
 
     models = metrics["models"]
     # ---------------------------------------------------------------- summary
@@ -443,6 +444,7 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
                        "<model>/nuts/posterior.nc (ArviZ DataTree) and "
                        "<model>/online/posterior.json."))
     return write(path, "crowdrank audit: online moment matching vs NUTS",
-                 [summ, data_s, diag, appr, work, rank, order, tim, var, defs],
+                 [summ, data_s, diag, appr, work, rank, order,
+                  *check_sections(metrics.get("checks")), tim, var, defs],
                  subtitle=f"{subject.description or subject.data.source} — models "
                           f"{', '.join(cfg.models)}; backend {cfg.backend}")

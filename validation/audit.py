@@ -14,6 +14,7 @@ Output folder layout (docs/contracts.md, Audit outputs)::
     DIR/<model>/nuts/posterior.nc (+ summary.csv)
     DIR/<model>/online/posterior.json            the default (paper's) online variant
     DIR/<model>/online/variants/<label>.json     the other variants compared
+    DIR/checks/<model>/posterior.nc              models fitted only for the LOO comparison
 
 With no data the subject is the embedded default (:func:`default_subject`): a seeded
 simulation with the paper's ``amateur`` workers ([Pan18], Sect. 5.2) at a scale that lets
@@ -94,6 +95,8 @@ class AuditConfig:
     progress_bars: bool = False
     warm_start: bool = True                # NUTS chains start from the online posterior
     check_backends: bool = False           # also fit with the other PPL and compare
+    checks: bool = True                    # PSIS-LOO and posterior predictive checks
+    loo_models: tuple[str, ...] = ("pl", "bt")   # also fitted by NUTS, for LOO only
     bootstrap: int = 1000                  # resamples of method=bootstrap
     processes: int = 2                     # processes of the bootstrap refits
 
@@ -399,6 +402,13 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     log(f"data: {data!r}; prior {priors.spec}, λ ~ N({priors.mu0:g}, {priors.sigma0:g}²)")
     audits = [audit_model(subject, m, priors, cfg, out, log) for m in cfg.models]
     metrics = build_metrics(subject, cfg, priors, audits, time.perf_counter() - t0)
+    if cfg.checks:
+        from .predictive import model_checks
+        metrics["checks"] = model_checks(
+            data, priors, {a.model: a.nuts.idata for a in audits}, cfg.loo_models, out=out,
+            log=log, backend=cfg.backend, chains=cfg.chains, tune=cfg.tune, draws=cfg.draws,
+            target_accept=cfg.target_accept, seed=cfg.seed,
+            progress=cfg.progress_bars).to_dict()
     tables = pd.concat([c.parameters for a in audits for c in a.comparisons],
                        ignore_index=True)
     tables.to_csv(out / "parameters.csv", index=False)

@@ -52,7 +52,8 @@ from models.registry import get as get_model
 from .predictive_stats import first_choice_by_stage, order_by_scores, worker_pair_agreement
 
 #: Pareto k̂ above this: the PSIS estimate of that observation's elpd is unreliable
-#: ([VGG17]; ArviZ's default threshold for draws ≥ 2,200 is 0.7).
+#: [VGG17]. With ``S`` draws the threshold is ``min(1 − 1/log10 S, 0.7)`` (ArviZ's
+#: ``good_k``; 0.7 from ``S ≈ 2,200``), which is what :func:`loo_compare` uses.
 PARETO_K_BAD = 0.7
 
 
@@ -73,8 +74,9 @@ class LooTable:
     """One comparison: the observation unit, the models compared, and why others were not.
 
     ``table`` is ArviZ's ``compare`` (index: model; ``rank``, ``elpd``, ``p``,
-    ``elpd_diff``, ``weight``, ``se``, ``dse``, ``warning``); ``pareto`` per model:
-    ``max_k``, ``n_bad`` (``k̂ > PARETO_K_BAD``) and ``n``; ``refused`` model → reason;
+    ``elpd_diff``, ``weight``, ``se``, ``dse``, ...); ``pareto`` per model: ``max_k``,
+    ``good_k`` (the threshold for its number of draws), ``n_bad`` (``k̂ > good_k``), ``n``,
+    ``elpd``, ``se``; ``refused`` model → reason;
     ``note`` says why there is no table when ``table`` is None.
     """
 
@@ -171,7 +173,8 @@ def loo_compare(fits: dict, lengths) -> LooComparison:
 
 def _loo_pareto(elpd) -> dict:
     k = np.asarray(elpd.pareto_k).ravel()
-    return {"max_k": float(np.max(k)), "n_bad": int(np.sum(k > PARETO_K_BAD)),
+    good = float(getattr(elpd, "good_k", PARETO_K_BAD) or PARETO_K_BAD)
+    return {"max_k": float(np.max(k)), "good_k": good, "n_bad": int(np.sum(k > good)),
             "n": int(k.size), "elpd": float(elpd.elpd), "se": float(elpd.se)}
 
 
@@ -257,3 +260,49 @@ def ppc_from_idata(data: Rankings, idata, model: str = "") -> PredictiveCheck | 
     C, D = rep.shape[:2]
     return ppc(data, lam.reshape(C * D, -1), rep.reshape((C * D,) + rep.shape[2:]),
                model or str(idata.attrs.get("model", "")))
+
+
+# ====================================================================== the audit's checks
+@dataclass
+class ModelChecks:
+    """What the audit reports about the models themselves (not about an approximation):
+    the PSIS-LOO comparison and one posterior predictive check per fitted model."""
+
+    loo: LooComparison
+    ppc: dict                       # model -> PredictiveCheck
+    extra_fits: dict = field(default_factory=dict)   # model -> file of a fit made for LOO
+
+    def to_dict(self) -> dict:
+        return {"loo": self.loo.to_dict(),
+                "ppc": {m: c.to_dict() for m, c in self.ppc.items() if c is not None},
+                "extra_fits": dict(self.extra_fits)}
+
+
+def model_checks(data: Rankings, priors, fits: dict, extra_models=(), *, out=None,
+                 log=None, **nuts_kw) -> ModelChecks:
+    """LOO comparison and posterior predictive checks of ``fits`` (``{model: DataTree}``)
+    and of ``extra_models`` fitted here by NUTS (``nuts_kw`` for
+    :func:`inference.nuts.fit_nuts`; written to ``out/checks/<model>/`` when ``out`` is
+    given). All fits are on ``data``, under ``priors``."""
+    from pathlib import Path
+
+    from inference.nuts import fit_nuts, write_nuts
+
+    log = log or (lambda msg: None)
+    fits = dict(fits)
+    files = {}
+    for m in extra_models:
+        if m in fits:
+            continue
+        log(f"checks: NUTS for {m} (for the LOO comparison)")
+        res = fit_nuts(data, m, get_model(m).worker_priors(priors, data), pointwise=True,
+                       predictive=True, **nuts_kw)
+        fits[m] = res.idata
+        if out is not None:
+            d = Path(out) / "checks" / m
+            write_nuts(res, d)
+            files[m] = f"checks/{m}/posterior.nc"
+    log(f"checks: PSIS-LOO of {', '.join(fits)}; posterior predictive checks")
+    loo = loo_compare(fits, data.lengths)
+    checks = {m: ppc_from_idata(data, dt, m) for m, dt in fits.items()}
+    return ModelChecks(loo, checks, files)

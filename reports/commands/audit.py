@@ -59,6 +59,13 @@ def register(sub) -> None:
     n.add_argument("--cold-start", action="store_true",
                    help="start NUTS from its default point instead of draws of the online "
                         "posterior (slower warm-up; for comparison)")
+    c = p.add_argument_group("model checks")
+    c.add_argument("--no-checks", action="store_true",
+                   help="skip the model checks: PSIS-LOO comparison and posterior predictive "
+                        "checks")
+    c.add_argument("--loo-models", default="pl,bt", metavar="M1,M2",
+                   help="models also fitted by NUTS for the LOO comparison only, beside the "
+                        "audited ones ('' for none)")
     p.add_argument("--permutations", type=int, default=None,
                    help="seeded permutations for the order-sensitivity study (0: skip)")
     g = p.add_argument_group("priors (shared by both methods)")
@@ -79,6 +86,18 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _model_list(text: str, option: str) -> tuple[str, ...]:
+    from models.registry import get
+
+    names = tuple(m.strip() for m in (text or "").split(",") if m.strip())
+    for m in names:
+        try:
+            get(m)
+        except UsageError as e:
+            raise UsageError(f"{option}: {e}") from None
+    return names
+
+
 def config_from_args(args):
     """An :class:`reports.audit.AuditConfig` from the parsed options."""
     from reports.audit import MODELS, AuditConfig, parse_variants
@@ -91,7 +110,8 @@ def config_from_args(args):
           "worker_prior_gold": args.worker_prior_gold,
           "prior_mu": args.prior_mu, "prior_sigma": args.prior_sigma,
           "progress_bars": args.progress_bars, "check_backends": args.check_backends,
-          "warm_start": not args.cold_start}
+          "warm_start": not args.cold_start, "checks": not args.no_checks,
+          "loo_models": _model_list(args.loo_models, "--loo-models")}
     if args.quick:
         kw["bootstrap"] = 200
     for name in ("chains", "tune", "draws", "target_accept", "permutations", "bootstrap"):

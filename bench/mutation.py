@@ -189,14 +189,21 @@ def _key(mut) -> tuple:
             int(mut.start_pos[0]), int(mut.start_pos[1]))
 
 
-def _survivor_match(mut, survivors: list[dict]) -> bool:
-    for s in survivors:
-        if (s["file"], s["operator"], s["line"], s["col"]) != (
-                str(mut.module_path), mut.operator_name, mut.start_pos[0], mut.start_pos[1]):
+def _survivor_matches(mut, survivors: list[dict], base: Path) -> list[int]:
+    """Indices of the recorded survivors this mutant re-runs: the same file, operator and
+    position (and occurrence, when recorded), or, when the file changed since (lines
+    moved), the same file, operator, column and code line."""
+    path, op = str(mut.module_path), mut.operator_name
+    line, col = int(mut.start_pos[0]), int(mut.start_pos[1])
+    code = _line_text(base, path, line)
+    out = []
+    for i, s in enumerate(survivors):
+        if (s["file"], s["operator"], s["col"]) != (path, op, col):
             continue
-        if s.get("occurrence") is None or s["occurrence"] == mut.occurrence:
-            return True
-    return False
+        same_place = s["line"] == line and s.get("occurrence") in (None, mut.occurrence)
+        if same_place or s.get("code") == code:
+            out.append(i)
+    return out
 
 
 def mark_skipped(db_path: Path, spec: dict, cfg_path: Path, base: Path,
@@ -217,7 +224,7 @@ def mark_skipped(db_path: Path, spec: dict, cfg_path: Path, base: Path,
 
     pats = [re.compile(p) for p in EXCLUDE_OPERATORS + spec.get("skip_operators", [])]
     defs = spec.get("definitions")
-    n = {"filter": 0, "population": 0, "not_sampled": 0, "not_retested": 0}
+    n = {"filter": 0, "population": 0, "not_sampled": 0, "not_retested": 0, "not_found": []}
 
     def skip(db, item, why):
         db.set_result(item.job_id, WorkResult(output=why, worker_outcome=WorkerOutcome.SKIPPED))
@@ -238,10 +245,15 @@ def mark_skipped(db_path: Path, spec: dict, cfg_path: Path, base: Path,
                 kept.append(item)
         n["population"] = len(kept)
         if retest is not None:
+            found = set()
             for item in kept:
-                if not _survivor_match(item.mutations[0], retest):
+                hit = _survivor_matches(item.mutations[0], retest, base)
+                found.update(hit)
+                if not hit:
                     skip(db, item, NOT_RETESTED)
                     n["not_retested"] += 1
+            # survivors whose code is gone (edited since): not re-run, so not killed either
+            n["not_found"] = [s for i, s in enumerate(retest) if i not in found]
         elif sample is not None and sample < len(kept):
             # sorted by a stable identity first, so the same seed draws the same mutants
             kept.sort(key=lambda it: _key(it.mutations[0]))
@@ -259,7 +271,6 @@ def run_module(name: str, spec: dict, base: Path, timeout: float, sample: int | 
     if not files:
         return {"error": f"no file matches {spec['files']}"}
     cfg = base / f"cr-{name}.toml"
-    cfg.write_text(config_text(files, spec["tests"], timeout))
     db = base / f"cr-{name}.sqlite"
     env = dict(os.environ, **spec.get("env", {}))
     env.setdefault("NUMBA_CACHE_DIR", str(base / ".numba-cache"))
@@ -272,6 +283,11 @@ def run_module(name: str, spec: dict, base: Path, timeout: float, sample: int | 
     if base_run.returncode != 0:
         return {"error": "the targeted tests fail on the unmutated code",
                 "output": base_run.stdout[-2000:]}
+    # a timeout counts as killed, so it must mean "much slower than the unmutated code",
+    # not "the shared machine was busy": at least 3x the unmutated run's wall time
+    base_seconds = time.time() - t0
+    timeout = max(timeout, 3.0 * base_seconds)
+    cfg.write_text(config_text(files, spec["tests"], timeout))
     subprocess.run([cr, "init", str(cfg), str(db)], cwd=base, env=env, check=True)
     retest = previous["survivors"] if previous is not None else None
     skipped = mark_skipped(db, spec, cfg, base, sample, seed, retest)
@@ -280,10 +296,11 @@ def run_module(name: str, spec: dict, base: Path, timeout: float, sample: int | 
                           text=True, check=True).stdout
     seconds = time.time() - t0
     r = summarise(name, dump, base, skipped["filter"], seconds, spec)
+    r["unmutated_seconds"], r["timeout_seconds"] = round(base_seconds, 1), round(timeout, 1)
     if sample is not None and skipped["not_sampled"]:
         r["sample"] = sample_summary(r, skipped["population"], seed)
     if previous is not None:
-        r = merge_retest(previous, r)
+        r = merge_retest(previous, r, skipped["not_found"])
     return r
 
 
@@ -305,18 +322,21 @@ def sample_summary(r: dict, population: int, seed: int) -> dict:
                     "of the sample, the score estimates the whole module's"}
 
 
-def merge_retest(prev: dict, new: dict) -> dict:
+def merge_retest(prev: dict, new: dict, not_found: list[dict] = ()) -> dict:
     """The previous run's counts with its survivors re-run against the current tests:
     a survivor the current tests kill moves to killed; one now listed as equivalent moves
-    to equivalent."""
+    to equivalent; one whose code is no longer there (``not_found``, not re-run) stays a
+    survivor, marked so."""
     out = dict(prev)
     retested = new["mutants"]
     # a survivor recorded without its occurrence re-runs its siblings at the same position
     # too (killed before, killed again): count what left the survivors, not new["killed"]
-    newly_killed = prev["survived"] - new["survived"] - new["equivalent"]
+    newly_killed = prev["survived"] - len(not_found) - new["survived"] - new["equivalent"]
     out["killed"] = prev["killed"] + newly_killed
-    out["survived"] = new["survived"]
-    out["survivors"] = new["survivors"]
+    kept = [dict(s, retest="not re-run: its code line is gone from the file (edited since)")
+            for s in not_found]
+    out["survived"] = new["survived"] + len(kept)
+    out["survivors"] = new["survivors"] + kept
     eq = [e for e in prev["equivalent_mutants"]] + new["equivalent_mutants"]
     out["equivalent_mutants"] = eq
     out["equivalent"] = len(eq)
@@ -326,7 +346,7 @@ def merge_retest(prev: dict, new: dict) -> dict:
         out["sample"] = sample_summary(out, prev["sample"]["population"],
                                        prev["sample"]["seed"])
     out["retest"] = {"survivors_retested": prev["survived"], "mutants_rerun": retested,
-                     "killed_now": newly_killed,
+                     "killed_now": newly_killed, "not_found": len(kept),
                      "equivalent_now": new["equivalent"], "seconds": new["seconds"],
                      "tests": new["tests"],
                      "note": "the previous run's survivors re-run against the current tests "
@@ -388,7 +408,8 @@ def main(argv=None) -> int:
     ap.add_argument("--modules", default=",".join(MODULES),
                     help=f"comma-separated subset of {','.join(MODULES)}")
     ap.add_argument("--timeout", type=float, default=120.0,
-                    help="seconds per mutant's test run (a timeout counts as killed)")
+                    help="seconds per mutant's test run, at least 3x the unmutated "
+                         "run's (a timeout counts as killed)")
     ap.add_argument("--keep", default=None, help="work in this folder and keep it")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--list", action="store_true", help="print the modules and exit")
@@ -441,11 +462,13 @@ def main(argv=None) -> int:
             print(f"mutation: {m}: " + json.dumps({k: r.get(k) for k in
                   ("mutants", "killed", "survived", "equivalent", "timeout", "incompetent",
                    "score", "seconds", "error")}), file=sys.stderr, flush=True)
-            r["tree"] = tree
-            r["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            r["load_avg_1m"] = load_start      # the machine is shared: a mutant's wall time
+            # a retest keeps the first run's tree and date and records its own
+            rec = r["retest"] if prev is not None and "retest" in r else r
+            rec["tree"] = tree
+            rec["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            rec["load_avg_1m"] = load_start    # the machine is shared: a mutant's wall time
             results["machine"] = machine()
-            results["date"] = r["date"]
+            results["date"] = rec["date"]
             results["tool"] = "cosmic-ray " + _version()
             results["excluded_operators"] = EXCLUDE_OPERATORS
             out.parent.mkdir(parents=True, exist_ok=True)

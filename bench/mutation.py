@@ -88,12 +88,14 @@ MODULES: dict[str, dict] = {
     "numpyro": {
         # the densities against the NumPy reference first, then the sampler's gradient
         "files": ["models/numpyro_models.py"],
-        "tests": "-k numpyro tests/test_ppl_models.py tests/test_gradients.py",
+        "tests": "-k numpyro tests/test_ppl_models.py tests/test_pinned_ppl.py "
+                 "tests/test_gradients.py",
         "default_sample": 20,      # a surviving mutant costs minutes (JAX compilations)
     },
     "pymc": {
         "files": ["models/pymc_models.py"],
-        "tests": "-k pymc tests/test_ppl_models.py tests/test_gradients.py",
+        "tests": "-k pymc tests/test_ppl_models.py tests/test_pinned_ppl.py "
+                 "tests/test_gradients.py",
         "default_sample": 20,      # a surviving mutant costs minutes (PyTensor compilations)
     },
     "metrics": {

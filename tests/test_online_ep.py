@@ -255,3 +255,24 @@ def test_cli_fit_method_ep_writes_the_same_posterior(small, tmp_path, capsys):
     assert "pass(es)" in capsys.readouterr().out
     assert main(["fit", str(path), "--method", "ep", "--damping", "1", "--out",
                  str(tmp_path / "bad")]) != 0
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_numba_pass_equals_the_readable_pass(small, model):
+    pri = _priors(small, model)
+    a = ep_init(small, model, pri)
+    b = ep_init(small, model, pri)
+    seq = np.random.default_rng(0).permutation(small.n_rankings)
+    if a.pairwise:
+        from inference.online.api import pairs_sequence
+        seq = pairs_sequence(small.lengths, seq)
+    for damping in (0.5, 0.0, 0.3):
+        ea = ep_pass(a, seq, damping)
+        eb = ep_pass(b, seq, damping, python=True)
+        assert ea["improper_cavities"] == eb["improper_cavities"]
+        assert ea["clamped"] == eb["clamped"]
+        np.testing.assert_allclose(a.post.mu, b.post.mu, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(a.post.sigma2, b.post.sigma2, rtol=1e-12)
+        np.testing.assert_allclose(a.site_tau, b.site_tau, rtol=1e-12, atol=1e-12)
+        if a.post.alpha is not None:
+            np.testing.assert_allclose(a.post.alpha, b.post.alpha, rtol=1e-12)

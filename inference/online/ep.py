@@ -45,11 +45,13 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from models.data import Rankings
 from models.errors import UsageError
 from models.priors import Priors
 
+from . import kernels
 from .api import _raise_strict, _run_kernel, _start_state, algorithm_options, pass_orders
 from .state import CLAMP_KEYS, OnlinePosterior
 
@@ -123,12 +125,21 @@ def _changes(mu0, s20, a0, mu1, s21, a1) -> dict:
     return out
 
 
-def ep_pass(state: EPState, seq: np.ndarray, damping: float = EP_DAMPING) -> dict:
+def ep_pass(state: EPState, seq: np.ndarray, damping: float = EP_DAMPING, *,
+            python: bool = False) -> dict:
     """One EP pass over the units ``seq`` (unit indices, in that order), in place.
 
     Returns the pass's log entry: convergence measures, ``improper_cavities`` and the guard
-    counters of this pass.
+    counters of this pass. The loop runs in :func:`ep_pass_kernel` (numba), or, with
+    ``python=True``, in the readable :func:`_ep_pass_python` it transcribes (tested equal).
     """
+    if not python:
+        return _ep_pass_numba(state, seq, damping)
+    return _ep_pass_python(state, seq, damping)
+
+
+def _ep_pass_python(state: EPState, seq: np.ndarray, damping: float) -> dict:
+    """The readable pass (the specification of :func:`ep_pass_kernel`)."""
     if not 0.0 <= damping < 1.0:
         raise UsageError(f"damping must be in [0, 1), got {damping!r}")
     post = state.post
@@ -177,16 +188,136 @@ def ep_pass(state: EPState, seq: np.ndarray, damping: float = EP_DAMPING) -> dic
             if not first:
                 alpha[w] = a_c + new_a
             state.site_alpha[n] = new_a
-    secs = time.perf_counter() - t0
+    return _finish_pass(state, d, improper, counts, time.perf_counter() - t0, mu0, s20, a0)
+
+
+def _finish_pass(state, d, improper, counts, secs, mu0, s20, a0) -> dict:
+    post = state.post
     state.seconds += secs
     state.passes_done += 1
     for key, c in zip(CLAMP_KEYS, counts):
         post.clamped[key] = int(post.clamped.get(key, 0) + c)
     entry = {"pass": state.passes_done, "damping": d, "improper_cavities": int(improper),
              "clamped": {k: int(c) for k, c in zip(CLAMP_KEYS, counts)},
-             "seconds": secs, **_changes(mu0, s20, a0, mu, s2, alpha)}
+             "seconds": secs, **_changes(mu0, s20, a0, post.mu, post.sigma2, post.alpha)}
     state.log.append(entry)
     return entry
+
+
+_MODEL_CODES = {"couple": 0, "crowdbt": 1, "pl": 2, "bt": 3}
+
+
+def _ep_pass_numba(state: EPState, seq: np.ndarray, damping: float) -> dict:
+    if not 0.0 <= damping < 1.0:
+        raise UsageError(f"damping must be in [0, 1), got {damping!r}")
+    post = state.post
+    mu0, s20 = post.mu.copy(), post.sigma2.copy()
+    a0 = None if post.alpha is None else post.alpha.copy()
+    first = state.passes_done == 0
+    d = 0.0 if first else float(damping)
+    counts = np.zeros(len(CLAMP_KEYS), dtype=np.int64)
+    err = np.zeros(3, dtype=np.int64)
+    out = np.zeros(1, dtype=np.int64)
+    has_alpha = post.alpha is not None
+    alpha = post.alpha if has_alpha else np.ones((1, 1))
+    sa = state.site_alpha if has_alpha else np.zeros((1, 1))
+    o = state.opts
+    g = o.get("gamma", "sigma/c")
+    gmode = kernels.GAMMA_CODES.get(g, 2) if isinstance(g, str) else 2
+    t0 = time.perf_counter()
+    bad = ep_pass_kernel(
+        _MODEL_CODES[state.model], first, d, np.asarray(seq, dtype=np.int64), state.ordr,
+        state.lengths, state.wk, post.mu, post.sigma2, alpha, has_alpha, state.site_tau,
+        state.site_nu, sa, kernels.TAYLOR_CODES.get(o.get("taylor", "paper"), 0),
+        o.get("score_alpha", "updated") == "prior", float(o.get("kappa", 1e-4)),
+        float(o.get("kappa2", 1e-4)), float(o.get("beta", 1.0)), float(o.get("tau", 0.0)),
+        gmode, float(g) if gmode == 2 else 0.0, state.strict, counts, err, out)
+    secs = time.perf_counter() - t0
+    if bad >= 0:
+        _raise_strict(state.data, state.src, np.asarray(seq, dtype=np.int64), err,
+                      state.passes_done, state.pairwise)
+    return _finish_pass(state, d, int(out[0]), counts, secs, mu0, s20, a0)
+
+
+@njit(cache=True, error_model="numpy")
+def ep_pass_kernel(model, first, d, seq, ordr, lengths, wk, mu, s2, alpha, has_alpha,
+                   site_tau, site_nu, site_alpha, taylor, score_prior, kappa, kappa2, beta,
+                   tau, gmode, gconst, strict, counts, err, out):
+    """:func:`_ep_pass_python` as one numba loop; the update of a unit is the one-pass
+    kernel of ``model`` (0 couple, 1 crowdbt, 2 pl, 3 bt) on a one-element sequence.
+    ``out[0]`` receives the number of improper cavities; returns ``-1``, or the position
+    in ``seq`` of a strict-mode failure (``err`` as the kernels fill it)."""
+    K = ordr.shape[0]
+    Ka = alpha.shape[1]
+    tau_c = np.empty(K)
+    nu_c = np.empty(K)
+    a_c = np.empty(Ka)
+    one = np.empty(1, dtype=np.int64)
+    improper = 0
+    for pos in range(seq.shape[0]):
+        n = seq[pos]
+        k = lengths[n]
+        w = wk[n]
+        ok = True
+        for j in range(k):
+            r = ordr[j, n]
+            tau_c[j] = 1.0 / s2[r] - site_tau[n, j]
+            nu_c[j] = mu[r] / s2[r] - site_nu[n, j]
+            if not tau_c[j] > 0.0:
+                ok = False
+        if has_alpha:
+            for t in range(Ka):
+                a_c[t] = alpha[w, t] - site_alpha[n, t]
+                if not a_c[t] > 0.0:
+                    ok = False
+        if not ok:
+            improper += 1             # no cavity distribution: keep the site as it is
+            continue
+        if not first:
+            for j in range(k):
+                r = ordr[j, n]
+                mu[r] = nu_c[j] / tau_c[j]
+                s2[r] = 1.0 / tau_c[j]
+            if has_alpha:
+                for t in range(Ka):
+                    alpha[w, t] = a_c[t]
+        one[0] = n
+        if model == 0:
+            bad = kernels.gbmm_kernel(ordr, lengths, wk, one, 0, 1, mu, s2, alpha, taylor,
+                                      score_prior, kappa, kappa2, strict, counts, err)
+        elif model == 1:
+            bad = kernels.crowdbt_kernel(ordr, wk, one, 0, 1, mu, s2, alpha, kappa, kappa2,
+                                         strict, counts, err)
+        elif model == 2:
+            bad = kernels.pl_kernel(ordr, lengths, one, 0, 1, mu, s2, beta, kappa, tau,
+                                    gmode, gconst, strict, counts, err)
+        else:
+            bad = kernels.bt_kernel(ordr, lengths, one, 0, 1, mu, s2, beta, kappa, tau,
+                                    gmode, gconst, strict, counts, err)
+        if bad >= 0:
+            err[0] = pos
+            out[0] = improper
+            return pos
+        for j in range(k):
+            r = ordr[j, n]
+            ts = 1.0 / s2[r]
+            ns = mu[r] / s2[r]
+            nt = d * site_tau[n, j] + (1.0 - d) * (ts - tau_c[j])
+            nn = d * site_nu[n, j] + (1.0 - d) * (ns - nu_c[j])
+            if not first:
+                tq = tau_c[j] + nt
+                mu[r] = (nu_c[j] + nn) / tq
+                s2[r] = 1.0 / tq
+            site_tau[n, j] = nt
+            site_nu[n, j] = nn
+        if has_alpha:
+            for t in range(Ka):
+                na = d * site_alpha[n, t] + (1.0 - d) * (alpha[w, t] - a_c[t])
+                if not first:
+                    alpha[w, t] = a_c[t] + na
+                site_alpha[n, t] = na
+    out[0] = improper
+    return -1
 
 
 def converged(entry: dict, tol: float = EP_TOL) -> bool:

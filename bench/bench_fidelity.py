@@ -1,0 +1,386 @@
+"""The approximation study: every online variant against a NUTS reference, on what the data
+identify (docs/guide.md, "How close is each approximation").
+
+Subjects: the audit's embedded default (COUPLE and CrowdBT, gold priors), the COUPLE paper's
+four worker types at the medium scale (L = 100, W = 50, 5,000 rankings, k ≤ 4, geometric
+prior a0 = 10, a = 6), BabyFace (COUPLE, geometric prior) and read-level (COUPLE with K = 2,
+and CrowdBT). Variants: the one-pass update with every Taylor option and ``score_alpha``,
+Gauss–Hermite moment matching (``taylor=quadrature``), and EP with 2, 5 and 10 passes over
+the paper's update and over quadrature with the prior ``α``. Per variant: median |z|, sd ratio
+and 90 % coverage on raw and centred scores, contrasts and ``E[η_w^1]`` (the first Dirichlet
+component's Beta marginal), order probabilities, order sensitivity (seeded permutations; sd of
+the centred means over permutations in MCMC sds), and cost (seconds, and × the one-pass).
+
+Two steps, because the references are the expensive part::
+
+    python bench/bench_fidelity.py reference [--only NAME,...]   # NUTS, cached in --cache
+    python bench/bench_fidelity.py study [--only NAME,...]       # bench/results/fidelity.json
+    python bench/bench_fidelity.py render                        # docs/fidelity.md
+
+A reference that fails the convergence gate is still used and marked ``trusted: false``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np
+
+RESULTS = ROOT / "bench" / "results"
+CACHE = ROOT / "out" / "fidelity"
+WORKER_TYPES = ("expert", "amateur", "spammer", "malicious")
+
+
+# ------------------------------------------------------------------ subjects
+def subjects() -> dict:
+    """name -> (loader, model, NUTS settings); loaders return (Rankings, Priors)."""
+    out = {}
+
+    def default(model):
+        def load():
+            from validation.audit import AuditConfig, default_subject, make_priors
+            s = default_subject()
+            return s.data, make_priors(s.data, AuditConfig(), s.gold)
+        return load
+
+    def medium(setting):
+        def load():
+            from models.priors import Priors
+            from models.simulate import simulate
+            d = simulate("couple", setting=setting, n_items=100, n_workers=50,
+                         tasks_per_worker=100, kmax=4, seed=0).rankings
+            return d, Priors.geometric(d.workers, d.K, a0=10, a=6)
+        return load
+
+    def shared(name):
+        def load():
+            from models.io import read_data
+            from models.priors import build_priors
+            d, _ = read_data(name)
+            return d, build_priors(d)
+        return load
+
+    out["default-couple"] = (default("couple"), "couple", {"tune": 500, "draws": 1000})
+    out["default-crowdbt"] = (default("crowdbt"), "crowdbt", {"tune": 500, "draws": 1000})
+    for t in WORKER_TYPES:
+        out[f"medium-{t}"] = (medium(t), "couple", {"tune": 400, "draws": 600})
+    out["babyface-couple"] = (shared("babyface"), "couple", {"tune": 250, "draws": 500})
+    out["readlevel-couple"] = (shared("readlevel"), "couple", {"tune": 250, "draws": 500})
+    out["readlevel-crowdbt"] = (shared("readlevel"), "crowdbt", {"tune": 250, "draws": 500})
+    return out
+
+
+def variants(model: str) -> list[tuple[str, dict]]:
+    """(label, fit_variant options) of every variant studied for ``model``."""
+    out = [("one-pass", {})]
+    if model == "couple":
+        for taylor in ("paper", "full", "plugin", "quadrature"):
+            for sa in ("updated", "prior"):
+                if (taylor, sa) != ("paper", "updated"):
+                    out.append((f"one-pass taylor={taylor},score_alpha={sa}",
+                                {"taylor": taylor, "score_alpha": sa}))
+    for p in (2, 5, 10):
+        out.append((f"ep{p}", {"method": "ep", "ep_passes": str(p)}))
+    if model == "couple":
+        for p in (2, 5, 10):
+            out.append((f"ep{p} taylor=quadrature,score_alpha=prior",
+                        {"method": "ep", "ep_passes": str(p), "taylor": "quadrature",
+                         "score_alpha": "prior"}))
+    return out
+
+
+def env() -> dict:
+    return {"machine": platform.machine(), "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg": [round(x, 2) for x in os.getloadavg()],
+            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+# ------------------------------------------------------------------ step 1: references
+def reference(names, cache: Path) -> None:
+    from inference.nuts import configure_host_devices
+    configure_host_devices()
+    from inference.nuts import fit_nuts, write_nuts
+    from inference.online import fit_online
+    from models.registry import get as get_model
+
+    for name in names:
+        load, model, kw = subjects()[name]
+        out = cache / name
+        if (out / "posterior.nc").is_file():
+            print(f"{name}: cached", flush=True)
+            continue
+        d, pri = load()
+        pri = get_model(model).worker_priors(pri, d)
+        on = fit_online(d, model, pri, progress=False)
+        t = time.perf_counter()
+        r = fit_nuts(d, model, pri, chains=4, seed=0, progress=False, approx=on, **kw)
+        wall = time.perf_counter() - t
+        write_nuts(r, out)
+        (out / "reference.json").write_text(json.dumps(
+            {"name": name, "model": model, **kw, "trusted": bool(r.gate.trusted),
+             "gate": r.gate.verdict(), "wall_s": round(wall, 1),
+             "timings": {k: float(v) for k, v in r.timings.items()}, **env()}, indent=1))
+        print(f"{name}: {r.gate.verdict()} ({wall:.0f} s)", flush=True)
+
+
+# ------------------------------------------------------------------ step 2: the study
+class Reference:
+    """What every variant is compared with, computed once per subject from the NUTS draws:
+    flattened draws and ArviZ MCSEs of raw scores, centred scores and ``η_w^1``, the common
+    level, and the order probabilities of a seeded sample of pairs."""
+
+    def __init__(self, idata, max_pairs: int = 300):
+        import xarray as xr
+
+        from validation.compare import _mcse, item_pairs
+        from validation.metrics import order_probability_draws
+
+        post = idata["posterior"]
+        self.items = [str(v) for v in post["item"].values]
+        lam = np.asarray(post["lambda"].transpose("chain", "draw", "item").values, float)
+        cen = lam - lam.mean(-1, keepdims=True)
+        self.raw = (lam.reshape(-1, lam.shape[-1]), _mcse(lam))
+        self.centred = (cen.reshape(-1, lam.shape[-1]), _mcse(cen))
+        lev = lam.mean(-1)[..., None]
+        self.level = (lev.reshape(-1, 1), _mcse(lev))
+        self.c_sd = self.centred[0].std(0, ddof=1)
+        self.eta1 = None
+        if "eta" in post:
+            eta = post["eta"]
+            if "stage" in eta.dims:
+                eta = eta.isel(stage=0)
+            self.workers = [str(v) for v in post["worker"].values]
+            e = np.asarray(eta.transpose("chain", "draw", "worker").values, float)
+            self.eta1 = (e.reshape(-1, e.shape[-1]), _mcse(e))
+        self.i, self.j = item_pairs(len(self.items), max_pairs, seed=0)
+        self.p_order = order_probability_draws(self.raw[0], self.i, self.j)
+        del xr
+
+
+def _agg(r) -> dict:
+    from validation import metrics as M
+    a = M.aggregate(r["z"], r["sd_ratio"], r["coverage_50"], r["coverage_90"])
+    return {k: a[k] for k in ("n", "median_abs_z", "median_sd_ratio", "mean_coverage_90",
+                              "share_close")}
+
+
+def compare_variant(post, ref: Reference) -> dict:
+    """Raw, centred, level, ``η^1`` and order-probability comparisons of one fit."""
+    from validation import metrics as M
+
+    idx = {it: k for k, it in enumerate(post.items)}
+    sel = [idx[i] for i in ref.items]
+    mu, sd = post.mu[sel], np.sqrt(post.sigma2[sel])
+    out = {"raw": _agg(M.parameter_metrics("normal", mu, sd, *ref.raw))}
+    cm, cs = M.centred_normal(mu, sd)
+    out["centred"] = _agg(M.parameter_metrics("normal", cm, cs, *ref.centred))
+    lm, ls = M.level_normal(mu, sd)
+    lv = M.parameter_metrics("normal", np.array([lm]), np.array([ls]), *ref.level)
+    out["level"] = {k: float(lv[k][0]) for k in ("mcmc_mean", "mcmc_sd", "approx_mean",
+                                                 "approx_sd", "z", "sd_ratio")}
+    if "mu0" in post.options:
+        km, ks = M.level_corrected_normal(mu, sd, post.options["mu0"], post.options["sigma0"])
+        out["raw_level_corrected"] = _agg(M.parameter_metrics("normal", km, ks, *ref.raw))
+    pq = M.order_probability_normal(mu, sd, ref.i, ref.j)
+    out["order_probability"] = M.order_probability_summary(pq, ref.p_order,
+                                                           ref.raw[0].shape[0])
+    out["eta1"] = {}
+    if ref.eta1 is not None and post.alpha is not None:
+        widx = {w: k for k, w in enumerate(post.workers)}
+        al = post.alpha[[widx[w] for w in ref.workers]]
+        if post.model == "crowdbt":
+            a, b = al[:, 0], al[:, 1]
+        else:
+            a, b = al[:, 0], al.sum(1) - al[:, 0]
+        out["eta1"] = _agg(M.parameter_metrics("beta", a, b, *ref.eta1))
+    return out
+
+
+def study_one(name: str, cache: Path, permutations: int) -> dict:
+    from inference.gate import check
+    from inference.nuts import read_nuts
+    from models.registry import get as get_model
+    from validation.audit import fit_variant
+
+    load, model, _ = subjects()[name]
+    d, pri = load()
+    pri = get_model(model).worker_priors(pri, d)
+    idata = read_nuts(cache / name)
+    info = json.loads((cache / name / "reference.json").read_text())
+    gate = check(idata)
+    ref = Reference(idata)
+    rows = []
+    base_cost = None
+    # load every kernel once on a few rankings, so that no cost below includes it
+    head = d.subset(np.arange(min(20, d.n_rankings)))
+    for _, opts in variants(model):
+        fit_variant(head, model, pri, opts, progress=False)
+    for label, opts in variants(model):
+        t = time.perf_counter()
+        post = fit_variant(d, model, pri, opts, progress=False)
+        costs = [time.perf_counter() - t]
+        res = compare_variant(post, ref)
+        # order sensitivity on centred means: sd over seeded permutations, in MCMC sds
+        perm = []
+        for p in range(permutations):
+            t = time.perf_counter()
+            q = fit_variant(d, model, pri, opts, order="shuffle", seed=1 + p, progress=False)
+            costs.append(time.perf_counter() - t)
+            idx = {it: i for i, it in enumerate(q.items)}
+            mu = q.mu[[idx[i] for i in ref.items]]
+            perm.append(mu - mu.mean())
+        spread = np.std(np.stack(perm), axis=0, ddof=1) / ref.c_sd
+        cost = min(costs)                 # the least disturbed of the 1 + P runs
+        base_cost = base_cost or cost
+        rows.append({"variant": label, "options": opts, "cost_s": round(cost, 4),
+                     "cost_x_one_pass": round(cost / base_cost, 2), **res,
+                     "order_sensitivity_median": float(np.median(spread)),
+                     "ep": None if "ep" not in post.options else {
+                         k: post.options["ep"][k] for k in ("passes_run", "converged",
+                                                             "improper_cavities")}})
+        print(f"{name} {label}: centred |z| {res['centred']['median_abs_z']:.3f} sd "
+              f"{res['centred']['median_sd_ratio']:.3f}; eta1 "
+              f"{res['eta1'].get('median_abs_z', float('nan')):.3f}/"
+              f"{res['eta1'].get('median_sd_ratio', float('nan')):.3f}; order "
+              f"{rows[-1]['order_sensitivity_median']:.3f}; {cost:.3f} s", flush=True)
+    return {"name": name, "model": model, "data": d.summary(),
+            "reference": {k: info[k] for k in ("tune", "draws", "trusted", "gate", "wall_s")},
+            "trusted": bool(gate.trusted), "permutations": permutations, "variants": rows,
+            **env()}
+
+
+def goals(res: list[dict]) -> dict:
+    """The issue's goals, checked on the measured numbers."""
+    out = {}
+    medium = [r for r in res if r["name"].startswith("medium-")]
+
+    def ok(v):
+        def box(a):
+            return (a.get("median_abs_z", 9) <= 0.1
+                    and 0.9 <= a.get("median_sd_ratio", 0) <= 1.1)
+        return box(v["centred"]) and box(v["eta1"]) and v["cost_x_one_pass"] <= 10
+    for r in medium:
+        best = [v["variant"] for v in r["variants"] if ok(v)]
+        out[r["name"]] = {"variants_in_goal": best, "trusted": r["trusted"]}
+    bf = [r for r in res if r["name"] == "babyface-couple"]
+    if bf:
+        v = {x["variant"]: x for x in bf[0]["variants"]}
+        one = v["one-pass"]
+        out["babyface"] = {
+            lab: {"centred_z_ratio": v[lab]["centred"]["median_abs_z"]
+                  / one["centred"]["median_abs_z"],
+                  "order_ratio": v[lab]["order_sensitivity_median"]
+                  / one["order_sensitivity_median"]}
+            for lab in v if lab.startswith("ep")}
+    return out
+
+
+def study(names, cache: Path, permutations: int) -> None:
+    path = RESULTS / "fidelity.json"
+    old = json.loads(path.read_text()) if path.is_file() else {"subjects": []}
+    keep = [r for r in old.get("subjects", []) if r["name"] not in names]
+    res = keep + [study_one(n, cache, permutations) for n in names
+                  if (cache / n / "posterior.nc").is_file()]
+    order = list(subjects())
+    res.sort(key=lambda r: order.index(r["name"]))
+    path.write_text(json.dumps({"bench": "fidelity", "subjects": res, "goals": goals(res)},
+                               indent=1, allow_nan=False))
+    print(f"wrote {path}")
+
+
+def _f(x, nd=2):
+    return "—" if x is None else f"{x:.{nd}f}"
+
+
+def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "fidelity.md"
+           ) -> str:
+    """docs/fidelity.md from the study's JSON: one table per subject, the goals' verdicts."""
+    res = json.loads(path.read_text())
+    lines = ["# How close is each approximation: the study", "",
+             ("Generated by `python bench/bench_fidelity.py render` from "
+             "`bench/results/fidelity.json` (measured by `bench/bench_fidelity.py reference` "
+             "and `study`; see that script's docstring). Every variant of the online update "
+             "against a NUTS reference on the same data and priors. Columns: median |z| and "
+             "median sd ratio on **centred** scores `λ_i − mean(λ)` and on `E[η_w^1]`, the "
+             "same on **raw** scores, the level's z (online common level against NUTS's), "
+             "mean |Δ| of the order probabilities `P(λ_i > λ_j)`, order sensitivity (median "
+             "sd of the centred means over seeded permutations, in MCMC sds), cost (seconds; "
+             "× the one-pass). The goal box is |z| ≤ 0.1 and sd ratio in [0.9, 1.1]."), ""]
+    for r in res["subjects"]:
+        ref = r["reference"]
+        lines += [(f"## {r['name']} ({r['model']}; {r['data']['items']} items, "
+                  f"{r['data']['workers']} workers, {r['data']['rankings']} rankings)"), "",
+                  (f"Reference: NumPyro, 4 chains × {ref['tune']} tuning + {ref['draws']} "
+                  f"draws, {'trusted' if r['trusted'] else '**NOT trusted**'} "
+                  f"({ref['gate']}); {r['permutations']} permutations; measured "
+                  f"{r['date']}, load {r['loadavg'][0]}."), "",
+                  (r"| variant | centred \|z\| | centred sd ratio | η¹ \|z\| | η¹ sd ratio "
+                  r"| raw \|z\| | raw sd ratio | level z | order-prob \|Δ\| median | order "
+                  "sens. | s | × one-pass |"),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for v in r["variants"]:
+            c, e, raw = v["centred"], v["eta1"], v["raw"]
+            ep = v.get("ep")
+            lab = v["variant"] + ("" if not ep else
+                                  f" ({ep['passes_run']} passes"
+                                  f"{', converged' if ep['converged'] else ''})")
+            lines.append(
+                f"| {lab} | {_f(c['median_abs_z'])} | {_f(c['median_sd_ratio'])} | "
+                f"{_f(e.get('median_abs_z'))} | {_f(e.get('median_sd_ratio'))} | "
+                f"{_f(raw['median_abs_z'])} | {_f(raw['median_sd_ratio'])} | "
+                f"{_f(v['level']['z'])} | {_f(v['order_probability']['median_abs_diff'], 3)} | "
+                f"{_f(v['order_sensitivity_median'], 3)} | {_f(v['cost_s'], 3)} | "
+                f"{_f(v['cost_x_one_pass'], 1)} |")
+        lines.append("")
+    g = res.get("goals", {})
+    lines += ["## Goals", ""]
+    for name, v in g.items():
+        if name.startswith("medium-"):
+            lines.append(f"- {name}: variants with centred and η¹ |z| ≤ 0.1, sd ratio in "
+                         f"[0.9, 1.1] at ≤ 10× the one-pass cost: "
+                         f"{', '.join(v['variants_in_goal']) or '**none**'}"
+                         f"{'' if v['trusted'] else ' (reference NOT trusted)'}.")
+    if "babyface" in g:
+        for lab, x in g["babyface"].items():
+            lines.append(f"- BabyFace, {lab}: centred median |z| × {x['centred_z_ratio']:.2f}, "
+                         f"order sensitivity × {x['order_ratio']:.2f} of the one-pass "
+                         f"(goal: ≤ 0.5 both).")
+    text = "\n".join(lines) + "\n"
+    out.write_text(text)
+    return text
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("step", choices=("reference", "study", "render"))
+    ap.add_argument("--only", default=None, help="comma-separated subject names")
+    ap.add_argument("--cache", default=str(CACHE), help="folder of the NUTS references")
+    ap.add_argument("--permutations", type=int, default=3)
+    args = ap.parse_args(argv)
+    names = list(subjects()) if args.only is None else args.only.split(",")
+    bad = [n for n in names if n not in subjects()]
+    if bad:
+        ap.error(f"unknown subject(s) {bad}; expected {list(subjects())}")
+    if args.step == "render":
+        print(render())
+    elif args.step == "reference":
+        reference(names, Path(args.cache))
+    else:
+        study(names, Path(args.cache), args.permutations)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

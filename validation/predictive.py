@@ -8,7 +8,7 @@ functions of those arrays; :mod:`reports.predictive_html` renders them.
 
 Which observations a model can be compared on
 ---------------------------------------------
-PSIS-LOO estimates the expected log predictive density of a left-out observation [VGG17];
+PSIS-LOO estimates the expected log predictive density of a left-out observation [Vehtari17];
 ``elpd`` values of two models are comparable only when both are log *probabilities of the
 same event*. The unit here is one ranking (its order given its task: items and worker):
 
@@ -30,7 +30,7 @@ Posterior predictive checks
 A statistic ``T`` of the rankings measured against the *posterior order* of each task's
 items (the order by ``λ`` of the same draw, :func:`validation.predictive_stats.order_by_scores`)
 is computed on the data and on the draw's replicated data: ``T(y, θ_d)`` against
-``T(y_rep,d, θ_d)``, a realised-discrepancy check [GMS96]. Reported per statistic: the
+``T(y_rep,d, θ_d)``, a realised-discrepancy check [Gelman96]. Reported per statistic: the
 posterior mean of the observed value, the mean and the 5–95 % range of the replicated
 value, and the posterior predictive p-value ``P(T(y_rep) ≥ T(y))`` (ties count half);
 values near 0 or 1 mean the model does not reproduce that feature of the data. The
@@ -52,7 +52,7 @@ from models.registry import get as get_model
 from .predictive_stats import first_choice_by_stage, order_by_scores, worker_pair_agreement
 
 #: Pareto k̂ above this: the PSIS estimate of that observation's elpd is unreliable
-#: [VGG17]. With ``S`` draws the threshold is ``min(1 − 1/log10 S, 0.7)`` (ArviZ's
+#: [Vehtari17]. With ``S`` draws the threshold is ``min(1 − 1/log10 S, 0.7)`` (ArviZ's
 #: ``good_k``; 0.7 from ``S ≈ 2,200``), which is what :func:`loo_compare` uses.
 PARETO_K_BAD = 0.7
 

@@ -191,26 +191,58 @@ def _key(mut) -> tuple:
             int(mut.start_pos[0]), int(mut.start_pos[1]))
 
 
-def _survivor_matches(mut, survivors: list[dict], base: Path) -> list[int]:
-    """Indices of the recorded survivors this mutant re-runs: the same file, operator and
-    position (and occurrence, when recorded), or, when the file changed since (lines
-    moved), the same file, operator, column and code line."""
+def _ordinal(lines: list[str], line: int) -> int:
+    """How many lines before ``line`` (1-based) read the same, stripped."""
+    text = lines[line - 1].strip()
+    return sum(1 for x in lines[:line - 1] if x.strip() == text)
+
+
+def _survivor_matches(mut, survivors: list[dict], base: Path,
+                      old_texts: dict[str, list[str]]) -> list[int]:
+    """Indices of the recorded survivors this mutant re-runs: the same file, operator,
+    column and code line, and the same place: the same line number when the file is
+    unchanged, else the same rank among the file's identical lines (read from the first
+    run's commit), else a code line that is unique in the file."""
     path, op = str(mut.module_path), mut.operator_name
     line, col = int(mut.start_pos[0]), int(mut.start_pos[1])
-    code = _line_text(base, path, line)
+    lines = (base / path).read_text().splitlines()
+    code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
     out = []
     for i, s in enumerate(survivors):
-        if (s["file"], s["operator"], s["col"]) != (path, op, col):
+        if (s["file"], s["operator"], s["col"]) != (path, op, col) or s.get("code") != code:
             continue
-        same_place = s["line"] == line and s.get("occurrence") in (None, mut.occurrence)
-        if same_place or s.get("code") == code:
+        old = old_texts.get(path)
+        if old is not None and old == lines:
+            same = s["line"] == line and s.get("occurrence") in (None, mut.occurrence)
+        elif old is not None:
+            same = 0 < s["line"] <= len(old) and old[s["line"] - 1].strip() == code and \
+                _ordinal(old, s["line"]) == _ordinal(lines, line)
+        else:
+            same = s["line"] == line or sum(1 for x in lines if x.strip() == code) == 1
+        if same:
             out.append(i)
+    return out
+
+
+def _old_texts(previous: dict | None, files: list[str]) -> dict[str, list[str]]:
+    """The mutated files as the first run saw them, when it ran on a commit."""
+    tree = (previous or {}).get("tree", "")
+    if not tree.startswith("commit "):
+        return {}
+    rev = tree.split()[1]
+    out = {}
+    for f in files:
+        got = subprocess.run(["git", "show", f"{rev}:{f}"], cwd=ROOT, capture_output=True,
+                             text=True, check=False)
+        if got.returncode == 0:
+            out[f] = got.stdout.splitlines()
     return out
 
 
 def mark_skipped(db_path: Path, spec: dict, cfg_path: Path, base: Path,
                  sample: int | None = None, seed: int = 0,
-                 retest: list[dict] | None = None) -> dict:
+                 retest: list[dict] | None = None,
+                 old_texts: dict[str, list[str]] | None = None) -> dict:
     """Skip excluded operators and mutants outside the listed definitions (in the work
     database, as cosmic-ray's own filters do).
 
@@ -226,7 +258,7 @@ def mark_skipped(db_path: Path, spec: dict, cfg_path: Path, base: Path,
 
     pats = [re.compile(p) for p in EXCLUDE_OPERATORS + spec.get("skip_operators", [])]
     defs = spec.get("definitions")
-    n = {"filter": 0, "population": 0, "not_sampled": 0, "not_retested": 0, "not_found": []}
+    n = {"filter": 0, "population": 0, "not_sampled": 0, "not_retested": 0, "hits": {}}
 
     def skip(db, item, why):
         db.set_result(item.job_id, WorkResult(output=why, worker_outcome=WorkerOutcome.SKIPPED))
@@ -247,15 +279,13 @@ def mark_skipped(db_path: Path, spec: dict, cfg_path: Path, base: Path,
                 kept.append(item)
         n["population"] = len(kept)
         if retest is not None:
-            found = set()
             for item in kept:
-                hit = _survivor_matches(item.mutations[0], retest, base)
-                found.update(hit)
-                if not hit:
+                hit = _survivor_matches(item.mutations[0], retest, base, old_texts or {})
+                if hit:
+                    n["hits"][item.job_id] = hit
+                else:
                     skip(db, item, NOT_RETESTED)
                     n["not_retested"] += 1
-            # survivors whose code is gone (edited since): not re-run, so not killed either
-            n["not_found"] = [s for i, s in enumerate(retest) if i not in found]
         elif sample is not None and sample < len(kept):
             # sorted by a stable identity first, so the same seed draws the same mutants
             kept.sort(key=lambda it: _key(it.mutations[0]))
@@ -292,7 +322,8 @@ def run_module(name: str, spec: dict, base: Path, timeout: float, sample: int | 
     cfg.write_text(config_text(files, spec["tests"], timeout))
     subprocess.run([cr, "init", str(cfg), str(db)], cwd=base, env=env, check=True)
     retest = previous["survivors"] if previous is not None else None
-    skipped = mark_skipped(db, spec, cfg, base, sample, seed, retest)
+    skipped = mark_skipped(db, spec, cfg, base, sample, seed, retest,
+                           _old_texts(previous, files))
     subprocess.run([cr, "exec", str(cfg), str(db)], cwd=base, env=env, check=True)
     dump = subprocess.run([cr, "dump", str(db)], cwd=base, env=env, capture_output=True,
                           text=True, check=True).stdout
@@ -302,7 +333,7 @@ def run_module(name: str, spec: dict, base: Path, timeout: float, sample: int | 
     if sample is not None and skipped["not_sampled"]:
         r["sample"] = sample_summary(r, skipped["population"], seed)
     if previous is not None:
-        r = merge_retest(previous, r, skipped["not_found"])
+        r = merge_retest(previous, r, skipped["hits"], dump)
     return r
 
 
@@ -324,22 +355,53 @@ def sample_summary(r: dict, population: int, seed: int) -> dict:
                     "of the sample, the score estimates the whole module's"}
 
 
-def merge_retest(prev: dict, new: dict, not_found: list[dict] = ()) -> dict:
-    """The previous run's counts with its survivors re-run against the current tests:
-    a survivor the current tests kill moves to killed; one now listed as equivalent moves
-    to equivalent; one whose code is no longer there (``not_found``, not re-run) stays a
-    survivor, marked so."""
+def merge_retest(prev: dict, new: dict, hits: dict[str, list[int]], dump: str) -> dict:
+    """The previous run's counts with its survivors re-run against the current tests.
+
+    Each survivor is decided by the mutants that re-ran it (``hits``: job id → survivor
+    indices; where a position holds several mutants of one operator, e.g. ``n + 1`` and
+    ``n − 1``, all re-run): killed when all of them are killed, equivalent when none
+    survives unlisted and one is listed as equivalent, otherwise still a survivor (also
+    when none re-ran it: its code line is gone). The counts stay those of the first run's
+    mutants, so a sample stays a sample.
+    """
+    status = {}
+    eq_keys = {(e["file"], e["line"], e["col"], e["occurrence"]) for e in
+               new["equivalent_mutants"]}
+    eq_by_key = {(e["file"], e["line"], e["col"], e["occurrence"]): e
+                 for e in new["equivalent_mutants"]}
+    for line in dump.splitlines():
+        item, result = json.loads(line)
+        if result is None or result.get("worker_outcome") == "skipped":
+            continue
+        mut = item["mutations"][0]
+        key = (mut["module_path"], mut["start_pos"][0], mut["start_pos"][1],
+               mut["occurrence"])
+        outcome = result.get("test_outcome")
+        if outcome == "survived":
+            outcome = "equivalent" if key in eq_keys else "survived"
+        status[item["job_id"]] = (outcome, key)
+    per = {i: [] for i in range(len(prev["survivors"]))}
+    for job, idx in hits.items():
+        for i in idx:
+            if job in status:
+                per[i].append(status[job])
+    killed, survivors, equivalent = 0, [], []
+    for i, s in enumerate(prev["survivors"]):
+        outs = [o for o, _ in per[i]]
+        if not outs:
+            survivors.append(dict(s, retest="not re-run: its code line is gone from the file"))
+        elif "survived" in outs:
+            survivors.append(s)
+        elif "equivalent" in outs:
+            equivalent.append(eq_by_key[next(k for o, k in per[i] if o == "equivalent")])
+        else:
+            killed += 1
     out = dict(prev)
-    retested = new["mutants"]
-    # a survivor recorded without its occurrence re-runs its siblings at the same position
-    # too (killed before, killed again): count what left the survivors, not new["killed"]
-    newly_killed = prev["survived"] - len(not_found) - new["survived"] - new["equivalent"]
-    out["killed"] = prev["killed"] + newly_killed
-    kept = [dict(s, retest="not re-run: its code line is gone from the file (edited since)")
-            for s in not_found]
-    out["survived"] = new["survived"] + len(kept)
-    out["survivors"] = new["survivors"] + kept
-    eq = [e for e in prev["equivalent_mutants"]] + new["equivalent_mutants"]
+    out["killed"] = prev["killed"] + killed
+    out["survived"] = len(survivors)
+    out["survivors"] = survivors
+    eq = list(prev["equivalent_mutants"]) + equivalent
     out["equivalent_mutants"] = eq
     out["equivalent"] = len(eq)
     denom = out["mutants"] - out["equivalent"] - out["incompetent"]
@@ -347,10 +409,10 @@ def merge_retest(prev: dict, new: dict, not_found: list[dict] = ()) -> dict:
     if "sample" in prev:
         out["sample"] = sample_summary(out, prev["sample"]["population"],
                                        prev["sample"]["seed"])
-    out["retest"] = {"survivors_retested": prev["survived"], "mutants_rerun": retested,
-                     "killed_now": newly_killed, "not_found": len(kept),
-                     "equivalent_now": new["equivalent"], "seconds": new["seconds"],
-                     "tests": new["tests"],
+    out["retest"] = {"survivors_retested": prev["survived"], "mutants_rerun": new["mutants"],
+                     "killed_now": killed, "equivalent_now": len(equivalent),
+                     "not_found": sum(1 for i in per if not per[i]),
+                     "seconds": new["seconds"], "tests": new["tests"],
                      "note": "the previous run's survivors re-run against the current tests "
                              "(the other mutants were not re-run)"}
     # an entry matched in the previous run is not stale because its mutant was not re-run

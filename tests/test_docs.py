@@ -173,6 +173,8 @@ def test_contract_signatures():
     _check_signature("to_datatree", OnlinePosterior.to_datatree, skip_self=True)
     _check_signature("validation.compare.compare", compare)
     _check_signature("validation.experiments.run_grid", run_grid)
+    from inference.online.ep import fit_ep
+    _check_signature("inference.online.ep.fit_ep", fit_ep)
     _check_signature("write_nuts", write_nuts)
     _check_signature("read_nuts", read_nuts)
 

@@ -203,6 +203,9 @@ def main() -> None:
                     help="folder for the data files (kept between runs)")
     ap.add_argument("--in-memory-max", type=int, default=4_500_000)
     ap.add_argument("--shuffle-seeds", type=int, default=3)
+    ap.add_argument("--shuffle-at", type=int, nargs="+", default=None,
+                    help="sizes for the shuffle comparison (default: the smallest size); "
+                         "above 2^20 rankings the stream's shuffle uses several buckets")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
     ap.add_argument("--append", action="store_true",
@@ -224,8 +227,10 @@ def main() -> None:
     if args.append and Path(args.out).exists():
         old = json.loads(Path(args.out).read_text())
         result["runs"] = [r for r in old.get("runs", []) if r["rankings"] not in args.sizes]
-        if "shuffle" in old and not args.shuffle_seeds:
-            result["shuffle"] = old["shuffle"]
+        shuffles = old.get("shuffle", [])
+        shuffles = [shuffles] if isinstance(shuffles, dict) else shuffles
+        redo = set(args.shuffle_at or [min(args.sizes)]) if args.shuffle_seeds else set()
+        result["shuffle"] = [x for x in shuffles if x["rankings"] not in redo]
     for n in args.sizes:
         folder = work / f"n{n}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -250,8 +255,7 @@ def main() -> None:
         result["runs"].sort(key=lambda r: r["rankings"])
         print(json.dumps(row), flush=True)
         _save(result, args.out)
-    if args.shuffle_seeds:
-        n = min(args.sizes)
+    for n in (args.shuffle_at or [min(args.sizes)]) if args.shuffle_seeds else []:
         folder = work / f"n{n}"
         truth = folder / "truth.csv"
         shuf = {"rankings": n, "file_order": kendall_to_truth(folder / "out_csv", truth),
@@ -259,15 +263,20 @@ def main() -> None:
         for s in range(args.shuffle_seeds):
             r = fit(folder / "rankings.csv", folder / "out_shuf", "--order", "shuffle",
                     "--seed", str(s))
-            shuf["stream_external"].append({"seed": s, "tau": kendall_to_truth(
-                folder / "out_shuf", truth), "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
-                "peak_rss_mb": r["peak_rss_mb"]})
-            r = fit(folder / "rankings.csv", folder / "out_shuf_mem", "--order", "shuffle",
-                    "--seed", str(s), "--in-memory")
-            shuf["in_memory"].append({"seed": s, "tau": kendall_to_truth(
-                folder / "out_shuf_mem", truth), "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
-                "peak_rss_mb": r["peak_rss_mb"]})
-        result["shuffle"] = shuf
+            runs = json.loads((folder / "out_shuf" / "posterior.json").read_text())
+            shuf["stream_external"].append({
+                "seed": s, "tau": kendall_to_truth(folder / "out_shuf", truth),
+                "buckets": runs["options"]["runs"][-1].get("buckets"), "wall_s": r["wall_s"],
+                "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"]})
+            if n <= args.in_memory_max:
+                r = fit(folder / "rankings.csv", folder / "out_shuf_mem", "--order", "shuffle",
+                        "--seed", str(s), "--in-memory")
+                shuf["in_memory"].append({
+                    "seed": s, "tau": kendall_to_truth(folder / "out_shuf_mem", truth),
+                    "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
+                    "peak_rss_mb": r["peak_rss_mb"]})
+        result.setdefault("shuffle", []).append(shuf)
+        result["shuffle"].sort(key=lambda x: x["rankings"])
         print(json.dumps(shuf), flush=True)
         _save(result, args.out)
 

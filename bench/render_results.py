@@ -328,14 +328,16 @@ def _scale(data) -> str:
                              r.get("identical_to_in_memory") if key == "csv" else None])
     out += table(["rankings", "input", "wall s", "CPU s", "peak MB", "rankings / CPU s",
                   "load (1 min)", "same numbers as in memory"], rows)
-    sh = data.get("shuffle")
-    if sh:
+    shuffles = data.get("shuffle") or []
+    for sh in [shuffles] if isinstance(shuffles, dict) else shuffles:
         out += (f"\n`--order shuffle` at {fmt(sh.get('rankings'))} rankings, Kendall τ of the "
                 f"posterior means with the true scores (file order: "
                 f"{fmt(sh.get('file_order'))}):\n\n")
-        out += table(["seed", "stream (external shuffle) τ", "in memory τ"],
-                     [[a.get("seed"), a.get("tau"), b.get("tau")] for a, b in
-                      zip(sh.get("stream_external", []), sh.get("in_memory", []))])
+        mem = {b.get("seed"): b for b in sh.get("in_memory", [])}
+        out += table(["seed", "stream: buckets", "stream (external shuffle) τ", "in memory τ"],
+                     [[a.get("seed"), a.get("buckets", 1), a.get("tau"),
+                       mem.get(a.get("seed"), {}).get("tau")]
+                      for a in sh.get("stream_external", [])])
     return out
 
 

@@ -15,6 +15,7 @@ Two steps, because the references are the expensive part::
 
     python bench/bench_fidelity.py reference [--only NAME,...]   # NUTS, cached in --cache
     python bench/bench_fidelity.py study [--only NAME,...]       # bench/results/fidelity.json
+    python bench/bench_fidelity.py merge                         # rebuild fidelity.json
     python bench/bench_fidelity.py render                        # docs/fidelity.md
 
 A reference that fails the convergence gate is still used and marked ``trusted: false``.
@@ -287,13 +288,20 @@ def goals(res: list[dict]) -> dict:
 
 
 def study(names, cache: Path, permutations: int) -> None:
+    """Study each subject (its result also kept as ``<cache>/<name>/study.json``), then
+    rebuild ``bench/results/fidelity.json`` from every subject studied so far, so that
+    studies run separately (or at once) all end up in it."""
+    for n in names:
+        if (cache / n / "posterior.nc").is_file():
+            r = study_one(n, cache, permutations)
+            (cache / n / "study.json").write_text(json.dumps(r, indent=1, allow_nan=False))
+    merge(cache)
+
+
+def merge(cache: Path) -> None:
     path = RESULTS / "fidelity.json"
-    old = json.loads(path.read_text()) if path.is_file() else {"subjects": []}
-    keep = [r for r in old.get("subjects", []) if r["name"] not in names]
-    res = keep + [study_one(n, cache, permutations) for n in names
-                  if (cache / n / "posterior.nc").is_file()]
-    order = list(subjects())
-    res.sort(key=lambda r: order.index(r["name"]))
+    res = [json.loads((cache / n / "study.json").read_text()) for n in subjects()
+           if (cache / n / "study.json").is_file()]
     path.write_text(json.dumps({"bench": "fidelity", "subjects": res, "goals": goals(res)},
                                indent=1, allow_nan=False))
     print(f"wrote {path}")
@@ -361,10 +369,35 @@ def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "
     return text
 
 
+README_VARIANTS = ("one-pass", "one-pass taylor=quadrature,score_alpha=prior", "ep5", "ep10",
+                   "ep10 taylor=quadrature,score_alpha=prior")
+
+
+def readme_table(path: Path = RESULTS / "fidelity.json") -> str:
+    """The compact table README.md shows: a few variants per subject."""
+    res = json.loads(path.read_text())
+    out = [("| subject (reference) | variant | centred \\|z\\| / sd ratio | η¹ \\|z\\| / sd ratio "
+            "| raw \\|z\\| / sd ratio | order sens. | × one-pass cost |"),
+           "|---|---|---|---|---|---|---|"]
+    for r in res["subjects"]:
+        tag = f"{r['name']} ({'trusted' if r['trusted'] else 'NOT trusted'})"
+        for v in r["variants"]:
+            if v["variant"] not in README_VARIANTS:
+                continue
+            c, e, raw = v["centred"], v["eta1"], v["raw"]
+            out.append(f"| {tag} | {v['variant']} | {_f(c['median_abs_z'])} / "
+                       f"{_f(c['median_sd_ratio'])} | {_f(e.get('median_abs_z'))} / "
+                       f"{_f(e.get('median_sd_ratio'))} | {_f(raw['median_abs_z'])} / "
+                       f"{_f(raw['median_sd_ratio'])} | {_f(v['order_sensitivity_median'], 3)} "
+                       f"| {_f(v['cost_x_one_pass'], 0)} |")
+            tag = ""
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=("reference", "study", "render"))
+    ap.add_argument("step", choices=("reference", "study", "merge", "render"))
     ap.add_argument("--only", default=None, help="comma-separated subject names")
     ap.add_argument("--cache", default=str(CACHE), help="folder of the NUTS references")
     ap.add_argument("--permutations", type=int, default=3)
@@ -374,7 +407,10 @@ def main(argv=None) -> int:
     if bad:
         ap.error(f"unknown subject(s) {bad}; expected {list(subjects())}")
     if args.step == "render":
-        print(render())
+        render()
+        print(readme_table())
+    elif args.step == "merge":
+        merge(Path(args.cache))
     elif args.step == "reference":
         reference(names, Path(args.cache))
     else:

@@ -205,7 +205,8 @@ def main() -> None:
     ap.add_argument("--shuffle-seeds", type=int, default=3)
     ap.add_argument("--shuffle-at", type=int, nargs="+", default=None,
                     help="sizes for the shuffle comparison (default: the smallest size); "
-                         "above 2^20 rankings the stream's shuffle uses several buckets")
+                         "above 2^20 rankings (CSV: 16 MiB) the stream's shuffle uses "
+                         "several buckets")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "scale.json"))
     ap.add_argument("--append", action="store_true",

@@ -161,7 +161,7 @@ def test_shuffled_stream_fit_is_the_fit_of_its_permutation(tmp_path, files):
 
 @pytest.mark.parametrize("passes", ["1", "2"])
 def test_one_bucket_shuffle_is_the_in_memory_shuffle(tmp_path, files, passes):
-    """Up to 2^20 rankings the stream is shuffled in one bucket: rng.permutation(N), the
+    """A small file is shuffled in one bucket: rng.permutation(N), the
     very permutation fit_online draws in memory for the seed (pass after pass)."""
     ref = _fit(tmp_path, "mem", files["csv"], "--in-memory", "--order", "shuffle", "--seed",
                "7", "--passes", passes)

@@ -17,7 +17,8 @@ in a temporary folder removed at the end.
 
 With one bucket no bucket is drawn, and the order is ``rng.permutation(N)``: exactly the
 permutation ``fit_online(order="shuffle")`` draws in memory from the same generator, so a
-stream that fits one bucket (the command uses one up to 2^20 rankings) is shuffled
+stream that fits one bucket (the command uses one for Parquet up to 2^20 rankings and
+CSV up to 16 MiB) is shuffled
 bit for bit as in memory (tested). With more buckets the draw is another uniform
 permutation than the in-memory one for the same seed.
 """

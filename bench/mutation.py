@@ -89,13 +89,13 @@ MODULES: dict[str, dict] = {
         # the densities against the NumPy reference first, then the sampler's gradient
         "files": ["models/numpyro_models.py"],
         "tests": "-k numpyro tests/test_ppl_models.py tests/test_pinned_ppl.py "
-                 "tests/test_gradients.py",
+                 "tests/test_observed.py tests/test_gradients.py",
         "default_sample": 20,      # a surviving mutant costs minutes (JAX compilations)
     },
     "pymc": {
         "files": ["models/pymc_models.py"],
         "tests": "-k pymc tests/test_ppl_models.py tests/test_pinned_ppl.py "
-                 "tests/test_gradients.py",
+                 "tests/test_observed.py tests/test_gradients.py",
         "default_sample": 20,      # a surviving mutant costs minutes (PyTensor compilations)
     },
     "metrics": {

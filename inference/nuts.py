@@ -117,7 +117,10 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         spacing of ~0.1 nat); float32 roughly halves the gradient time at large scale
         (``bench/bench_gradient.py``). PyMC always uses float64.
     chain_method : {"parallel", "vectorized", "sequential"}, optional
-        NumPyro only; default ``"parallel"`` when there are enough host devices.
+        NumPyro: default ``"parallel"`` when there are enough host devices. PyMC:
+        ``"sequential"`` runs the chains one after another in this process (``cores=1``:
+        no worker processes, for callers that already run fits in parallel processes);
+        anything else, one process per chain up to the core count.
     pointwise : bool, optional
         Store the per-ranking log-likelihood (group ``log_likelihood``), computed by the
         PPL's own tool (``numpyro.infer.log_likelihood``, ``pm.compute_log_likelihood``)
@@ -207,7 +210,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             seed=seed, initvals=initvals, jitter=draws_z is None, progress=progress,
             mass_values=mass_values if seed_mass else None,
             pointwise=pointwise, param=param, max_tree_depth=max_tree_depth,
-            prior_only=prior_only, keep=keep)
+            prior_only=prior_only, keep=keep,
+            cores=1 if chain_method == "sequential" else None)
     timings["total"] = time.perf_counter() - t0
     sampler = timings.pop("sampler", "numpyro")
     pp = timings.pop("predictive_draws", None)
@@ -562,7 +566,7 @@ def _pymc_mass(model, values: dict):
 
 def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, initvals, jitter, progress,
               pointwise, param, max_tree_depth=10, prior_only=False, mass_values=None,
-              keep=None):
+              keep=None, cores=None):
     import pymc as pm
 
     from models import pymc_models as pmm
@@ -586,7 +590,7 @@ def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, initvals, jit
         if "step" not in kw:   # otherwise the step carries these settings
             kw.update(target_accept=target_accept, nuts={"max_treedepth": max_tree_depth})
         idata = pm.sample(draws=draws, tune=tune, chains=chains,
-                          cores=min(chains, os.cpu_count() or 1), random_seed=seed,
+                          cores=cores or min(chains, os.cpu_count() or 1), random_seed=seed,
                           progressbar=progress, compute_convergence_checks=False, **kw)
     # PyMC reports no separate warm-up time; the split is not available here.
     timings["sampling"] = time.perf_counter() - t

@@ -429,13 +429,16 @@ def sbc_job(spec: dict) -> dict:
         t = time.perf_counter()
         # one XLA program for all chains: no thread contention when replicates run in
         # parallel processes, and much less per-step overhead than sequential chains
-        kw = {"chain_method": "vectorized"} if spec["backend"] == "numpyro" else {}
+        # PyMC: chains in this process (replicates are the parallel unit; a pool of chain
+        # processes per replicate would only add start-up time)
+        kw = {"chain_method": "vectorized" if spec["backend"] == "numpyro" else "sequential"}
         try:
             res = fit_nuts(data, model, priors, backend=spec["backend"],
                            chains=int(spec["chains"]), tune=int(spec["tune"]),
                            draws=int(spec["draws"]),
                            target_accept=float(spec["target_accept"]),
-                           seed=prep["nuts_seed"], progress=False, pointwise=False, **kw)
+                           seed=prep["nuts_seed"], progress=False, pointwise=False,
+                           predictive=False, **kw)
         finally:
             if spec["backend"] == "numpyro":
                 # Every fit compiles new XLA programs (the model closes over its data) and

@@ -134,3 +134,17 @@ def test_real_scheduler_and_worker_resume_a_killed_grid(tmp_path):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+@pytest.mark.slow
+def test_sbc_on_a_local_cluster_equals_local(tmp_path, client):
+    """SBC's replicates through the same executor: identical ranks (the machinery check,
+    ``backend="prior"``, so no sampler runs)."""
+    from validation.sbc import SbcConfig, run_sbc
+
+    cfg = SbcConfig(model="pl", backend="prior", sims=3, n_items=5, n_workers=2,
+                    tasks_per_worker=5, draws=100, n_ranks=20, chains=1, batch=1)
+    run_sbc(cfg, tmp_path / "local", processes=1, progress=False)
+    run_sbc(cfg, tmp_path / "dask", scheduler=client, progress=False)
+    assert (tmp_path / "dask" / "ranks.csv").read_text() == \
+        (tmp_path / "local" / "ranks.csv").read_text()

@@ -737,13 +737,16 @@ def uniformity_summary(values: np.ndarray, names: Sequence[str], families: Seque
 
 # ----------------------------------------------------------------------------- the study
 def run_sbc(cfg: SbcConfig, out: str | Path, *, processes: int | None = None,
-            progress: bool = True, n_sim: int = 2000) -> dict:
+            progress: bool = True, n_sim: int = 2000, scheduler=None) -> dict:
     """Run (or resume) an SBC study and write ``ranks.csv`` and ``sbc.json`` into ``out``.
 
     Replicates are cached under ``out/cache`` (:func:`validation.experiments.run_grid`):
     rerunning the same command does only what is missing, and a larger ``--sims`` adds
     replicates. A replicate that raises is listed under ``failed_replicates`` and left out
-    of the tests (rerun to retry it). Returns the summary written to ``sbc.json``.
+    of the tests (rerun to retry it). ``scheduler`` sends the replicates to Dask
+    ``distributed`` (:func:`validation.experiments.run_grid`: ``"local"``, an address or a
+    ``Client``); results and cache are the same. Returns the summary written to
+    ``sbc.json``.
     """
     from .experiments import GridError, load_cached, run_grid
 
@@ -756,7 +759,7 @@ def run_sbc(cfg: SbcConfig, out: str | Path, *, processes: int | None = None,
     jobs, fn = (specs, sbc_job) if B == 1 else (batch_specs(specs, B), sbc_batch_job)
     try:
         grid_run = run_grid(jobs, fn, out / "cache", processes=processes,
-                            progress=progress)
+                            progress=progress, scheduler=scheduler)
         computed = len(grid_run.computed)
     except GridError as exc:
         failures = exc.failures

@@ -68,6 +68,10 @@ def register(sub) -> None:
                    help="master seed: replicate i uses streams derived from (seed, i)")
     t.add_argument("--processes", type=int, default=None,
                    help="parallel replicate processes (default: all cores; 1 = in-process)")
+    t.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="run the replicates on Dask distributed: 'local' (a LocalCluster of "
+                        "--processes workers) or a scheduler address tcp://host:8786 "
+                        "(default $CROWDRANK_SCHEDULER, else local processes)")
     t.add_argument("--batch", type=int, default=None, metavar="B",
                    help="NumPyro: replicates fitted together in one vmapped program "
                         "(default 50; 1 = one fit_nuts per replicate, as PyMC always does)")
@@ -99,7 +103,14 @@ def run(args) -> int:
     # validate the worker prior before any process starts
     from validation.sbc import make_priors
     make_priors(cfg.spec(0))
-    summary = run_sbc(cfg, args.out, processes=args.processes, progress=not args.no_progress)
+    from models.errors import UsageError
+    from validation.experiments import SchedulerError, resolve_scheduler
+    try:
+        summary = run_sbc(cfg, args.out, processes=args.processes,
+                          progress=not args.no_progress,
+                          scheduler=resolve_scheduler(getattr(args, "scheduler", None)))
+    except SchedulerError as exc:
+        raise UsageError(f"--scheduler: {exc}") from None
     page = write_sbc_report(args.out)
     out = Path(args.out)
     nuts = summary["nuts"]

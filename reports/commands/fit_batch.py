@@ -1,5 +1,7 @@
 """``crowdrank fit --method map|ml``: batch point estimates of BT or PL with intervals.
 
+``--model crowdbt --method map`` is CrowdBT's MAP by EM (:func:`run_crowdbt_em`).
+
 Called by :mod:`reports.commands.fit` as ``run(args, data, priors)``; :func:`add_arguments`
 adds the options of this method to the ``fit`` parser. ``map`` maximises the posterior
 under the ``--prior-mu``/``--prior-sigma`` Normal prior (the same prior NUTS and the online
@@ -29,8 +31,8 @@ def add_arguments(p) -> None:
     b = p.add_argument_group("batch (--method map or ml; models bt and pl)")
     b.add_argument("--solver", choices=("newton", "mm", "gradient"), default="newton",
                    help="Newton (analytic Hessian), MM (Hunter 2004) or gradient ascent")
-    b.add_argument("--tol", type=float, default=1e-9,
-                   help="stop when max |gradient| <= tol")
+    b.add_argument("--tol", type=float, default=None,
+                   help="stop when max |gradient| <= tol (default 1e-9; CrowdBT's EM 1e-6)")
     b.add_argument("--max-iter", type=int, default=None,
                    help="iteration cap (default: 100 Newton, 100000 MM/gradient)")
     b.add_argument("--intervals", choices=("laplace", "bootstrap"), default="laplace",
@@ -46,16 +48,20 @@ def add_arguments(p) -> None:
 def run(args, data, priors) -> int:
     from inference.batch.api import fit_with_intervals
 
+    if (args.tol is not None and args.tol <= 0) or args.processes < 1:
+        raise UsageError("--tol must be > 0 and --processes >= 1")
+    if args.model == "crowdbt" and args.method == "map":
+        return run_crowdbt_em(args, data, priors)
     if args.model not in ("bt", "pl"):
-        raise UsageError(f"--method {args.method} fits models bt and pl, not {args.model!r}")
+        raise UsageError(f"--method {args.method} fits models bt and pl (and crowdbt with "
+                         f"--method map, by EM), not {args.model!r}")
     if args.intervals == "bootstrap" and args.bootstrap < 2:
         raise UsageError(f"--bootstrap needs at least 2 resamples, got {args.bootstrap}")
     if not 0 < args.interval_prob < 1:
         raise UsageError(f"--interval-prob must be in (0, 1), got {args.interval_prob}")
-    if args.tol <= 0 or args.processes < 1:
-        raise UsageError("--tol must be > 0 and --processes >= 1")
     fit = fit_with_intervals(data, args.model, priors, intervals=args.intervals,
-                             method=args.method, solver=args.solver, tol=args.tol,
+                             method=args.method, solver=args.solver,
+                             tol=1e-9 if args.tol is None else args.tol,
                              max_iter=args.max_iter,
                              resamples=args.bootstrap, seed=args.seed,
                              processes=args.processes, prob=args.interval_prob,
@@ -71,4 +77,26 @@ def run(args, data, priors) -> int:
              f"{fit.extra['bootstrap']['seconds']:.1f} s" if args.intervals == "bootstrap"
              else "")
           + f"; wrote {out / 'items.csv'} and {out / 'fit.json'}")
+    return 0
+
+
+def run_crowdbt_em(args, data, priors) -> int:
+    """CrowdBT's MAP by EM (:mod:`inference.batch.crowdbt_em`): ``items.csv`` (Laplace sd with
+    the accuracies fixed), ``workers.csv`` (``worker, eta, a, b``: the MAP accuracy and the
+    Beta of its responsibilities) and ``fit.json``."""
+    from inference.batch.crowdbt_em import fit_crowdbt_em
+
+    if args.intervals != "laplace":
+        raise UsageError("CrowdBT by EM reports Laplace intervals only (no bootstrap yet)")
+    fit = fit_crowdbt_em(data, priors, tol=1e-6 if args.tol is None else args.tol,
+                         max_iter=args.max_iter or 5000)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    fit.items_table().to_csv(out / "items.csv", index=False, float_format="%.17g")
+    fit.workers_table().to_csv(out / "workers.csv", index=False, float_format="%.17g")
+    (out / "fit.json").write_text(json.dumps(fit.fit_dict(), indent=1))
+    state = "converged" if fit.converged else "NOT converged (max-iter)"
+    print(f"crowdbt map by EM: {state} in {fit.iterations} iterations, max |gradient| "
+          f"{fit.grad_norm:.2e}, {fit.seconds:.2f} s; wrote {out / 'items.csv'}, "
+          f"{out / 'workers.csv'} and {out / 'fit.json'}")
     return 0

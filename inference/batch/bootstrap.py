@@ -1,4 +1,5 @@
-"""The nonparametric bootstrap of a batch fit, as Chatbot Arena computes its intervals.
+"""The nonparametric bootstrap ([Efron79]) of a batch fit, as Chatbot Arena ([Chiang24])
+computes its intervals.
 
 Resample the comparisons with replacement, refit, repeat; the spread of the refitted
 scores is the interval. The unit resampled is the *input ranking* (a pairwise comparison
@@ -6,7 +7,8 @@ for pairwise data): the rank-broken pairs of one ranking, or the rankings a tied
 split into, are not independent and travel together. A resample is a vector of
 multinomial counts over the ``U`` units, ``Multinomial(U, 1/U)``, used as stage weights
 (:mod:`.luce`), so no data are copied; each refit is a Newton solve started at the
-full-data estimate. Resample ``b`` draws its counts from child ``b`` of
+full-data estimate, stopped at a gradient of ``1e-6`` by default (an error in the scores
+far below the bootstrap's own spread). Resample ``b`` draws its counts from child ``b`` of
 ``numpy.random.SeedSequence(seed)``, so the draws do not depend on how the work is split
 over processes.
 
@@ -100,7 +102,7 @@ def _refit_worker(args):
 
 
 def bootstrap(problem: Problem, lam_hat, n: int = 1000, *, seed: int = 0,
-              processes: int = 1, tol: float = 1e-8, progress: bool = True,
+              processes: int = 1, tol: float = 1e-6, progress: bool = True,
               source: str = "<data>", items=None) -> Bootstrap:
     """``n`` bootstrap refits of ``problem`` (the module docstring), on ``processes``
     processes (1: in this process)."""

@@ -17,6 +17,11 @@ run as plain Python: no compilation per mutant, same arithmetic); the decorator-
 operator is skipped there because removing ``@njit`` changes only speed. Other modules use
 the compiled kernels from a numba cache inside the temporary copy.
 
+Slow modules: a kernels mutant costs 20-40 s (pure Python), a NumPyro or PyMC one a minute
+when killed and several when it survives (JAX/PyTensor compilations), so these three run a
+seeded sample by default (``default_sample``); a timeout counts as killed, so the timeout is
+at least 3x the unmutated tests' wall time.
+
 Usage::
 
     python bench/mutation.py                        # every module, writes the results

@@ -51,3 +51,31 @@ def test_fit_trueskill_on_data_matches_the_package():
     np.testing.assert_allclose(post.sigma2, [r.sigma**2 for r in ref], atol=1e-9)
     assert post.algorithm == "trueskill"
     assert list(post.items_table().columns) == ["rank", "item", "mu", "sigma2", "sd"]
+
+
+def test_cli_fit_trueskill(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from models.io import write_rankings
+    from reports.cli import main
+
+    sim = simulate("bt", n_items=6, n_workers=2, tasks_per_worker=20, seed=8)
+    src = tmp_path / "pairs.csv"
+    write_rankings(sim.rankings, src)
+    out = tmp_path / "ts"
+    assert main(["fit", str(src), "--model", "bt", "--method", "trueskill", "--prior-mu",
+                 "0.5", "--ts-beta", "0.4", "--no-progress", "--out", str(out)]) == 0
+    items = pd.read_csv(out / "items.csv")
+    env = trueskill.TrueSkill(mu=0.5, sigma=1.0, beta=0.4, tau=0.0, draw_probability=0.0,
+                              backend="scipy")
+    data = sim.rankings
+    ref = [env.create_rating() for _ in data.items]
+    for i, j in data.rank_break().order.T:
+        ref[i], ref[j] = trueskill.rate_1vs1(ref[i], ref[j], min_delta=1e-12, env=env)
+    got = items.set_index("item").loc[list(data.items), "mu"].to_numpy()
+    np.testing.assert_allclose(got, [r.mu for r in ref], atol=1e-9)
+    assert json.loads((out / "posterior.json").read_text())["algorithm"] == "trueskill"
+    assert main(["fit", str(src), "--model", "pl", "--method", "trueskill", "--out",
+                 str(out)]) == 2

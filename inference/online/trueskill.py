@@ -29,7 +29,14 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import log_ndtr, ndtr, ndtri
+
+# scipy.special's scalar ufuncs, not scipy.stats.norm: ~100x less overhead per game
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _pdf(x: float) -> float:
+    return math.exp(-0.5 * x * x - _LOG_SQRT_2PI)
 
 
 @dataclass(frozen=True)
@@ -43,21 +50,21 @@ class TrueSkillParams:
 
     @property
     def epsilon(self) -> float:
-        return math.sqrt(2.0) * self.beta * norm.ppf((1 + self.draw_probability) / 2)
+        return math.sqrt(2.0) * self.beta * float(ndtri((1 + self.draw_probability) / 2))
 
 
 def v_w_win(t: float, e: float) -> tuple[float, float]:
     """``v`` and ``w`` of a win (stable through the log of Φ for very negative ``t − e``)."""
     x = t - e
-    v = math.exp(norm.logpdf(x) - norm.logcdf(x))
+    v = math.exp(-0.5 * x * x - _LOG_SQRT_2PI - float(log_ndtr(x)))
     return v, v * (v + x)
 
 
 def v_w_draw(t: float, e: float) -> tuple[float, float]:
     """``v`` and ``w`` of a draw."""
-    den = norm.cdf(e - t) - norm.cdf(-e - t)
-    v = (norm.pdf(-e - t) - norm.pdf(e - t)) / den
-    w = v * v + ((e - t) * norm.pdf(e - t) + (e + t) * norm.pdf(e + t)) / den
+    den = float(ndtr(e - t) - ndtr(-e - t))
+    v = (_pdf(-e - t) - _pdf(e - t)) / den
+    w = v * v + ((e - t) * _pdf(e - t) + (e + t) * _pdf(e + t)) / den
     return v, w
 
 

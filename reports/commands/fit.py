@@ -24,12 +24,13 @@ def register(sub) -> None:
     p.add_argument("data", help="rankings file (rankings CSV, pairwise CSV, PrefLib, ...) or "
                                 "a shared data set name (babyface, readlevel, ...)")
     p.add_argument("--model", choices=MODELS, default="couple")
-    p.add_argument("--method", choices=("nuts", "online", "ep", "map", "ml"),
+    p.add_argument("--method", choices=("nuts", "online", "ep", "map", "ml", "trueskill"),
                    default="online",
                    help="nuts (the reference), online (one pass of moment matching), ep "
                         "(expectation propagation over the same update: passes that revisit "
                         "every ranking's contribution), or the batch point estimates of bt/pl: "
-                        "map (the prior as a ridge) and ml (sum-to-zero)")
+                        "map (the prior as a ridge) and ml (sum-to-zero), or trueskill (bt: "
+                        "TrueSkill over the rank-broken pairs)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("priors (shared by both methods)")
@@ -122,7 +123,7 @@ def run(args) -> int:
     data, _ = read_data(args.data)
     priors = load_priors(args, data)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    if args.method in ("map", "ml"):
+    if args.method in ("map", "ml", "trueskill"):
         from reports.commands import fit_batch
         return fit_batch.run(args, data, priors)
     if args.method == "nuts":

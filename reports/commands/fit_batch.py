@@ -1,6 +1,8 @@
 """``crowdrank fit --method map|ml``: batch point estimates of BT or PL with intervals.
 
-``--model crowdbt --method map`` is CrowdBT's MAP by EM (:func:`run_crowdbt_em`).
+``--model crowdbt --method map`` is CrowdBT's MAP by EM (:func:`run_crowdbt_em`);
+``--method trueskill`` (model ``bt``) is TrueSkill over the rank-broken pairs
+(:func:`run_trueskill`).
 
 Called by :mod:`reports.commands.fit` as ``run(args, data, priors)``; :func:`add_arguments`
 adds the options of this method to the ``fit`` parser. ``map`` maximises the posterior
@@ -43,6 +45,12 @@ def add_arguments(p) -> None:
                    help="probability of the bootstrap percentile intervals")
     b.add_argument("--processes", type=int, default=min(2, os.cpu_count() or 1),
                    help="processes for the bootstrap refits")
+    t = p.add_argument_group("TrueSkill (--method trueskill; model bt)")
+    t.add_argument("--ts-beta", type=float, default=None,
+                   help="performance sd β (default prior-sigma/2)")
+    t.add_argument("--ts-tau", type=float, default=0.0, help="dynamics τ added before a game")
+    t.add_argument("--ts-draw-probability", type=float, default=0.0,
+                   help="sets the draw margin (no draws reach it from a file: ties are split)")
 
 
 def run(args, data, priors) -> int:
@@ -50,6 +58,8 @@ def run(args, data, priors) -> int:
 
     if (args.tol is not None and args.tol <= 0) or args.processes < 1:
         raise UsageError("--tol must be > 0 and --processes >= 1")
+    if args.method == "trueskill":
+        return run_trueskill(args, data, priors)
     if args.model == "crowdbt" and args.method == "map":
         return run_crowdbt_em(args, data, priors)
     if args.model not in ("bt", "pl"):
@@ -99,4 +109,26 @@ def run_crowdbt_em(args, data, priors) -> int:
     print(f"crowdbt map by EM: {state} in {fit.iterations} iterations, max |gradient| "
           f"{fit.grad_norm:.2e}, {fit.seconds:.2f} s; wrote {out / 'items.csv'}, "
           f"{out / 'workers.csv'} and {out / 'fit.json'}")
+    return 0
+
+
+def run_trueskill(args, data, priors) -> int:
+    """TrueSkill (:mod:`inference.online.trueskill`): ``posterior.json`` and ``items.csv``
+    like the other online methods."""
+    from inference.online.trueskill import fit_trueskill
+
+    if args.model != "bt":
+        raise UsageError(f"--method trueskill rates pairs: use --model bt, not {args.model!r}")
+    if not 0 <= args.ts_draw_probability < 1 or args.ts_tau < 0 or (
+            args.ts_beta is not None and not args.ts_beta > 0):
+        raise UsageError("need --ts-beta > 0, --ts-tau >= 0 and 0 <= --ts-draw-probability < 1")
+    post = fit_trueskill(data, priors, beta=args.ts_beta, tau=args.ts_tau,
+                         draw_probability=args.ts_draw_probability,
+                         progress=not args.no_progress)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    post.to_json(out / "posterior.json")
+    post.items_table().to_csv(out / "items.csv", index=False, float_format="%.17g")
+    print(f"trueskill: {data.n_pairs()} pairs, {len(post.items)} items, {post.seconds:.3f} s; "
+          f"wrote {out / 'posterior.json'} and {out / 'items.csv'}")
     return 0

@@ -369,8 +369,7 @@ def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "
     return text
 
 
-README_VARIANTS = ("one-pass", "one-pass taylor=quadrature,score_alpha=prior", "ep5", "ep10",
-                   "ep10 taylor=quadrature,score_alpha=prior")
+README_VARIANTS = ("one-pass", "ep10", "ep10 taylor=quadrature,score_alpha=prior")
 
 
 def readme_table(path: Path = RESULTS / "fidelity.json") -> str:

@@ -50,7 +50,8 @@ def timing(inputs, fast, precision, reps, seed=0):
     from inference.nuts import jittered_starts
     from models import numpyro_models as npm
 
-    kw = {"fast": fast, "loglik_dtype": "float32" if precision == "float32" else None}
+    kw = {"fast": fast, "loglik_dtype": "float32" if precision == "float32" else None,
+          "pointwise": False}
     with jax.enable_x64(True):
         rng = np.random.default_rng(seed)
         z = jittered_starts(inputs, {"lambda": rng.normal(0, 1, inputs.n_items)}, 1, seed,

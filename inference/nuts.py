@@ -360,7 +360,9 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
         loglik_dtype = "float32" if precision == "float32" else None
 
         def prog():
-            return npm.model(inputs, loglik_dtype=loglik_dtype, prior_only=prior_only, **param)
+            # the sampler's form of the density: the site's total (models.numpyro_models)
+            return npm.model(inputs, loglik_dtype=loglik_dtype, prior_only=prior_only,
+                             pointwise=False, **param)
 
         init_params = None
         if starts is not None:
@@ -438,7 +440,7 @@ def gradient_timing(inputs: ModelInputs, reps: int = 5, *, z: dict | None = None
     param = param or {}
     if z is None:
         z = jittered_starts(inputs, {"lambda": np.zeros(inputs.n_items)}, 1, 0, 0.0, **param)
-    kw = dict(param, loglik_dtype=loglik_dtype)
+    kw = dict(param, loglik_dtype=loglik_dtype, pointwise=False)
     with jax.enable_x64(True):
         z = {k: jax.numpy.asarray(v, jax.numpy.float64) for k, v in z.items()}
         vg = jax.jit(jax.value_and_grad(

@@ -285,7 +285,7 @@ def _acc_sum(v):
 
 def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered",
           fast: bool = True, loglik_dtype=None, prior_only: bool = False, boost=None,
-          predict: bool = False):
+          predict: bool = False, pointwise: bool = True):
     """The NumPyro program of ``inputs.model``: priors on λ (and η) and one likelihood
     factor.
 
@@ -308,6 +308,10 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
     predict : bool
         Leave the ``rankings`` site unobserved, so that ``numpyro.infer.Predictive`` draws
         new orders of the same tasks (posterior predictive checks).
+    pointwise : bool
+        The site's ``log_prob`` is per ranking (what ``numpyro.infer.log_likelihood``
+        reads); ``False``: their sum (``RankingLikelihood(reduce=True)``), the sampler's
+        faster form of the same density.
     """
     if simplex not in SIMPLEX:
         raise ValueError(f"simplex must be one of {SIMPLEX}, got {simplex!r}")
@@ -322,7 +326,8 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
         log_eta = None if log_eta is None else log_eta.astype(loglik_dtype)
     # the data enter as an observed site: the PPL's own tools give the pointwise
     # log-likelihood and posterior predictive draws (RankingLikelihood)
-    numpyro.sample("rankings", RankingLikelihood(inputs, lam, log_eta, fast=fast),
+    numpyro.sample("rankings", RankingLikelihood(inputs, lam, log_eta, fast=fast,
+                                                 reduce=not pointwise),
                    obs=None if predict else inputs.order)
 
 
@@ -331,7 +336,10 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
 # the same per-ranking values as ``column_loglik`` for COUPLE, but
 #
 # * the ``- log Σ_{v≤m} η_v`` terms of a ranking of length ``k`` are one entry of a dense
-#   ``(W, K)`` table of their cumulative sums (one gather per column instead of ``k − 1``);
+#   ``(W, K − 1)`` table of their cumulative sums (one gather per column instead of
+#   ``k − 1``), whose gradient rides in the same scatter as ``η``'s;
+# * the values are put in data order by a gather (COUPLE's columns are a permutation of the
+#   rankings) and the cotangents back by another: no scatter-add by ``origin``;
 # * each stage is evaluated with a per-stage shift (the suffix maximum of λ), as
 #   ``log P_i = log A_i − log S_i`` with ``u_{ij} = exp(λ_j − max_{j'≥i} λ_{j'}) ≤ 1``,
 #   ``S_i = Σ_{j≥i} u_{ij} ≥ 1`` and ``A_i = Σ_t η_t u_{i,i+t} ≥ η_{t*} ≥ tiny``: the same
@@ -354,6 +362,18 @@ class _CouplePlan:
         self.blocks = list(inputs.blocks)
         self.index = [np.ascontiguousarray(inputs.index[:k, a:b]) for k, a, b in self.blocks]
         self.worker = [np.ascontiguousarray(inputs.worker[a:b]) for k, a, b in self.blocks]
+        # COUPLE's columns are the rankings: ``origin`` is a permutation, and gathers in
+        # both directions put the values in data order (no scatter-add)
+        self.origin = np.asarray(inputs.origin)
+        self.inverse = np.argsort(self.origin)
+        self.counts = {k: np.bincount(w, minlength=inputs.n_workers)
+                       for (k, a, b), w in zip(self.blocks, self.worker)}
+        # the sum's form: how many stages with m candidates each worker reported
+        stages = np.zeros((inputs.n_workers, inputs.K))
+        for (k, a, b), w in zip(self.blocks, self.worker):
+            for i in range(k - 1):          # stage i has m = k - i candidates
+                stages[:, k - i - 1] += self.counts[k]
+        self.stages = stages
 
 
 def _couple_block_fwd(x, e):
@@ -392,45 +412,78 @@ def _couple_block_fwd(x, e):
 
 
 def _couple_core(plan: _CouplePlan, L: int, W: int, K: int):
-    """``core(lam, eta)``: ``Σ_i (log A_i − log S_i)`` of every column, ``(n_cols,)``, in
-    the layout's order, with a hand-written VJP (see the section comment)."""
+    """``core(lam, eta, pay)``: per ranking, in data order, ``Σ_i (log A_i − log S_i)``
+    minus ``pay[w, k − 2]`` (the ranking's ``Σ log Σ_{v≤m} η_v``), with a hand-written VJP
+    (see the section comment)."""
     idx = [jnp.asarray(ix) for ix in plan.index]
     flat = [jnp.asarray(ix.ravel()) for ix in plan.index]
     wk = [jnp.asarray(w) for w in plan.worker]
+    origin, inverse = jnp.asarray(plan.origin), jnp.asarray(plan.inverse)
 
-    def forward(lam, eta):
+    def forward(lam, eta, pay, need_grad):
         vals, res = [], []
-        for (k, a, b), ix, w in zip(plan.blocks, idx, wk):
+        dlam = jnp.zeros(L, lam.dtype)
+        deta = jnp.zeros((W, K), lam.dtype)
+        cnt = jnp.zeros((W, max(K - 1, 1)), lam.dtype)
+        for (k, a, b), ix, fl, w in zip(plan.blocks, idx, flat, wk):
             v, dx, de = _couple_block_fwd(lam[ix], eta[w, :k].T)
+            if need_grad:
+                # computed once and kept: without the barrier XLA fuses the elementwise
+                # chain into each consumer (the values, two scatters) and recomputes it
+                v, dx, de = jax.lax.optimization_barrier((v, dx, de))
+            if k >= 2:
+                v = v - pay[w, k - 2].astype(v.dtype)
             vals.append(v)
-            res.append((dx, de))
-        return jnp.concatenate(vals), res
+            if need_grad:
+                res.append((dx, de))
+                # the derivatives of the *sum*, reduced here in the fused forward loop:
+                # what the sampler's uniform cotangent needs (see bwd)
+                dlam = dlam + jax.ops.segment_sum(dx.ravel(), fl, num_segments=L)
+                deta = deta.at[:, :k].add(jax.ops.segment_sum(de.T, w, num_segments=W))
+                if k >= 2:
+                    cnt = cnt.at[:, k - 2].add(jnp.asarray(plan.counts[k], lam.dtype))
+        return jnp.concatenate(vals)[inverse], (dlam, deta, -cnt, res)
 
     @jax.custom_vjp
-    def core(lam, eta):
-        return forward(lam, eta)[0]
+    def core(lam, eta, pay):
+        return forward(lam, eta, pay, False)[0]
 
-    def fwd(lam, eta):
-        return forward(lam, eta)
+    def fwd(lam, eta, pay):
+        return forward(lam, eta, pay, True)
 
-    def bwd(res, g):
-        dlam, deta = None, None
+    def general(g, res):
+        dlam = jnp.zeros(L, res[0][0].dtype)
+        deta = jnp.zeros((W, K), res[0][0].dtype)
+        dpay = jnp.zeros((W, max(K - 1, 1)), res[0][0].dtype)
         for (k, a, b), fl, w, (dx, de) in zip(plan.blocks, flat, wk, res):
             gb = g[a:b].astype(dx.dtype)
-            dl = jax.ops.segment_sum((dx * gb).ravel(), fl, num_segments=L)
-            dw = jax.ops.segment_sum((de * gb).T, w, num_segments=W)
-            dlam = dl if dlam is None else dlam + dl
-            dw = jnp.pad(dw, ((0, 0), (0, K - k)))
-            deta = dw if deta is None else deta + dw
-        return dlam, deta
+            dlam = dlam + jax.ops.segment_sum((dx * gb).ravel(), fl, num_segments=L)
+            # one scatter per block for η and the pay table: the weights ride along
+            rows = jnp.concatenate([(de * gb).T, gb[:, None]], axis=1)
+            dw = jax.ops.segment_sum(rows, w, num_segments=W)
+            deta = deta.at[:, :k].add(dw[:, :k])
+            if k >= 2:
+                dpay = dpay.at[:, k - 2].add(-dw[:, k])
+        return dlam, deta, dpay
+
+    def bwd(saved, g):
+        dlam1, deta1, dpay1, res = saved
+        g = g[origin]                     # back to the layout's column order: a gather
+        g0 = g[0].astype(dlam1.dtype)
+        # NUTS differentiates the sum (every cotangent the same): scale the forward's
+        # reductions; any other cotangent takes the per-ranking path
+        return jax.lax.cond(jnp.all(g == g[0]),
+                            lambda: (g0 * dlam1, g0 * deta1, g0 * dpay1),
+                            lambda: general(g, res))
 
     core.defvjp(fwd, bwd)
     return core
 
 
 def couple_columns(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
-    """``column_loglik`` of COUPLE (one value per ranking, in the layout's order), with the
-    hand-written derivatives of the section comment: the sampler's fast path.
+    """The per-ranking log-likelihood of COUPLE, ``(n_obs,)`` in data order (the values of
+    :func:`pointwise_loglik`), with the hand-written derivatives of the section comment:
+    the sampler's fast path.
 
     The core works on ``η'_w = exp(log η_w − max_t log η_w)`` (largest entry exactly 1), so
     an entry far below the largest is lost only when it is ``< 1e-38`` times smaller (float32)
@@ -445,17 +498,62 @@ def couple_columns(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     eta_c = jnp.maximum(jnp.exp(log_eta - shift), jnp.finfo(log_eta.dtype).tiny)
     log_cum = jax.lax.cumlogsumexp(log_eta, axis=1) - shift
     # a ranking of length k pays Σ_{m=2..k} log Σ_{v<m} η_v: column k-2 of this table
-    pay = jnp.cumsum(log_cum[:, 1:], axis=1)
-    cols = core(lam, eta_c)
-    parts = [pay[w, k - 2] if k >= 2 else jnp.zeros(b - a, pay.dtype)
-             for (k, a, b), w in zip(plan.blocks, plan.worker)]
-    return cols - jnp.concatenate(parts).astype(cols.dtype)
+    pay = jnp.cumsum(log_cum[:, 1:], axis=1) if inputs.K > 1 else jnp.zeros_like(log_cum)
+    return core(lam, eta_c, pay)
+
+
+def _couple_sum_core(plan: _CouplePlan, L: int, W: int, K: int):
+    """``core(lam, eta) = Σ_columns Σ_i (log A_i − log S_i)``: the scalar form of
+    :func:`_couple_core`, whose derivatives are reduced in the forward loop and only scaled
+    by the (scalar) cotangent. The sampler's path: with a vector output XLA no longer fuses
+    the values and the reductions into one loop (measured 1.2–1.6x slower at N = 45,000,
+    ``bench/results/observed_gradient.json``)."""
+    blocks = [(blk, ix, w) for blk, ix, w in zip(plan.blocks, plan.index, plan.worker)
+              if blk[0] >= 2]
+    idx = [jnp.asarray(ix) for _, ix, _ in blocks]
+    flat = [jnp.asarray(ix.ravel()) for _, ix, _ in blocks]
+    wk = [jnp.asarray(w) for _, _, w in blocks]
+
+    def value_and_grads(lam, eta, need_grad):
+        val = 0.0
+        dlam = jnp.zeros(L, lam.dtype)
+        deta = jnp.zeros((W, K), eta.dtype)
+        for ((k, a, b), _, _), ix, fl, w in zip(blocks, idx, flat, wk):
+            v, dx, de = _couple_block_fwd(lam[ix], eta[w, :k].T)
+            val = val + _acc_sum(v)
+            if need_grad:
+                dlam = dlam + jax.ops.segment_sum(dx.ravel(), fl, num_segments=L)
+                deta = deta.at[:, :k].add(jax.ops.segment_sum(de.T, w, num_segments=W))
+        return val, dlam, deta
+
+    @jax.custom_vjp
+    def core(lam, eta):
+        return value_and_grads(lam, eta, False)[0]
+
+    def fwd(lam, eta):
+        val, dlam, deta = value_and_grads(lam, eta, True)
+        return val, (dlam, deta)
+
+    def bwd(res, g):
+        dlam, deta = res
+        # the total may be float64 while the work is float32: cotangents keep the primal dtype
+        return (g * dlam).astype(dlam.dtype), (g * deta).astype(deta.dtype)
+
+    core.defvjp(fwd, bwd)
+    return core
 
 
 def couple_total(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
-    """``Σ column_loglik`` of COUPLE through :func:`couple_columns` (summed in float64 when
-    JAX has 64-bit types)."""
-    return _acc_sum(couple_columns(inputs, lam, eta, log_eta=log_eta))
+    """``Σ column_loglik`` of COUPLE, the sampler's likelihood term (fused scalar kernel,
+    :func:`_couple_sum_core`; the same shift as :func:`couple_columns`)."""
+    lam = jnp.asarray(lam)
+    log_eta = log_eta_table(inputs, eta, log_eta)
+    plan = _CouplePlan(inputs)
+    core = _couple_sum_core(plan, inputs.n_items, inputs.n_workers, inputs.K)
+    shift = jax.lax.stop_gradient(jnp.max(log_eta, axis=1, keepdims=True))
+    eta_c = jnp.maximum(jnp.exp(log_eta - shift), jnp.finfo(log_eta.dtype).tiny)
+    log_cum = jax.lax.cumlogsumexp(log_eta, axis=1) - shift
+    return core(lam, eta_c) - _acc_sum(jnp.asarray(plan.stages, log_cum.dtype) * log_cum)
 
 
 # ---------------------------------------------------------------- the observed site
@@ -514,7 +612,11 @@ class RankingLikelihood(dist.Distribution):
     ``log_prob(value)`` is one log-likelihood per ranking (BT/CrowdBT: the sum over its
     rank-broken pairs), so ``numpyro.infer.log_likelihood`` gives the pointwise values that
     LOO needs and the model's density is their sum. With ``fast`` (COUPLE) the values come
-    from :func:`couple_columns`, whose derivatives are hand-written. ``value`` must be
+    from :func:`couple_columns`, whose derivatives are hand-written. ``reduce=True`` (the
+    sampler's form, ``model(..., pointwise=False)``) returns their sum instead, shape
+    ``()`` — NumPyro sums a site's ``log_prob``, so the density is the same — through the
+    fused scalar kernel :func:`couple_total`, as fast as before the observed site existed.
+    ``value`` must be
     concrete (the layout of the ranking lengths is built in NumPy); orders other than the
     data's are re-laid out (:func:`models.model_inputs.with_orders`).
 
@@ -536,13 +638,13 @@ class RankingLikelihood(dist.Distribution):
 
     arg_constraints = {}
     pytree_data_fields = ("lam", "log_eta")
-    pytree_aux_fields = ("inputs", "fast")
+    pytree_aux_fields = ("inputs", "fast", "reduce")
 
     def __init__(self, inputs: ModelInputs, lam, log_eta=None, *, fast: bool = True,
-                 validate_args=None):
+                 reduce: bool = False, validate_args=None):
         if inputs.order is None:
             raise ValueError("these ModelInputs carry no observed orders")
-        self.inputs, self.fast = inputs, fast
+        self.inputs, self.fast, self.reduce = inputs, fast, reduce
         self.lam = jnp.asarray(lam)
         self.log_eta = None if log_eta is None else jnp.asarray(log_eta)
         super().__init__(batch_shape=(inputs.n_obs,), event_shape=(inputs.order.shape[1],),
@@ -559,14 +661,16 @@ class RankingLikelihood(dist.Distribution):
             raise ValueError("RankingLikelihood.log_prob needs concrete orders (the layout "
                              "of the ranking lengths is built in NumPy)")
         inp = with_orders(self.inputs, value)
+        if self.reduce and inp.model == "couple" and self.fast:
+            return couple_total(inp, self.lam, log_eta=self.log_eta)
         if inp.model == "couple" and self.fast:
-            cols = couple_columns(inp, self.lam, log_eta=self.log_eta)
+            out = couple_columns(inp, self.lam, log_eta=self.log_eta)    # data order
         else:
             cols = column_loglik(inp, self.lam, log_eta=self.log_eta)
-        if jax.config.jax_enable_x64:
-            # per ranking a few nats: float32 work is fine, but the sum is taken in float64
-            cols = cols.astype(jnp.float64)
-        return jax.ops.segment_sum(cols, jnp.asarray(inp.origin), num_segments=inp.n_obs)
+            out = jax.ops.segment_sum(cols, jnp.asarray(inp.origin), num_segments=inp.n_obs)
+        # per ranking a few nats: float32 work is fine, but the sum is taken in float64
+        out = out.astype(jnp.float64) if jax.config.jax_enable_x64 else out
+        return jnp.sum(out) if self.reduce else out
 
     def sample(self, key, sample_shape=()):
         if sample_shape:

@@ -127,6 +127,33 @@ def test_fast_couple_pointwise_and_any_cotangent(data, priors):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.parametrize("model", ["couple", "pl"])
+def test_samplers_form_is_the_same_density(model, data, priors):
+    """``model(pointwise=False)`` (the site's total, COUPLE's fused scalar kernel: what NUTS
+    runs) has the value and the potential-energy gradient of the per-ranking form, whose
+    gradient tests/test_gradients.py checks against finite differences."""
+    from numpyro import handlers
+    from numpyro.distributions.transforms import biject_to
+    from numpyro.infer.util import potential_energy
+
+    from models import numpyro_models as npm
+
+    inp = model_inputs(model, data, priors)
+    with jax.enable_x64(True):
+        tr = handlers.trace(handlers.seed(npm.model, 1)).get_trace(inp)
+        z = {n: biject_to(st["fn"].support).inv(st["value"]) + 0.3
+             for n, st in tr.items() if st["type"] == "sample" and not st["is_observed"]}
+        out = {}
+        for pw in (True, False):
+            f = jax.jit(jax.value_and_grad(
+                lambda p, pw=pw: potential_energy(npm.model, (inp,), {"pointwise": pw}, p)))
+            out[pw] = f(z)
+    assert float(out[True][0]) == pytest.approx(float(out[False][0]), rel=1e-12)
+    for k in z:
+        np.testing.assert_allclose(np.asarray(out[True][1][k]), np.asarray(out[False][1][k]),
+                                   rtol=1e-9, atol=1e-10)
+
+
 @pytest.mark.parametrize("model", ["pl", "crowdbt", "couple-normalized"])
 def test_log_prob_scores_the_orders_it_is_given(model, data, priors):
     """Other orders of the same tasks are re-laid out and scored (against the reference on

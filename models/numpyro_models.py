@@ -45,10 +45,11 @@ The data enter as one observed site, ``rankings`` (:class:`RankingLikelihood`, a
 ``log_prob`` is the per-ranking log-likelihood, so ``numpyro.infer.log_likelihood`` and
 ``Predictive`` work on these models, and its ``sample`` is the generative process.
 
-For COUPLE the site's values (what NUTS differentiates) come from :func:`couple_columns`:
-the same values, with a hand-written gradient computed in the forward pass
-(``jax.custom_vjp``); at the paper's scale on 2 CPU cores it measured 13 ms per
-potential+gradient against 52 ms for autodiff of ``column_loglik`` (float32;
+For COUPLE the site's values come from :func:`couple_columns` (per ranking) or, in the
+sampler's form ``model(..., pointwise=False)``, their sum from :func:`couple_total`: the
+same values, with a hand-written gradient computed in the forward pass
+(``jax.custom_vjp``); at the paper's scale on 2 CPU cores the scalar kernel measured 13 ms
+per potential+gradient against 52 ms for autodiff of ``column_loglik`` (float32;
 ``bench/results/nuts_gradient.json``). ``model(..., fast=False)`` gives the autodiff path
 back.
 

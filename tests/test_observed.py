@@ -485,3 +485,47 @@ def test_story_prob_is_a_distribution():
     for o in permutations([0, 1, 2]):
         assert _story_prob(LAM, e1, list(o)) == pytest.approx(_pl_prob(LAM, o), rel=1e-9)
     assert np.exp(log_softmax(LAM[[0, 1]]))[0] == pytest.approx(expit(LAM[0] - LAM[1]))
+
+
+# ---------------------------------------------------------------- the audit
+def test_audit_options_for_the_checks():
+    """--no-checks and --loo-models reach the configuration; an unknown model is a one-line
+    usage error naming the option."""
+    import argparse
+
+    from models.errors import UsageError
+    from reports.commands import audit as cmd
+
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers()
+    cmd.register(sub)
+    args = p.parse_args(["audit", "--out", "x", "--no-checks", "--loo-models", "pl"])
+    cfg = cmd.config_from_args(args)
+    assert cfg.checks is False and cfg.loo_models == ("pl",)
+    cfg = cmd.config_from_args(p.parse_args(["audit", "--out", "x", "--loo-models", ""]))
+    assert cfg.checks is True and cfg.loo_models == ()
+    with pytest.raises(UsageError, match="--loo-models"):
+        cmd.config_from_args(p.parse_args(["audit", "--out", "x", "--loo-models", "pl,nope"]))
+
+
+@pytest.mark.slow
+def test_audit_reports_model_checks(tmp_path):
+    """The audit fits the LOO-only models, compares on the right units and renders both
+    sections; metrics.json holds what the page shows."""
+    import json
+
+    from reports.audit import AuditConfig, Subject, run_audit
+
+    sim = simulate("couple", n_items=6, n_workers=2, tasks_per_worker=6, kmax=3, seed=4)
+    cfg = AuditConfig(models=("couple",), chains=2, tune=60, draws=60, permutations=0,
+                      loo_models=("pl",))
+    run_audit(Subject(sim.rankings, truth=sim.lam), tmp_path, cfg, log=lambda m: None)
+    m = json.loads((tmp_path / "metrics.json").read_text())["checks"]
+    all_, pairs = m["loo"]["tables"]
+    assert all_["models"] == ["pl"] and "couple" in all_["refused"]
+    assert {r["model"] for r in pairs["table"]} == {"pl", "couple"}
+    assert set(m["ppc"]) == {"couple", "pl"} and m["extra_fits"] == {
+        "pl": "checks/pl/posterior.nc"}
+    assert (tmp_path / "checks" / "pl" / "posterior.nc").is_file()
+    html = (tmp_path / "report.html").read_text()
+    assert "Model comparison (PSIS-LOO)" in html and "Posterior predictive checks" in html

@@ -16,10 +16,11 @@ rank-broken pair ``s`` reported by worker ``k`` with ``d_s = λ_winner − λ_lo
   damped Newton step of :mod:`.solvers` on the doubled stages (a generalised EM step).
 
 Each iteration increases the observed-data log posterior
-``F = Σ_s log p_s + log N(λ) + Σ_k log Beta(η_k)``; the run stops when the largest entry of
-its gradient (:func:`gradient`, in ``λ`` and ``η``) is ``≤ tol``, projected on the box
-``0 ≤ η ≤ 1``: a worker whose every report agrees with the scores has its MAP accuracy at
-the bound ``η = 1`` (with ``b_k = 1``), where ``∂F/∂η > 0`` is the optimality condition. The MAP needs
+``F = Σ_s log p_s + log N(λ) + Σ_k log Beta(η_k)``; the run stops when the largest entry
+of its gradient in ``λ`` and ``logit η`` (:func:`projected_norm`) is ``≤ tol``, projected on
+the box ``0 ≤ η ≤ 1``: a worker whose every report agrees with the scores has its MAP
+accuracy at the bound ``η = 1`` (with ``b_k = 1``), where ``∂F/∂η > 0`` is the optimality
+condition. The MAP needs
 ``a_k, b_k ≥ 1`` (a Beta density with a parameter below 1 is unbounded at 0 or 1, and so is
 ``F``). The uncertainty reported is Laplace's for ``λ`` with ``η`` held at its estimate,
 and ``Beta(a_k + Σ r_s, b_k + Σ(1 − r_s))`` for each worker.
@@ -171,11 +172,12 @@ class EMFit:
 
 def projected_norm(P: Pairs, lam, eta, ab, mu0: float, sigma0: float,
                    edge: float = 1e-9) -> float:
-    """Largest entry of the gradient projected on ``0 ≤ η ≤ 1`` (zero for an ``η`` at a
-    bound whose gradient points outside)."""
+    """Largest entry of the gradient in ``(λ, logit η)`` — ``∂F/∂η · η(1 − η)`` for the
+    workers, so that an accuracy creeping towards 1 is judged on the scale it moves on —
+    projected on ``0 ≤ η ≤ 1`` (zero for an ``η`` at a bound whose gradient points out)."""
     gl, ge = gradient(P, lam, eta, ab, mu0, sigma0)
     ge = np.where(((eta >= 1 - edge) & (ge > 0)) | ((eta <= edge) & (ge < 0)), 0.0, ge)
-    return float(max(np.abs(gl).max(), np.abs(ge).max()))
+    return float(max(np.abs(gl).max(), np.abs(ge * eta * (1 - eta)).max()))
 
 
 def em_init(P: Pairs, ab, mu0: float):

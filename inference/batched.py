@@ -210,7 +210,7 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
         total = tune + draws
         bar = tqdm(total=total, desc=f"NUTS x {R} data sets x {C} chains",
                    disable=not progress, unit="it")
-        warm_steps, samples = 0.0, []
+        warm_steps, samples, lane_max, lane_sum = 0.0, [], 0.0, 0.0
         done, first = 0, True
         phase_t = {"warmup": 0.0, "sampling": 0.0}
         while done < total:
@@ -224,15 +224,22 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
                 timings["compile_and_first_chunk"] = dt
                 first = False
             phase_t["sampling" if collect else "warmup"] += dt
+            steps = np.asarray(out[-1])                  # (n, lanes)
+            # a vmapped iteration lasts as long as its longest trajectory
+            lane_max += float(steps.max(axis=1).sum())
+            lane_sum += float(steps.sum())
             if collect:
                 samples.append(out)
             else:
-                warm_steps += float(np.asarray(out[0]).sum())
+                warm_steps += float(steps.sum())
             done += n
             bar.update(n)
         bar.close()
         timings.update(phase_t)
         timings["warmup_gradients"] = warm_steps
+        # leapfrog steps the vmapped program ran per lane (the longest trajectory of each
+        # iteration) over the steps the lanes needed: the price of sharing one program
+        timings["vmap_step_overhead"] = lane_max * R * C / max(lane_sum, 1.0)
         timings["total"] = time.perf_counter() - t
 
         z = {k: jnp.concatenate([s[0][k] for s in samples], axis=0) for k in z_shape}

@@ -479,13 +479,20 @@ def headline(results_dir: Path | str = RESULTS) -> str:
     sbc = _load(d, "sbc.json")
     if sbc:
         runs = sbc.get("runs", [])
+        def _sbc(r):
+            wall = r.get("measured_200_replicates_wall_s")
+            cost = (f"{wall / 60:.0f} min measured (load {r['loadavg_after'][0]:.0f})"
+                    if wall is not None and r.get("reached_200_replicates") else
+                    f"200 extrapolated to "
+                    f"{r['extrapolated_200_replicates_s_on_2_idle_cores_from_cpu'] / 60:.0f}"
+                    f" min from CPU s")
+            gate = r.get("gate") or {}
+            return (f"{r['model']}/{r['backend']}: {r['replicates']} replicates, {cost}, "
+                    f"gate {gate.get('passed', '?')}/{r['replicates']}, "
+                    f"{(r.get('nuts') or {}).get('verdict', '?').split(' (')[0]}")
+
         rows.append(["SBC (10 items, 4 workers, 100 rankings, geometric prior)",
-                     "; ".join(f"{r['model']}/{r['backend']}"
-                               + (f" ({r['label']})" if r.get("label") not in (None, "default")
-                                  else "")
-                               + f": {r['replicates']} replicates, "
-                               f"{(r.get('nuts') or {}).get('verdict', '?')}"
-                               for r in runs) or "not measured",
+                     "; ".join(_sbc(r) for r in runs) or "not measured",
                      "≥ 200 replicates each, calibrated, ≤ 30 min"])
     online = _load(d, "online.json")
     if online:

@@ -333,7 +333,8 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
 
 
 # ---------------------------------------------------------------- fast COUPLE columns
-# The sampler needs the total log-likelihood and its gradient. ``couple_columns`` computes
+# The sampler needs the total log-likelihood and its gradient, LOO the per-ranking values.
+# ``couple_columns`` computes
 # the same per-ranking values as ``column_loglik`` for COUPLE, but
 #
 # * the ``- log Σ_{v≤m} η_v`` terms of a ranking of length ``k`` are one entry of a dense
@@ -347,10 +348,12 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
 #   value as log η̄ + log-softmax with a logsumexp over the active entries only, and as
 #   stable (nothing overflows; the largest ``u`` of a stage is exactly 1);
 # * the per-column derivatives are written by hand (``jax.custom_vjp``) and computed *in
-#   the forward pass*, in the same fused elementwise loop that computes the value; the
-#   backward pass only weights them by the cotangent of each column and reduces them to
-#   items and workers with one ``segment_sum`` per length block. Any cotangent is exact
-#   (the sampler's is the same for every column; tests/test_gradients.py feeds it −1).
+#   the forward pass*, in the same elementwise loop that computes the value, and reduced
+#   there to items and workers with one ``segment_sum`` per length block; a backward pass
+#   whose cotangent is the same for every ranking (a sum: tests/test_gradients.py feeds
+#   −1) only scales those reductions, any other cotangent weights the per-column
+#   derivatives (``lax.cond`` at run time), so every cotangent is exact. The sampler uses
+#   the scalar twin :func:`_couple_sum_core` (see there why).
 #   Measured at the paper's scale (``bench/bench_gradient.py``): autodiff materialises many
 #   ``(k, n)`` intermediates and recomputes the exponentials once per consumer; this path
 #   does not.

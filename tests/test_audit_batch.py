@@ -79,3 +79,33 @@ def test_audit_laplace_and_bootstrap_against_nuts(tmp_path):
     assert 0.8 < lap["mean_coverage_90"] < 0.97
     assert boot["median_sd_ratio"] < 1.05
     assert (tmp_path / "bt" / "online" / "variants" / "method-bootstrap.json").exists()
+
+
+@pytest.mark.slow
+def test_audit_crowdbt_em_and_trueskill_run_as_approximations(tmp_path):
+    """CrowdBT's EM MAP (gold priors: Beta(1 + correct, 1 + wrong), a, b >= 1) and TrueSkill
+    appear in the audit as variants with λ rows (and η rows for EM) compared with NUTS."""
+    import pandas as pd
+
+    from models.simulate import simulate
+    from validation.audit import AuditConfig, Subject, run_audit
+
+    sim = simulate("crowdbt", n_items=8, n_workers=3, tasks_per_worker=60, seed=6,
+                   setting="expert", gold_per_worker=10)
+    subject = Subject(sim.rankings, truth=sim.lam, gold=(sim.gold, sim.gold_true_order))
+    cfg = AuditConfig(models=("crowdbt",), chains=2, tune=300, draws=500, permutations=0,
+                      variants={"method": ["online", "em"]})
+    m = run_audit(subject, tmp_path / "c", cfg, log=lambda _: None)
+    v = {x["variant"]: x["aggregates"] for x in m["models"]["crowdbt"]["variants"]}
+    assert v["method=em"]["lambda"]["median_abs_z"] < 0.5
+    assert v["method=em"]["eta"]["n"] == 3
+    params = pd.read_csv(tmp_path / "c" / "parameters.csv")
+    assert set(params[params.variant == "method=em"].kind) == {"lambda", "eta"}
+
+    sim = simulate("bt", n_items=8, n_workers=3, tasks_per_worker=40, seed=7)
+    cfg = AuditConfig(models=("bt",), chains=2, tune=300, draws=500, permutations=0,
+                      variants={"method": ["online", "trueskill"]})
+    m = run_audit(Subject(sim.rankings, truth=sim.lam), tmp_path / "b", cfg,
+                  log=lambda _: None)
+    names = [x["variant"] for x in m["models"]["bt"]["variants"]]
+    assert names == ["default", "method=trueskill"]

@@ -55,10 +55,11 @@ DEFAULT_SIMULATION = {"n_items": 40, "n_workers": 6, "tasks_per_worker": 100, "k
 #: (:mod:`inference.online.ep`) with at most ``ep_passes`` passes; ``method`` and
 #: ``ep_passes`` apply to every audited model, the others to COUPLE only. ``method=laplace``
 #: and ``method=bootstrap`` are the batch MAP with Laplace's or the bootstrap's intervals
-#: (:mod:`inference.batch`; models ``bt`` and ``pl``).
+#: (:mod:`inference.batch`; models ``bt`` and ``pl``), ``method=em`` CrowdBT's MAP by EM
+#: (:mod:`inference.batch.crowdbt_em`), ``method=trueskill`` TrueSkill (model ``bt``).
 VARIANT_CHOICES = {"taylor": ("paper", "full", "plugin", "quadrature"),
                    "score_alpha": ("updated", "prior"),
-                   "method": ("online", "ep", "laplace", "bootstrap"),
+                   "method": ("online", "ep", "laplace", "bootstrap", "em", "trueskill"),
                    "ep_passes": ("10", "2", "5", "20")}
 #: Options every combination carries (the others only when asked for).
 BASE_VARIANTS = ("taylor", "score_alpha")
@@ -69,7 +70,8 @@ MODELS = model_names(audited=True)    # the models with a worker-quality paramet
 #: Weng–Lin's online update and the batch point methods).
 AUDITABLE = MODELS + ("bt", "pl")
 #: Point methods and the models they fit.
-BATCH_METHODS = {"laplace": ("bt", "pl"), "bootstrap": ("bt", "pl")}
+BATCH_METHODS = {"laplace": ("bt", "pl"), "bootstrap": ("bt", "pl"), "em": ("crowdbt",),
+                 "trueskill": ("bt",)}
 
 
 # ====================================================================== configuration
@@ -174,6 +176,12 @@ def fit_variant(data, model: str, priors, opts: dict, **kw):
     method = o.pop("method", "online")
     passes = int(o.pop("ep_passes", VARIANT_CHOICES["ep_passes"][0]))
     resamples, processes = kw.pop("resamples", 1000), kw.pop("processes", 1)
+    if method == "em":
+        from inference.batch.crowdbt_em import fit_crowdbt_em
+        return fit_crowdbt_em(data, priors)
+    if method == "trueskill":
+        from inference.online.trueskill import fit_trueskill
+        return fit_trueskill(data, priors, progress=kw.get("progress", False))
     if method in BATCH_METHODS:
         from inference.batch.api import fit_with_intervals
         return fit_with_intervals(data, model, priors, intervals=method,

@@ -40,8 +40,9 @@ def register(sub) -> None:
     p.add_argument("--approx", default=None, metavar="M1,M2",
                    help="approximations to audit, shorthand for --variants method=M1,M2: "
                         "online, ep, laplace (MAP with the inverse Hessian) and bootstrap "
-                        "(MAP refitted on resampled rankings, percentile intervals); laplace "
-                        "and bootstrap fit bt and pl")
+                        "(MAP refitted on resampled rankings, percentile intervals) for bt "
+                        "and pl; em (CrowdBT's MAP by EM, Beta priors with a, b >= 1) for "
+                        "crowdbt; trueskill for bt")
     p.add_argument("--bootstrap", type=int, default=None, metavar="B",
                    help="bootstrap resamples (default 1000; 200 with --quick)")
     p.add_argument("--quick", action="store_true",

@@ -199,7 +199,7 @@ def test_prior_only_item_sits_at_the_prior_mean():
 
 
 # ---------------------------------------------------------------- bootstrap
-from inference.batch import bootstrap as boot  # noqa: E402
+from inference.batch import bootstrap as boot
 
 
 def test_resample_weights_refit_equals_fit_on_resampled_data(kary):
@@ -301,3 +301,19 @@ def test_cli_fit_ml_refuses_weakly_connected_data(tmp_path, capsys):
     assert "not strongly connected" in capsys.readouterr().err
     assert main(["fit", str(src), "--model", "couple", "--method", "map", "--out",
                  str(tmp_path / "o")]) == 2
+
+
+@pytest.mark.parametrize("model", ["pl", "bt"])
+def test_compressed_stages_have_the_same_objective(kary, model):
+    st = luce.stages(kary, model)
+    small, index = luce.compress(st)
+    assert small.n_stages < st.n_stages
+    rng = np.random.default_rng(9)
+    lam = rng.normal(size=kary.n_items)
+    w = rng.integers(0, 4, size=st.n_units).astype(float)
+    wu = np.bincount(index, weights=w[st.unit], minlength=small.n_units)
+    assert luce.loglik(small, lam, wu) == pytest.approx(luce.loglik(st, lam, w), rel=1e-12)
+    np.testing.assert_allclose(luce.gradient(small, lam, wu), luce.gradient(st, lam, w),
+                               atol=1e-10)
+    np.testing.assert_allclose(luce.hessian(small, lam, wu), luce.hessian(st, lam, w),
+                               atol=1e-10)

@@ -6,8 +6,8 @@ scores is the interval. The unit resampled is the *input ranking* (a pairwise co
 for pairwise data): the rank-broken pairs of one ranking, or the rankings a tied input was
 split into, are not independent and travel together. A resample is a vector of
 multinomial counts over the ``U`` units, ``Multinomial(U, 1/U)``, used as stage weights
-(:mod:`.luce`), so no data are copied; each refit is a Newton solve started at the
-full-data estimate, stopped at a gradient of ``1e-6`` by default (an error in the scores
+(:mod:`.luce`) and summed over identical stages (:func:`.luce.compress`); each refit is
+a Newton solve started at the full-data estimate, stopped at a gradient of ``1e-6`` by default (an error in the scores
 far below the bootstrap's own spread). Resample ``b`` draws its counts from child ``b`` of
 ``numpy.random.SeedSequence(seed)``, so the draws do not depend on how the work is split
 over processes.
@@ -28,7 +28,7 @@ import numpy as np
 from models.data import DataError
 
 from . import luce
-from .solvers import Problem, solve, with_weights
+from .solvers import Problem, solve
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,6 +78,7 @@ def _refit(problem: Problem, lam_hat, children, tol: float, source: str,
     stopped before ``tol``."""
     out = np.empty((len(children), problem.stages.n_items))
     bad = 0
+    small, index = luce.compress(problem.stages)
     for i, child in enumerate(children):
         w = resample_weights(problem.stages.n_units, child)
         if problem.prior is None:
@@ -87,7 +88,8 @@ def _refit(problem: Problem, lam_hat, children, tol: float, source: str,
                 raise DataError(f"bootstrap resample {child.spawn_key[-1]}: {exc}; the "
                                 "bootstrap of ML needs every resample to have an ML "
                                 "estimate: bootstrap the MAP instead", source) from None
-        res = solve(with_weights(problem, w), "newton", lam0=lam_hat, tol=tol)
+        wu = np.bincount(index, weights=w[problem.stages.unit], minlength=small.n_units)
+        res = solve(Problem(small, problem.prior, wu), "newton", lam0=lam_hat, tol=tol)
         out[i] = res.lam
         bad += not res.converged
     return out, bad

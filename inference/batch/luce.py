@@ -210,6 +210,20 @@ def objective_hessian(st: Stages, lam, prior: Prior | None, weights=None) -> np.
     return -objective_neg_hessian(st, lam, prior, weights)
 
 
+def compress(st: Stages) -> tuple[Stages, np.ndarray]:
+    """Identical stages merged: ``(unique, index)`` where ``unique`` has one stage per
+    distinct (chosen, candidates) row, each its own unit, and ``index[s]`` is the unique
+    stage of stage ``s``. Per-unit weights ``w`` of ``st`` become
+    ``bincount(index, w[st.unit])`` on ``unique`` with the same objective — read-level's
+    12,726 pairs are 2,490 distinct ones, so a bootstrap refit does a fifth of the work."""
+    rows = np.where(st.mask, st.cand, -1)
+    uniq, index = np.unique(rows, axis=0, return_inverse=True)
+    mask = uniq >= 0
+    U = len(uniq)
+    return Stages(st.n_items, np.where(mask, uniq, 0), mask, np.arange(U), U,
+                  st.model), index.reshape(-1)
+
+
 # ---------------------------------------------------------------- identifiability
 def beats_graph(st: Stages, weights=None):
     """Directed graph (sparse ``(L, L)``) with an edge ``j → i`` when ``i`` was chosen over

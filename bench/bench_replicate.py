@@ -84,7 +84,8 @@ def run_one(name: str, args) -> dict:
            "note": "wall time includes any grid tasks found in the cache (none on a fresh "
                    "--out) and numba compilation in each worker process",
            "summary": _clean(summary)}
-    print(f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU -> {write(name, obj)}",
+    tag = f"{name}_{args.tag}" if args.tag else name
+    print(f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU -> {write(tag, obj)}",
           file=sys.stderr)
     return obj
 
@@ -145,6 +146,9 @@ def main(argv=None) -> int:
     p.add_argument("--processes", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--nuts", action="store_true")
+    p.add_argument("--tag", default="",
+                   help="written as replicate_<experiment>_<tag>.json (e.g. a --nuts run "
+                        "beside the main one)")
     p.add_argument("--dask-tasks", type=int, default=40)
     p.add_argument("--dask-work", type=float, default=0.5)
     p.add_argument("--dask-repeats", type=int, default=2)

@@ -390,7 +390,7 @@ KNOWN: dict[str, tuple[str, Callable]] = {
                         None),
     **{f"replicate_{e}.json": (f"[Pan18] replicated: `{e}` (`bench/bench_replicate.py`)",
                                _replicate)
-       for e in ("babyface", "fig7", "cost", "readlevel", "preflib")},
+       for e in ("babyface", "babyface_nuts", "fig7", "cost", "readlevel", "preflib")},
 }
 
 

@@ -538,7 +538,8 @@ def _replicate_rows(d: Path) -> list[list]:
                      "(paper 92.30 %), same six noisy workers, time",
                      f"{acc:.2f} % ({acc - 92.30:+.2f}); same six: "
                      f"{'yes' if e.get('same_six') else 'no'}; {bf['wall_seconds']:.0f} s "
-                     f"wall{load}", "±1 point; ≤ 3 min"])
+                     f"wall{load}" + (f", {bf['cpu_seconds']:.0f} s CPU" if "cpu_seconds" in bf
+                                      else ""), "±1 point; ≤ 3 min"])
     f7 = _load(d, "replicate_fig7.json")
     if f7:
         s = f7["summary"]

@@ -387,7 +387,7 @@ def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "
                 f"{_f(e.get('median_abs_z'))} | {_f(e.get('median_sd_ratio'))} | "
                 f"{_f(raw['median_abs_z'])} | {_f(raw['median_sd_ratio'])} | "
                 f"{_f(v['level']['z'])} | {_f(v['order_probability']['median_abs_diff'], 3)} | "
-                f"{_f(v['order_sensitivity_median'], 3)} | {_f(v.get('cpu_s'), 3)} | "
+                f"{_f(v['order_sensitivity_median'], 3)} | {_f(v.get('cpu_s'), 4)} | "
                 f"{_f(v.get('cpu_x_one_pass'), 1)} |")
         lines.append("")
     g = res.get("goals", {})

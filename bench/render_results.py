@@ -516,7 +516,8 @@ def headline(results_dir: Path | str = RESULTS) -> str:
                                if isinstance(v, dict) and v.get("score") is not None)
                      + "".join(f"; not run: {', '.join(m)}" for m in
                                [[k for k in ("gbmm", "kernels", "crowdbt", "wenglin",
-                                             "likelihood", "metrics", "gate", "readers")
+                                             "likelihood", "metrics", "gate", "readers",
+                                             "numpyro", "pymc")
                                  if k not in mods]] if m)
                      or "not measured", "≥ 90 % each"])
     rows.extend(_replicate_rows(d))

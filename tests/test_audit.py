@@ -263,3 +263,38 @@ def test_audit_with_the_pymc_backend(tmp_path):
     for w in online.workers:
         draws = post["eta"].sel(worker=w).values.ravel()
         assert eta.loc[w, "mcmc_mean"] == pytest.approx(draws.mean(), rel=1e-9)
+
+
+@pytest.mark.slow
+def test_audit_compares_ep_and_quadrature_variants(tmp_path):
+    """``--variants method=online,ep --variants taylor=paper,quadrature``: every variant is
+    fitted, written and compared, CrowdBT gets its EP variant too, the EP fits carry their
+    per-pass log, and every number on the page equals metrics.json."""
+    from test_pinned_report import check_audit_dir
+
+    from inference.online import OnlinePosterior
+    from models.io import write_rankings, write_truth
+    from models.simulate import simulate
+    from reports.cli import main
+
+    sim = simulate("couple", n_items=8, n_workers=3, tasks_per_worker=8, kmax=3, seed=4)
+    data_path = write_rankings(sim.rankings, tmp_path / "rk.csv")
+    truth_path = write_truth(sim.rankings.items, sim.lam, tmp_path / "truth.csv")
+    out = tmp_path / "audit"
+    rc = main(["audit", str(data_path), "--truth", str(truth_path), "--chains", "2",
+               "--tune", "60", "--draws", "60", "--permutations", "2", "--quiet",
+               "--variants", "method=online,ep", "--variants", "taylor=paper,quadrature",
+               "--out", str(out)])
+    assert rc == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    labels = {m: [v["variant"] for v in metrics["models"][m]["variants"]]
+              for m in ("couple", "crowdbt")}
+    assert labels["crowdbt"] == ["default", "method=ep"]
+    assert set(labels["couple"]) == {"default", "method=ep", "taylor=quadrature",
+                                     "taylor=quadrature,method=ep"}
+    ep = OnlinePosterior.from_json(out / "couple/online/variants/method-ep.json")
+    assert ep.algorithm == "ep-online-gbmm" and ep.options["ep"]["per_pass"]
+    for m in ("couple", "crowdbt"):
+        for v in metrics["models"][m]["variants"]:
+            assert v["identified"]["centred"]["n"] == len(sim.rankings.items)
+    assert check_audit_dir(out) > 100

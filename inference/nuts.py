@@ -667,22 +667,27 @@ def to_datatree(inputs: ModelInputs, data: Rankings, priors: Priors, post: dict,
     attrs = {"model": inputs.model, "backend": backend, "prior_spec": priors.spec,
              "mu0": float(priors.mu0), "sigma0": float(priors.sigma0),
              "n_rankings": int(data.n_rankings), "source": str(data.source),
-             "pointwise_loglik": int(ll is not None)}
+             "pointwise_loglik": int(ll is not None),
+             "posterior_predictive": int(pp is not None)}
     if extra_attrs:
         attrs.update({k: v for k, v in extra_attrs.items()})
     dt = from_dict(groups, coords=coords, dims={**dims, **dims_ll})
     if pp is not None:
-        import xarray as xr
-
-        pp_ds = xr.Dataset(
-            {"rankings": (("chain", "draw", "ranking", "position"), np.asarray(pp))},
-            coords={"chain": dt["posterior"]["chain"].values,
-                    "draw": np.asarray(pp_draws, np.int64),
-                    "ranking": coords["ranking"], "position": coords["position"]})
-        dt["posterior_predictive"] = xr.DataTree(pp_ds)
-    attrs["posterior_predictive"] = int(pp is not None)
+        dt["posterior_predictive"] = _predictive_group(dt, pp, pp_draws, coords)
     dt.attrs.update(attrs)
     return dt
+
+
+def _predictive_group(dt, pp, pp_draws, coords):
+    """The ``posterior_predictive`` group: ``rankings`` ``(chain, draw, ranking, position)``
+    whose ``draw`` coordinate holds the kept draws' indices."""
+    import xarray as xr
+
+    dims = ("chain", "draw", "ranking", "position")
+    values = (dt["posterior"]["chain"].values, np.asarray(pp_draws, np.int64),
+              coords["ranking"], coords["position"])
+    return xr.DataTree(xr.Dataset({"rankings": (dims, np.asarray(pp))},
+                                  coords=dict(zip(dims, values))))
 
 
 # ---------------------------------------------------------------- files

@@ -480,6 +480,9 @@ def headline(results_dir: Path | str = RESULTS) -> str:
     if sbc:
         runs = sbc.get("runs", [])
         def _sbc(r):
+            if not r.get("replicates"):
+                return (f"{r['model']}/{r['backend']}: no replicate finished (stopped by hand; "
+                        f"docs/sbc.md)")
             wall = r.get("measured_200_replicates_wall_s")
             cost = (f"{wall / 60:.0f} min measured (load {r['loadavg_after'][0]:.0f})"
                     if wall is not None and r.get("reached_200_replicates") else

@@ -39,8 +39,9 @@ def test_audit_job_on_a_tiny_grid_and_cached_rerun(tmp_path, monkeypatch):
     assert len(run.computed) == 2 and run.cached == []
     assert [c[0] for c in calls["nuts"]] == ["couple", "crowdbt"]
     assert all(c[1:] == (3, 2, 40) for c in calls["nuts"])          # spec's seed and sizes
-    assert [c[1] for c in calls["online"]] == [{"taylor": "full", "progress": False},
-                                               {"progress": False}]
+    # the variant's options and the spec's seed (used by shuffled orders) reach the fit
+    assert [c[1] for c in calls["online"]] == [{"taylor": "full", "progress": False, "seed": 3},
+                                               {"progress": False, "seed": 3}]
 
     sim = simulate("couple", n_items=6, n_workers=3, tasks_per_worker=8, kmax=3,
                    setting="amateur", seed=3)

@@ -93,6 +93,7 @@ def pad_layout(datasets: Sequence[Rankings], model: str, priors: Priors,
     M = start
     R = len(ins)
     index = np.zeros((R, K, M), np.int32)
+    mask = np.zeros((K, M), bool)          # the same for every data set: row < k in block k
     worker = np.zeros((R, M), np.int32)
     weight = np.zeros((R, M), float)
     for r, mi in enumerate(ins):
@@ -100,6 +101,7 @@ def pad_layout(datasets: Sequence[Rankings], model: str, priors: Priors,
         for k, a0, _ in blocks:
             # gather-safe dummies: items 0..k-1 (distinct), rows below k unused
             index[r, :k, a0:a0 + need[k]] = np.arange(k)[:, None]
+            mask[:k, a0:a0 + need[k]] = True
             if k in have:
                 a, b = have[k]
                 n = b - a
@@ -111,7 +113,7 @@ def pad_layout(datasets: Sequence[Rankings], model: str, priors: Priors,
         groups = tuple(PermGroup(k, a, b, np.array(list(permutations(range(k))), np.int32))
                        for k, a, b in blocks if k >= 3)
     template = dataclasses.replace(
-        ref, n_obs=M, index=index[0], mask=index[0] >= 0, worker=worker[0],
+        ref, n_obs=M, index=index[0], mask=mask, worker=worker[0],
         origin=np.arange(M), blocks=tuple(blocks), groups=groups)
     return BatchLayout(template, index, worker, weight,
                        np.array([mi.index.shape[1] for mi in ins]))

@@ -170,6 +170,11 @@ class ModelInputs:
     def has_eta(self) -> bool:
         return self.alpha is not None
 
+    @property
+    def spec(self):
+        """The model's :class:`~models.registry.ModelSpec`."""
+        return get(self.model)
+
 
 def model_inputs(model: str, data: Rankings, priors: Priors) -> ModelInputs:
     """Build the arrays of ``model`` for ``data`` under ``priors``.
@@ -216,7 +221,9 @@ def _layout(model: str, data: Rankings) -> dict:
         sel = np.flatnonzero(lengths == k)
         blocks.append((int(k), int(sel[0]), int(sel[-1]) + 1))
     groups = ()
-    if model == "couple-normalized":
+    spec = get(model)
+    if spec.normalized:
+        # the model divides Eq. 4 by its sum over the k! orderings of each task
         if data.K > MAX_K_NORMALIZED:
             raise DataError(f"normalised COUPLE enumerates k! orderings and supports "
                             f"k <= {MAX_K_NORMALIZED}; the data have k = {data.K}", data.source)
@@ -251,8 +258,9 @@ def with_orders(inputs: ModelInputs, order) -> ModelInputs:
 
 def eta_site_shape(inputs: ModelInputs) -> tuple[int, ...] | None:
     """Shape of the ``eta`` parameter: ``(W, K)`` COUPLE, ``(W,)`` CrowdBT, ``None``."""
-    if inputs.model in ("crowdbt", "peergrader"):
+    spec = get(inputs.model)
+    if spec.eta_scalar:
         return (inputs.n_workers,)
-    if inputs.model in ("couple", "couple-normalized"):
+    if spec.has_eta:
         return (inputs.n_workers, inputs.K)
     return None

@@ -68,6 +68,7 @@ import numpyro.distributions as dist
 from jax.nn import log_sigmoid
 
 from .model_inputs import ModelInputs, boost_split, level_log_ratio
+from .registry import get
 
 SIMPLEX = ("gamma", "dirichlet")
 LEVEL = ("centered", "iid")
@@ -155,9 +156,9 @@ def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):
     if log_eta is not None:
         return jnp.asarray(log_eta)
     eta = jnp.asarray(eta)
-    if inputs.model == "crowdbt":
+    if get(inputs.model).worker_prior == "beta":      # an accuracy: [log η, log(1 − η)]
         return jnp.stack([jnp.log(eta), jnp.log1p(-eta)], axis=1)
-    return _safe_log(eta)      # COUPLE rows; PeerGrader's (W,) reliabilities
+    return _safe_log(eta)      # Dirichlet rows; Gamma (W,) reliabilities
 
 
 def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
@@ -181,23 +182,42 @@ def column_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     The worker parameters are ``eta`` (``(W, K)`` Dirichlet rows, or CrowdBT's ``(W,)``
     accuracies) or, exactly, ``log_eta`` in the layout of :func:`log_eta_table`.
     """
-    m = inputs.model
-    index, worker = inputs.index, inputs.worker
     # init_to_value hands back the caller's NumPy arrays: make them JAX arrays before
     # they are indexed with traced indices
     lam = jnp.asarray(lam)
-    if m == "bt":
-        return pair_block(lam[index])
-    if m == "pl":
-        return jnp.concatenate([pl_block(lam[index[:k, a:b]]) for k, a, b in inputs.blocks])
-    log_eta = log_eta_table(inputs, eta, log_eta)
-    if m == "crowdbt":
-        return pair_block(lam[index], log_eta[worker].T)
-    if m == "peergrader":
-        # [Raman14]: PL on the grader's scaled scores η_g·λ (one scale per column)
-        scale = jnp.exp(log_eta)[worker]
-        return jnp.concatenate([pl_block(lam[index[:k, a:b]] * scale[a:b])
-                                for k, a, b in inputs.blocks])
+    spec = get(inputs.model)
+    log_eta = log_eta_table(inputs, eta, log_eta) if spec.has_eta else None
+    return spec.fn("numpyro_columns")(inputs, lam, log_eta)
+
+
+# The models' column functions (models.registry.ModelSpec.numpyro_columns):
+# ``f(inputs, lam, log_eta)`` with ``log_eta`` the table of :func:`log_eta_table` (or None).
+def ranking_columns(inputs: ModelInputs, lam, log_eta=None):
+    """Plackett–Luce ([Pan18], Eq. 1), one value per ranking column."""
+    index = inputs.index
+    return jnp.concatenate([pl_block(lam[index[:k, a:b]]) for k, a, b in inputs.blocks])
+
+
+def pair_columns(inputs: ModelInputs, lam, log_eta=None):
+    """BT on the rank-broken pairs, or CrowdBT [Chen13] when the worker table is given."""
+    if log_eta is None:
+        return pair_block(lam[inputs.index])
+    return pair_block(lam[inputs.index], log_eta[inputs.worker].T)
+
+
+def scaled_columns(inputs: ModelInputs, lam, log_eta):
+    """PeerGrader [Raman14]: PL on the grader's scaled scores ``η_g·λ`` (one scale per
+    column)."""
+    index = inputs.index
+    scale = jnp.exp(log_eta)[inputs.worker]
+    return jnp.concatenate([pl_block(lam[index[:k, a:b]] * scale[a:b])
+                            for k, a, b in inputs.blocks])
+
+
+def couple_columns_ad(inputs: ModelInputs, lam, log_eta):
+    """COUPLE ([Pan18], Eq. 3-4) by autodiff; normalised COUPLE subtracts, for each
+    length group of ``inputs.groups``, ``log Σ_orderings Eq. 4``."""
+    index, worker = inputs.index, inputs.worker
     # log Σ_{v≤t} η_v as a cumulative logsumexp of log η: exact however small η_v is
     log_cum = jax.lax.cumlogsumexp(log_eta, axis=1)
     # One (W, 2K) table gathered once per block: one scatter-add in the backward pass
@@ -209,10 +229,9 @@ def column_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
         rows = table[worker[a:b]].T
         parts.append(couple_block(lam[index[:k, a:b]], rows[:k], rows[K:K + k]))
     ll = jnp.concatenate(parts)
-    if m == "couple-normalized":
-        for g in inputs.groups:
-            z = couple_log_normalizer(lam, log_eta, log_cum, index, worker, g)
-            ll = ll.at[g.start:g.stop].add(-z)
+    for g in inputs.groups:
+        z = couple_log_normalizer(lam, log_eta, log_cum, index, worker, g)
+        ll = ll.at[g.start:g.stop].add(-z)
     return ll
 
 
@@ -246,8 +265,9 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None):
     Dirichlet (COUPLE) or Beta (CrowdBT) site ``eta``.
     """
     alpha = jnp.asarray(inputs.alpha)
-    crowdbt = inputs.model == "crowdbt"
-    if inputs.model == "peergrader":
+    family = get(inputs.model).worker_prior
+    crowdbt = family == "beta"
+    if family == "gamma":
         # a positive scale, not a simplex: NumPyro's log transform is the natural
         # coordinate whatever ``simplex`` says
         eta = numpyro.sample("eta", dist.Gamma(alpha[:, 0], alpha[:, 1]).to_event(1))
@@ -560,41 +580,52 @@ def couple_total(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     return core(lam, eta_c) - _acc_sum(jnp.asarray(plan.stages, log_cum.dtype) * log_cum)
 
 
-# ---------------------------------------------------------------- the observed site
-def _draw_block(key, model: str, items, log_w, lam, K: int):
-    """New orders ``(n, k)`` of the item sets ``items`` ``(n, k)`` (one task per row) by the
-    model's generative process (:class:`RankingLikelihood`); ``log_w`` is the rows' worker
-    table (``log η`` ``(n, K)`` COUPLE, ``[log η, log(1 − η)]`` CrowdBT, ``log η_g`` ``(n,)``
-    PeerGrader)."""
-    n, k = items.shape
-    k_true, k_flip, k_stage = jax.random.split(key, 3)
-    x = lam[items]
-    if model == "peergrader":
-        x = x * jnp.exp(log_w)[:, None]
-    if model == "couple-normalized" and k >= 3:
-        # exact: one of the k! orderings with probability Eq. 4 / Σ_orderings Eq. 4
-        import numpy as np
-        from itertools import permutations
+def couple_fast(inputs: ModelInputs, lam, log_eta, reduce: bool):
+    """COUPLE's ``numpyro_fast`` (models.registry): :func:`couple_total` (``reduce``) or
+    :func:`couple_columns`, both with hand-written derivatives."""
+    if reduce:
+        return couple_total(inputs, lam, log_eta=log_eta)
+    return couple_columns(inputs, lam, log_eta=log_eta)
 
-        perms = np.array(list(permutations(range(k))))
-        P = len(perms)
-        cand = items[:, perms]                                   # (n, P, k)
-        rows = jnp.repeat(log_w[:, :k], P, axis=0).T            # (k, n·P)
-        cum = jnp.repeat(jax.lax.cumlogsumexp(log_w, axis=1)[:, :k], P, axis=0).T
-        ll = couple_block(lam[cand.reshape(n * P, k)].T, rows, cum).reshape(n, P)
-        j = jax.random.categorical(k_stage, ll, axis=1)
-        return jnp.take_along_axis(cand, j[:, None, None], axis=1)[:, 0]
+
+# ---------------------------------------------------------------- the observed site
+# The models' draws (models.registry.ModelSpec.numpyro_draw): new orders ``(n, k)`` of the
+# item sets ``items`` ``(n, k)`` (one task per row) by the generative process
+# (:class:`RankingLikelihood`); ``log_w`` is the rows' worker table (``log η`` ``(n, K)``
+# COUPLE, ``[log η, log(1 − η)]`` CrowdBT, ``log η_g`` ``(n,)`` PeerGrader, None). Each splits
+# ``key`` the same way (true order, flip, stages).
+def _pl_order(key, items, x):
     # the true order: Plackett–Luce by sorting λ + Gumbel noise (best first)
-    g = x + jax.random.gumbel(k_true, x.shape, x.dtype)
-    true = jnp.take_along_axis(items, jnp.argsort(-g, axis=1), axis=1)
-    if model in ("pl", "bt", "peergrader"):
-        return true
-    if model == "crowdbt":
-        right = jnp.log(jax.random.uniform(k_flip, (n,), lam.dtype)) < log_w[:, 0]
-        return jnp.where(right[:, None], true, true[:, ::-1])
-    # COUPLE's story ([Pan18], Sect. 3.2): at a stage with m items left the worker reports
-    # the item at offset t of the remaining true order with probability η̄_t
-    remaining, out = true, []
+    g = x + jax.random.gumbel(key, x.shape, x.dtype)
+    return jnp.take_along_axis(items, jnp.argsort(-g, axis=1), axis=1)
+
+
+def draw_pl(key, items, log_w, lam):
+    """PL (and BT): the PL order."""
+    k_true, _, _ = jax.random.split(key, 3)
+    return _pl_order(k_true, items, lam[items])
+
+
+def draw_scaled(key, items, log_w, lam):
+    """PeerGrader: PL on ``η_g·λ``."""
+    k_true, _, _ = jax.random.split(key, 3)
+    return _pl_order(k_true, items, lam[items] * jnp.exp(log_w)[:, None])
+
+
+def draw_crowdbt(key, items, log_w, lam):
+    """CrowdBT: the PL order with probability ``η_w``, else its reverse."""
+    k_true, k_flip, _ = jax.random.split(key, 3)
+    true = _pl_order(k_true, items, lam[items])
+    right = jnp.log(jax.random.uniform(k_flip, (items.shape[0],), lam.dtype)) < log_w[:, 0]
+    return jnp.where(right[:, None], true, true[:, ::-1])
+
+
+def draw_couple(key, items, log_w, lam):
+    """COUPLE's story ([Pan18], Sect. 3.2): at a stage with m items left the worker reports
+    the item at offset t of the remaining true order with probability η̄_t."""
+    k_true, _, k_stage = jax.random.split(key, 3)
+    k = items.shape[1]
+    remaining, out = _pl_order(k_true, items, lam[items]), []
     for i, sk in zip(range(k - 1), jax.random.split(k_stage, max(k - 1, 1))):
         m = k - i
         t = jax.random.categorical(sk, log_w[:, :m], axis=1)
@@ -603,6 +634,26 @@ def _draw_block(key, model: str, items, log_w, lam, K: int):
         remaining = jnp.where(pos < t[:, None], remaining[:, :-1], remaining[:, 1:])
     out.append(remaining[:, 0])
     return jnp.stack(out, axis=1)
+
+
+def draw_normalized(key, items, log_w, lam):
+    """Normalised COUPLE, exactly: one of the k! orderings with probability
+    Eq. 4 / Σ_orderings Eq. 4 (for k = 2 the story is already exact)."""
+    n, k = items.shape
+    if k < 3:
+        return draw_couple(key, items, log_w, lam)
+    import numpy as np
+    from itertools import permutations
+
+    _, _, k_stage = jax.random.split(key, 3)
+    perms = np.array(list(permutations(range(k))))
+    P = len(perms)
+    cand = items[:, perms]                                   # (n, P, k)
+    rows = jnp.repeat(log_w[:, :k], P, axis=0).T            # (k, n·P)
+    cum = jnp.repeat(jax.lax.cumlogsumexp(log_w, axis=1)[:, :k], P, axis=0).T
+    ll = couple_block(lam[cand.reshape(n * P, k)].T, rows, cum).reshape(n, P)
+    j = jax.random.categorical(k_stage, ll, axis=1)
+    return jnp.take_along_axis(cand, j[:, None, None], axis=1)[:, 0]
 
 
 class RankingLikelihood(dist.Distribution):
@@ -665,10 +716,11 @@ class RankingLikelihood(dist.Distribution):
             raise ValueError("RankingLikelihood.log_prob needs concrete orders (the layout "
                              "of the ranking lengths is built in NumPy)")
         inp = with_orders(self.inputs, value)
-        if self.reduce and inp.model == "couple" and self.fast:
-            return couple_total(inp, self.lam, log_eta=self.log_eta)
-        if inp.model == "couple" and self.fast:
-            out = couple_columns(inp, self.lam, log_eta=self.log_eta)    # data order
+        fast = get(inp.model).fn("numpyro_fast") if self.fast else None
+        if fast is not None and self.reduce:
+            return fast(inp, self.lam, self.log_eta, True)
+        if fast is not None:
+            out = fast(inp, self.lam, self.log_eta, False)                # data order
         else:
             cols = column_loglik(inp, self.lam, log_eta=self.log_eta)
             out = jax.ops.segment_sum(cols, jnp.asarray(inp.origin), num_segments=inp.n_obs)
@@ -684,6 +736,7 @@ class RankingLikelihood(dist.Distribution):
         import numpy as np
 
         inp = self.inputs
+        draw = get(inp.model).fn("numpyro_draw")
         lengths = (inp.order >= 0).sum(axis=1)
         out = jnp.full(inp.order.shape, -1, jnp.int32)
         for k, key_k in zip(sorted(set(lengths.tolist())),
@@ -691,7 +744,6 @@ class RankingLikelihood(dist.Distribution):
             sel = np.flatnonzero(lengths == k)
             w = inp.obs_worker[sel]
             log_w = None if self.log_eta is None else self.log_eta[w]
-            rep = _draw_block(key_k, inp.model, jnp.asarray(inp.order[sel, :k]), log_w,
-                              self.lam, inp.K)
+            rep = draw(key_k, jnp.asarray(inp.order[sel, :k]), log_w, self.lam)
             out = out.at[sel, :k].set(rep.astype(jnp.int32))
         return out

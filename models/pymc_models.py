@@ -23,6 +23,7 @@ import pytensor.tensor as pt
 from pytensor.gradient import zero_grad
 
 from .model_inputs import ModelInputs, boost_split, level_log_ratio
+from .registry import get
 
 
 def _lse_rows(rows):
@@ -94,7 +95,7 @@ def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):
     if log_eta is not None:
         return pt.as_tensor_variable(log_eta)
     eta = pt.as_tensor_variable(eta)
-    if inputs.model == "crowdbt":
+    if get(inputs.model).worker_prior == "beta":      # an accuracy: [log η, log(1 − η)]
         return pt.stack([pt.log(eta), pt.log1p(-eta)], axis=1)
     return _safe_log(eta)      # COUPLE rows; PeerGrader's (W,) reliabilities
 
@@ -119,20 +120,37 @@ def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
 
 def column_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     """Log-likelihood of each column of the (length-sorted) layout: rankings, or pairs."""
-    m = inputs.model
+    spec = get(inputs.model)
+    log_eta = log_eta_table(inputs, eta, log_eta) if spec.has_eta else None
+    return spec.fn("pymc_columns")(inputs, lam, log_eta)
+
+
+# The models' column functions (models.registry.ModelSpec.pymc_columns), twins of the
+# NumPyro ones: ``f(inputs, lam, log_eta)``.
+def ranking_columns(inputs: ModelInputs, lam, log_eta=None):
+    """Plackett–Luce, one value per ranking column."""
+    index = inputs.index
+    return pt.concatenate([pl_block(lam[index[:k, a:b]], k) for k, a, b in inputs.blocks])
+
+
+def pair_columns(inputs: ModelInputs, lam, log_eta=None):
+    """BT on the rank-broken pairs, or CrowdBT when the worker table is given."""
+    if log_eta is None:
+        return pair_block(lam[inputs.index])
+    return pair_block(lam[inputs.index], log_eta[inputs.worker].T)
+
+
+def scaled_columns(inputs: ModelInputs, lam, log_eta):
+    """PeerGrader [Raman14]: PL on the grader's scaled scores ``η_g·λ``."""
+    index = inputs.index
+    scale = pt.exp(log_eta)[inputs.worker]
+    return pt.concatenate([pl_block(lam[index[:k, a:b]] * scale[a:b], k)
+                           for k, a, b in inputs.blocks])
+
+
+def couple_columns(inputs: ModelInputs, lam, log_eta):
+    """COUPLE (Eq. 3-4); normalised COUPLE subtracts ``log Σ_orderings Eq. 4`` per group."""
     index, worker = inputs.index, inputs.worker
-    if m == "bt":
-        return pair_block(lam[index])
-    if m == "pl":
-        return pt.concatenate([pl_block(lam[index[:k, a:b]], k) for k, a, b in inputs.blocks])
-    log_eta = log_eta_table(inputs, eta, log_eta)
-    if m == "crowdbt":
-        return pair_block(lam[index], log_eta[worker].T)
-    if m == "peergrader":
-        # [Raman14]: PL on the grader's scaled scores η_g·λ (as the NumPyro twin)
-        scale = pt.exp(log_eta)[worker]
-        return pt.concatenate([pl_block(lam[index[:k, a:b]] * scale[a:b], k)
-                               for k, a, b in inputs.blocks])
     K = inputs.K
     log_cum = _cumlogsumexp(log_eta, K)           # exact however small η_v is
     table = pt.concatenate([log_eta, log_cum], axis=1)  # one gather per block (as NumPyro)
@@ -141,10 +159,9 @@ def column_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
         rows = table[worker[a:b]].T
         parts.append(couple_block(lam[index[:k, a:b]], rows[:k], rows[K:K + k], k))
     ll = pt.concatenate(parts)
-    if m == "couple-normalized":
-        for g in inputs.groups:
-            z = couple_log_normalizer(lam, log_eta, log_cum, index, worker, g)
-            ll = pt.inc_subtensor(ll[g.start:g.stop], -z)
+    for g in inputs.groups:
+        z = couple_log_normalizer(lam, log_eta, log_cum, index, worker, g)
+        ll = pt.inc_subtensor(ll[g.start:g.stop], -z)
     return ll
 
 
@@ -168,8 +185,9 @@ def item_scores(inputs: ModelInputs, level: str = "centered"):
 def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None):
     """The worker simplexes (Marsaglia–Tsang Gammas, or PyMC's Dirichlet/Beta)."""
     alpha = np.asarray(inputs.alpha, float)
-    crowdbt = inputs.model == "crowdbt"
-    if inputs.model == "peergrader":     # a positive scale (log-transformed by PyMC)
+    family = get(inputs.model).worker_prior
+    crowdbt = family == "beta"
+    if family == "gamma":     # a positive scale (log-transformed by PyMC)
         eta = pm.Gamma("eta", alpha=alpha[:, 0], beta=alpha[:, 1], dims="worker")
         return pt.log(eta)
     if simplex == "dirichlet":

@@ -12,8 +12,9 @@ Plain Python and NumPy only: importing this module pulls in neither JAX nor PyTe
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import UsageError
 
@@ -43,7 +44,35 @@ class ModelSpec:
         ``crowdrank audit`` compares this model's NUTS and online posteriors (models with
         a worker parameter, whose approximation is the paper's subject).
     reference : str
-        Name of the NumPy reference log-likelihood in :mod:`models.likelihood`.
+        The NumPy reference log-likelihood of one ranking: a name in
+        :mod:`models.likelihood`, or ``"module:function"``. Its signature is
+        ``f(lam, ranking)`` without a worker prior, ``f(lam, eta_w, ranking)`` with one
+        (``eta_w`` a scalar for Beta/Gamma priors, a row for Dirichlet).
+
+    The model's functions (keyword fields; ``"module:function"`` strings resolved on first
+    use by :meth:`fn`, so that this module stays NumPy-only):
+
+    simulate_report : str or None
+        NumPy ``f(rng, lam, subsets, true_order, eta_rows) -> reported (n, k)``: how a
+        worker reports a task whose true PL order was drawn (:func:`models.simulate.simulate`);
+        ``None``: no forward simulator.
+    redraw : str or None
+        NumPy ``f(rng, lam, items, eta_w) -> (n, k)``: new orders of tasks of one length by
+        the generative process; ``eta_w`` the rows' ``exp`` of the PPL worker table
+        (:func:`models.simulate.redraw_orders`, PyMC's ``random``).
+    numpyro_columns : str
+        JAX ``f(inputs, lam, log_eta) -> (M,)``: log-likelihood of every column of the
+        length-sorted layout (:func:`models.numpyro_models.column_loglik`).
+    numpyro_fast : str or None
+        JAX ``f(inputs, lam, log_eta, reduce) -> (n_obs,) or ()``: a faster twin of the
+        columns with hand-written derivatives, used when ``fast=True``.
+    numpyro_draw : str
+        JAX ``f(key, items, log_w, lam) -> (n, k)``: the NumPyro site's ``sample``.
+    pymc_columns : str
+        PyTensor twin of ``numpyro_columns`` (:func:`models.pymc_models.column_loglik`).
+    sbc_flatten : str
+        ``f(lam, eta) -> (names, values)``: the parameters SBC ranks, from a NUTS draw or the
+        simulated truth (:mod:`validation.sbc`).
     """
 
     name: str
@@ -54,10 +83,40 @@ class ModelSpec:
     online: str | None
     audited: bool
     reference: str
+    simulate_report: str | None = None
+    redraw: str | None = None
+    numpyro_columns: str = "models.numpyro_models:ranking_columns"
+    numpyro_fast: str | None = None
+    numpyro_draw: str = "models.numpyro_models:draw_pl"
+    pymc_columns: str = "models.pymc_models:ranking_columns"
+    sbc_flatten: str = "validation.sbc:flatten_lambda"
+    #: Extra per-model settings a layer may read (kept open so that a new model need not
+    #: change this class): e.g. ``{"max_k": 6}``.
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def has_eta(self) -> bool:
         return self.worker_prior is not None
+
+    @property
+    def eta_scalar(self) -> bool:
+        """One number per worker (Beta accuracy, Gamma reliability), not a row."""
+        return self.worker_prior in ("beta", "gamma")
+
+    @property
+    def normalized(self) -> bool:
+        """The likelihood divides Eq. 4 by its sum over the ``k!`` orderings of each task
+        (its inputs carry the permutation groups, ``ModelInputs.groups``)."""
+        return bool(self.extra.get("normalized", False))
+
+    @property
+    def has_simulator(self) -> bool:
+        return self.simulate_report is not None
+
+    def fn(self, role: str) -> Callable | None:
+        """The function named by field ``role`` (``"numpyro_columns"``, ``"redraw"``, …),
+        imported on first use; ``None`` when the field is ``None``."""
+        return resolve(getattr(self, role))
 
     def prior_K(self, data_K: int) -> int | None:
         """Length of the worker prior this model reads for data with longest ranking
@@ -74,26 +133,53 @@ class ModelSpec:
         return priors if K is None else priors.for_data(data, K=K)
 
     def reference_loglik(self) -> Callable:
-        from . import likelihood
-        return getattr(likelihood, self.reference)
+        ref = self.reference if ":" in self.reference else f"models.likelihood:{self.reference}"
+        return resolve(ref)
 
+
+def resolve(target: str | Callable | None) -> Callable | None:
+    """``"package.module:function"`` → the function (imported now); a callable or ``None``
+    is returned as is."""
+    if target is None or callable(target):
+        return target
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+_SIM = "models.simulate"
+_NP = "models.numpyro_models"
+_PM = "models.pymc_models"
 
 REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("pl", "Plackett–Luce [Plackett75, Luce59]", None, False, True, "pl", False,
-              "pl_loglik"),
+              "pl_loglik", simulate_report=f"{_SIM}:report_true",
+              redraw=f"{_SIM}:redraw_pl"),
     ModelSpec("bt", "Bradley–Terry on fully rank-broken pairs [BT52]", None, True, True, "bt",
-              False, "bt_loglik"),
+              False, "bt_loglik", simulate_report=f"{_SIM}:report_true",
+              redraw=f"{_SIM}:redraw_pl", numpyro_columns=f"{_NP}:pair_columns",
+              pymc_columns=f"{_PM}:pair_columns"),
     ModelSpec("crowdbt", "CrowdBT: Bradley–Terry with a Beta accuracy per worker [Chen13]",
-              "beta", True, True, "crowdbt", True, "crowdbt_loglik"),
+              "beta", True, True, "crowdbt", True, "crowdbt_loglik",
+              simulate_report=f"{_SIM}:report_stagewise", redraw=f"{_SIM}:redraw_crowdbt",
+              numpyro_columns=f"{_NP}:pair_columns", numpyro_draw=f"{_NP}:draw_crowdbt",
+              pymc_columns=f"{_PM}:pair_columns", sbc_flatten="validation.sbc:flatten_accuracy"),
     ModelSpec("couple", "COUPLE: stagewise Plackett–Luce with a Dirichlet uncertainty vector "
               "per worker [Pan18, Eq. 3-4]", "dirichlet", False, False, "couple", True,
-              "couple_loglik"),
+              "couple_loglik", simulate_report=f"{_SIM}:report_stagewise",
+              redraw=f"{_SIM}:redraw_couple", numpyro_columns=f"{_NP}:couple_columns_ad",
+              numpyro_fast=f"{_NP}:couple_fast", numpyro_draw=f"{_NP}:draw_couple",
+              pymc_columns=f"{_PM}:couple_columns"),
     ModelSpec("couple-normalized", "COUPLE normalised over the k! orderings of each task "
               "(exact generative process)", "dirichlet", False, True, "couple", False,
-              "couple_normalized_loglik"),
+              "couple_normalized_loglik", simulate_report=f"{_SIM}:report_normalized",
+              redraw=f"{_SIM}:redraw_normalized", numpyro_columns=f"{_NP}:couple_columns_ad",
+              numpyro_draw=f"{_NP}:draw_normalized", pymc_columns=f"{_PM}:couple_columns",
+              sbc_flatten="validation.sbc:flatten_simplex", extra={"normalized": True}),
     ModelSpec("peergrader", "PeerGrader: Plackett–Luce on reliability-scaled scores η_g·λ, "
               "η_g ~ Gamma [Raman14]", "gamma", False, True, None, False,
-              "peergrader_loglik"),
+              "peergrader_loglik", redraw=f"{_SIM}:redraw_peergrader",
+              numpyro_columns=f"{_NP}:scaled_columns", numpyro_draw=f"{_NP}:draw_scaled",
+              pymc_columns=f"{_PM}:scaled_columns"),
 )}
 
 #: Every model name, in the order ``--help`` lists them.

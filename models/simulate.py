@@ -30,9 +30,9 @@ WORKER_TYPES: dict[str, tuple[float, ...]] = {
     "malicious": (2.0, 5.0, 4.0, 1.0),
 }
 
-#: Models with a forward simulator here (and a generative story): PeerGrader has none yet,
-#: its tests simulate ``PL(η_g·λ)`` by the Gumbel trick themselves.
-SIM_MODELS = tuple(m for m in MODELS if m != "peergrader")
+#: Models with a forward simulator (a spec with ``simulate_report``): PeerGrader has none
+#: yet, its tests simulate ``PL(η_g·λ)`` by the Gumbel trick themselves.
+SIM_MODELS = tuple(m for m in MODELS if get(m).has_simulator)
 
 #: The paper's synthetic scale (Sect. 5.2): 1000 items, 500 workers, 900 tasks each, k <= 4.
 PAPER_SCALE = {"n_items": 1000, "n_workers": 500, "tasks_per_worker": 900, "kmax": 4}
@@ -147,6 +147,9 @@ def redraw_orders(model: str, tasks: np.ndarray, worker: np.ndarray, lam: np.nda
     leading dimensions (independent draws)."""
     rng = _as_rng(seed)
     tasks = np.asarray(tasks)
+    redraw = get(model).fn("redraw")
+    if redraw is None:
+        raise ValueError(f"model {model!r} has no generative process to redraw orders from")
     if size is not None and tuple(np.atleast_1d(size)) != ():
         size = tuple(int(v) for v in np.atleast_1d(size))
         draws = [redraw_orders(model, tasks, worker, lam, log_eta, rng)
@@ -160,30 +163,69 @@ def redraw_orders(model: str, tasks: np.ndarray, worker: np.ndarray, lam: np.nda
     for k in np.unique(lengths):
         sel = np.flatnonzero(lengths == k)
         items, w = tasks[sel, :k], worker[sel]
-        if model == "couple-normalized":
-            rep = couple_normalized_report(rng, lam, items, eta[w])
-        elif model == "peergrader":
-            g = lam[items] * eta[w][:, None] + rng.gumbel(size=items.shape)
-            rep = np.take_along_axis(items, np.argsort(-g, axis=1, kind="stable"), axis=1)
-        else:
-            rep = pl_true_order(rng, lam, items)
-            if model == "crowdbt":
-                right = rng.random(len(sel)) < eta[w, 0]
-                rep = np.where(right[:, None], rep, rep[:, ::-1])
-            elif model == "couple":
-                rep = couple_report(rng, rep, eta[w])
+        rep = redraw(rng, lam, items, None if eta is None else eta[w])
         out[sel, :k] = rep
     return out
+
+
+# ---------------------------------------------------------------- the models' reports
+# Registry functions (models.registry.ModelSpec.simulate_report / redraw): how one block of
+# tasks of one length is reported. ``simulate_report(rng, lam, subsets, true_order,
+# eta_rows)`` sees the task's true PL order already drawn; ``redraw(rng, lam, items,
+# eta_w)`` draws everything from the item sets.
+def report_true(rng, lam, subsets, true_order, eta_rows):
+    """A perfect worker (PL, BT): the report is the true order."""
+    return true_order
+
+
+def report_stagewise(rng, lam, subsets, true_order, eta_rows):
+    """COUPLE's story (CrowdBT for ``k = 2``): :func:`couple_report`."""
+    return couple_report(rng, true_order, eta_rows)
+
+
+def report_normalized(rng, lam, subsets, true_order, eta_rows):
+    """Normalised COUPLE's exact draw (the true order is not used):
+    :func:`couple_normalized_report`."""
+    return couple_normalized_report(rng, lam, subsets, eta_rows)
+
+
+def redraw_pl(rng, lam, items, eta_w):
+    """PL (and BT: every pair of the draw has the BT probability): sort ``λ + Gumbel``."""
+    return pl_true_order(rng, lam, items)
+
+
+def redraw_crowdbt(rng, lam, items, eta_w):
+    """The PL order, reversed with probability ``1 − η_w`` (``eta_w[:, 0] = η_w``)."""
+    rep = pl_true_order(rng, lam, items)
+    right = rng.random(len(items)) < eta_w[:, 0]
+    return np.where(right[:, None], rep, rep[:, ::-1])
+
+
+def redraw_couple(rng, lam, items, eta_w):
+    """COUPLE's story: a PL true order, then the stagewise report."""
+    return couple_report(rng, pl_true_order(rng, lam, items), eta_w)
+
+
+def redraw_normalized(rng, lam, items, eta_w):
+    """Normalised COUPLE, exactly: :func:`couple_normalized_report`."""
+    return couple_normalized_report(rng, lam, items, eta_w)
+
+
+def redraw_peergrader(rng, lam, items, eta_w):
+    """PeerGrader: PL on ``η_g·λ`` by the Gumbel trick (``eta_w`` ``(n,)``)."""
+    g = lam[items] * eta_w[:, None] + rng.gumbel(size=items.shape)
+    return np.take_along_axis(items, np.argsort(-g, axis=1, kind="stable"), axis=1)
 
 
 def _draw_eta(rng, model: str, settings: list[str], K: int) -> np.ndarray:
     W = len(settings)
     eta = np.zeros((W, K))
-    if model in ("pl", "bt"):
+    prior_K = get(model).prior_K(K)
+    if prior_K is None:           # perfect workers
         eta[:, 0] = 1.0
         return eta
     for w, s in enumerate(settings):
-        a0 = worker_alpha0(s, 2 if model == "crowdbt" else K)
+        a0 = worker_alpha0(s, prior_K)
         e = rng.dirichlet(a0)
         # Dirichlet draws with tiny α can underflow to exact zeros; keep them > 0 so that
         # log η̄ stays finite in every likelihood.
@@ -205,8 +247,10 @@ def simulate(model: str = "couple", *, n_items: int = 50, n_workers: int = 10,
     or a list with one per worker. ``lam``/``eta`` fix the true parameters instead of
     drawing them (``λ ~ N(mu0, sigma0²)``, ``η_w ~ Dir(α0[type])``).
     """
-    pairwise = get(model).pairwise          # an unknown name: "unknown model ..."
-    if model not in SIM_MODELS:
+    spec = get(model)                       # an unknown name: "unknown model ..."
+    pairwise = spec.pairwise
+    report = spec.fn("simulate_report")
+    if report is None:
         raise ValueError(f"no simulator for {model!r}; expected one of {SIM_MODELS}")
     if kmax is None:
         kmax = 2 if pairwise else 4
@@ -240,12 +284,7 @@ def simulate(model: str = "couple", *, n_items: int = 50, n_workers: int = 10,
                 continue
             sub = sample_subsets(rng, n_items, k, len(sel))
             true = pl_true_order(rng, lam, sub)
-            if model in ("pl", "bt"):
-                rep = true
-            elif model == "couple-normalized":
-                rep = couple_normalized_report(rng, lam, sub, eta[worker[sel]])
-            else:  # couple and crowdbt share the stagewise story (exact for k = 2)
-                rep = couple_report(rng, true, eta[worker[sel]])
+            rep = report(rng, lam, sub, true, eta[worker[sel]])
             order[:k, sel] = rep.T
             truth[:k, sel] = true.T
         return Rankings(items=[f"i{r}" for r in range(n_items)],
@@ -271,7 +310,7 @@ def simulate_paper_scale(model: str = "couple", setting: str = "amateur", seed=0
                          **overrides) -> Simulation:
     """The paper's synthetic scale (L=1000, W=500, T=900, k<=4: 450,000 rankings)."""
     kw = dict(PAPER_SCALE)
-    if model in ("bt", "crowdbt"):
+    if get(model).pairwise:
         kw["kmax"] = 2
     kw.update(overrides)
     return simulate(model, setting=setting, seed=seed, **kw)

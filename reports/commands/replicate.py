@@ -19,12 +19,19 @@ EXPERIMENT_HELP = {
             "OnlinePL beside the paper's 2.8",
     "readlevel": "the BabyFace protocol on the reading-level pairs [Chen13]",
     "preflib": "the BabyFace protocol on PrefLib dots and puzzle (no worker ids)",
+    "crowdc": "CrowDC's simulation study [Wang23]: n, t, r, g, p grid, --repeats data sets "
+              "x --divisions group divisions per setting, Kendall tau against the truth "
+              "beside BTL on every pair (paper: 45-50 % saved, >= 95 % of BTL's tau for "
+              "n >= 100, t >= 5, r = 0.8, p = 12)",
 }
+#: Experiments of other papers, each with its own driver and page.
+OTHER = ("crowdc",)
 
 
 def register(sub) -> None:
     from validation.replicate import EXPERIMENTS
 
+    experiments = tuple(EXPERIMENTS) + tuple(x for x in OTHER if x not in EXPERIMENTS)
     p = sub.add_parser(
         "replicate", help="replicate the COUPLE paper's experiments (Sect. 5) beside its "
                           "published numbers",
@@ -36,7 +43,7 @@ def register(sub) -> None:
                     + ". Grid tasks are cached in DIR/cache: a rerun reuses them, an "
                       "interrupted run resumes.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("experiment", choices=EXPERIMENTS)
+    p.add_argument("experiment", choices=experiments)
     p.add_argument("--out", default=None, help="output folder (default replicate-EXPERIMENT)")
     p.add_argument("--repeats", type=int, default=None, metavar="R",
                    help="random sample orders (fig7, real data) or timing repeats (cost); "
@@ -54,17 +61,32 @@ def register(sub) -> None:
                    help="also fit COUPLE and CrowdBT by NUTS (the real data unduplicated; "
                         "fig7 at a reduced scale the page states) for the posterior-mean "
                         "accuracy")
+    p.add_argument("--nuts-scale", default=None, metavar="L,W,T,K",
+                   help="fig7: the synthetic sizes of the NUTS reference (default "
+                        "100,50,100,4; NUTS cost grows with W*T)")
+    p.add_argument("--simulator", default="story",
+                   choices=("story", "normalized", "fixed"),
+                   help="fig7: how a worker's report is generated: 'story' the COUPLE "
+                        "story (true order from PL(lambda), stagewise offsets in the true "
+                        "order); 'normalized' COUPLE's own Eq. 4 normalised over the k! "
+                        "orderings; 'fixed' one ground-truth order of all items (no PL "
+                        "draw) corrupted stagewise (Sect. 5.1 read literally)")
     p.add_argument("--scale", default=None, metavar="L,W,T,K",
                    help="fig7/cost synthetic sizes instead of the paper's 1000,500,900,4 "
                         "(items, workers, tasks per worker, largest k)")
     p.add_argument("--duplicate", type=int, default=None, metavar="D",
                    help="repeat the real data D times (paper: 5 for BabyFace; default "
                         "5 for babyface/cost, 1 otherwise)")
+    p.add_argument("--settings", default=None, metavar="n,t,r,g,p[;...]",
+                   help="crowdc: the settings to run, 'paper' (our reading of its grid, "
+                        "70 settings) or 'claim' (those of its claim); default paper")
+    p.add_argument("--divisions", type=int, default=20,
+                   help="crowdc: random group divisions per data set (paper: 20)")
     p.add_argument("--no-progress", action="store_true", help="no progress output")
     p.set_defaults(func=run)
 
 
-def parse_scale(text: str | None) -> dict | None:
+def parse_scale(text: str | None, option: str = "--scale") -> dict | None:
     from models.errors import UsageError
 
     if text is None:
@@ -75,7 +97,7 @@ def parse_scale(text: str | None) -> dict | None:
     except ValueError:
         vals = []
     if len(vals) != 4 or min(vals) < 1 or vals[3] < 2 or vals[3] > vals[0]:
-        raise UsageError(f"--scale must be L,W,T,K (positive integers, 2 <= K <= L), "
+        raise UsageError(f"{option} must be L,W,T,K (positive integers, 2 <= K <= L), "
                          f"got {text!r}")
     return dict(zip(("n_items", "n_workers", "tasks_per_worker", "kmax"), vals))
 
@@ -89,6 +111,8 @@ def run(args) -> int:
     from validation.replicate import run_experiment
 
     out = Path(args.out or f"replicate-{args.experiment}")
+    if args.experiment == "crowdc":
+        return run_crowdc(args, out)
     repeats = args.repeats if args.repeats is not None else (
         5 if args.experiment in ("fig7", "cost") else 100)
     if args.duplicate is not None and args.duplicate < 1:
@@ -100,10 +124,36 @@ def run(args) -> int:
                                  scheduler=resolve_scheduler(args.scheduler),
                                  processes=args.processes, nuts=args.nuts,
                                  progress=not args.no_progress, scale=parse_scale(args.scale),
-                                 duplicate=args.duplicate)
+                                 duplicate=args.duplicate, simulator=args.simulator,
+                                 nuts_scale=parse_scale(args.nuts_scale, "--nuts-scale"))
     except SchedulerError as exc:
         raise UsageError(f"--scheduler: {exc}") from None
     files = write_all(summary, out)
     print(f"replicate {args.experiment}: {summary['seconds_total']:.1f} s; wrote "
           + ", ".join(str(p) for p in files.values()), file=sys.stderr)
+    return 0
+
+
+def run_crowdc(args, out) -> int:
+    from models.errors import UsageError
+    from reports.replicate_crowdc_html import write_all
+    from validation.experiments import SchedulerError, resolve_scheduler
+    from validation.replicate_crowdc import parse_settings, run_experiment
+
+    if args.processes is not None and args.processes < 1:
+        raise UsageError("--processes must be >= 1")
+    try:
+        summary = run_experiment(out, repeats=20 if args.repeats is None else args.repeats,
+                                 seed=args.seed, scheduler=resolve_scheduler(args.scheduler),
+                                 processes=args.processes, progress=not args.no_progress,
+                                 settings=parse_settings(args.settings),
+                                 divisions=args.divisions)
+    except SchedulerError as exc:
+        raise UsageError(f"--scheduler: {exc}") from None
+    files = write_all(summary, out)
+    cl = summary["claim"]
+    print(f"replicate crowdc: {summary['seconds_total']:.1f} s; claim settings "
+          f"{cl['settings']}, saving 45-50 %: {cl['saving_45_50']}, lowest tau ratio "
+          f"{cl['min_tau_ratio']}; wrote " + ", ".join(str(p) for p in files.values()),
+          file=sys.stderr)
     return 0

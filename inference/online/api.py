@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
 from models.data import DataError, Rankings
 from models.errors import UsageError
 from models.priors import Priors
+from models.registry import get
 
 from . import kernels
 from .gbmm import SCORE_ALPHA, TAYLOR
@@ -49,30 +51,111 @@ def wl_defaults(priors: Priors | None, wl_params: dict | None) -> dict:
     return out
 
 
+# ------------------------------------------------------------------ the algorithms
+# One entry per online model name (models.registry.ModelSpec.online): its option builder
+# (the options that change the update, checked when resuming), its kernel, and whether a
+# pass runs on the rank-broken pairs. The worker parameter and its length rule are read
+# from the registry spec of the same name (models.registry: Beta → 2, Dirichlet → K).
+def _check_guards(kappa, kappa2):
+    if not (kappa > 0 and kappa2 >= 0):
+        raise UsageError("guards need kappa > 0 and kappa2 >= 0")
+
+
+def _gbmm_options(*, taylor="paper", score_alpha="updated", kappa=1e-4, kappa2=1e-4,
+                  **_) -> dict:
+    if taylor not in TAYLOR:
+        raise UsageError(f"taylor must be one of {TAYLOR}, got {taylor!r}")
+    if score_alpha not in SCORE_ALPHA:
+        raise UsageError(f"score_alpha must be one of {SCORE_ALPHA}, got {score_alpha!r}")
+    _check_guards(kappa, kappa2)
+    return {"taylor": taylor, "score_alpha": score_alpha, "kappa": float(kappa),
+            "kappa2": float(kappa2), "stage_order": "reverse"}
+
+
+def _crowdbt_options(*, kappa=1e-4, kappa2=1e-4, **_) -> dict:
+    _check_guards(kappa, kappa2)
+    return {"kappa": float(kappa), "kappa2": float(kappa2), "rank_breaking": "full"}
+
+
+def _wl_pl_options(*, kappa=1e-4, kappa2=1e-4, wl_params=None, priors=None, **_) -> dict:
+    _check_guards(kappa, kappa2)
+    return wl_defaults(priors, wl_params)
+
+
+def _wl_bt_options(*, bt_breaking="game", **kw) -> dict:
+    out = _wl_pl_options(**kw)
+    if bt_breaking not in ("game", "pairs"):
+        raise UsageError("bt_breaking must be 'game' (one full-pairing update per "
+                         "ranking, openskill) or 'pairs' (rank-broken pairs in turn)")
+    out["bt_breaking"] = bt_breaking
+    return out
+
+
+def _gbmm_kernel(opts, ordr, lengths, wk, seq, start, stop, mu, s2, alpha, strict, counts,
+                 err) -> int:
+    return kernels.gbmm_kernel(ordr, lengths, wk, seq, start, stop, mu, s2, alpha,
+                               kernels.TAYLOR_CODES[opts["taylor"]],
+                               opts["score_alpha"] == "prior", opts["kappa"],
+                               opts["kappa2"], strict, counts, err)
+
+
+def _crowdbt_kernel(opts, ordr, lengths, wk, seq, start, stop, mu, s2, alpha, strict, counts,
+                    err) -> int:
+    return kernels.crowdbt_kernel(ordr, wk, seq, start, stop, mu, s2, alpha, opts["kappa"],
+                                  opts["kappa2"], strict, counts, err)
+
+
+def _wl_kernel(kern):
+    def run(opts, ordr, lengths, wk, seq, start, stop, mu, s2, alpha, strict, counts, err):
+        g = opts["gamma"]
+        gmode = kernels.GAMMA_CODES.get(g, 2) if isinstance(g, str) else 2
+        gconst = float(g) if gmode == 2 else 0.0
+        return kern(ordr, lengths, seq, start, stop, mu, s2, float(opts["beta"]),
+                    float(opts["kappa"]), float(opts["tau"]), gmode, gconst, strict, counts,
+                    err)
+    return run
+
+
+@dataclass(frozen=True)
+class OnlineAlgorithm:
+    """One online method: ``options(**kw) -> dict``, ``kernel(opts, ...)``, and
+    ``pairwise(opts)`` (a pass runs on the fully rank-broken pairs)."""
+
+    name: str
+    options: Callable[..., dict]
+    kernel: Callable[..., int]
+    pairwise: Callable[[dict], bool] = lambda opts: False
+
+
+#: Online model name → its algorithm.
+ONLINE: dict[str, OnlineAlgorithm] = {a.name: a for a in (
+    OnlineAlgorithm("pl", _wl_pl_options, _wl_kernel(kernels.pl_kernel)),
+    OnlineAlgorithm("bt", _wl_bt_options, _wl_kernel(kernels.bt_kernel),
+                    lambda opts: opts.get("bt_breaking") == "pairs"),
+    OnlineAlgorithm("crowdbt", _crowdbt_options, _crowdbt_kernel, lambda opts: True),
+    OnlineAlgorithm("couple", _gbmm_options, _gbmm_kernel),
+)}
+
+
+def online_algorithm(model: str) -> OnlineAlgorithm:
+    try:
+        return ONLINE[model]
+    except KeyError:
+        raise UsageError(f"unknown online model {model!r}; expected "
+                         f"{', '.join(ONLINE)}") from None
+
+
 def algorithm_options(model: str, *, taylor="paper", score_alpha="updated", kappa=1e-4,
                       kappa2=1e-4, wl_params=None, bt_breaking="game", priors=None) -> dict:
     """The options that change the update (checked when resuming)."""
-    if model == "couple":
-        if taylor not in TAYLOR:
-            raise UsageError(f"taylor must be one of {TAYLOR}, got {taylor!r}")
-        if score_alpha not in SCORE_ALPHA:
-            raise UsageError(f"score_alpha must be one of {SCORE_ALPHA}, got {score_alpha!r}")
-    if not (kappa > 0 and kappa2 >= 0):
-        raise UsageError("guards need kappa > 0 and kappa2 >= 0")
-    if model == "couple":
-        return {"taylor": taylor, "score_alpha": score_alpha, "kappa": float(kappa),
-                "kappa2": float(kappa2), "stage_order": "reverse"}
-    if model == "crowdbt":
-        return {"kappa": float(kappa), "kappa2": float(kappa2), "rank_breaking": "full"}
-    if model in ("pl", "bt"):
-        out = wl_defaults(priors, wl_params)
-        if model == "bt":
-            if bt_breaking not in ("game", "pairs"):
-                raise UsageError("bt_breaking must be 'game' (one full-pairing update per "
-                                 "ranking, openskill) or 'pairs' (rank-broken pairs in turn)")
-            out["bt_breaking"] = bt_breaking
-        return out
-    raise UsageError(f"unknown online model {model!r}; expected pl, bt, crowdbt, couple")
+    return online_algorithm(model).options(
+        taylor=taylor, score_alpha=score_alpha, kappa=kappa, kappa2=kappa2,
+        wl_params=wl_params, bt_breaking=bt_breaking, priors=priors)
+
+
+def is_pairwise(model: str, opts: dict) -> bool:
+    """Does a pass of ``model`` with ``opts`` run on the fully rank-broken pairs?"""
+    return online_algorithm(model).pairwise(opts)
 
 
 def pass_orders(n: int, order: str, seed: int, passes: int) -> list[np.ndarray]:
@@ -138,7 +221,7 @@ def fit_online(data: Rankings, model: str, priors: Priors, *, taylor: str = "pap
     seqs = pass_orders(data.n_rankings, order, seed, passes)
     counts = np.zeros(len(CLAMP_KEYS), dtype=np.int64)
     err = np.zeros(3, dtype=np.int64)
-    pairwise = model == "crowdbt" or (model == "bt" and opts.get("bt_breaking") == "pairs")
+    pairwise = is_pairwise(model, opts)
     src = data.rank_break() if pairwise else data
     ordr = np.where(src.order >= 0, item_map[np.maximum(src.order, 0)], -1).astype(np.int64)
     wk = worker_map[src.worker].astype(np.int64)
@@ -167,9 +250,10 @@ def fit_online(data: Rankings, model: str, priors: Priors, *, taylor: str = "pap
 
 
 def _start_state(data, model, priors, state, opts) -> OnlinePosterior:
+    spec = get(model)             # the worker parameter and its length rule
     if state is None:
-        if model in ("couple", "crowdbt"):
-            priors = priors.for_data(data, K=2 if model == "crowdbt" else data.K)
+        if spec.has_eta:
+            priors = priors.for_data(data, K=spec.prior_K(data.K))
         post = OnlinePosterior.from_priors(model, data.items, priors, workers=data.workers,
                                            K=max(data.K, 2), options=opts)
     else:
@@ -183,9 +267,8 @@ def _start_state(data, model, priors, state, opts) -> OnlinePosterior:
                 f"{k}={a!r} (now {b!r})" for k, (a, b) in differ.items()), "state")
         post = state.copy()
         post.check("state")
-        post.extend(data.items, data.workers if model in ("couple", "crowdbt") else (),
-                    priors)
-    if model == "couple" and post.alpha.shape[1] < data.K:
+        post.extend(data.items, data.workers if spec.has_eta else (), priors)
+    if _grows_with_K(model) and post.alpha.shape[1] < data.K:
         raise DataError(f"rankings of length {data.K} but the worker state has K="
                         f"{post.alpha.shape[1]}", data.source)
     return post
@@ -193,20 +276,13 @@ def _start_state(data, model, priors, state, opts) -> OnlinePosterior:
 
 def _run_kernel(model, opts, ordr, lengths, wk, seq, start, stop, mu, s2, alpha, strict,
                 counts, err) -> int:
-    if model == "couple":
-        return kernels.gbmm_kernel(ordr, lengths, wk, seq, start, stop, mu, s2, alpha,
-                                   kernels.TAYLOR_CODES[opts["taylor"]],
-                                   opts["score_alpha"] == "prior", opts["kappa"],
-                                   opts["kappa2"], strict, counts, err)
-    if model == "crowdbt":
-        return kernels.crowdbt_kernel(ordr, wk, seq, start, stop, mu, s2, alpha, opts["kappa"],
-                                      opts["kappa2"], strict, counts, err)
-    g = opts["gamma"]
-    gmode = kernels.GAMMA_CODES.get(g, 2) if isinstance(g, str) else 2
-    gconst = float(g) if gmode == 2 else 0.0
-    kern = kernels.pl_kernel if model == "pl" else kernels.bt_kernel
-    return kern(ordr, lengths, seq, start, stop, mu, s2, float(opts["beta"]),
-                float(opts["kappa"]), float(opts["tau"]), gmode, gconst, strict, counts, err)
+    return online_algorithm(model).kernel(opts, ordr, lengths, wk, seq, start, stop, mu, s2,
+                                          alpha, strict, counts, err)
+
+
+def _grows_with_K(model: str) -> bool:
+    """The worker vector is as long as the longest ranking (a Dirichlet prior: COUPLE)."""
+    return get(model).worker_prior == "dirichlet"
 
 
 def _raise_strict(data, src, seq, err, p, pairwise):
@@ -279,12 +355,12 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
                 chunk = chunk.subset(np.arange(skip, chunk.n_rankings))
                 skip = 0
             pri = priors(chunk) if callable(priors) else priors
-            if post is None and model == "couple":
+            if post is None and _grows_with_K(model):
                 Kc = max(chunk.K, 2) if K is None else K
                 post = OnlinePosterior.from_priors(model, [], pri, workers=[], K=Kc,
                                                    options=algorithm_options(
                                                        model, **_alg_kw(opts), priors=pri))
-            if post is not None and model == "couple" and post.alpha.shape[1] < chunk.K:
+            if post is not None and _grows_with_K(model) and post.alpha.shape[1] < chunk.K:
                 _widen(post, chunk.K, pri)
             post = fit_online(chunk, model, pri, state=post, progress=False, **opts)
             post.options.pop("runs", None)   # one entry per chunk would grow without bound

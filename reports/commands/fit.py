@@ -23,7 +23,10 @@ def register(sub) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("data", help="rankings file (rankings CSV, pairwise CSV, PrefLib, ...) or "
                                 "a shared data set name (babyface, readlevel, ...)")
-    p.add_argument("--model", choices=MODELS, default="couple")
+    from reports.commands.fit_pairs import PAIR_MODELS
+    p.add_argument("--model", choices=MODELS + PAIR_MODELS, default="couple",
+                   help="contextual-bt, crowdbt-bias, crowdbt-domain read a pairwise CSV "
+                        "with extra columns (--covariates, --category): see docs/guide.md")
     p.add_argument("--method", choices=("nuts", "online", "ep", "map", "ml", "trueskill"),
                    default="online",
                    help="nuts (the reference), online (one pass of moment matching), ep "
@@ -96,6 +99,8 @@ def register(sub) -> None:
                    help="Weng–Lin γ: sigma/c (openskill's default), 1/k, or a number")
     from reports.commands import fit_batch
     fit_batch.add_arguments(p)
+    from reports.commands import fit_pairs
+    fit_pairs.add_arguments(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -111,6 +116,11 @@ def load_priors(args, data) -> Priors:
 
 def run(args) -> int:
     from models.io import read_data
+    from reports.commands.fit_pairs import PAIR_MODELS
+
+    if args.model in PAIR_MODELS:
+        from reports.commands import fit_pairs
+        return fit_pairs.run(args)
 
     if getattr(args, "passes", None) is None:
         from inference.online.ep import EP_PASSES

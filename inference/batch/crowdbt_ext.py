@@ -1,0 +1,237 @@
+"""The MAP of the CrowdBT extensions (annotator bias, domain-specific reliability) by EM.
+
+The model is (E1) of :mod:`models.crowdbt_ext`: ``P(y_s) = η_g σ(y_s(d_s + β_w)) +
+(1 − η_g) σ(y_s(β_w − d_s))``. As for CrowdBT (:mod:`.crowdbt_em`, the article in
+``seeds/002_*``, "EM"), a latent indicator ``z_s`` says whether the worker judged the true
+comparison (``z = 1``) or its reverse. With ``θ = (λ, β)``, ``A_s = σ(y_s(d_s + β_w))`` and
+``B_s = σ(y_s(β_w − d_s))``:
+
+- **E-step**: ``r_s = η_g A_s / (η_g A_s + (1 − η_g) B_s)``;
+- **M-step, reliabilities**: ``η_g = (Σ_{s∈g} r_s + a_g − 1) / (n_g + a_g + b_g − 2)``, the
+  mode of ``Beta(a_g + Σ r_s, b_g + Σ(1 − r_s))`` (BBQ's Beta prior);
+- **M-step, items and biases**: ``Q(θ) = Σ_s r_s log σ(z_s^u·θ) + (1 − r_s) log σ(z_s^v·θ)
+  + log N(λ; μ0, σ0²) + log N(β; 0, τ_β²)`` with ``z^u = y(e_f − e_t + e_{β_w})`` and
+  ``z^v = y(e_t − e_f + e_{β_w})`` — a weighted logistic regression, concave, raised by one
+  Newton step with backtracking (a generalised EM step, so ``F`` never decreases).
+
+By Fisher's identity ``∇_θ F = ∇_θ Q`` at the current ``r``, which gives the stopping
+rule: the largest entry of ``∇F`` in ``(θ, logit η)``, projected on ``0 ≤ η ≤ 1``
+(as :func:`.crowdbt_em.projected_norm`), ``≤ tol``. The uncertainty reported is Laplace's
+for ``θ`` with ``η`` fixed (:func:`neg_hessian`, the exact observed-data Hessian) and the
+Beta of the responsibilities for each ``η_g``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from scipy.linalg import cho_factor, cho_solve
+from scipy.special import expit
+
+from models.crowdbt_ext import Structure, group_beta, loglik
+from models.errors import DataError
+
+
+@dataclass(frozen=True, eq=False)
+class Design:
+    """``Zu``, ``Zv`` ``(S, D)`` over ``θ = (λ (L), β (W) if bias)``; prior mean and
+    precision of ``θ``."""
+
+    Zu: sparse.csr_matrix
+    Zv: sparse.csr_matrix
+    mean: np.ndarray
+    prec: np.ndarray
+
+
+def design(st: Structure, mu0: float, sigma0: float, bias_sd: float) -> Design:
+    S, L = len(st.first), st.n_items
+    D = L + (st.n_workers if st.bias else 0)
+    y = st.sign.astype(float)
+    rows = np.repeat(np.arange(S), 3 if st.bias else 2)
+
+    def mat(sd):                         # sd = +1: z^u, −1: z^v
+        cols = [st.first, st.second] + ([L + st.worker] if st.bias else [])
+        vals = [sd * y, -sd * y] + ([y] if st.bias else [])
+        return sparse.csr_matrix((np.stack(vals, 1).ravel(), (rows, np.stack(cols, 1).ravel())),
+                                 shape=(S, D))
+
+    mean = np.concatenate([np.full(L, float(mu0)), np.zeros(D - L)])
+    prec = np.concatenate([np.full(L, 1 / sigma0**2), np.full(D - L, 1 / bias_sd**2)])
+    return Design(mat(1.0), mat(-1.0), mean, prec)
+
+
+def _split(st: Structure, theta):
+    L = st.n_items
+    return theta[:L], (theta[L:] if st.bias else None)
+
+
+def log_posterior(st: Structure, Z: Design, theta, eta, ab) -> float:
+    """``F(θ, η)`` up to a constant: ``Σ log P(y_s)`` + the Normal and Beta log priors."""
+    lam, beta = _split(st, theta)
+    return float(np.sum(loglik(st, lam, eta, beta))
+                 - 0.5 * np.sum(Z.prec * (theta - Z.mean) ** 2)
+                 + np.sum((ab[:, 0] - 1) * np.log(eta) + (ab[:, 1] - 1) * np.log1p(-eta)))
+
+
+def _parts(st, Z, theta, eta):
+    A, B = expit(Z.Zu @ theta), expit(Z.Zv @ theta)
+    e = eta[st.group]
+    P = e * A + (1 - e) * B
+    return A, B, e, P
+
+
+def gradient(st: Structure, Z: Design, theta, eta, ab):
+    """``(∂F/∂θ, ∂F/∂η)`` (exact; ``∂P/∂η_g = A − B``)."""
+    A, B, e, P = _parts(st, Z, theta, eta)
+    cu, cv = e * A * (1 - A) / P, (1 - e) * B * (1 - B) / P
+    gt = Z.Zu.T @ cu + Z.Zv.T @ cv - Z.prec * (theta - Z.mean)
+    ge = (np.bincount(st.group, (A - B) / P, st.n_groups)
+          + (ab[:, 0] - 1) / eta - (ab[:, 1] - 1) / (1 - eta))
+    return gt, ge
+
+
+def neg_hessian(st: Structure, Z: Design, theta, eta) -> np.ndarray:
+    """``−∂²F/∂θ²`` with ``η`` fixed: ``Σ_s g_s g_sᵀ − [η A(1−A)(1−2A) z^u z^uᵀ +
+    (1−η) B(1−B)(1−2B) z^v z^vᵀ]/P`` (``g_s = ∇ log P(y_s)``) plus the prior precision."""
+    A, B, e, P = _parts(st, Z, theta, eta)
+    cu, cv = e * A * (1 - A) / P, (1 - e) * B * (1 - B) / P
+    G = sparse.diags(cu) @ Z.Zu + sparse.diags(cv) @ Z.Zv
+    hu, hv = cu * (1 - 2 * A), cv * (1 - 2 * B)
+    H = (G.T @ G - Z.Zu.T @ sparse.diags(hu) @ Z.Zu - Z.Zv.T @ sparse.diags(hv) @ Z.Zv)
+    H = np.asarray(H.todense())
+    H[np.diag_indices_from(H)] += Z.prec
+    return H
+
+
+def projected_norm(st, Z, theta, eta, ab, edge: float = 1e-9) -> float:
+    gt, ge = gradient(st, Z, theta, eta, ab)
+    ge = np.where(((eta >= 1 - edge) & (ge > 0)) | ((eta <= edge) & (ge < 0)), 0.0, ge)
+    return float(max(np.abs(gt).max(), np.abs(ge * eta * (1 - eta)).max()))
+
+
+def responsibilities(st, Z, theta, eta) -> np.ndarray:
+    A, B, e, P = _parts(st, Z, theta, eta)
+    return e * A / P
+
+
+def em_step(st: Structure, Z: Design, theta, eta, ab):
+    """One EM iteration (module docstring); returns ``(θ, η)``."""
+    r = responsibilities(st, Z, theta, eta)
+    n = np.bincount(st.group, minlength=st.n_groups).astype(float)
+    R = np.bincount(st.group, r, st.n_groups)
+    eta = np.clip((R + ab[:, 0] - 1) / (n + ab[:, 0] + ab[:, 1] - 2), 1e-12, 1 - 1e-12)
+
+    def q(th):
+        from scipy.special import log_expit
+        return float(np.sum(r * log_expit(Z.Zu @ th)) + np.sum((1 - r) * log_expit(Z.Zv @ th))
+                     - 0.5 * np.sum(Z.prec * (th - Z.mean) ** 2))
+
+    A, B = expit(Z.Zu @ theta), expit(Z.Zv @ theta)
+    g = Z.Zu.T @ (r * (1 - A)) + Z.Zv.T @ ((1 - r) * (1 - B)) - Z.prec * (theta - Z.mean)
+    H = (Z.Zu.T @ sparse.diags(r * A * (1 - A)) @ Z.Zu
+         + Z.Zv.T @ sparse.diags((1 - r) * B * (1 - B)) @ Z.Zv).toarray()
+    H[np.diag_indices_from(H)] += Z.prec
+    step = cho_solve(cho_factor(H), g)
+    f0, t = q(theta), 1.0
+    while t > 1e-10:                    # Armijo backtracking on the concave M-step objective
+        cand = theta + t * step
+        if q(cand) >= f0 + 1e-4 * t * float(g @ step):
+            return cand, eta
+        t *= 0.5
+    return theta, eta
+
+
+@dataclass(eq=False)
+class ExtFit:
+    """The EM MAP of a CrowdBT extension. ``mu``/``sd``: items (Laplace, ``η`` fixed);
+    ``beta``/``beta_sd``: worker biases (bias model); ``eta``: per group (mode);
+    ``alpha``: ``(G, 2)`` Beta of the responsibilities."""
+
+    variant: str
+    items: list
+    workers: list
+    groups: list
+    mu: np.ndarray
+    sd: np.ndarray
+    beta: np.ndarray | None
+    beta_sd: np.ndarray | None
+    eta: np.ndarray
+    alpha: np.ndarray
+    iterations: int
+    grad_norm: float
+    converged: bool
+    objective: float
+    seconds: float
+    tol: float
+    prior: dict
+
+    def items_table(self):
+        import pandas as pd
+        df = pd.DataFrame({"item": self.items, "mu": self.mu, "sigma2": self.sd**2,
+                           "sd": self.sd})
+        df = df.sort_values("mu", ascending=False, kind="stable").reset_index(drop=True)
+        df.insert(0, "rank", np.arange(1, len(df) + 1))
+        return df
+
+    def groups_table(self):
+        """One row per reliability group: ``group, worker, eta, a, b`` and, for the bias
+        model, ``beta, beta_sd`` (groups are the workers there)."""
+        import pandas as pd
+        df = pd.DataFrame({"group": self.groups, "eta": self.eta, "a": self.alpha[:, 0],
+                           "b": self.alpha[:, 1]})
+        if self.beta is not None:
+            df["beta"], df["beta_sd"] = self.beta, self.beta_sd
+        return df
+
+    def fit_dict(self) -> dict:
+        return {"model": self.variant, "method": "map", "solver": "em",
+                "iterations": int(self.iterations), "grad_norm": float(self.grad_norm),
+                "converged": bool(self.converged), "tol": float(self.tol),
+                "objective": float(self.objective), "seconds": float(self.seconds),
+                "prior": self.prior, "n_items": len(self.items),
+                "n_workers": len(self.workers), "n_groups": len(self.groups)}
+
+
+def fit_ext_em(st: Structure, worker_ab, *, mu0: float = 0.0, sigma0: float = 1.0,
+               bias_sd: float = 1.0, tol: float = 1e-6, max_iter: int = 5000) -> ExtFit:
+    """The MAP of (E1) by EM; ``worker_ab`` ``(W, 2)``: each worker's Beta ``(a, b)`` (the
+    domain model gives every category of a worker that worker's prior)."""
+    t0 = time.perf_counter()
+    wab = np.asarray(worker_ab, float)
+    if wab.shape != (st.n_workers, 2):
+        raise ValueError(f"worker_ab must be ({st.n_workers}, 2), got {wab.shape}")
+    if np.any(wab < 1):
+        raise DataError("the MAP needs Beta(a, b) priors with a, b >= 1 (below 1 the "
+                        "posterior is unbounded at 0 or 1)", st.source)
+    ab = group_beta(st, wab)
+    Z = design(st, mu0, sigma0, bias_sd)
+    theta = Z.mean.copy()
+    eta = np.clip((ab[:, 0] - 1) / np.maximum(ab.sum(1) - 2, 1e-12), 0.5, 1 - 1e-6)
+    it = 0
+    gnorm = projected_norm(st, Z, theta, eta, ab)
+    while it < max_iter and gnorm > tol:
+        theta, eta = em_step(st, Z, theta, eta, ab)
+        it += 1
+        gnorm = projected_norm(st, Z, theta, eta, ab)
+    H = neg_hessian(st, Z, theta, eta)
+    try:
+        cov = cho_solve(cho_factor(H), np.eye(len(theta)))
+    except np.linalg.LinAlgError:
+        raise DataError("Laplace's covariance does not exist at the EM MAP (the Hessian in "
+                        "(λ, β) is not negative definite there)", st.source) from None
+    sd = np.sqrt(np.diag(cov))
+    L = st.n_items
+    r = responsibilities(st, Z, theta, eta)
+    R = np.bincount(st.group, r, st.n_groups)
+    n = np.bincount(st.group, minlength=st.n_groups).astype(float)
+    alpha = np.stack([ab[:, 0] + R, ab[:, 1] + n - R], 1)
+    lam, beta = _split(st, theta)
+    return ExtFit(st.variant, list(st.items), list(st.workers), list(st.groups), lam,
+                  sd[:L], beta, sd[L:] if st.bias else None, eta, alpha, it, gnorm,
+                  gnorm <= tol, log_posterior(st, Z, theta, eta, ab),
+                  time.perf_counter() - t0, tol,
+                  {"mu0": mu0, "sigma0": sigma0, "bias_sd": bias_sd if st.bias else None,
+                   "eta": "Beta(a_w, b_w) of each group's worker"})

@@ -1,0 +1,112 @@
+"""NUTS for the pair-table models (the CrowdBT extensions, contextual BT).
+
+These models read presented pairs with extra columns (:mod:`models.pair_table`), not the
+:class:`models.data.Rankings` layout of :func:`inference.nuts.fit_nuts`, so they get this
+small runner: a NumPyro program (a zero-argument function) or a PyMC model in, the draws
+``name → (chain, draw, ...)`` and NumPyro's split R-hat / bulk ESS summary out
+(:func:`numpyro.diagnostics.summary`, the same estimators for both back-ends).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class PairNuts:
+    """Draws ``(chain, draw, ...)`` per site, their summary (``mean, sd, r_hat, ess``
+    arrays per site), and timings."""
+
+    draws: dict
+    summary: dict
+    backend: str
+    seconds: float
+    settings: dict = field(default_factory=dict)
+
+    def mean(self, name):
+        return self.summary[name]["mean"]
+
+    def sd(self, name):
+        return self.summary[name]["sd"]
+
+    def max_rhat(self) -> float:
+        return float(max(np.nanmax(s["r_hat"]) for s in self.summary.values()))
+
+    def min_ess(self) -> float:
+        return float(min(np.nanmin(s["ess"]) for s in self.summary.values()))
+
+    def to_netcdf(self, path, dims: dict | None = None) -> None:
+        """The draws as an ArviZ-style ``posterior`` NetCDF (``dims``: name → coordinate
+        names and values of the trailing axes, e.g. ``{"lambda": [("item", items)]}``)."""
+        import xarray as xr
+
+        data, coords = {}, {}
+        for k, v in self.draws.items():
+            names = ["chain", "draw"]
+            for j, (dn, vals) in enumerate((dims or {}).get(k, [])):
+                names.append(dn)
+                coords[dn] = list(vals)
+            names += [f"{k}_dim_{j}" for j in range(len(names) - 2, v.ndim - 2)]
+            data[k] = (names, np.asarray(v))
+        xr.Dataset(data, coords=coords).to_netcdf(path, engine="h5netcdf")
+
+
+def _summarise(draws: dict) -> dict:
+    from numpyro.diagnostics import summary
+
+    out = {}
+    for k, v in draws.items():
+        s = summary({k: np.asarray(v)}, group_by_chain=True)[k]
+        out[k] = {"mean": np.asarray(s["mean"]), "sd": np.asarray(s["std"]),
+                  "r_hat": np.asarray(s["r_hat"]), "ess": np.asarray(s["n_eff"])}
+    return out
+
+
+def sample_numpyro(model, *, chains: int = 2, tune: int = 500, draws: int = 500,
+                   seed: int = 0, target_accept: float = 0.8, progress: bool = False,
+                   sites: tuple[str, ...] | None = None) -> PairNuts:
+    """NUTS on a NumPyro program; chains run one after another (``chain_method=
+    "sequential"``: the machine's cores are shared, and the models are small)."""
+    import jax
+    from numpyro.infer import MCMC, NUTS
+
+    t0 = time.perf_counter()
+    mcmc = MCMC(NUTS(model, target_accept_prob=target_accept), num_warmup=tune,
+                num_samples=draws, num_chains=chains, chain_method="sequential",
+                progress_bar=progress)
+    mcmc.run(jax.random.PRNGKey(seed))
+    s = mcmc.get_samples(group_by_chain=True)
+    d = {k: np.asarray(v) for k, v in s.items() if sites is None or k in sites}
+    return PairNuts(d, _summarise(d), "numpyro", time.perf_counter() - t0,
+                    {"chains": chains, "tune": tune, "draws": draws, "seed": seed,
+                     "target_accept": target_accept})
+
+
+def sample_pymc(model, *, chains: int = 2, tune: int = 500, draws: int = 500,
+                seed: int = 0, target_accept: float = 0.8, progress: bool = False,
+                sites: tuple[str, ...] | None = None) -> PairNuts:
+    """NUTS on a PyMC model (PyMC's own sampler, one process)."""
+    import pymc as pm
+
+    t0 = time.perf_counter()
+    with model:
+        idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=1, random_seed=seed,
+                          target_accept=target_accept, progressbar=progress,
+                          compute_convergence_checks=False, nuts_sampler="pymc")
+    post = idata.posterior
+    names = sites or [v.name for v in model.free_RVs]
+    d = {k: np.asarray(post[k].values) for k in names}
+    return PairNuts(d, _summarise(d), "pymc", time.perf_counter() - t0,
+                    {"chains": chains, "tune": tune, "draws": draws, "seed": seed,
+                     "target_accept": target_accept})
+
+
+def sample(backend: str, model, **kw) -> PairNuts:
+    if backend == "numpyro":
+        return sample_numpyro(model, **kw)
+    if backend == "pymc":
+        return sample_pymc(model, **kw)
+    raise ValueError(f"backend must be numpyro or pymc, got {backend!r}")

@@ -1,0 +1,223 @@
+"""``crowdrank fit PAIRS.csv --model {contextual-bt,crowdbt-bias,crowdbt-domain}``: the
+models that read presented pairs with extra columns (:mod:`models.pair_table`).
+
+- ``contextual-bt`` (:mod:`models.contextual`): ``--method map`` (damped Newton with
+  Laplace's covariance, :func:`inference.batch.contextual.fit_contextual`) or ``--method
+  nuts`` (NumPyro or PyMC); ``--covariates col1,col2[:cat]`` names the covariate columns
+  (categorical ones one-hot with a reported baseline). Writes ``items.csv`` (``λ``),
+  ``coefficients.csv`` (``item, covariate, mean, sd``: ``γ``) and ``fit.json``.
+- ``crowdbt-bias`` / ``crowdbt-domain`` (:mod:`models.crowdbt_ext`): ``--method map`` (EM,
+  :mod:`inference.batch.crowdbt_ext`) or ``nuts``; the domain model needs ``--category
+  COLUMN``. Writes ``items.csv``, ``groups.csv`` (one row per worker, or per worker and
+  category: accuracy ``eta``, and ``beta`` for the bias model) and ``fit.json``.
+
+The worker accuracy prior is ``Beta(a, b)`` from ``--worker-prior-file`` (CSV
+``worker,a,b``) or ``--eta-beta A,B`` for every worker (default ``5,1``, the CrowdBT choice
+of [Pan18], Sect. 5.1). With ``--method nuts`` a ``posterior.nc`` holds the draws.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from models.errors import DataError, UsageError
+
+PAIR_MODELS = ("contextual-bt", "crowdbt-bias", "crowdbt-domain")
+
+
+def add_arguments(p) -> None:
+    g = p.add_argument_group("pair-table models (--model contextual-bt, crowdbt-bias, "
+                             "crowdbt-domain; a pairwise CSV worker,left,right,label,...)")
+    g.add_argument("--covariates", default=None, metavar="COL[,COL:cat]",
+                   help="contextual-bt: covariate columns of the CSV (numeric, or "
+                        "categorical: one-hot against the first level in sorted order)")
+    g.add_argument("--category", default=None, metavar="COLUMN",
+                   help="crowdbt-domain: the column holding each comparison's category")
+    g.add_argument("--tau", type=float, default=1.0, help="contextual-bt: sd of γ ~ Normal")
+    g.add_argument("--bias-sd", type=float, default=1.0,
+                   help="crowdbt-bias: sd of the worker bias β_w ~ Normal (log-odds)")
+    g.add_argument("--eta-beta", default="5,1", metavar="A,B",
+                   help="crowdbt-bias/domain: Beta(a, b) accuracy prior of every worker "
+                        "(--worker-prior-file overrides)")
+
+
+def _worker_ab(args, workers) -> np.ndarray:
+    if args.worker_prior_file:
+        from models.priors import read_worker_prior_file
+        pri = read_worker_prior_file(args.worker_prior_file)
+        index = {w: k for k, w in enumerate(pri.workers)}
+        missing = [w for w in workers if w not in index]
+        if missing:
+            raise DataError(f"no prior for workers {missing[:5]}", args.worker_prior_file)
+        ab = pri.beta()
+        return np.asarray([ab[index[w]] for w in workers], float)
+    try:
+        a, b = (float(v) for v in args.eta_beta.split(","))
+    except ValueError:
+        raise UsageError(f"--eta-beta must be A,B (two numbers), got {args.eta_beta!r}") from None
+    if not (a > 0 and b > 0 and np.isfinite(a) and np.isfinite(b)):
+        raise UsageError(f"--eta-beta needs finite a, b > 0, got {args.eta_beta!r}")
+    return np.tile([a, b], (len(workers), 1))
+
+
+def _check(args) -> None:
+    if args.method not in ("map", "nuts"):
+        raise UsageError(f"--model {args.model} fits by --method map or nuts, not "
+                         f"{args.method!r}")
+    if not (args.tau > 0 and args.bias_sd > 0 and args.prior_sigma > 0):
+        raise UsageError("--tau, --bias-sd and --prior-sigma must be > 0")
+    if args.covariates and args.model != "contextual-bt":
+        raise UsageError("--covariates is for --model contextual-bt")
+    if args.category and args.model != "crowdbt-domain":
+        raise UsageError("--category is for --model crowdbt-domain")
+
+
+def _nuts_kw(args) -> dict:
+    return {"chains": args.chains, "tune": args.tune, "draws": args.draws, "seed": args.seed,
+            "target_accept": args.target_accept, "progress": not args.no_progress}
+
+
+def _sample(args, numpyro_model, pymc_model):
+    from inference.pair_nuts import sample
+
+    if args.backend == "numpyro":
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        return sample("numpyro", numpyro_model(), **_nuts_kw(args))
+    return sample("pymc", pymc_model(), **_nuts_kw(args))
+
+
+def _items_table(items, mu, sd, extra: dict | None = None):
+    import pandas as pd
+    df = pd.DataFrame({"item": list(items), "mu": mu, "sigma2": np.asarray(sd) ** 2, "sd": sd,
+                       **(extra or {})})
+    df = df.sort_values("mu", ascending=False, kind="stable").reset_index(drop=True)
+    df.insert(0, "rank", np.arange(1, len(df) + 1))
+    return df
+
+
+def _nuts_info(res) -> dict:
+    return {"backend": res.backend, "seconds": res.seconds, "max_r_hat": res.max_rhat(),
+            "min_ess": res.min_ess(), **res.settings}
+
+
+def run(args) -> int:
+    from models.pair_table import read_pair_table
+
+    _check(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.model == "contextual-bt":
+        return run_contextual(args, out)
+    extra = (args.category,) if args.category else ()
+    if args.model == "crowdbt-domain" and not args.category:
+        raise UsageError("--model crowdbt-domain needs --category COLUMN")
+    table = read_pair_table(args.data, extra)
+    return run_crowdbt_ext(args, table, out)
+
+
+def run_contextual(args, out: Path) -> int:
+    import pandas as pd
+
+    from models.contextual import encode_covariates, numpyro_model, parse_spec, pymc_model
+    from models.pair_table import read_pair_table
+
+    spec = parse_spec(args.covariates)
+    table = read_pair_table(args.data, tuple(n for n, _ in spec))
+    cov = encode_covariates(table, spec)
+    X, p, L = cov.X, cov.X.shape[1], table.n_items
+    info = {"model": "contextual-bt", "method": args.method, "n_items": L,
+            "n_pairs": table.n_pairs, "covariates": list(cov.names), "kinds": cov.kinds,
+            "baselines": cov.baselines,
+            "prior": {"mu0": args.prior_mu, "sigma0": args.prior_sigma, "tau": args.tau}}
+    if args.method == "map":
+        from inference.batch.contextual import fit_contextual
+        win, lose = table.winner_loser()
+        fit = fit_contextual(win, lose, X, L, mu0=args.prior_mu, sigma0=args.prior_sigma,
+                             tau=args.tau, tol=1e-9 if args.tol is None else args.tol,
+                             max_iter=args.max_iter or 100)
+        sd_l, sd_g = fit.sd()
+        mu_l, mu_g = fit.lam, fit.gamma
+        info.update(solver="newton", iterations=fit.iterations, grad_norm=fit.grad_norm,
+                    converged=fit.converged)
+        state = ("converged" if fit.converged else "NOT converged") + \
+            f" in {fit.iterations} Newton iterations"
+    else:
+        res = _sample(args, lambda: numpyro_model(table, X, args.prior_mu, args.prior_sigma,
+                                                  args.tau),
+                      lambda: pymc_model(table, X, args.prior_mu, args.prior_sigma, args.tau,
+                                         cov.names))
+        mu_l, sd_l = res.mean("lambda"), res.sd("lambda")
+        mu_g = res.mean("gamma") if p else np.zeros((L, 0))
+        sd_g = res.sd("gamma") if p else np.zeros((L, 0))
+        info["nuts"] = _nuts_info(res)
+        state = f"NUTS max R-hat {res.max_rhat():.3f}, min ESS {res.min_ess():.0f}"
+        dims = {"lambda": [("item", table.items)],
+                "gamma": [("item", table.items), ("covariate", cov.names)]}
+        res.to_netcdf(out / "posterior.nc", dims)
+    _items_table(table.items, mu_l, sd_l).to_csv(out / "items.csv", index=False,
+                                                 float_format="%.17g")
+    rows = [{"item": it, "covariate": nm, "mean": mu_g[i, k], "sd": sd_g[i, k]}
+            for i, it in enumerate(table.items) for k, nm in enumerate(cov.names)]
+    pd.DataFrame(rows, columns=["item", "covariate", "mean", "sd"]).to_csv(
+        out / "coefficients.csv", index=False, float_format="%.17g")
+    (out / "fit.json").write_text(json.dumps(info, indent=1, default=float))
+    base = "; ".join(f"{k}: baseline {v!r}" for k, v in cov.baselines.items())
+    print(f"contextual-bt {args.method}: {state}; covariates {list(cov.names)}"
+          + (f" ({base})" if base else "")
+          + f"; wrote {out / 'items.csv'}, {out / 'coefficients.csv'} and {out / 'fit.json'}")
+    return 0
+
+
+def run_crowdbt_ext(args, table, out: Path) -> int:
+    import pandas as pd
+
+    from models.crowdbt_ext import numpyro_model, pymc_model, structure
+
+    st = structure(table, args.model, args.category)
+    wab = _worker_ab(args, st.workers)
+    mu0, s0, bsd = args.prior_mu, args.prior_sigma, args.bias_sd
+    info = {"model": args.model, "method": args.method, "n_items": st.n_items,
+            "n_workers": st.n_workers, "n_groups": st.n_groups, "n_pairs": len(st.first),
+            "presented_first": "the left column", "category": args.category,
+            "prior": {"mu0": mu0, "sigma0": s0, "bias_sd": bsd if st.bias else None,
+                      "eta": "--worker-prior-file" if args.worker_prior_file
+                      else f"Beta({args.eta_beta})"}}
+    groups = pd.DataFrame({"group": list(st.groups),
+                           "worker": [st.workers[w] for w in st.group_worker]})
+    if args.method == "map":
+        from inference.batch.crowdbt_ext import fit_ext_em
+        if np.any(wab < 1):
+            raise UsageError("the EM MAP needs Beta(a, b) priors with a, b >= 1")
+        fit = fit_ext_em(st, wab, mu0=mu0, sigma0=s0, bias_sd=bsd,
+                         tol=1e-6 if args.tol is None else args.tol,
+                         max_iter=args.max_iter or 5000)
+        mu, sd = fit.mu, fit.sd
+        groups["eta"], groups["a"], groups["b"] = fit.eta, fit.alpha[:, 0], fit.alpha[:, 1]
+        if st.bias:
+            groups["beta"], groups["beta_sd"] = fit.beta, fit.beta_sd
+        info.update(solver="em", iterations=fit.iterations, grad_norm=fit.grad_norm,
+                    converged=fit.converged, objective=fit.objective)
+        state = ("converged" if fit.converged else "NOT converged") + \
+            f" in {fit.iterations} EM iterations"
+    else:
+        res = _sample(args, lambda: numpyro_model(st, wab, mu0, s0, bsd),
+                      lambda: pymc_model(st, wab, mu0, s0, bsd))
+        mu, sd = res.mean("lambda"), res.sd("lambda")
+        groups["eta"], groups["eta_sd"] = res.mean("eta"), res.sd("eta")
+        if st.bias:
+            groups["beta"], groups["beta_sd"] = res.mean("beta"), res.sd("beta")
+        info["nuts"] = _nuts_info(res)
+        state = f"NUTS max R-hat {res.max_rhat():.3f}, min ESS {res.min_ess():.0f}"
+        dims = {"lambda": [("item", st.items)], "eta": [("group", st.groups)],
+                "beta": [("worker", st.workers)]}
+        res.to_netcdf(out / "posterior.nc", dims)
+    _items_table(st.items, mu, sd).to_csv(out / "items.csv", index=False, float_format="%.17g")
+    groups.to_csv(out / "groups.csv", index=False, float_format="%.17g")
+    (out / "fit.json").write_text(json.dumps(info, indent=1, default=float))
+    print(f"{args.model} {args.method}: {state}; {st.n_groups} reliability groups; wrote "
+          f"{out / 'items.csv'}, {out / 'groups.csv'} and {out / 'fit.json'}")
+    return 0

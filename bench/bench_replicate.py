@@ -13,7 +13,17 @@ each (``validation.experiments.sleep_job``) on the local process pool and on a D
 ``LocalCluster`` with the same number of worker processes, fresh caches each, and reports
 the overhead ``dask / pool - 1`` (goal <= 10 %).
 
-    nice python bench/bench_replicate.py fig7 babyface cost readlevel preflib dask \
+``gap`` (Fig. 7's gap, ``bench/results/replicate_fig7_gap.json``): for each simulator of
+``validation.replicate.SIMULATORS``, ``replicate fig7 --nuts --simulator S`` with
+``--repeats-gap`` orders at the paper's scale and NUTS at the reduced scale.
+
+Each run records wall seconds, CPU seconds (this process and its reaped worker processes)
+and the load average before and after. The goal runs, one command each:
+
+    nice python bench/bench_replicate.py fig7          # R = 5, paper scale (<= 10 min)
+    nice python bench/bench_replicate.py babyface      # R = 1000 (<= 3 min)
+
+    nice python bench/bench_replicate.py fig7 babyface cost readlevel preflib dask gap \
         [--repeats-fig7 5] [--repeats-real 1000] [--processes 2] [--out /tmp/replicate]
 """
 
@@ -90,6 +100,47 @@ def run_one(name: str, args) -> dict:
     return obj
 
 
+def run_gap(args) -> dict:
+    """Fig. 7's gap under each simulator (``validation.replicate.SIMULATORS``): the online
+    methods at the paper's scale (``--repeats-gap`` orders) and COUPLE and CrowdBT by NUTS
+    at the reduced scale (``--nuts-scale``), all four settings; one table of accuracies at
+    100 % of the samples per simulator."""
+    from reports.replicate_html import _clean, nuts_verdict, write_all
+    from validation.replicate import NUTS_SCALE
+
+    nsc = dict(NUTS_SCALE)
+    if args.nuts_scale:
+        nsc = dict(zip(("n_items", "n_workers", "tasks_per_worker", "kmax"),
+                       (int(x) for x in args.nuts_scale.split(","))))
+    obj = {"benchmark": "replicate-fig7-gap", "repeats": args.repeats_gap, "nuts_scale": nsc,
+           "processes": args.processes, "machine_before": env(), "simulators": {}}
+    tag = f"fig7_gap_{args.tag}" if args.tag else "fig7_gap"
+    for sim in args.simulators:
+        out = Path(args.out) / f"fig7-gap-{sim}"
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        summary = run_experiment("fig7", out, repeats=args.repeats_gap, seed=args.seed,
+                                 processes=args.processes, progress=True, nuts=True,
+                                 simulator=sim, nuts_scale=nsc)
+        write_all(summary, out)
+        table = {}
+        for s in summary["settings"]:
+            table[s["setting"]] = {"paper_scale_online_at_100": {
+                m: c["mean"][-1] for m, c in s["curves"].items()}}
+        for st, r in summary["nuts"]["settings"].items():
+            table[st]["nuts_scale"] = {m: 100 * a for m, a in r["accuracy"].items()}
+            table[st]["nuts_gate"] = r["gate"]
+            table[st]["nuts_seconds"] = r["seconds"]
+        obj["simulators"][sim] = {
+            "description": summary["simulator"]["description"], "table": table,
+            "nuts_verdict": nuts_verdict(summary["nuts"]),
+            "claims": summary["claims"], "wall_seconds": time.perf_counter() - t0,
+            "cpu_seconds": cpu_seconds() - c0, "machine_after": env(),
+            "summary": _clean(summary)}
+        print(f"gap {sim}: {obj['simulators'][sim]['wall_seconds']:.0f} s wall -> "
+              f"{write(tag, obj)}", file=sys.stderr)
+    return obj
+
+
 def run_dask(args) -> dict:
     from distributed import Client, LocalCluster
 
@@ -136,7 +187,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("experiments", nargs="+",
-                   choices=("fig7", "babyface", "cost", "readlevel", "preflib", "dask"))
+                   choices=("fig7", "babyface", "cost", "readlevel", "preflib", "dask",
+                            "gap"))
     p.add_argument("--out", default="/tmp/crowdrank-replicate")
     p.add_argument("--repeats-fig7", type=int, default=5)
     p.add_argument("--repeats-real", type=int, default=1000)
@@ -149,6 +201,12 @@ def main(argv=None) -> int:
     p.add_argument("--tag", default="",
                    help="written as replicate_<experiment>_<tag>.json (e.g. a --nuts run "
                         "beside the main one)")
+    p.add_argument("--repeats-gap", type=int, default=1,
+                   help="gap: orders of the paper-scale online runs per simulator")
+    p.add_argument("--simulators", nargs="+", default=["story", "normalized", "fixed"],
+                   help="gap: the simulators compared (validation.replicate.SIMULATORS)")
+    p.add_argument("--nuts-scale", default=None, metavar="L,W,T,K",
+                   help="gap: the NUTS reference's synthetic sizes (default NUTS_SCALE)")
     p.add_argument("--dask-tasks", type=int, default=40)
     p.add_argument("--dask-work", type=float, default=0.5)
     p.add_argument("--dask-repeats", type=int, default=2)
@@ -158,6 +216,8 @@ def main(argv=None) -> int:
     for name in args.experiments:
         if name == "dask":
             run_dask(args)
+        elif name == "gap":
+            run_gap(args)
         else:
             run_one(name, args)
     return 0

@@ -185,7 +185,9 @@ def fig7_sections(summary) -> list[H.Section]:
         f"L = {sc['n_items']} items ~ N(0, 1), W = {sc['n_workers']} workers, "
         f"T = {sc['tasks_per_worker']} tasks each, 2 ≤ k ≤ {sc['kmax']}; worker priors from "
         f"10 gold tasks per worker; each method one pass in a random order, mean ± sd over "
-        f"{summary['repeats']} orders of the same data set (seed {summary['seed']})."))
+        f"{summary['repeats']} orders of the same data set (seed {summary['seed']})."
+        + (f" Reports simulated by '{summary['simulator']['name']}': "
+           f"{summary['simulator']['description']}." if summary.get("simulator") else "")))
     main.add(H.figure(fig7_figure(summary), "Pairwise accuracy (%) after each share of the "
                       "samples; band = ± 1 sd over orders ([Pan18], Fig. 7)."))
     claims = H.Section("The paper's claims, checked", anchor="claims")
@@ -235,11 +237,52 @@ def fig7_sections(summary) -> list[H.Section]:
             row = {"setting": st}
             row.update({m: 100 * a for m, a in r["accuracy"].items()})
             row["NUTS gate"] = "; ".join(f"{m}: {'trusted' if g['trusted'] else 'NOT trusted'}"
+                                         f" (R-hat {_num(g['rhat_max'])}, bulk ESS "
+                                         f"{_num(g['ess_bulk_min'], 0)})"
                                          for m, g in r["gate"].items())
             trs.append(row)
         ns.add(H.table(trs, digits=4))
+        v = nuts_verdict(n)
+        if v:
+            ns.add(H.note(
+                "Exact posteriors (NUTS posterior means): COUPLE's ranks the items at least "
+                f"as well as CrowdBT's in {v['couple_ge']} of {v['n']} settings "
+                f"({', '.join(f'{k} {d:+.2f}' for k, d in v['diff'].items())} points, "
+                "COUPLE − CrowdBT); OnlineGBMM against its own model's posterior: "
+                f"{', '.join(f'{k} {d:+.2f}' for k, d in v['online_vs_nuts'].items())} "
+                "points.", "ok" if v["couple_ge"] == v["n"] else "note"))
         out.append(ns)
     return out
+
+
+def _num(x, digits=3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def nuts_verdict(n: dict) -> dict | None:
+    """Per setting: COUPLE's NUTS accuracy minus CrowdBT's, and OnlineGBMM's minus COUPLE's
+    NUTS (points); how many settings have COUPLE's posterior at least as accurate."""
+    diff, onl = {}, {}
+    for st, r in n["settings"].items():
+        a = r["accuracy"]
+        if "nuts-couple" in a and "nuts-crowdbt" in a:
+            diff[st] = 100 * (a["nuts-couple"] - a["nuts-crowdbt"])
+            if "couple" in a:
+                onl[st] = 100 * (a["couple"] - a["nuts-couple"])
+    if not diff:
+        return None
+    return {"n": len(diff), "couple_ge": sum(d >= 0 for d in diff.values()), "diff": diff,
+            "online_vs_nuts": onl}
+
+
+def not_runnable_section(summary) -> H.Section | None:
+    nr = summary.get("not_runnable")
+    if not nr:
+        return None
+    sec = H.Section("Experiments of the paper not runnable here", anchor="not-runnable")
+    sec.add(H.table([{"experiment": k, "why": v} for k, v in nr.items()],
+                    ["experiment", "why"]))
+    return sec
 
 
 def real_sections(summary) -> list[H.Section]:
@@ -368,7 +411,8 @@ def write_all(summary: dict, out: str | Path) -> dict:
                          "seconds": summary.get("seconds_total"),
                          **{f"machine {k}": v for k, v in summary["machine"].items()}}))
     page = H.write(out / f"{e}.html", f"Replication of [Pan18]: {e}",
-                   body + [_paper_section(summary), run],
+                   body + [x for x in (_paper_section(summary),
+                                       not_runnable_section(summary)) if x] + [run],
                    subtitle="Pan, Han & Tsang, 'Stagewise learning for noisy k-ary "
                             "preferences', Machine Learning 107 (2018), Sect. 5 [Pan18], "
                             "replicated with crowdrank")

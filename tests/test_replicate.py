@@ -164,3 +164,78 @@ def test_cli_unreachable_scheduler_is_one_line(tmp_path, capsys):
                  "--repeats", "1", "--scheduler", f"tcp://127.0.0.1:{port}"]) == 2
     err = capsys.readouterr().err
     assert "cannot reach the Dask scheduler" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("setting", ["expert", "malicious"])
+def test_fixed_simulator_orders_every_task_as_the_ground_truth(setting):
+    """'fixed' (Sect. 5.1 read literally): each task's true order is its subset sorted by
+    the one ground-truth order of all items (checked by sorting here), the workers then
+    corrupt it; 'story' draws the true order from PL(λ), so some tasks disagree with the
+    sort; 'normalized' reports come from normalised COUPLE."""
+    sim, priors = R.synthetic(setting, 2, **TINY, simulator="fixed")
+    truth, lengths = sim.true_order, sim.rankings.lengths
+    for n in range(sim.rankings.n_rankings):
+        sub = truth[: lengths[n], n]
+        assert list(sub) == sorted(sub, key=lambda i: -sim.lam[i])
+    assert np.all(np.abs(sim.lam) < 6)                # the scores, not the scaled ones
+    reported = sim.rankings.order
+    assert np.any(reported[:, :] != truth)             # the workers do corrupt
+    story, _ = R.synthetic(setting, 2, **TINY)
+    assert any(list(story.true_order[: story.rankings.lengths[n], n])
+               != sorted(story.true_order[: story.rankings.lengths[n], n],
+                         key=lambda i: -story.lam[i]) for n in range(story.rankings.n_rankings))
+    norm, _ = R.synthetic(setting, 2, **TINY, simulator="normalized")
+    assert norm.model == "couple-normalized"
+    with pytest.raises(Exception, match="unknown simulator"):
+        R.synthetic(setting, 2, **TINY, simulator="nope")
+
+
+def test_nuts_verdict_and_not_runnable_section():
+    from reports.replicate_html import not_runnable_section, nuts_verdict
+
+    n = {"settings": {"a": {"accuracy": {"couple": 0.70, "nuts-couple": 0.75,
+                                         "nuts-crowdbt": 0.80}},
+                      "b": {"accuracy": {"couple": 0.90, "nuts-couple": 0.90,
+                                         "nuts-crowdbt": 0.85}}}}
+    v = nuts_verdict(n)
+    assert v["n"] == 2 and v["couple_ge"] == 1
+    assert v["diff"]["a"] == pytest.approx(-5.0) and v["diff"]["b"] == pytest.approx(5.0)
+    assert v["online_vs_nuts"]["a"] == pytest.approx(-5.0)
+    assert nuts_verdict({"settings": {}}) is None
+    assert "PO" in next(iter(R.NOT_RUNNABLE))
+    assert not_runnable_section({"not_runnable": R.NOT_RUNNABLE}) is not None
+    assert not_runnable_section({}) is None
+
+
+@pytest.mark.slow
+def test_fig7_nuts_reference_on_a_tiny_setting(tmp_path, monkeypatch):
+    """``--nuts`` on tiny sizes: every setting gets COUPLE's and CrowdBT's posterior-mean
+    accuracy and gate beside the online methods', under the chosen simulator; the page and
+    CSV show them; the accuracy of the posterior mean is the brute-force pairwise accuracy
+    of the mean of the NUTS draws (recomputed here from a direct fit)."""
+    from inference.nuts import fit_nuts
+    from reports.replicate_html import write_all
+
+    monkeypatch.setattr(R, "NUTS_SETTINGS", {"chains": 2, "tune": 150, "draws": 150})
+    nsc = {"n_items": 8, "n_workers": 3, "tasks_per_worker": 15, "kmax": 3}
+    tiny = {"n_items": 12, "n_workers": 3, "tasks_per_worker": 10, "kmax": 3}
+    s = R.run_experiment("fig7", tmp_path, repeats=1, seed=1, processes=1, progress=False,
+                         scale=tiny, nuts=True, nuts_scale=nsc, simulator="fixed")
+    assert s["simulator"]["name"] == "fixed" and s["nuts"]["scale"] == nsc
+    for st in R.SETTINGS:
+        r = s["nuts"]["settings"][st]
+        assert set(r["accuracy"]) == set(R.ONLINE) | {"nuts-couple", "nuts-crowdbt"}
+        assert all(0.0 <= a <= 1.0 for a in r["accuracy"].values())
+        assert set(r["gate"]) == {"nuts-couple", "nuts-crowdbt"}
+    sim, priors = R.synthetic("expert", 1, **nsc, gold=10, simulator="fixed")
+    res = fit_nuts(sim.rankings, "couple", priors, chains=2, tune=150, draws=150, seed=1,
+                   progress=False, pointwise=False)
+    lam = res.idata["posterior"]["lambda"].values.mean(axis=(0, 1))
+    assert s["nuts"]["settings"]["expert"]["accuracy"]["nuts-couple"] == pytest.approx(
+        brute_accuracy(sim.lam, lam))
+    files = write_all(s, tmp_path)
+    page = files["html"].read_text()
+    assert "NUTS reference (reduced scale)" in page and "Exact posteriors" in page
+    assert "not runnable" in page and "fixed" in page
+    assert sum(",nuts-scale," in line for line in files["csv"].read_text().splitlines()) \
+        == 4 * 6

@@ -57,6 +57,20 @@ FRACTIONS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 #: The synthetic scale of the NUTS reference (the page states it).
 NUTS_SCALE = {"n_items": 60, "n_workers": 20, "tasks_per_worker": 60, "kmax": 4}
 NUTS_SETTINGS = {"chains": 2, "tune": 400, "draws": 400}
+#: How a synthetic report is generated ([Pan18], Sect. 5.1-5.2 give no formula):
+SIMULATORS = {
+    "story": "the COUPLE story: each task's true order drawn from PL(λ), then reported stage "
+             "by stage, the item at offset t of the remaining TRUE order chosen with "
+             "probability η̄_t (models.simulate.couple_report; exact for k = 2 only)",
+    "normalized": "normalised COUPLE: one of the k! orderings drawn with probability "
+                  "Eq. 4 / Σ Eq. 4 (the COUPLE model's own distribution, exact)",
+    "fixed": "Sect. 5.1 read literally: one ground-truth order of all items ('an object set "
+             "Ω with the ground-truth preference'), each task's subset in that order (no PL "
+             "draw), corrupted stage by stage as in 'story'",
+}
+#: λ is multiplied by this in the "fixed" simulator: PL(λ·s) then orders every subset as λ
+#: (the closest of 1000 N(0, 1) scores are ~1e-7 apart; Gumbel noise is O(10)).
+FIXED_SCALE = 1e12
 #: Orders per grid task of the real-data experiments.
 CHUNK = 50
 #: COUPLE stays within this many accuracy points of its final value: "stable".
@@ -80,6 +94,15 @@ PAPER = {
                           "PeerGrader detected the same six noisy workers'"},
     "babyface_cells": {"value": None, "where": "Tables 6 and 7: the cells (accuracies, "
                        "worker ids) are not in the text we have; only the 92.30 % above is"},
+}
+
+#: Experiments of [Pan18], Sect. 5 that cannot be run here, and why (every page lists them).
+NOT_RUNNABLE = {
+    "PeerGrading PO and FR (Sect. 5.3, Tables 3-5)": (
+        "the Poster and Final Report peer-grading data of [Raman14] (42 and 44 assignments, "
+        "148 and 153 students, TA grades as the truth) are not among the shared data sets, "
+        "and they cannot be generated faithfully: the experiments are about those students' "
+        "actual grading noise, which no simulator of ours reproduces"),
 }
 
 REAL = {
@@ -149,15 +172,34 @@ def online_curve(data, model: str, priors, perm: np.ndarray, truth, fractions, c
 # ------------------------------------------------------------------ fig7
 @functools.lru_cache(maxsize=4)
 def synthetic(setting: str, seed: int, n_items: int, n_workers: int, tasks_per_worker: int,
-              kmax: int, gold: int = 10):
-    """The simulated data of one setting and its gold-task priors (cached per process)."""
+              kmax: int, gold: int = 10, simulator: str = "story"):
+    """The simulated data of one setting and its gold-task priors (cached per process).
+
+    ``simulator`` (:data:`SIMULATORS`) chooses how a worker's report is generated; the
+    worker types, sizes, subsets and gold tasks are the same for each.
+    """
+    from dataclasses import replace
+
     from models.priors import Priors
     from models.simulate import simulate
 
+    if simulator not in SIMULATORS:
+        raise UsageError(f"unknown simulator {simulator!r}; expected one of "
+                         f"{tuple(SIMULATORS)}")
     ss = np.random.SeedSequence([int(seed), SETTINGS.index(setting), 0x7])
-    sim = simulate("couple", n_items=n_items, n_workers=n_workers,
-                   tasks_per_worker=tasks_per_worker, kmax=kmax, setting=setting,
-                   gold_per_worker=gold, seed=int(ss.generate_state(1)[0]))
+    kw = dict(n_items=n_items, n_workers=n_workers, tasks_per_worker=tasks_per_worker,
+              kmax=kmax, setting=setting, gold_per_worker=gold,
+              seed=int(ss.generate_state(1)[0]))
+    if simulator == "story":
+        sim = simulate("couple", **kw)
+    elif simulator == "normalized":
+        sim = simulate("couple-normalized", **kw)
+    else:
+        # "fixed": one ground-truth order of all items; each task's true order is its
+        # restriction (no PL draw). Scores λ ~ N(0, 1) are drawn from their own stream and
+        # scaled so far apart that the Gumbel draw of the simulator never reorders them.
+        lam = np.random.default_rng(ss.spawn(1)[0]).normal(0.0, 1.0, n_items)
+        sim = replace(simulate("couple", lam=lam * FIXED_SCALE, **kw), lam=lam)
     priors = Priors.from_gold(sim.gold, max(sim.rankings.K, 2), true_order=sim.gold_true_order)
     return sim, priors
 
@@ -166,7 +208,8 @@ def fig7_job(spec: dict) -> dict:
     """One setting, one sample order: the accuracy curve of every online method."""
     sc = spec["scale"]
     sim, priors = synthetic(spec["setting"], spec["seed"], sc["n_items"], sc["n_workers"],
-                            sc["tasks_per_worker"], sc["kmax"], spec.get("gold", 10))
+                            sc["tasks_per_worker"], sc["kmax"], spec.get("gold", 10),
+                            spec.get("simulator", "story"))
     data = sim.rankings
     perm = np.random.default_rng(order_seed(spec["seed"], spec["repeat"])).permutation(
         data.n_rankings)
@@ -184,7 +227,8 @@ def nuts_synthetic_job(spec: dict) -> dict:
 
     sc = spec["scale"]
     sim, priors = synthetic(spec["setting"], spec["seed"], sc["n_items"], sc["n_workers"],
-                            sc["tasks_per_worker"], sc["kmax"], spec.get("gold", 10))
+                            sc["tasks_per_worker"], sc["kmax"], spec.get("gold", 10),
+                            spec.get("simulator", "story"))
     data = sim.rankings
     out = {"accuracy": {}, "gate": {}, "seconds": {}}
     for m in ONLINE:
@@ -462,11 +506,14 @@ def summarise_cost(results: dict) -> dict:
 def run_experiment(name: str, out: str | Path, *, repeats: int = 5, seed: int = 0,
                    scheduler=None, processes: int | None = None, nuts: bool = False,
                    progress: bool = True, scale: dict | None = None,
-                   duplicate: int | None = None) -> dict:
+                   duplicate: int | None = None, simulator: str = "story",
+                   nuts_scale: dict | None = None) -> dict:
     """Run experiment ``name`` (cached under ``out/cache``) and return its summary.
 
     ``scale`` overrides the synthetic sizes (default the paper's, ``PAPER_SCALE``);
-    ``duplicate`` the real-data duplication (default the paper's 5 for BabyFace, else 1).
+    ``duplicate`` the real-data duplication (default the paper's 5 for BabyFace, else 1);
+    ``simulator`` how fig7's reports are generated (:data:`SIMULATORS`); ``nuts_scale``
+    the synthetic sizes of the NUTS reference (default :data:`NUTS_SCALE`).
     """
     from models.simulate import PAPER_SCALE
 
@@ -485,21 +532,29 @@ def run_experiment(name: str, out: str | Path, *, repeats: int = 5, seed: int = 
                         scheduler=scheduler).results
 
     summary = {"experiment": name, "repeats": repeats, "seed": seed, "paper": PAPER,
+               "not_runnable": NOT_RUNNABLE,
                "machine": machine(), "scheduler": None if scheduler is None else
                str(scheduler) if isinstance(scheduler, str) else "client"}
+    if simulator not in SIMULATORS:
+        raise UsageError(f"unknown simulator {simulator!r}; expected one of "
+                         f"{tuple(SIMULATORS)}")
     if name == "fig7":
+        # the default simulator is left out of the specs: caches of earlier runs stay valid
+        sim = {} if simulator == "story" else {"simulator": simulator}
         specs = [{"kind": "fig7", "setting": st, "repeat": r, "seed": seed, "scale": scale,
-                  "methods": list(ONLINE), "fractions": list(FRACTIONS), "gold": 10}
+                  "methods": list(ONLINE), "fractions": list(FRACTIONS), "gold": 10, **sim}
                  for st in SETTINGS for r in range(repeats)]
         res = grid(specs)
         nres = None
         if nuts:
+            nsc = dict(NUTS_SCALE if nuts_scale is None else nuts_scale)
             nspecs = [dict({"kind": "fig7-nuts", "setting": st, "seed": seed,
-                            "scale": NUTS_SCALE, "gold": 10}, **NUTS_SETTINGS)
+                            "scale": nsc, "gold": 10, **sim}, **NUTS_SETTINGS)
                       for st in SETTINGS]
             nres = {s["setting"]: r for s, r in zip(nspecs, grid(nspecs))}
-            nres = {"scale": NUTS_SCALE, "sampler": NUTS_SETTINGS, "settings": nres}
+            nres = {"scale": nsc, "sampler": NUTS_SETTINGS, "settings": nres}
         summary.update(summarise_fig7(specs, res, nres))
+        summary["simulator"] = {"name": simulator, "description": SIMULATORS[simulator]}
     elif name == "cost":
         dup = 5 if duplicate is None else duplicate
         # "v": the layout of a cost result (CPU times since v2): an older cache is not reused

@@ -85,13 +85,14 @@ def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | N
         m = lam.mean(axis=-1)
         out["lambda_mean"] = m
         out["lambda_c"] = lam - m[..., None]
-    if inputs.model == "peergrader":
-        # PeerGrader's reliability is one positive site ``eta`` (W,), whatever ``simplex``
+    family = inputs.spec.worker_prior
+    if family == "gamma":
+        # a Gamma reliability is one positive site ``eta`` (W,), whatever ``simplex``
         out["eta"] = np.exp(np.asarray(log_eta, float))
     elif inputs.has_eta:
         if simplex == "dirichlet":
             eta = np.exp(log_eta)
-            if inputs.model == "crowdbt":
+            if family == "beta":          # the Beta site holds the accuracy η
                 out["eta"] = np.clip(eta[..., 0], 1e-9, 1 - 1e-9)
             else:
                 eta = np.maximum(eta, 1e-12)   # stick-breaking cannot represent an exact 0
@@ -107,13 +108,14 @@ def point_log_eta(inputs: ModelInputs, eta) -> np.ndarray | None:
     if not inputs.has_eta:
         return None
     a = np.asarray(inputs.alpha, float)
-    if inputs.model == "peergrader":       # Gamma(shape, rate): the mean is shape/rate
+    family = inputs.spec.worker_prior
+    if family == "gamma":                  # Gamma(shape, rate): the mean is shape/rate
         return np.log(a[:, 0] / a[:, 1] if eta is None else np.asarray(eta, float))
     if eta is None:
         eta = a / a.sum(axis=1, keepdims=True)
         return np.log(eta)
     eta = np.asarray(eta, float)
-    if inputs.model == "crowdbt":
+    if family == "beta":                   # an accuracy: [log η, log(1 − η)]
         return np.stack([np.log(eta), np.log1p(-eta)], axis=-1)
     return np.log(eta)
 
@@ -151,4 +153,4 @@ def approx_alpha(inputs: ModelInputs, approx, workers) -> np.ndarray:
     """The approximation's worker concentrations aligned to ``workers``, in the layout of
     ``inputs.alpha`` (COUPLE ``(W, K)``; CrowdBT ``(W, 2)`` Beta ``[a, b]``)."""
     a = np.asarray(approx.alpha, float)[_positions(approx.workers, workers, "worker")]
-    return a[:, :2] if inputs.model == "crowdbt" else a[:, : inputs.K]
+    return a[:, :2] if inputs.spec.worker_prior == "beta" else a[:, : inputs.K]

@@ -46,8 +46,9 @@ def check_priors(model: str = "couple", kinds=PRIOR_KINDS, *, n_draws: int = 100
 
     With ``out`` the two tables and the figures (``out/figures/prior_*.png``) are written.
     """
-    pairwise = get(model).pairwise
-    K = 2 if pairwise else K
+    spec = get(model)
+    beta = spec.worker_prior == "beta"       # a Beta accuracy read as (a, b)
+    K = 2 if spec.pairwise else K
     facts: dict = {"model": model, "K": K, "n_draws": n_draws, "n_workers": n_workers,
                    "n_items": n_items, "tasks_per_worker": tasks_per_worker, "seed": seed,
                    "priors": {}}
@@ -59,7 +60,7 @@ def check_priors(model: str = "couple", kinds=PRIOR_KINDS, *, n_draws: int = 100
                                 tasks_per_worker=tasks_per_worker, k=K, seed=seed + j,
                                 progress=progress)
         s = summary(w, d, K)
-        alpha = pri.beta() if model == "crowdbt" else pri.alpha[:, :K]
+        alpha = pri.beta() if beta else pri.alpha[:, :K]
         s["spec"] = pri.spec
         s["alpha_first_worker"] = [float(x) for x in alpha[0]]
         s["alpha_mean"] = [float(x) for x in alpha.mean(axis=0)]
@@ -70,8 +71,8 @@ def check_priors(model: str = "couple", kinds=PRIOR_KINDS, *, n_draws: int = 100
 
     h = heading
     md = [f"{h} Prior predictive checks: what the inference priors imply\n"]
-    what = ("CrowdBT's Beta(a_w, b_w) on the accuracy η_w¹" if model == "crowdbt" else
-            "perfect workers (η = e₁) — only the λ prior matters" if model in ("pl", "bt") else
+    what = ("CrowdBT's Beta(a_w, b_w) on the accuracy η_w¹" if beta else
+            "perfect workers (η = e₁) — only the λ prior matters" if not spec.has_eta else
             "η_w ~ Dir(α_w)")
     md.append(
         f"Before any data is seen, the priors already say what a crowd reports. For each prior "
@@ -91,7 +92,7 @@ def check_priors(model: str = "couple", kinds=PRIOR_KINDS, *, n_draws: int = 100
                      f"{_f(qs['0.05'], 2)} / {_f(qs['0.5'], 2)} / {_f(qs['0.95'], 2)}",
                      _f(s["worse_than_random"]), _f(s["pair_agreement_mean"]),
                      _f(s["pair_agreement_lambda_mean"])])
-    md.append(_table(["prior", "mean α (CrowdBT: a, b)" if model == "crowdbt" else "mean α",
+    md.append(_table(["prior", "mean α (CrowdBT: a, b)" if beta else "mean α",
                       "E[η¹] drawn", "first-choice accuracy", "per worker 5 % / 50 % / 95 %",
                       f"workers below 1/k = {1 / K:.2f}", "pairs in true order",
                       "pairs in λ order"], rows))
@@ -151,7 +152,7 @@ def _reading(facts: dict, model: str, K: int) -> str:
             f"{q['first_choice_mean']:.2f}; 5 %–95 % per worker "
             f"{q['first_choice_quantiles']['0.05']:.2f}–"
             f"{q['first_choice_quantiles']['0.95']:.2f}).")
-    if model in ("pl", "bt"):
+    if not get(model).has_eta:
         parts = [("- PL and BT have perfect workers: every prior gives the same reports, which "
                   "agree with the true order always and with λ only as much as "
                   "Plackett–Luce's own randomness allows.")]

@@ -33,6 +33,7 @@ from models.likelihood import (
     eq4_all_orderings,
     pl_loglik,
 )
+from models.registry import get
 from models.simulate import (
     SIM_MODELS,
     WORKER_TYPES,
@@ -132,7 +133,8 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
     if not 4 <= n_items <= 26:
         raise UsageError("n_items must be between 4 and 26")
     rng = np.random.default_rng(seed)
-    pairwise = model in ("bt", "crowdbt")
+    spec = get(model)
+    pairwise = spec.pairwise
     k = 2 if pairwise else 4
     K = k
     items = list(string.ascii_uppercase[:n_items])
@@ -173,7 +175,7 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
                      ", ".join(f"{x:g}" for x in a),
                      ", ".join(_f(x, 2) for x in a / a.sum())])
     md.append(_table(["type", "α0", "E[η] = α0 / Σα0"], rows))
-    if model in ("pl", "bt"):
+    if not spec.has_eta:
         eta = np.zeros(K)
         eta[0] = 1.0
         md.append(
@@ -229,7 +231,7 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
     # 4. the report -------------------------------------------------------------------
     md.append("## 4. What the worker reports, stage by stage\n")
     stages = []
-    if model == "couple-normalized":
+    if spec.normalized:
         perms = [np.array(p) for p in permutations(true)]
         z = couple_normalizer(lam, eta, true)
         probs = np.array([np.exp(couple_loglik(lam, eta, p)) / z for p in perms])
@@ -466,7 +468,7 @@ def _random_tasks(rng, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
 def prior_predictive(model: str, rng, n_workers: int = 60, n_tasks: int = 50) -> dict:
     """Per worker type: top-1 agreement with the true winner and Kendall τ between the report
     and (a) the task's true order, (b) the order by λ, from the model's own simulator."""
-    k = 2 if model in ("bt", "crowdbt") else 4
+    k = 2 if get(model).pairwise else 4
     out = {"k": k, "types": {}}
     for t in WORKER_TYPES:
         sim = simulate(model, n_items=30, n_workers=n_workers, tasks_per_worker=n_tasks,

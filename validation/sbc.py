@@ -58,14 +58,23 @@ from pathlib import Path
 import numpy as np
 
 from models.errors import UsageError
+from models.registry import REGISTRY, get
 
-#: Models with an exact forward simulator (docs/design.md, Facts); stagewise "couple" has none.
-SBC_MODELS = ("pl", "bt", "crowdbt", "couple-normalized")
-#: The online method run beside NUTS on the same data: Weng–Lin OnlinePL/OnlineBT, CrowdBT
-#: online [Chen13] and OnlineGBMM ([Pan18], Algorithm 1).
-ONLINE_MODEL = {"pl": "pl", "bt": "bt", "crowdbt": "crowdbt", "couple-normalized": "couple"}
-ONLINE_NAME = {"pl": "OnlinePL (Weng-Lin)", "bt": "OnlineBT (Weng-Lin)",
-               "crowdbt": "CrowdBT online", "couple-normalized": "OnlineGBMM"}
+
+def sbc_models() -> tuple[str, ...]:
+    """Models with an exact forward simulator (docs/design.md, Facts; registry specs with
+    ``exact_simulator`` and a ``simulate_report``); stagewise "couple" has none."""
+    return tuple(n for n, s in REGISTRY.items() if s.exact_simulator and s.has_simulator)
+
+
+SBC_MODELS = sbc_models()
+#: The online method run beside NUTS on the same data (the spec's ``online``): Weng–Lin
+#: OnlinePL/OnlineBT, CrowdBT online [Chen13] and OnlineGBMM ([Pan18], Algorithm 1).
+ONLINE_MODEL = {m: get(m).online for m in SBC_MODELS}
+#: Display names of the online methods, by online model name.
+ONLINE_TITLE = {"pl": "OnlinePL (Weng-Lin)", "bt": "OnlineBT (Weng-Lin)",
+                "crowdbt": "CrowdBT online", "couple": "OnlineGBMM"}
+ONLINE_NAME = {m: ONLINE_TITLE.get(o, str(o)) for m, o in ONLINE_MODEL.items()}
 #: ``prior`` is the machinery check: the data are ignored and the "posterior" draws come
 #: from the prior, which is the exact posterior given no data, so its ranks are uniform.
 SBC_BACKENDS = ("numpyro", "pymc", "prior")
@@ -114,14 +123,14 @@ class SbcConfig:
     batch: int | None = None
 
     def __post_init__(self):
-        if self.model not in SBC_MODELS:
-            extra = (" (stagewise COUPLE has no normalised generative process, so no exact "
-                     "simulator: use couple-normalized)") if self.model == "couple" else ""
-            raise UsageError(f"SBC model must be one of {SBC_MODELS}, got {self.model!r}"
+        if self.model not in sbc_models():
+            hint = REGISTRY[self.model].extra.get("sbc_hint") if self.model in REGISTRY else None
+            extra = f" ({hint})" if hint else ""
+            raise UsageError(f"SBC model must be one of {sbc_models()}, got {self.model!r}"
                              + extra)
         if self.backend not in SBC_BACKENDS:
             raise UsageError(f"SBC backend must be one of {SBC_BACKENDS}, got {self.backend!r}")
-        pairwise = self.model in ("bt", "crowdbt")
+        pairwise = get(self.model).pairwise
         kmax = self.kmax if self.kmax is not None else (2 if pairwise else 4)
         if pairwise and kmax != 2:
             raise UsageError(f"{self.model} is a pairwise model: kmax must be 2")
@@ -208,12 +217,15 @@ def draw_truth(model: str, priors, n_items: int, rng: np.random.Generator
     COUPLE ``η_w ~ Dir(α_w)``; PL/BT perfect workers ``e_1``."""
     lam = rng.normal(priors.mu0, priors.sigma0, size=int(n_items))
     W, K = priors.alpha.shape
-    if model == "crowdbt":
+    family = get(model).worker_prior
+    if family == "beta":
         ab = priors.beta()
         acc = draw_dirichlet(rng, ab)[:, 0]
         eta = np.stack([acc, 1.0 - acc], axis=1)
-    elif model == "couple-normalized":
+    elif family == "dirichlet":
         eta = draw_dirichlet(rng, priors.alpha)
+    elif family is not None:
+        raise UsageError(f"SBC draws no {family} worker prior (model {model!r})")
     else:
         eta = np.zeros((W, K))
         eta[:, 0] = 1.0
@@ -227,7 +239,7 @@ def make_priors(cfg: Mapping):
     from models.priors import parse_worker_prior
 
     workers = [f"w{w}" for w in range(int(cfg["n_workers"]))]
-    K = 2 if cfg["model"] == "crowdbt" else max(int(cfg["kmax"]), 2)
+    K = get(cfg["model"]).prior_K(max(int(cfg["kmax"]), 2)) or max(int(cfg["kmax"]), 2)
     return parse_worker_prior(cfg["worker_prior"], workers, K, float(cfg["mu0"]),
                               float(cfg["sigma0"]))
 
@@ -275,10 +287,11 @@ def parameter_names(model: str, n_items: int, n_workers: int, K: int
     fams = ["lambda"] * n_items
     names += [f"lambda_c[i{r}]" for r in range(n_items)]
     fams += ["lambda_centred"] * n_items
-    if model == "crowdbt":
+    spec = get(model)
+    if spec.eta_scalar:
         names += [f"eta[w{w}]" for w in range(n_workers)]
         fams += ["eta"] * n_workers
-    elif model == "couple-normalized":
+    elif spec.has_eta:
         names += [f"eta[w{w},{t + 1}]" for w in range(n_workers) for t in range(K)]
         fams += ["eta"] * (n_workers * K)
     return names, fams
@@ -287,15 +300,31 @@ def parameter_names(model: str, n_items: int, n_workers: int, K: int
 def flatten_params(model: str, lam: np.ndarray, eta: np.ndarray | None) -> np.ndarray:
     """``(..., P)``: λ, centred λ (``λ_r − mean λ``, identified by the data alone;
     docs/design.md, Validation) and the η entries in :func:`parameter_names` order. ``lam`` is
-    ``(..., L)``; ``eta`` ``(..., W)`` (CrowdBT accuracy) or ``(..., W, K)``."""
+    ``(..., L)``; ``eta`` ``(..., W)`` (CrowdBT accuracy) or ``(..., W, K)``. The model's
+    ``sbc_flatten`` (models.registry) does the work."""
+    return get(model).fn("sbc_flatten")(lam, eta)
+
+
+# The models' SBC flattenings (models.registry.ModelSpec.sbc_flatten): ``f(lam, eta)``.
+def _lambda_parts(lam):
     lam = np.asarray(lam, float)
-    parts = [lam, lam - lam.mean(axis=-1, keepdims=True)]
-    if model == "crowdbt":
-        parts.append(np.asarray(eta, float))
-    elif model == "couple-normalized":
-        e = np.asarray(eta, float)
-        parts.append(e.reshape(e.shape[:-2] + (-1,)))
-    return np.concatenate(parts, axis=-1)
+    return [lam, lam - lam.mean(axis=-1, keepdims=True)]
+
+
+def flatten_lambda(lam, eta=None) -> np.ndarray:
+    """λ and centred λ (no worker parameter)."""
+    return np.concatenate(_lambda_parts(lam), axis=-1)
+
+
+def flatten_accuracy(lam, eta) -> np.ndarray:
+    """λ, centred λ and one accuracy per worker ``(..., W)``."""
+    return np.concatenate(_lambda_parts(lam) + [np.asarray(eta, float)], axis=-1)
+
+
+def flatten_simplex(lam, eta) -> np.ndarray:
+    """λ, centred λ and every worker's simplex ``(..., W, K)`` row by row."""
+    e = np.asarray(eta, float)
+    return np.concatenate(_lambda_parts(lam) + [e.reshape(e.shape[:-2] + (-1,))], axis=-1)
 
 
 # ----------------------------------------------------------------------------- online PIT
@@ -319,7 +348,7 @@ def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
     out[: 2 * L] = stats.norm.cdf(truth[: 2 * L], loc, scale)
     if P > 2 * L:
         alpha = np.asarray(post.alpha, float)
-        if model == "crowdbt":
+        if get(model).worker_prior == "beta":
             a, b = alpha[:, 0], alpha[:, 1]
         else:
             a, b = dirichlet_marginals(alpha)
@@ -340,9 +369,10 @@ def _prepare(spec: dict) -> dict:
     priors = make_priors(spec)
     L = int(spec["n_items"])
     lam, eta = draw_truth(model, priors, L, rng_data)
-    K = int(spec["kmax"]) if model == "couple-normalized" else 2
+    mspec = get(model)
+    K = int(spec["kmax"]) if mspec.worker_prior == "dirichlet" else 2
     names, fams = parameter_names(model, L, int(spec["n_workers"]), K)
-    eta_true = None if model in ("pl", "bt") else (eta[:, 0] if model == "crowdbt" else eta)
+    eta_true = None if not mspec.has_eta else (eta[:, 0] if mspec.eta_scalar else eta)
     prep = {"spec": spec, "model": model, "priors": priors, "lam": lam, "eta": eta,
             "eta_true": eta_true, "truth": flatten_params(model, lam, eta_true),
             "names": names, "families": fams, "nuts_seed": nuts_seed, "rng_ties": rng_ties,
@@ -352,7 +382,7 @@ def _prepare(spec: dict) -> dict:
                        tasks_per_worker=int(spec["tasks_per_worker"]),
                        kmax=int(spec["kmax"]), lam=lam, eta=eta, seed=rng_data)
         data = sim.rankings
-        if model == "couple-normalized" and data.K != K:
+        if mspec.worker_prior == "dirichlet" and data.K != K:
             raise ValueError(f"replicate {spec['sim']}: no ranking of length kmax={K} was "
                              f"drawn, so the fitted η would have a different prior; use more "
                              f"tasks")
@@ -384,12 +414,12 @@ def _finish(prep: dict, flat: np.ndarray, gate: dict, timings: dict) -> dict:
     ranks = sbc_ranks(flat, truth, prep["rng_ties"])
     out.update(rank=ranks.tolist(), n_draws=int(flat.shape[0]), gate=_jsonable(gate))
 
-    if spec.get("online", True):
+    if spec.get("online", True) and get(model).online is not None:
         from inference.online import fit_online
         from inference.online.api import algorithm_options
         from inference.online.state import OnlinePosterior
 
-        omodel = ONLINE_MODEL[model]
+        omodel = get(model).online
         t = time.perf_counter()
         if data is None:   # the oracle: the online state given no data is the prior state
             on = OnlinePosterior.from_priors(
@@ -397,7 +427,7 @@ def _finish(prep: dict, flat: np.ndarray, gate: dict, timings: dict) -> dict:
                 workers=list(priors.workers), K=priors.K,
                 options=algorithm_options(omodel, priors=priors))
         else:
-            pri = priors.for_data(data, K=2 if omodel == "crowdbt" else None)
+            pri = priors.for_data(data, K=2 if get(omodel).worker_prior == "beta" else None)
             on = fit_online(data, omodel, pri, progress=False)
         out["timings"]["online"] = time.perf_counter() - t
         out["online_pit"] = online_pit(model, on, truth).tolist()
@@ -420,7 +450,7 @@ def sbc_job(spec: dict) -> dict:
         for _ in range(S):
             lam_s, eta_s = draw_truth(model, priors, prep["lam"].size, prep["rng_ties"])
             draws.append(flatten_params(model, lam_s, None if prep["eta_true"] is None else
-                                        (eta_s[:, 0] if model == "crowdbt" else eta_s)))
+                                        (eta_s[:, 0] if get(model).eta_scalar else eta_s)))
         flat = np.array(draws)
         gate = {"trusted": True, "reasons": [], "divergences": 0, "ess_bulk_min": math.nan}
     else:
@@ -818,7 +848,7 @@ def summarise(cfg: SbcConfig, results: Sequence[dict], *, n_sim: int = 2000) -> 
         pit = rank_matrix(results, "online_pit")
         out["online"] = uniformity_summary(pit, names, fams, None, alpha=cfg.alpha,
                                            n_bins=cfg.n_bins, seed=seed, n_sim=n_sim)
-        out["online"]["method"] = ONLINE_NAME[cfg.model]
+        out["online"]["method"] = ONLINE_NAME.get(cfg.model, str(get(cfg.model).online))
         clamps = Counter()
         for r in results:
             clamps.update(r.get("online_clamped", {}))

@@ -92,6 +92,8 @@ class ModelSpec:
     sbc_flatten: str = "validation.sbc:flatten_lambda"
     #: Extra per-model settings a layer may read (kept open so that a new model need not
     #: change this class): e.g. ``{"max_k": 6}``.
+    #: ``{"normalized": True}``: the likelihood carries ``log Σ_orderings`` (see
+    #: :attr:`normalized`); ``{"sbc_hint": "..."}``: why SBC refuses this model.
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -168,7 +170,9 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               "couple_loglik", simulate_report=f"{_SIM}:report_stagewise",
               redraw=f"{_SIM}:redraw_couple", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_fast=f"{_NP}:couple_fast", numpyro_draw=f"{_NP}:draw_couple",
-              pymc_columns=f"{_PM}:couple_columns"),
+              pymc_columns=f"{_PM}:couple_columns", sbc_flatten="validation.sbc:flatten_simplex",
+              extra={"sbc_hint": "stagewise COUPLE has no normalised generative process, so "
+                                 "no exact simulator: use couple-normalized"}),
     ModelSpec("couple-normalized", "COUPLE normalised over the k! orderings of each task "
               "(exact generative process)", "dirichlet", False, True, "couple", False,
               "couple_normalized_loglik", simulate_report=f"{_SIM}:report_normalized",

@@ -105,14 +105,14 @@ def loglik_pointwise(model: str, data: Rankings, lam: np.ndarray,
     can compare models on the same observations.
     """
     spec = get(model)
-    fn = globals()[spec.reference]
+    fn = spec.reference_loglik()
     out = np.empty(data.n_rankings)
     for n in range(data.n_rankings):
         r = data.ranking(n)
         w = data.worker[n]
-        if spec.worker_prior in ("beta", "gamma"):
+        if spec.eta_scalar:
             out[n] = fn(lam, float(np.asarray(eta)[w]), r)
-        elif spec.worker_prior == "dirichlet":
+        elif spec.has_eta:
             out[n] = fn(lam, np.asarray(eta)[w], r)
         else:
             out[n] = fn(lam, r)

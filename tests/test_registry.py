@@ -1,0 +1,200 @@
+"""A new model is one :class:`~models.registry.ModelSpec` plus its functions.
+
+The toy model "bt-tempered" is defined here only, in this file: Bradley–Terry on the rank-
+broken pairs with a worker *temperature* ``η_w ∈ (0, 1)`` ~ ``Beta(a_w, b_w)``,
+
+    P(i before j | λ, η_w) = σ(η_w (λ_i − λ_j)),
+
+(``η_w → 0``: a worker who flips coins; ``η_w = 1``: plain BT). A fixture adds its spec to
+the registry for one test; nothing else in the repository names it. The tests then check
+that the layers find its functions through the spec — simulator, reference likelihood,
+model inputs (Beta prior of length 2, rank-broken pairs), NumPyro and PyMC densities,
+posterior predictive draws — against independent oracles: ``scipy.stats`` for the prior,
+the closed form ``σ(η d)`` for the pair probabilities, a direct sum over pairs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import expit, log_expit
+
+from models import registry
+from models.priors import Priors
+from models.registry import ModelSpec
+
+NAME = "bt-tempered"
+
+
+# ---------------------------------------------------------------- the toy model's functions
+def tempered_loglik(lam, eta, ranking):
+    """Reference: Σ over the ranking's rank-broken pairs of log σ(η (λ_i − λ_j))."""
+    lam = np.asarray(lam, float)
+    r = np.asarray(ranking)
+    return float(sum(log_expit(eta * (lam[r[i]] - lam[r[j]]))
+                     for i in range(len(r)) for j in range(i + 1, len(r))))
+
+
+def tempered_report(rng, lam, subsets, true_order, eta_rows):
+    """Pairs only (the spec is pairwise): PL on η·λ, i.e. first item with σ(η d)."""
+    return tempered_redraw(rng, lam, subsets, eta_rows)
+
+
+def tempered_redraw(rng, lam, items, eta_w):
+    g = lam[items] * eta_w[:, :1] + rng.gumbel(size=items.shape)
+    return np.take_along_axis(items, np.argsort(-g, axis=1, kind="stable"), axis=1)
+
+
+def tempered_numpyro_columns(inputs, lam, log_eta):
+    import jax.numpy as jnp
+
+    from models.numpyro_models import pair_block
+
+    return pair_block(lam[inputs.index] * jnp.exp(log_eta[inputs.worker, 0]))
+
+
+def tempered_numpyro_draw(key, items, log_w, lam):
+    import jax
+    import jax.numpy as jnp
+
+    x = lam[items] * jnp.exp(log_w[:, :1])
+    g = x + jax.random.gumbel(key, x.shape, x.dtype)
+    return jnp.take_along_axis(items, jnp.argsort(-g, axis=1), axis=1)
+
+
+def tempered_pymc_columns(inputs, lam, log_eta):
+    import pytensor.tensor as pt
+
+    from models.pymc_models import pair_block
+
+    return pair_block(lam[inputs.index] * pt.exp(log_eta[inputs.worker, 0]))
+
+
+TOY = ModelSpec(NAME, "BT with a Beta temperature per worker (test toy)", "beta", True, True,
+                None, False, f"{__name__}:tempered_loglik",
+                simulate_report=tempered_report, redraw=tempered_redraw,
+                numpyro_columns=tempered_numpyro_columns, numpyro_draw=tempered_numpyro_draw,
+                pymc_columns=tempered_pymc_columns,
+                sbc_flatten="validation.sbc:flatten_accuracy")
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    # the reference is named "module:function" (this module, imported under its name)
+    monkeypatch.setitem(registry.REGISTRY, NAME, TOY)
+    return TOY
+
+
+@pytest.fixture
+def sim(toy):
+    from models.simulate import simulate
+
+    return simulate(NAME, n_items=8, n_workers=3, tasks_per_worker=40, seed=4)
+
+
+def _priors(data):
+    rng = np.random.default_rng(2)
+    alpha = rng.uniform(1.0, 4.0, size=(data.n_workers, 2))     # (a_w, b_w), unequal
+    return Priors(data.workers, alpha, mu0=0.2, sigma0=1.3, spec="test")
+
+
+# ---------------------------------------------------------------- tests
+def test_registry_lists_and_resolves_the_toy(toy):
+    assert registry.get(NAME) is TOY
+    assert NAME in registry.names(pairwise=True, worker_prior="beta")
+    assert TOY.fn("redraw") is tempered_redraw
+    assert TOY.reference_loglik() is tempered_loglik
+    assert TOY.prior_K(5) == 2
+    with pytest.raises(Exception, match="unknown model"):
+        registry.get("no-such-model")
+
+
+def test_unregistered_after_the_fixture():
+    assert NAME not in registry.REGISTRY
+
+
+def test_simulator_pair_frequencies_match_closed_form(toy):
+    """The simulator found through the spec draws pairs with probability σ(η d)."""
+    from models.simulate import simulate
+
+    lam = np.array([0.8, -0.4])
+    eta = np.array([[0.3, 0.7], [0.9, 0.1]])
+    s = simulate(NAME, n_items=2, n_workers=2, tasks_per_worker=20_000, lam=lam, eta=eta,
+                 seed=1)
+    data = s.rankings
+    assert data.K == 2
+    first0 = data.order[0] == 0
+    for w in range(2):
+        sel = data.worker == w
+        p = expit(eta[w, 0] * (lam[0] - lam[1]))
+        # 20 000 Bernoulli draws: sd ≤ 0.0036, so 5 sd is 0.018
+        assert abs(first0[sel].mean() - p) < 0.018
+
+
+def test_reference_loglik_through_registry(sim):
+    from models.likelihood import loglik_pointwise
+
+    data = sim.rankings
+    lam = np.random.default_rng(0).normal(size=data.n_items)
+    eta = np.array([0.2, 0.5, 0.9])
+    got = loglik_pointwise(NAME, data, lam, eta)
+    want = [log_expit(eta[data.worker[n]] * (lam[data.ranking(n)[0]] - lam[data.ranking(n)[1]]))
+            for n in range(data.n_rankings)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def _point(data, priors, seed):
+    """A random (λ, η) and the reference log joint: scipy priors + the direct pair sum."""
+    rng = np.random.default_rng(seed)
+    lam = rng.normal(0, 1.5, size=data.n_items)
+    eta = rng.uniform(0.05, 0.95, size=data.n_workers)
+    ab = priors.beta()
+    ref = (stats.norm.logpdf(lam, priors.mu0, priors.sigma0).sum()
+           + stats.beta.logpdf(eta, ab[:, 0], ab[:, 1]).sum())
+    r = data.order
+    ref += log_expit(eta[data.worker] * (lam[r[0]] - lam[r[1]])).sum()
+    return lam, eta, float(ref)
+
+
+def test_numpyro_density_and_draws(sim):
+    jax = pytest.importorskip("jax")
+    from numpyro.infer.util import log_density
+
+    from models import numpyro_models as npm
+    from models.model_inputs import model_inputs
+
+    data = sim.rankings
+    priors = _priors(data)
+    inp = model_inputs(NAME, data, priors)
+    assert inp.alpha.shape == (data.n_workers, 2)
+    with jax.enable_x64(True):
+        dens = jax.jit(lambda p: log_density(npm.model, (inp,),
+                                             {"simplex": "dirichlet", "level": "iid"}, p)[0])
+        for seed in (0, 1):
+            lam, eta, ref = _point(data, priors, seed)
+            assert float(dens({"lambda": lam, "eta": eta})) == pytest.approx(ref, rel=1e-10)
+        d = npm.RankingLikelihood(inp, lam, npm.log_eta_table(inp, eta))
+        draws = np.asarray(d.sample(jax.random.PRNGKey(0), (2,)))
+    assert draws.shape == (2,) + inp.order.shape
+    # every draw reorders each task's own items
+    for dr in draws:
+        np.testing.assert_array_equal(np.sort(dr, axis=1), np.sort(inp.order, axis=1))
+
+
+@pytest.mark.slow
+def test_pymc_density(sim):
+    pytest.importorskip("pymc")
+    from pymc.model.transform.conditioning import remove_value_transforms
+
+    from models import pymc_models as pmm
+    from models.model_inputs import model_inputs
+
+    data = sim.rankings
+    priors = _priors(data)
+    inp = model_inputs(NAME, data, priors)
+    m = remove_value_transforms(pmm.build_model(inp, data.items, data.workers,
+                                                simplex="dirichlet", level="iid"))
+    logp = m.compile_logp(jacobian=False, mode="FAST_COMPILE")
+    lam, eta, ref = _point(data, priors, 3)
+    assert float(logp({"lambda": lam, "eta": eta})) == pytest.approx(ref, rel=1e-10)

@@ -209,7 +209,10 @@ def fit_ext_em(st: Structure, worker_ab, *, mu0: float = 0.0, sigma0: float = 1.
     ab = group_beta(st, wab)
     Z = design(st, mu0, sigma0, bias_sd)
     theta = Z.mean.copy()
-    eta = np.clip((ab[:, 0] - 1) / np.maximum(ab.sum(1) - 2, 1e-12), 0.5, 1 - 1e-6)
+    # (E1) is unchanged by λ → −λ, β → β, η → 1 − η: starting every accuracy at 0.7 or
+    # more picks the mode in which the workers are, on the whole, truthful (at η = 1/2
+    # and λ = μ0 the gradient in λ vanishes: a saddle EM would not leave)
+    eta = np.clip((ab[:, 0] - 1) / np.maximum(ab.sum(1) - 2, 1e-12), 0.7, 1 - 1e-6)
     it = 0
     gnorm = projected_norm(st, Z, theta, eta, ab)
     while it < max_iter and gnorm > tol:

@@ -76,7 +76,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
              chain_method: str | None = None, pointwise: bool | None = None,
              init_jitter: float = 1.0, simplex: str = "gamma", level: str = "centered",
              seed_mass: bool = True, max_tree_depth: int = 10,
-             prior_only: bool = False, predictive: bool | None = None) -> NutsResult:
+             prior_only: bool = False, predictive: bool | None = None,
+             dense_mass: bool = False) -> NutsResult:
     """Sample ``model`` on ``data`` under ``priors`` with NUTS.
 
     Parameters
@@ -136,6 +137,11 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         ``"centered"`` (mean + zero-sum scores) or ``"iid"``. The model is the same.
     max_tree_depth : int
         NUTS's tree depth limit (both back-ends).
+    dense_mass : bool
+        Adapt a dense (full) mass matrix instead of a diagonal one (NumPyro
+        ``dense_mass=True``; PyMC ``QuadPotentialFullAdapt``), seeded with the diagonal of
+        the approximation's variances when ``approx`` is given. Worth it only when the
+        posterior has strong linear correlations that a diagonal scaling cannot follow.
     prior_only : bool
         Sample the prior alone (the data only give the shapes): the check of a sampler
         against the exact marginals of its prior (:mod:`validation.reference`).
@@ -199,7 +205,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             inputs, chains=chains, tune=tune, draws=draws, target_accept=target_accept,
             seed=seed, starts=starts, inv_mass=inv_mass, progress=progress,
             precision=precision, chain_method=chain_method, pointwise=pointwise,
-            param=param, max_tree_depth=max_tree_depth, prior_only=prior_only, keep=keep)
+            param=param, max_tree_depth=max_tree_depth, prior_only=prior_only, keep=keep,
+            dense_mass=dense_mass)
     else:
         initvals = mass_values = None
         if draws_z is not None or init_values is not None:
@@ -211,7 +218,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             mass_values=mass_values if seed_mass else None,
             pointwise=pointwise, param=param, max_tree_depth=max_tree_depth,
             prior_only=prior_only, keep=keep,
-            cores=1 if chain_method == "sequential" else None)
+            cores=1 if chain_method == "sequential" else None, dense_mass=dense_mass)
     timings["total"] = time.perf_counter() - t0
     sampler = timings.pop("sampler", "numpyro")
     pp = timings.pop("predictive_draws", None)
@@ -342,7 +349,7 @@ def numpyro_starts_from_draws(inputs: ModelInputs, lam_draws, log_eta_draws, cha
 
 def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, inv_mass,
                  progress, precision, chain_method, pointwise, param, max_tree_depth=10,
-                 prior_only=False, keep=None):
+                 prior_only=False, keep=None, dense_mass=False):
     import jax
     from numpyro.infer import MCMC, NUTS, init_to_median
 
@@ -367,10 +374,13 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
         init_params = None
         if starts is not None:
             init_params = {k: jax.numpy.asarray(v, jax.numpy.float64) for k, v in starts.items()}
+        if inv_mass is not None and dense_mass:
+            inv_mass = np.diag(inv_mass)
         kernel = NUTS(prog, target_accept_prob=target_accept,
                       init_strategy=init_to_median(num_samples=15),
                       inverse_mass_matrix=None if inv_mass is None
-                      else jax.numpy.asarray(inv_mass), max_tree_depth=max_tree_depth)
+                      else jax.numpy.asarray(inv_mass), max_tree_depth=max_tree_depth,
+                      dense_mass=dense_mass)
         z0 = None if starts is None else {k: (v if chains == 1 else v[0])
                                            for k, v in starts.items()}
         timings.update(gradient_timing(inputs, z=z0, param=param, loglik_dtype=loglik_dtype))
@@ -543,10 +553,11 @@ def pymc_initvals(inputs: ModelInputs, draws_z, init_values, chains: int,
     return [{k: np.asarray(v[c], float) for k, v in vals.items()} for c in range(chains)], None
 
 
-def _pymc_mass(model, values: dict):
+def _pymc_mass(model, values: dict, dense: bool = False):
     """PyMC's diagonal adaptive potential seeded with the variance of ``values`` (constrained
     draws of the free variables) on the sampler's unconstrained scale, in the order of
-    ``model.value_vars`` — the NumPyro rule (:func:`numpyro_starts_from_draws`)."""
+    ``model.value_vars`` — the NumPyro rule (:func:`numpyro_starts_from_draws`); with
+    ``dense``, the full adaptive potential seeded with the same diagonal."""
     import pytensor
     import pytensor.tensor as pt
     from pymc.step_methods.hmc.quadpotential import QuadPotentialDiagAdapt
@@ -563,12 +574,15 @@ def _pymc_mass(model, values: dict):
         cols.append(np.asarray(x, float).reshape(n, -1))
     z = np.concatenate(cols, axis=1)
     var = np.clip(z.var(axis=0), 1e-4, 1e2)
+    if dense:
+        from pymc.step_methods.hmc.quadpotential import QuadPotentialFullAdapt
+        return QuadPotentialFullAdapt(z.shape[1], z.mean(axis=0), np.diag(var), 10)
     return QuadPotentialDiagAdapt(z.shape[1], z.mean(axis=0), var, 10)
 
 
 def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, initvals, jitter, progress,
               pointwise, param, max_tree_depth=10, prior_only=False, mass_values=None,
-              keep=None, cores=None):
+              keep=None, cores=None, dense_mass=False):
     import pymc as pm
 
     from models import pymc_models as pmm
@@ -587,16 +601,32 @@ def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, initvals, jit
         if mass_values is not None:
             # the mass matrix starts from the approximation's variances (as NumPyro's)
             kw.pop("init", None)
-            kw["step"] = pm.NUTS(vars=model.value_vars, potential=_pymc_mass(model, mass_values),
+            kw["step"] = pm.NUTS(vars=model.value_vars,
+                                 potential=_pymc_mass(model, mass_values, dense=dense_mass),
                                  target_accept=target_accept, max_treedepth=max_tree_depth)
+        elif dense_mass:
+            kw["init"] = "jitter+adapt_full" if jitter else "adapt_full"
         if "step" not in kw:   # otherwise the step carries these settings
             kw.update(target_accept=target_accept, nuts={"max_treedepth": max_tree_depth})
+        # PyMC times only the whole run; the draws' callback (in this process, as each
+        # chain's draws arrive) marks when the last chain left warm-up
+        clock = {"end_tune": t, "tune_grads": 0.0}
+
+        def _mark(trace, draw):
+            if draw.tuning:
+                clock["end_tune"] = max(clock["end_tune"], time.perf_counter())
+                st = draw.stats[0] if isinstance(draw.stats, list | tuple) else draw.stats
+                # PyMC's own NUTS names the leapfrog count "tree_size"
+                clock["tune_grads"] += float(st.get("tree_size", st.get("n_steps", 0)))
         idata = pm.sample(draws=draws, tune=tune, chains=chains,
                           cores=cores or min(chains, os.cpu_count() or 1), random_seed=seed,
-                          progressbar=progress, compute_convergence_checks=False, **kw)
-    # PyMC reports no separate warm-up time; the split is not available here.
-    timings["sampling"] = time.perf_counter() - t
-    timings["warmup"] = float("nan")
+                          progressbar=progress, compute_convergence_checks=False,
+                          callback=_mark, **kw)
+    end = time.perf_counter()
+    timings["warmup"] = clock["end_tune"] - t if tune > 0 else 0.0
+    timings["sampling"] = end - t - timings["warmup"]
+    if tune > 0:
+        timings["warmup_gradients"] = clock["tune_grads"]
     ss = idata["sample_stats"].to_dataset()
     post = {"lambda": np.asarray(idata["posterior"]["lambda"].values, float)}
     if inputs.has_eta:

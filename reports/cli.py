@@ -1,7 +1,12 @@
 """The ``crowdrank`` command: one sub-command per module in :mod:`reports.commands`.
 
 Each command module exposes ``register(subparsers)``, which adds its parser and sets
-``func``. Errors that a user can fix end as one line on stderr and exit status 2, never a
+``func``. A command's module is imported only when that command runs (or for the
+top-level ``--help``, which lists every command): ``crowdrank fit ...`` never imports the
+modules of ``story`` or ``simulate`` (pandas, SciPy), so a small online fit is not paid
+for by the rest of the suite. Adding a command is one step: write
+``reports/commands/NAME.py`` with ``register(sub)`` (the parser; heavy imports inside the
+function that runs the command) and add ``NAME`` to :data:`COMMANDS`. Errors that a user can fix end as one line on stderr and exit status 2, never a
 traceback: the project's own input errors (:class:`models.errors.InputError`, which
 includes :class:`~models.errors.DataError` and :class:`~models.errors.UsageError`) and a
 file that cannot be opened. Anything else is a program bug and keeps its traceback, so
@@ -22,14 +27,17 @@ from models.errors import InputError
 COMMANDS = ("simulate", "data", "story", "fit", "audit", "sbc", "replicate")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``crowdrank`` parser with every command, or only ``command`` when it names one
+    (what :func:`main` asks for: the command on the line is the only one parsed, so the
+    other modules are not imported)."""
     parser = argparse.ArgumentParser(
         prog="crowdrank",
         description="Noisy crowdsourced preferences (COUPLE, CrowdBT, PL, BT): NUTS beside "
                     "online moment matching, validated against each other.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMANDS:
+    for name in (command,) if command in COMMANDS else COMMANDS:
         try:
             mod = importlib.import_module(f"reports.commands.{name}")
         except ModuleNotFoundError as exc:  # a command whose module is not written yet
@@ -59,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     # one XLA host device per NUTS chain; only possible before JAX starts
     from inference.nuts import configure_host_devices
     configure_host_devices()
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # the first word names the command (the top level has no options but --help);
+    # anything else (--help, a typo, nothing) gets the parser with every command
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     try:
         rc = args.func(args)

@@ -104,17 +104,17 @@ def _add_block(b: Builder, cols: list, has_task: bool, first: int) -> None:
 
     worker, ranking = cols[0], cols[1]
     m = len(ranking)
-    ok = np.asarray(worker.is_valid()) & np.asarray(ranking.is_valid())
+    ok = _arrow.valid(worker) & _arrow.valid(ranking)
     wcodes, workers = _arrow.encode(worker)
     wempty = np.array([not x for x in workers], dtype=bool)
     if wempty.any():
         ok &= ~wempty[wcodes]
     if isinstance(ranking, pa.LargeListArray):
         ranking = ranking.cast(pa.list_(ranking.type.value_type))
-    lengths = np.asarray(pc.list_value_length(ranking).fill_null(0), dtype=np.int64)
+    lengths = _arrow.ints(pc.list_value_length(ranking), fill=0)
     values = pc.list_flatten(ranking)
     icodes, items = _arrow.encode(values)
-    bad_item = ~np.asarray(values.is_valid())
+    bad_item = ~_arrow.valid(values)
     iempty = np.array([not x for x in items], dtype=bool)
     if iempty.any():
         bad_item |= iempty[icodes]
@@ -125,7 +125,7 @@ def _add_block(b: Builder, cols: list, has_task: bool, first: int) -> None:
     if tcol is not None:
         if pa.types.is_dictionary(tcol.type):
             tcol = tcol.cast(tcol.type.value_type)
-        ok &= np.asarray(pc.fill_null(pc.greater(pc.binary_length(tcol), 0), False))
+        ok &= _arrow.ints(pc.binary_length(tcol), fill=0) > 0
         if b.keep_task:
             tasks = tcol.to_numpy(zero_copy_only=False).astype(object)
 

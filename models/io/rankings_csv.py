@@ -246,17 +246,19 @@ def _clean_arrow(b: Builder, cols: list, shape, strip: bool, has_eq: bool):
     ranking = cols[ir]
     pieces = pc.split_pattern(ranking, ">")
     flat = trim(pc.list_flatten(pieces))
-    lengths = pc.list_value_length(pieces).to_numpy(zero_copy_only=False).astype(np.int64)
-    ok = pc.greater(pc.binary_length(worker), 0).to_numpy(zero_copy_only=False)
+    # no nulls here (strings_can_be_null=False); NumPy comparisons, since a compute call
+    # with a Python scalar imports pandas (see _arrow.ints)
+    lengths = _arrow.ints(pc.list_value_length(pieces))
+    ok = _arrow.ints(pc.binary_length(worker)) > 0
     if has_eq:
-        ok &= ~pc.match_substring(ranking, "=").to_numpy(zero_copy_only=False)
-    empty_item = pc.equal(pc.binary_length(flat), 0).to_numpy(zero_copy_only=False)
+        ok &= ~_arrow.bools(pc.match_substring(ranking, "="))
+    empty_item = _arrow.ints(pc.binary_length(flat)) == 0
     if empty_item.any():
         ok[np.repeat(np.arange(len(lengths)), lengths)[empty_item]] = False
     tasks = None
     if it is not None:
         task = trim(cols[it])
-        ok &= pc.greater(pc.binary_length(task), 0).to_numpy(zero_copy_only=False)
+        ok &= _arrow.ints(pc.binary_length(task)) > 0
         if b.keep_task:     # task ids are often unique per row: no dictionary
             tasks = task.to_numpy(zero_copy_only=False).astype(object)
     icodes, items = _arrow.encode(flat)

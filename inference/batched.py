@@ -213,6 +213,8 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
         bar = tqdm(total=total, desc=f"NUTS x {R} data sets x {C} chains",
                    disable=not progress, unit="it")
         warm_steps, samples, lane_max, lane_sum = 0.0, [], 0.0, 0.0
+        lane_tot = np.zeros(R * C)                   # leapfrog steps each lane needed
+        chunk_log = []                               # (phase, iterations, s, Σ max, Σ mean)
         done, first = 0, True
         phase_t = {"warmup": 0.0, "sampling": 0.0}
         while done < total:
@@ -230,6 +232,10 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
             # a vmapped iteration lasts as long as its longest trajectory
             lane_max += float(steps.max(axis=1).sum())
             lane_sum += float(steps.sum())
+            lane_tot += steps.sum(axis=0)
+            chunk_log.append(("sampling" if collect else "warmup", n, round(dt, 3),
+                              float(steps.max(axis=1).sum()),
+                              round(float(steps.mean(axis=1).sum()), 1)))
             if collect:
                 samples.append(out)
             else:
@@ -242,6 +248,13 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
         # leapfrog steps the vmapped program ran per lane (the longest trajectory of each
         # iteration) over the steps the lanes needed: the price of sharing one program
         timings["vmap_step_overhead"] = lane_max * R * C / max(lane_sum, 1.0)
+        # steps the batch ran (Σ over iterations of the longest lane), against the most
+        # any one lane needed (what per-lane termination would cost) and the mean lane
+        timings["batch_steps"] = lane_max
+        timings["lane_steps_max"] = float(lane_tot.max())
+        timings["lane_steps_mean"] = float(lane_tot.mean())
+        timings["lane_steps"] = lane_tot.tolist()
+        timings["chunks"] = chunk_log
         timings["total"] = time.perf_counter() - t
 
         z = {k: jnp.concatenate([s[0][k] for s in samples], axis=0) for k in z_shape}

@@ -525,7 +525,8 @@ def sbc_batch_job(bspec: dict) -> dict:
         flat = _posterior_flat(prep, r["posterior"]["lambda"], r["posterior"].get("eta"))
         bt = r["timings"]
         timings = {"nuts": t_nuts / R, "batched": R,
-                   "nuts_detail": {"batch_" + k: float(v) for k, v in bt.items()}}
+                   "nuts_detail": {"batch_" + k: float(v) for k, v in bt.items()
+                                   if isinstance(v, (int, float))}}
         out = _finish(prep, flat, r["gate"].to_dict(), timings)
         # the batch's time and CPU shared equally among its replicates
         out["timings"]["total"] = t_nuts / R + (time.perf_counter() - t)

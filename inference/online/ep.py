@@ -253,6 +253,10 @@ def ep_pass_kernel(model, first, d, seq, ordr, lengths, wk, mu, s2, alpha, has_a
     nu_c = np.empty(K)
     a_c = np.empty(Ka)
     one = np.empty(1, dtype=np.int64)
+    # COUPLE's work arrays once per pass, not once per ranking (the one-pass kernel's
+    # allocations were most of an EP pass's cost)
+    (mu_w, s2_w, e_w, p_w, R_w, a_w, an_w, cand_w, QA_w, QB_w, QC_w, qi_w, qz_w,
+     ql_w) = kernels.gbmm_scratch(K)
     improper = 0
     for pos in range(seq.shape[0]):
         n = seq[pos]
@@ -283,8 +287,10 @@ def ep_pass_kernel(model, first, d, seq, ordr, lengths, wk, mu, s2, alpha, has_a
                     alpha[w, t] = a_c[t]
         one[0] = n
         if model == 0:
-            bad = kernels.gbmm_kernel(ordr, lengths, wk, one, 0, 1, mu, s2, alpha, taylor,
-                                      score_prior, kappa, kappa2, strict, counts, err)
+            bad = kernels.gbmm_units(ordr, lengths, wk, one, 0, 1, mu, s2, alpha, taylor,
+                                     score_prior, kappa, kappa2, strict, counts, err, mu_w,
+                                     s2_w, e_w, p_w, R_w, a_w, an_w, cand_w, QA_w, QB_w, QC_w,
+                                     qi_w, qz_w, ql_w)
         elif model == 1:
             bad = kernels.crowdbt_kernel(ordr, wk, one, 0, 1, mu, s2, alpha, kappa, kappa2,
                                          strict, counts, err)

@@ -100,24 +100,31 @@ def _positive(new, old, counts, strict):
 
 
 @njit(cache=True, error_model="numpy")
+def gbmm_scratch(K):
+    """The work arrays of :func:`gbmm_units` for rankings of at most ``K`` items."""
+    return (np.empty(K), np.empty(K), np.empty(K), np.empty(K), np.empty(K), np.empty(K),
+            np.empty(K), np.empty(K, dtype=np.int64), np.empty(K), np.empty((K, K)),
+            np.empty((K, K)), np.empty(K, dtype=np.int64), np.empty(K), np.empty(K))
+
+
+@njit(cache=True, error_model="numpy")
 def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, taylor,
                 score_prior, kappa, kappa2, strict, counts, err):
     """OnlineGBMM ([Pan18], Algorithm 1): reverse stages, Eq. (9)-(12) per stage."""
-    K = order.shape[0]
-    mu_c = np.empty(K)
-    s2_c = np.empty(K)
-    e = np.empty(K)
-    p = np.empty(K)
-    R = np.empty(K)
-    a = np.empty(K)
-    a_new = np.empty(K)
-    cand = np.empty(K, dtype=np.int64)
-    QA = np.empty(K)
-    QB = np.empty((K, K))
-    QC = np.empty((K, K))
-    qidx = np.empty(K, dtype=np.int64)
-    qz = np.empty(K)
-    qlam = np.empty(K)
+    (mu_c, s2_c, e, p, R, a, a_new, cand, QA, QB, QC, qidx, qz,
+     qlam) = gbmm_scratch(order.shape[0])
+    return gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, taylor,
+                      score_prior, kappa, kappa2, strict, counts, err, mu_c, s2_c, e, p, R,
+                      a, a_new, cand, QA, QB, QC, qidx, qz, qlam)
+
+
+@njit(cache=True, error_model="numpy")
+def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, taylor,
+               score_prior, kappa, kappa2, strict, counts, err, mu_c, s2_c, e, p, R, a,
+               a_new, cand, QA, QB, QC, qidx, qz, qlam):
+    """:func:`gbmm_kernel` on caller-owned work arrays (:func:`gbmm_scratch`), so that a
+    caller updating one ranking at a time (EP, :mod:`.ep`) does not allocate them for
+    every ranking; the arithmetic is the kernel's, unchanged."""
     for pos in range(start, stop):
         n = seq[pos]
         k = lengths[n]

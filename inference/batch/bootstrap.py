@@ -7,8 +7,14 @@ for pairwise data): the rank-broken pairs of one ranking, or the rankings a tied
 split into, are not independent and travel together. A resample is a vector of
 multinomial counts over the ``U`` units, ``Multinomial(U, 1/U)``, used as stage weights
 (:mod:`.luce`) and summed over identical stages (:func:`.luce.compress`); each refit is
-a Newton solve started at the full-data estimate, stopped at a gradient of ``1e-6`` by default (an error in the scores
-far below the bootstrap's own spread). Resample ``b`` draws its counts from child ``b`` of
+a Newton solve started at the full-data estimate, stopped at a gradient of ``1e-6`` by
+default (an error in the scores far below the bootstrap's own spread). MAP refits run
+:data:`STACK` resamples at a time as one stacked Newton-CG solve (:mod:`.stacked`: no
+``L × L`` Hessian, no factorisation — the work grows with the stages); ML refits, and
+any resample the stacked solve leaves unconverged, run alone by :func:`lazy_newton`,
+which reuses one Cholesky factor of the resample's Hessian while each step at least
+halves the gradient and hands over to the damped Newton solver otherwise. Resample ``b``
+draws its counts from child ``b`` of
 ``numpy.random.SeedSequence(seed)``, so the draws do not depend on how the work is split
 over processes.
 
@@ -18,6 +24,7 @@ best; an item's rank is one plus the number of items scored strictly higher).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -72,13 +79,50 @@ def resample_weights(n_units: int, child: np.random.SeedSequence) -> np.ndarray:
     return rng.multinomial(n_units, np.full(n_units, 1.0 / n_units)).astype(float)
 
 
+def lazy_newton(problem: Problem, lam0, tol: float, max_chord: int = 30):
+    """Maximise ``problem`` from ``lam0`` by Newton steps that all reuse the Cholesky
+    factor of ``−∇²f(lam0)`` while each step at least halves ``max |∇f|``; otherwise
+    (or after ``max_chord`` steps) the damped Newton of :func:`.solvers.solve` finishes from
+    the last point. Returns :class:`.solvers.SolveResult` (``iterations`` counts both)."""
+    from scipy.linalg import cho_factor, cho_solve
+
+    from .solvers import _centre
+
+    lam = _centre(problem, np.asarray(lam0, float))
+    g = problem.grad(lam)
+    gn = float(np.max(np.abs(g)))
+    A = problem.neg_hess(lam)
+    if problem.prior is None:
+        A += 1.0 / len(lam)          # the sum-to-zero direction, as newton_direction does
+    F = cho_factor(A, overwrite_a=True, check_finite=False)
+    it = 0
+    while gn > tol and it < max_chord:
+        cand = _centre(problem, lam + cho_solve(F, g, check_finite=False))
+        gc = problem.grad(cand)
+        gcn = float(np.max(np.abs(gc)))
+        if not gcn <= 0.5 * gn:      # NaN-safe: a poor or bad step stops the chord
+            break
+        lam, g, gn, it = cand, gc, gcn, it + 1
+    res = solve(problem, "newton", lam0=lam, tol=tol)
+    return dataclasses.replace(res, iterations=res.iterations + it)
+
+
+#: Resamples solved together by :func:`.stacked.solve_stacked` (bounds its memory:
+#: a few ``(STACK, stages)`` arrays).
+STACK = 128
+
+
 def _refit(problem: Problem, lam_hat, children, tol: float, source: str,
            items) -> tuple[np.ndarray, int]:
     """Refit every resample of ``children``; returns the scores and how many refits
-    stopped before ``tol``."""
+    stopped before ``tol``. MAP: stacked Newton-CG (:mod:`.stacked`), a resample it leaves
+    unconverged refitted alone by :func:`lazy_newton`; ML: :func:`lazy_newton` each."""
+    from .stacked import solve_stacked
+
     out = np.empty((len(children), problem.stages.n_items))
     bad = 0
     small, index = luce.compress(problem.stages)
+    wu = np.empty((len(children), small.n_units))
     for i, child in enumerate(children):
         w = resample_weights(problem.stages.n_units, child)
         if problem.prior is None:
@@ -88,10 +132,18 @@ def _refit(problem: Problem, lam_hat, children, tol: float, source: str,
                 raise DataError(f"bootstrap resample {child.spawn_key[-1]}: {exc}; the "
                                 "bootstrap of ML needs every resample to have an ML "
                                 "estimate: bootstrap the MAP instead", source) from None
-        wu = np.bincount(index, weights=w[problem.stages.unit], minlength=small.n_units)
-        res = solve(Problem(small, problem.prior, wu), "newton", lam0=lam_hat, tol=tol)
-        out[i] = res.lam
-        bad += not res.converged
+        wu[i] = np.bincount(index, weights=w[problem.stages.unit], minlength=small.n_units)
+    for a in range(0, len(children), STACK):
+        rows = np.arange(a, min(a + STACK, len(children)))
+        if problem.prior is not None:
+            lam, ok, _ = solve_stacked(small, problem.prior, wu[rows], lam_hat, tol=tol)
+            out[rows] = lam
+        else:
+            ok = np.zeros(len(rows), bool)
+        for r in rows[~ok]:
+            res = lazy_newton(Problem(small, problem.prior, wu[r]), lam_hat, tol)
+            out[r] = res.lam
+            bad += not res.converged
     return out, bad
 
 

@@ -186,8 +186,12 @@ def _parse_arrow(path: Path, b: Builder, g: _Groups, header, shape, offset: int)
         for blk, nl in _byte_blocks(fh, g.block):
             if nl is None:             # the file's last piece
                 blk, trailing = _trailing_blank(blk)
-            # csv ends a line at "\n", "\r\n" and a lone "\r"
-            lines = blk.count(b"\n") + blk.count(b"\r") - blk.count(b"\r\n")
+            # csv ends a line at "\n", "\r\n" and a lone "\r" (without "\r": the line
+            # ends found while cutting the block; counting "\r\n" scans slowly)
+            if b"\r" in blk:
+                lines = blk.count(b"\n") + blk.count(b"\r") - blk.count(b"\r\n")
+            else:
+                lines = len(nl) if nl is not None else blk.count(b"\n")
             if b'"' in blk:            # a quoted field may span lines: csv from here on
                 yield from _python_rest(path, b, g, header, shape, offset, line)
                 return

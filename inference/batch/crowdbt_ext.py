@@ -106,6 +106,26 @@ def neg_hessian(st: Structure, Z: Design, theta, eta) -> np.ndarray:
     return H
 
 
+def neg_hessian_full(st: Structure, Z: Design, theta, eta, ab) -> np.ndarray:
+    """``−∂²F`` over ``(θ, η)`` (the observed information, ``η`` not fixed): the
+    :func:`neg_hessian` block, the cross terms ``−∂²log P/∂θ∂η = −[A(1−A) z^u − B(1−B) z^v]/P
+    + k g`` and ``−∂²F/∂η_g² = Σ k² + (a−1)/η² + (b−1)/(1−η)²`` with ``k = (A − B)/P``. The
+    Beta of the responsibilities is the *complete-data* posterior of ``η`` with ``λ`` known;
+    this one also carries what the data leave unsure about ``λ`` (the missing information)."""
+    A, B, e, P = _parts(st, Z, theta, eta)
+    cu, cv = e * A * (1 - A) / P, (1 - e) * B * (1 - B) / P
+    k = (A - B) / P
+    Htt = neg_hessian(st, Z, theta, eta)
+    S, G = len(A), st.n_groups
+    E = sparse.csr_matrix((np.ones(S), (np.arange(S), st.group)), shape=(S, G))
+    cross = (Z.Zu.T @ sparse.diags(-A * (1 - A) / P + k * cu) @ E
+             + Z.Zv.T @ sparse.diags(B * (1 - B) / P + k * cv) @ E)
+    Hee = (np.bincount(st.group, k * k, G) + (ab[:, 0] - 1) / eta**2
+           + (ab[:, 1] - 1) / (1 - eta) ** 2)
+    cross = np.asarray(cross.todense())
+    return np.block([[Htt, cross], [cross.T, np.diag(Hee)]])
+
+
 def projected_norm(st, Z, theta, eta, ab, edge: float = 1e-9) -> float:
     gt, ge = gradient(st, Z, theta, eta, ab)
     ge = np.where(((eta >= 1 - edge) & (ge > 0)) | ((eta <= edge) & (ge < 0)), 0.0, ge)
@@ -167,6 +187,10 @@ class ExtFit:
     seconds: float
     tol: float
     prior: dict
+    #: Laplace over (θ, η) jointly (:func:`neg_hessian_full`): ``{"lambda_sd", "beta_sd",
+    #: "eta_sd"}``, or ``None`` when some ``η`` sits at a bound (b = 1 lets it reach 1)
+    #: or the observed information is not positive definite there.
+    joint: dict | None = None
 
     def items_table(self):
         import pandas as pd
@@ -232,9 +256,19 @@ def fit_ext_em(st: Structure, worker_ab, *, mu0: float = 0.0, sigma0: float = 1.
     n = np.bincount(st.group, minlength=st.n_groups).astype(float)
     alpha = np.stack([ab[:, 0] + R, ab[:, 1] + n - R], 1)
     lam, beta = _split(st, theta)
+    joint = None
+    if np.all((eta > 1e-6) & (eta < 1 - 1e-6)):
+        try:
+            C = cho_solve(cho_factor(neg_hessian_full(st, Z, theta, eta, ab)),
+                          np.eye(len(theta) + st.n_groups))
+            js = np.sqrt(np.diag(C))
+            joint = {"lambda_sd": js[:L], "beta_sd": js[L:len(theta)] if st.bias else None,
+                     "eta_sd": js[len(theta):]}
+        except np.linalg.LinAlgError:
+            joint = None
     return ExtFit(st.variant, list(st.items), list(st.workers), list(st.groups), lam,
                   sd[:L], beta, sd[L:] if st.bias else None, eta, alpha, it, gnorm,
                   gnorm <= tol, log_posterior(st, Z, theta, eta, ab),
                   time.perf_counter() - t0, tol,
                   {"mu0": mu0, "sigma0": sigma0, "bias_sd": bias_sd if st.bias else None,
-                   "eta": "Beta(a_w, b_w) of each group's worker"})
+                   "eta": "Beta(a_w, b_w) of each group's worker"}, joint)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from itertools import permutations
 
 import numpy as np
-from scipy.special import expit, log_softmax, logsumexp
+from scipy.special import expit, log_expit, log_softmax, logsumexp
 
 from .data import Rankings
 from .registry import MODELS, get  # noqa: F401  (re-exported: the model names)
@@ -154,3 +154,43 @@ def eq4_all_orderings(lam_tasks: np.ndarray, eta_rows: np.ndarray
         logp += np.log(np.einsum("nm,npm->np", eb, np.exp(lsm)))
     return perms, logp
 
+
+
+# ---------------------------------------------------------------- pairs, vectorised over draws
+# The models' ``pair_loglik`` (models.registry): ``f(lam, eta, winner, loser, worker)`` →
+# ``log P(winner before loser)`` when the pair is a task of two items for that worker, for
+# many posterior draws at once: ``lam`` ``(..., L)``, ``eta`` ``(..., W)`` or
+# ``(..., W, K)`` (or None), ``winner, loser, worker`` ``(P,)``; result ``(..., P)``. The
+# composite pairwise LOO unit (validation.predictive) sums them over a ranking's rank-broken
+# pairs. For PL this is also the exact pair marginal of a longer ranking (i is ranked before
+# j iff λ_i + G_i > λ_j + G_j, whatever the other items: σ(λ_i − λ_j)).
+def _pair_d(lam, winner, loser):
+    lam = np.asarray(lam, float)
+    return lam[..., winner] - lam[..., loser]
+
+
+def pair_bt(lam, eta, winner, loser, worker):
+    """PL and BT: ``log σ(λ_i − λ_j)``."""
+    return log_expit(_pair_d(lam, winner, loser))
+
+
+def pair_crowdbt(lam, eta, winner, loser, worker):
+    """CrowdBT [Chen13]: ``log(η_w σ(d) + (1 − η_w) σ(−d))``."""
+    d = _pair_d(lam, winner, loser)
+    e = np.asarray(eta, float)[..., worker]
+    return np.logaddexp(np.log(e) + log_expit(d), np.log1p(-e) + log_expit(-d))
+
+
+def pair_couple(lam, eta, winner, loser, worker):
+    """COUPLE with ``k = 2`` ([Pan18], Eq. 4, normalised for pairs):
+    ``log(η̄_1 σ(d) + η̄_2 σ(−d))``, ``η̄ = η_{1:2} / (η_1 + η_2)``."""
+    d = _pair_d(lam, winner, loser)
+    e = np.asarray(eta, float)[..., worker, :2]
+    le = np.log(np.maximum(e, np.finfo(float).tiny))
+    lz = np.logaddexp(le[..., 0], le[..., 1])
+    return np.logaddexp(le[..., 0] + log_expit(d), le[..., 1] + log_expit(-d)) - lz
+
+
+def pair_scaled(lam, eta, winner, loser, worker):
+    """PeerGrader [Raman14] with ``k = 2``: ``log σ(η_g (λ_i − λ_j))``."""
+    return log_expit(np.asarray(eta, float)[..., worker] * _pair_d(lam, winner, loser))

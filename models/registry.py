@@ -71,8 +71,13 @@ class ModelSpec:
     pymc_columns : str
         PyTensor twin of ``numpyro_columns`` (:func:`models.pymc_models.column_loglik`).
     sbc_flatten : str
-        ``f(lam, eta) -> (names, values)``: the parameters SBC ranks, from a NUTS draw or the
+        ``f(lam, eta) -> (..., P)``: the parameters SBC ranks, from NUTS draws or the
         simulated truth (:mod:`validation.sbc`).
+    pair_loglik : str or None
+        NumPy ``f(lam, eta, winner, loser, worker) -> (..., P)``: ``log P`` of a pair's order
+        as a two-item task of that worker, vectorised over draws; the composite pairwise LOO
+        unit (:mod:`validation.predictive`) sums it over each ranking's rank-broken pairs.
+        ``None``: the model is left out of that comparison.
     """
 
     name: str
@@ -90,6 +95,7 @@ class ModelSpec:
     numpyro_draw: str = "models.numpyro_models:draw_pl"
     pymc_columns: str = "models.pymc_models:ranking_columns"
     sbc_flatten: str = "validation.sbc:flatten_lambda"
+    pair_loglik: str | None = None
     #: Extra per-model settings a layer may read (kept open so that a new model need not
     #: change this class): e.g. ``{"max_k": 6}``.
     #: ``{"normalized": True}``: the likelihood carries ``log Σ_orderings`` (see
@@ -151,26 +157,29 @@ def resolve(target: str | Callable | None) -> Callable | None:
 _SIM = "models.simulate"
 _NP = "models.numpyro_models"
 _PM = "models.pymc_models"
+_LL = "models.likelihood"
 
 REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("pl", "Plackett–Luce [Plackett75, Luce59]", None, False, True, "pl", False,
               "pl_loglik", simulate_report=f"{_SIM}:report_true",
-              redraw=f"{_SIM}:redraw_pl"),
+              redraw=f"{_SIM}:redraw_pl", pair_loglik=f"{_LL}:pair_bt"),
     ModelSpec("bt", "Bradley–Terry on fully rank-broken pairs [BT52]", None, True, True, "bt",
               False, "bt_loglik", simulate_report=f"{_SIM}:report_true",
               redraw=f"{_SIM}:redraw_pl", numpyro_columns=f"{_NP}:pair_columns",
-              pymc_columns=f"{_PM}:pair_columns"),
+              pymc_columns=f"{_PM}:pair_columns", pair_loglik=f"{_LL}:pair_bt"),
     ModelSpec("crowdbt", "CrowdBT: Bradley–Terry with a Beta accuracy per worker [Chen13]",
               "beta", True, True, "crowdbt", True, "crowdbt_loglik",
               simulate_report=f"{_SIM}:report_stagewise", redraw=f"{_SIM}:redraw_crowdbt",
               numpyro_columns=f"{_NP}:pair_columns", numpyro_draw=f"{_NP}:draw_crowdbt",
-              pymc_columns=f"{_PM}:pair_columns", sbc_flatten="validation.sbc:flatten_accuracy"),
+              pymc_columns=f"{_PM}:pair_columns", sbc_flatten="validation.sbc:flatten_accuracy",
+              pair_loglik=f"{_LL}:pair_crowdbt"),
     ModelSpec("couple", "COUPLE: stagewise Plackett–Luce with a Dirichlet uncertainty vector "
               "per worker [Pan18, Eq. 3-4]", "dirichlet", False, False, "couple", True,
               "couple_loglik", simulate_report=f"{_SIM}:report_stagewise",
               redraw=f"{_SIM}:redraw_couple", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_fast=f"{_NP}:couple_fast", numpyro_draw=f"{_NP}:draw_couple",
               pymc_columns=f"{_PM}:couple_columns", sbc_flatten="validation.sbc:flatten_simplex",
+              pair_loglik=f"{_LL}:pair_couple",
               extra={"sbc_hint": "stagewise COUPLE has no normalised generative process, so "
                                  "no exact simulator: use couple-normalized"}),
     ModelSpec("couple-normalized", "COUPLE normalised over the k! orderings of each task "
@@ -178,12 +187,13 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               "couple_normalized_loglik", simulate_report=f"{_SIM}:report_normalized",
               redraw=f"{_SIM}:redraw_normalized", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_draw=f"{_NP}:draw_normalized", pymc_columns=f"{_PM}:couple_columns",
-              sbc_flatten="validation.sbc:flatten_simplex", extra={"normalized": True}),
+              sbc_flatten="validation.sbc:flatten_simplex", pair_loglik=f"{_LL}:pair_couple",
+              extra={"normalized": True}),
     ModelSpec("peergrader", "PeerGrader: Plackett–Luce on reliability-scaled scores η_g·λ, "
               "η_g ~ Gamma [Raman14]", "gamma", False, True, None, False,
               "peergrader_loglik", redraw=f"{_SIM}:redraw_peergrader",
               numpyro_columns=f"{_NP}:scaled_columns", numpyro_draw=f"{_NP}:draw_scaled",
-              pymc_columns=f"{_PM}:scaled_columns"),
+              pymc_columns=f"{_PM}:scaled_columns", pair_loglik=f"{_LL}:pair_scaled"),
 )}
 
 #: Every model name, in the order ``--help`` lists them.

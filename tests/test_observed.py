@@ -521,9 +521,12 @@ def test_audit_reports_model_checks(tmp_path):
                       loo_models=("pl",))
     run_audit(Subject(sim.rankings, truth=sim.lam), tmp_path, cfg, log=lambda m: None)
     m = json.loads((tmp_path / "metrics.json").read_text())["checks"]
-    all_, pairs = m["loo"]["tables"]
+    all_, pairs, composite = m["loo"]["tables"]
     assert all_["models"] == ["pl"] and "couple" in all_["refused"]
     assert {r["model"] for r in pairs["table"]} == {"pl", "couple"}
+    # the composite pairwise unit: every ranking, both models
+    assert composite["unit"] == "pairs" and composite["n_obs"] == sim.rankings.n_rankings
+    assert {r["model"] for r in composite["table"]} == {"pl", "couple"}
     assert set(m["ppc"]) == {"couple", "pl"} and m["extra_fits"] == {
         "pl": "checks/pl/posterior.nc"}
     assert (tmp_path / "checks" / "pl" / "posterior.nc").is_file()

@@ -25,6 +25,22 @@ So :func:`loo_compare` makes two comparisons and refuses the rest: **rankings wi
 models normalised for every ``k`` in the data). For the ``k = 2`` comparison every model
 is still fitted on all its data; only the held-out units are the pairs.
 
+Given the data, a third comparison puts PL, BT, CrowdBT and COUPLE (every model whose
+spec has a ``pair_loglik``) on the same units of every length: **the composite pairwise
+unit** (``"pairs"``). The unit is one ranking; its score under a model is the *composite
+log-likelihood* ``c_n(θ) = Σ_{(i, j) ∈ pairs(ρ_n)} log P(i before j | θ)``, the sum over
+the ranking's ``k(k−1)/2`` rank-broken pairs of the probability the model gives that
+pair's order when the pair is a two-item task of the same worker (for BT and CrowdBT
+``c_n`` is their own likelihood; for PL each term is also the exact pair marginal of the
+ranking; for COUPLE it is Eq. 4 with ``k = 2``). ``c_n`` is not the probability of the
+ranking — the pairs of one ranking are dependent — so this compares the models'
+*pairwise predictions* on the same events, a composite-likelihood comparison [Varin11],
+not their predictive densities of rankings. The leave-one-out posterior is still each
+model's own: the PSIS weights and their Pareto ``k̂`` come from the model's likelihood of
+the left-out ranking (what removing it from the data changes), and the expected score is
+``elpd_n = log Σ_s w_s(n) exp(c_n(θ_s))`` with the smoothed normalised weights
+(:func:`composite_loo`); for BT and CrowdBT this is their ordinary PSIS-LOO.
+
 Posterior predictive checks
 ---------------------------
 A statistic ``T`` of the rankings measured against the *posterior order* of each task's
@@ -120,10 +136,47 @@ def _subset_tree(idata, rows: np.ndarray):
     return xr.DataTree.from_dict({"posterior": post, "log_likelihood": ll})
 
 
-def loo_compare(fits: dict, lengths) -> LooComparison:
+def composite_pair_loglik(model: str, data: Rankings, lam, eta=None) -> np.ndarray:
+    """``c_n(θ)`` of every ranking of ``data`` (module docstring) for draws ``lam``
+    ``(..., L)`` and ``eta`` ``(..., W)`` / ``(..., W, K)`` (None without a worker
+    parameter), in ``data``'s item and worker order: ``(..., N)``, the sum of the model's
+    ``pair_loglik`` over each ranking's rank-broken pairs."""
+    f = get_model(model).fn("pair_loglik")
+    if f is None:
+        raise ValueError(f"model {model!r} has no pair likelihood (registry pair_loglik)")
+    pairs = dataclasses.replace(data, origin=None).rank_break()
+    lp = np.asarray(f(lam, eta, pairs.order[0], pairs.order[1], pairs.worker))
+    flat = lp.reshape(-1, lp.shape[-1])
+    out = np.zeros((flat.shape[0], data.n_rankings))
+    np.add.at(out, (slice(None), np.asarray(pairs.origin)), flat)
+    return out.reshape(lp.shape[:-1] + (data.n_rankings,))
+
+
+def composite_loo(idata, data: Rankings, model: str):
+    """PSIS-LOO of the composite pairwise unit for one fit (module docstring): weights and
+    Pareto ``k̂`` from the fit's own per-ranking log-likelihood, expected score ``c_n``.
+    Returns ArviZ's ELPD object (``elpd``, ``se``, ``elpd_i``, ``pareto_k``)."""
+    import arviz_stats as azs
+    import xarray as xr
+
+    own = azs.loo(_subset_tree(idata, np.arange(data.n_rankings)), pointwise=True,
+                  var_name="rankings")
+    post = idata["posterior"].to_dataset()
+    lam = post["lambda"].values
+    eta = post["eta"].values if "eta" in post and get_model(model).has_eta else None
+    ll = idata["log_likelihood"].to_dataset()["rankings"]
+    comp = ll.copy(data=composite_pair_loglik(model, data, lam, eta))
+    tree = xr.DataTree.from_dict({"posterior": post,
+                                  "log_likelihood": xr.Dataset({"rankings": comp})})
+    return azs.loo(tree, pointwise=True, var_name="rankings", log_weights=own.log_weights,
+                   pareto_k=own.pareto_k)
+
+
+def loo_compare(fits: dict, lengths, data: Rankings | None = None) -> LooComparison:
     """PSIS-LOO of each fit (``{model: DataTree}`` with a ``log_likelihood`` group, all on
     the same rankings, whose lengths are ``lengths``) on the observation units of the
-    module docstring, compared with ArviZ (``arviz_stats.loo`` / ``compare``)."""
+    module docstring, compared with ArviZ (``arviz_stats.loo`` / ``compare``). With
+    ``data`` (the rankings the fits are on) the composite pairwise unit is added."""
     import arviz_stats as azs
 
     lengths = np.asarray(lengths)
@@ -168,7 +221,36 @@ def loo_compare(fits: dict, lengths) -> LooComparison:
         t.pareto = {m: _loo_pareto(v) for m, v in loos.items()}
         t.table = azs.compare(loos, round_to="none")
         out.append(t)
+    if data is not None:
+        out.append(_composite_table(fits, data))
     return LooComparison(out)
+
+
+def _composite_table(fits: dict, data: Rankings) -> LooTable:
+    import arviz_stats as azs
+
+    ok, refused = [], {}
+    for m, dt in fits.items():
+        if "log_likelihood" not in dt.children:
+            refused[m] = "no pointwise log-likelihood stored (pointwise=False)"
+        elif get_model(m).pair_loglik is None:
+            refused[m] = "no pair likelihood in its registry spec (pair_loglik)"
+        else:
+            ok.append(m)
+    t = LooTable("pairs", "each ranking's rank-broken pairs as one unit: a composite-"
+                 "likelihood comparison of pairwise predictions (Σ over the pairs of log P of "
+                 "the pair's order), PSIS weights from each model's own likelihood",
+                 int(data.n_rankings), ok, refused=refused)
+    if not ok:
+        t.note = "no model with a pair likelihood"
+        return t
+    loos = {m: composite_loo(fits[m], data, m) for m in ok}
+    t.pareto = {m: _loo_pareto(v) for m, v in loos.items()}
+    if len(ok) < 2:
+        t.note = "fewer than two comparable models"
+    else:
+        t.table = azs.compare(loos, round_to="none")
+    return t
 
 
 def _loo_pareto(elpd) -> dict:
@@ -303,6 +385,6 @@ def model_checks(data: Rankings, priors, fits: dict, extra_models=(), *, out=Non
             write_nuts(res, d)
             files[m] = f"checks/{m}/posterior.nc"
     log(f"checks: PSIS-LOO of {', '.join(fits)}; posterior predictive checks")
-    loo = loo_compare(fits, data.lengths)
+    loo = loo_compare(fits, data.lengths, data)
     checks = {m: ppc_from_idata(data, dt, m) for m, dt in fits.items()}
     return ModelChecks(loo, checks, files)

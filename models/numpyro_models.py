@@ -642,8 +642,9 @@ def draw_normalized(key, items, log_w, lam):
     n, k = items.shape
     if k < 3:
         return draw_couple(key, items, log_w, lam)
-    import numpy as np
     from itertools import permutations
+
+    import numpy as np
 
     _, _, k_stage = jax.random.split(key, 3)
     perms = np.array(list(permutations(range(k))))

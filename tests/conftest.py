@@ -30,3 +30,56 @@ def shared_datasets() -> Path:
         pytest.skip(f"shared data sets not found at {SHARED_DATASETS} "
                     "(set CROWDRANK_DATASETS to their folder)")
     return SHARED_DATASETS
+
+
+class RankingsReaders:
+    """The rankings-CSV reader's paths, forced, and an exact comparison of two reads
+    (shared by tests/test_io_arrow.py and tests/test_io_registry.py through the
+    ``readers`` fixture): the paths must give the same :class:`~models.data.Rankings`."""
+
+    @staticmethod
+    def python_only(monkeypatch):
+        """The rankings CSV read entirely by the csv path (the reader before Arrow)."""
+        from models.io import rankings_csv
+
+        monkeypatch.setattr(rankings_csv, "_arrow_header", lambda path: None)
+
+    @staticmethod
+    def all_rows_irregular(monkeypatch):
+        """Send every row through the row-by-row path of the rankings-CSV reader (from
+        either of its block paths, the Arrow one and the csv one)."""
+        import numpy as np
+
+        from models.io import rankings_csv
+
+        clean = rankings_csv._clean_rows
+        clean_arrow = rankings_csv._clean_arrow
+
+        def none_clean(b, rows, shape):
+            ok, *rest = clean(b, rows, shape)
+            return (np.zeros_like(ok), *rest)
+
+        def none_clean_arrow(*a):
+            ok, *rest = clean_arrow(*a)
+            return (np.zeros_like(ok), *rest)
+
+        monkeypatch.setattr(rankings_csv, "_clean_rows", none_clean)
+        monkeypatch.setattr(rankings_csv, "_clean_arrow", none_clean_arrow)
+
+    @staticmethod
+    def same(a, b):
+        """``a`` and ``b`` are the same read: ids, notes, arrays, ties, tasks."""
+        import numpy as np
+
+        assert a.items == b.items and a.workers == b.workers and a.notes == b.notes
+        for f in ("order", "lengths", "worker", "origin"):
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+        assert a.ties_split == b.ties_split
+        assert (a.task is None) == (b.task is None)
+        if a.task is not None:
+            assert list(a.task) == list(b.task)
+
+
+@pytest.fixture
+def readers() -> type[RankingsReaders]:
+    return RankingsReaders

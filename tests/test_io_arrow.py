@@ -24,21 +24,6 @@ def test_python_whitespace_set_is_str_strip():
     assert _arrow.PY_WHITESPACE == "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 
 
-def _python_only(monkeypatch):
-    """The rankings CSV read entirely by the csv path (the reader before Arrow)."""
-    monkeypatch.setattr(rankings_csv, "_arrow_header", lambda path: None)
-
-
-def _same(a, b):
-    assert a.items == b.items and a.workers == b.workers and a.notes == b.notes
-    for f in ("order", "lengths", "worker", "origin"):
-        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
-    assert a.ties_split == b.ties_split
-    assert (a.task is None) == (b.task is None)
-    if a.task is not None:
-        assert list(a.task) == list(b.task)
-
-
 def _outcome(fn):
     """Everything a read gives: the chunks, or the error's text."""
     try:
@@ -47,12 +32,12 @@ def _outcome(fn):
         return "error", str(exc)
 
 
-def _compare(path, monkeypatch, chunk_sizes=(1, 3, 7, 1000), **kw):
+def _compare(path, monkeypatch, readers, chunk_sizes=(1, 3, 7, 1000), **kw):
     got = {}
     for mode in ("arrow", "python"):
         with monkeypatch.context() as m:
             if mode == "python":
-                _python_only(m)
+                readers.python_only(m)
             got[mode] = [_outcome(lambda: mio.read_rankings(path, **kw))]
             for cs in chunk_sizes:
                 got[mode].append(_outcome(lambda cs=cs: list(
@@ -64,9 +49,9 @@ def _compare(path, monkeypatch, chunk_sizes=(1, 3, 7, 1000), **kw):
         elif isinstance(a, list):
             assert len(a) == len(b)
             for x, y in zip(a, b):
-                _same(x, y)
+                readers.same(x, y)
         else:
-            _same(a, b)
+            readers.same(a, b)
     return got["arrow"][0]
 
 
@@ -98,21 +83,22 @@ IRREGULAR = {
 @pytest.mark.parametrize("case", sorted(IRREGULAR))
 @pytest.mark.parametrize("where", [0, 2, 5])
 @pytest.mark.parametrize("small_blocks", [False, True])
-def test_arrow_path_equals_csv_path(tmp_path, monkeypatch, case, where, small_blocks):
+def test_arrow_path_equals_csv_path(tmp_path, monkeypatch, readers, case, where,
+                                    small_blocks):
     lines = ["worker,ranking,task"] + CLEAN[:where] + [IRREGULAR[case]] + CLEAN[where:] * 3
     p = tmp_path / "r.csv"
     p.write_bytes(("\n".join(lines) + "\n").encode())
     if small_blocks:       # many byte blocks, cut at line ends
         monkeypatch.setattr(rankings_csv, "BYTES", 40)
-    _compare(p, monkeypatch)
-    _compare(p, monkeypatch, invalid="skip")
-    _compare(p, monkeypatch, items=list("dcbaxyzé"), invalid="skip")
-    _compare(p, monkeypatch, worker_ids=["u3", "u2", "u1", "u9"], invalid="skip")
+    _compare(p, monkeypatch, readers)
+    _compare(p, monkeypatch, readers, invalid="skip")
+    _compare(p, monkeypatch, readers, items=list("dcbaxyzé"), invalid="skip")
+    _compare(p, monkeypatch, readers, worker_ids=["u3", "u2", "u1", "u9"], invalid="skip")
 
 
 @pytest.mark.parametrize("crlf, bom, final_newline, trailing_blank",
                          list(itertools.product([False, True], repeat=4)))
-def test_line_ends_bom_and_trailing_blank_lines(tmp_path, monkeypatch, crlf, bom,
+def test_line_ends_bom_and_trailing_blank_lines(tmp_path, monkeypatch, readers, crlf, bom,
                                                 final_newline, trailing_blank):
     nl = "\r\n" if crlf else "\n"
     lines = ["worker,ranking"] + [f"u{i % 4},a>b>c{i % 5}" for i in range(40)] + \
@@ -121,24 +107,24 @@ def test_line_ends_bom_and_trailing_blank_lines(tmp_path, monkeypatch, crlf, bom
     p = tmp_path / "r.csv"
     p.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode())
     monkeypatch.setattr(rankings_csv, "BYTES", 64)
-    kind, data = _compare(p, monkeypatch)
+    kind, data = _compare(p, monkeypatch, readers)
     assert kind == "ok" and data.n_rankings == 40
 
 
-def test_simulated_file_in_many_blocks(tmp_path, monkeypatch):
+def test_simulated_file_in_many_blocks(tmp_path, monkeypatch, readers):
     sim = simulate("couple", n_items=60, n_workers=9, tasks_per_worker=80, seed=3)
     p = mio.write_rankings(sim.rankings, tmp_path / "r.csv")
     monkeypatch.setattr(rankings_csv, "BYTES", 1000)
-    kind, data = _compare(p, monkeypatch, chunk_sizes=(1, 50, 333))
+    kind, data = _compare(p, monkeypatch, readers, chunk_sizes=(1, 50, 333))
     assert kind == "ok"
     assert data.as_lists(ids=True) == sim.rankings.as_lists(ids=True)
 
 
-def test_bad_utf8_names_the_line_on_the_arrow_path(tmp_path, monkeypatch):
+def test_bad_utf8_names_the_line_on_the_arrow_path(tmp_path, monkeypatch, readers):
     p = tmp_path / "r.csv"
     p.write_bytes(b"worker,ranking\n" + b"u,a>b\n" * 30 + b"u,a\xff>b\n" + b"u,a>b\n" * 5)
     monkeypatch.setattr(rankings_csv, "BYTES", 64)
-    kind, msg = _compare(p, monkeypatch)
+    kind, msg = _compare(p, monkeypatch, readers)
     assert kind == "error" and ", line 32: not UTF-8" in msg
 
 
@@ -148,7 +134,7 @@ def _write_table(path, cols: dict, row_group=None):
     return path
 
 
-def test_parquet_round_trip_streams_by_row_group(tmp_path):
+def test_parquet_round_trip_streams_by_row_group(tmp_path, readers):
     sim = simulate("couple", n_items=30, n_workers=6, tasks_per_worker=50, seed=2)
     p = mio.write_parquet(sim.rankings, tmp_path / "r.parquet", row_group=70)
     assert pq.ParquetFile(p).num_row_groups == 5
@@ -163,7 +149,7 @@ def test_parquet_round_trip_streams_by_row_group(tmp_path):
     assert [r for c in chunks for r in c.as_lists(ids=True)] == back.as_lists(ids=True)
     assert np.concatenate([c.origin for c in chunks]).tolist() == list(range(300))
     csv_path = mio.write_rankings(sim.rankings, tmp_path / "r.csv")
-    _same(mio.read_rankings(p), _relabel(mio.read_rankings(csv_path), str(p)))
+    readers.same(mio.read_rankings(p), _relabel(mio.read_rankings(csv_path), str(p)))
     assert all(c.task is None for c in mio.iter_rankings_chunks(p, 100, keep_task=False))
 
 

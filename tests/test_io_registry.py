@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 import models.io as mio
@@ -51,60 +50,32 @@ def test_format_registry_names_and_detection(tmp_path):
         assert mio.read_rankings(p).n_rankings == 1
 
 
-def _all_rows_irregular(monkeypatch):
-    """Send every row through the row-by-row path of the rankings-CSV reader (from either
-    of its block paths, the Arrow one and the csv one)."""
-    clean = rankings_csv._clean_rows
-    clean_arrow = rankings_csv._clean_arrow
-
-    def none_clean(b, rows, shape):
-        ok, *rest = clean(b, rows, shape)
-        return (np.zeros_like(ok), *rest)
-
-    def none_clean_arrow(*a):
-        ok, *rest = clean_arrow(*a)
-        return (np.zeros_like(ok), *rest)
-
-    monkeypatch.setattr(rankings_csv, "_clean_rows", none_clean)
-    monkeypatch.setattr(rankings_csv, "_clean_arrow", none_clean_arrow)
-
-
-def _same(a, b):
-    assert a.items == b.items and a.workers == b.workers and a.notes == b.notes
-    for f in ("order", "lengths", "worker", "origin"):
-        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
-    assert a.ties_split == b.ties_split
-    assert (a.task is None) == (b.task is None)
-    if a.task is not None:
-        assert list(a.task) == list(b.task)
-
-
 MIXED = ("worker,ranking,task\nu, a > b >c ,t1\nv,c=d>a,t2\n\nu,b>d>a>c,t3\nw,a>a,t4\n"
          "v,e,t5\nx,f>g,t6\n")
 
 
 @pytest.mark.parametrize("kw", [{"invalid": "skip"}, {"invalid": "skip", "items": list("gfedcba")},
                                 {"invalid": "skip", "worker_ids": ["x", "w", "v", "u"]}])
-def test_block_path_equals_row_path(tmp_path, monkeypatch, kw):
+def test_block_path_equals_row_path(tmp_path, monkeypatch, readers, kw):
     p = tmp_path / "r.csv"
     p.write_text(MIXED)
     fast = mio.read_rankings(p, **kw)
     assert fast.ties_split == 1 and any("skipped 2 invalid" in n for n in fast.notes)
     chunks = list(mio.iter_rankings_chunks(p, 2, **kw))
-    _all_rows_irregular(monkeypatch)
-    _same(fast, mio.read_rankings(p, **kw))
+    readers.all_rows_irregular(monkeypatch)
+    readers.same(fast, mio.read_rankings(p, **kw))
     for a, b in zip(chunks, mio.iter_rankings_chunks(p, 2, **kw), strict=True):
-        _same(a, b)
+        readers.same(a, b)
 
 
-def test_block_path_equals_row_path_on_simulated_data(tmp_path, monkeypatch):
+def test_block_path_equals_row_path_on_simulated_data(tmp_path, monkeypatch, readers):
     sim = simulate("couple", n_items=40, n_workers=7, tasks_per_worker=30, seed=9)
     p = mio.write_rankings(sim.rankings, tmp_path / "r.csv")
     a = mio.read_rankings(p)
     small = [r for c in mio.iter_rankings_chunks(p, chunk_size=7) for r in c.as_lists(ids=True)]
-    _all_rows_irregular(monkeypatch)
+    readers.all_rows_irregular(monkeypatch)
     b = mio.read_rankings(p)
-    _same(a, b)
+    readers.same(a, b)
     assert small == b.as_lists(ids=True) == sim.rankings.as_lists(ids=True)
 
 
@@ -130,10 +101,10 @@ def test_long_rankings_take_the_row_path(tmp_path):
         mio.read_rankings(p)
 
 
-def test_fast_keyword_is_kept_and_harmless(tmp_path):
+def test_fast_keyword_is_kept_and_harmless(tmp_path, readers):
     p = tmp_path / "r.csv"
     p.write_text("worker,ranking\nu,a>b\n")
-    _same(mio.read_rankings(p, fast=True), mio.read_rankings(p, fast=False))
+    readers.same(mio.read_rankings(p, fast=True), mio.read_rankings(p, fast=False))
     assert formats.REGISTRY["rankings-csv"].line_based
 
 

@@ -26,13 +26,8 @@ def register(sub) -> None:
                     "reports agree with it. FILE may also be the name of a shared real data "
                     f"set ({', '.join(DATASETS)}), which brings its own truth.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    s.add_argument("file", metavar="FILE", help="rankings file or shared data set name")
+    _input_arguments(s, "file format")
     s.add_argument("--truth", default=None, help="ground-truth CSV item,score (higher = better)")
-    s.add_argument("--format", dest="fmt", choices=FORMATS, default=None,
-                   help="file format (default: detected from the extension and header)")
-    s.add_argument("--skip-invalid", action="store_true",
-                   help="skip (and count) rankings that name an item twice, have fewer than "
-                        "2 items or an empty id, instead of stopping at the first")
     s.add_argument("--strict-truth", action="store_true",
                    help="refuse a truth file that scores items absent from the data (by "
                         "default they are left out and counted in the notes)")
@@ -54,17 +49,23 @@ def register(sub) -> None:
                     "ties are split and counted as every reader does (a Parquet ranking "
                     "has no ties).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    c.add_argument("file", metavar="FILE", help="rankings file or shared data set name")
+    _input_arguments(c, "input format")
     c.add_argument("--out", required=True, help="the Parquet file to write (.parquet)")
-    c.add_argument("--format", dest="fmt", choices=FORMATS, default=None,
-                   help="input format (default: detected from the extension and header)")
-    c.add_argument("--skip-invalid", action="store_true",
-                   help="skip (and count) rankings that name an item twice, have fewer than "
-                        "2 items or an empty id, instead of stopping at the first")
     c.add_argument("--row-group", type=int, default=1 << 20,
                    help="rankings per Parquet row group (the unit a stream reads)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
     c.set_defaults(func=run_convert)
+
+
+def _input_arguments(p, what: str) -> None:
+    """The input of ``data summary`` and ``data convert``: FILE (or a shared set's name),
+    its format and whether invalid rankings are skipped."""
+    p.add_argument("file", metavar="FILE", help="rankings file or shared data set name")
+    p.add_argument("--format", dest="fmt", choices=FORMATS, default=None,
+                   help=f"{what} (default: detected from the extension and header)")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="skip (and count) rankings that name an item twice, have fewer than "
+                        "2 items or an empty id, instead of stopping at the first")
 
 
 def truth_agreement(data, truth: np.ndarray) -> dict:

@@ -330,3 +330,24 @@ def test_em_agrees_with_nuts(variant, backend):
     joint_ratio = np.median(fam["eta_joint"]["parameters"]["sd_ratio"])
     assert beta_ratio < 0.7
     assert abs(joint_ratio - 1) < 0.35 and abs(joint_ratio - 1) < abs(beta_ratio - 1)
+
+
+@pytest.mark.slow
+def test_audit_cli_writes_the_comparison(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from reports.cli import main
+    t, _ = m.simulate(4, 2, 200, "crowdbt-bias", seed=12)
+    f = write_pair_table(t, tmp_path / "bias.csv")
+    out = tmp_path / "a"
+    assert main(["audit", str(f), "--model", "crowdbt-bias", "--approx", "em",
+                 "--eta-beta", "4,1.5", "--chains", "2", "--tune", "100", "--draws", "100",
+                 "--out", str(out)]) == 0
+    rep = json.loads((out / "metrics.json").read_text())
+    assert set(rep["families"]) >= {"lambda", "eta", "beta", "eta_joint"}
+    par = pd.read_csv(out / "parameters.csv")
+    assert len(par[par.family == "lambda"]) == 4 and len(par[par.family == "beta"]) == 2
+    assert main(["audit", str(f), "--model", "crowdbt-bias", "--approx", "online",
+                 "--out", str(out)]) == 2

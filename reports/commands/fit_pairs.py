@@ -9,7 +9,9 @@ models that read presented pairs with extra columns (:mod:`models.pair_table`).
 - ``crowdbt-bias`` / ``crowdbt-domain`` (:mod:`models.crowdbt_ext`): ``--method map`` (EM,
   :mod:`inference.batch.crowdbt_ext`) or ``nuts``; the domain model needs ``--category
   COLUMN``. Writes ``items.csv``, ``groups.csv`` (one row per worker, or per worker and
-  category: accuracy ``eta``, and ``beta`` for the bias model) and ``fit.json``.
+  category: accuracy ``eta``; with EM the Beta ``a, b`` of its responsibilities and, when
+  every accuracy is inside (0, 1), ``eta_sd_laplace`` from the joint Laplace; ``beta`` and
+  ``beta_sd`` for the bias model) and ``fit.json``.
 
 The worker accuracy prior is ``Beta(a, b)`` from ``--worker-prior-file`` (CSV
 ``worker,a,b``) or ``--eta-beta A,B`` for every worker (default ``5,1``, the CrowdBT choice
@@ -197,9 +199,11 @@ def run_crowdbt_ext(args, table, out: Path) -> int:
                          max_iter=args.max_iter or 5000)
         mu, sd = fit.mu, fit.sd
         groups["eta"], groups["a"], groups["b"] = fit.eta, fit.alpha[:, 0], fit.alpha[:, 1]
+        if fit.joint is not None:      # Laplace over (λ, β, η): the observed information
+            groups["eta_sd_laplace"] = fit.joint["eta_sd"]
         if st.bias:
             groups["beta"], groups["beta_sd"] = fit.beta, fit.beta_sd
-        info.update(solver="em", iterations=fit.iterations, grad_norm=fit.grad_norm,
+        info.update(solver="em", joint_laplace=fit.joint is not None, iterations=fit.iterations, grad_norm=fit.grad_norm,
                     converged=fit.converged, objective=fit.objective)
         state = ("converged" if fit.converged else "NOT converged") + \
             f" in {fit.iterations} EM iterations"

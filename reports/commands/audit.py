@@ -27,10 +27,13 @@ def register(sub) -> None:
                         "preflib-dots, preflib-puzzle); default: the embedded simulation")
     p.add_argument("--truth", default=None, help="ground truth CSV item,score (higher = better)")
     p.add_argument("--format", dest="fmt", default=None, help="force the rankings file format")
-    p.add_argument("--model", choices=("couple", "crowdbt", "bt", "pl", "all"), default="all",
+    p.add_argument("--model", choices=("couple", "crowdbt", "bt", "pl", "all",
+                                       "crowdbt-bias", "crowdbt-domain", "contextual-bt"),
+                   default="all",
                    help="all = couple and crowdbt; bt and pl are audited one at a time "
                         "(their approximations: Weng–Lin online, and the batch point methods "
-                        "of --approx)")
+                        "of --approx); crowdbt-bias/crowdbt-domain (--approx em) and "
+                        "contextual-bt (--approx map) audit a pairwise CSV")
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     p.add_argument("--variants", action="append", default=None, metavar="OPT=V1,V2",
                    help="online variants to compare, e.g. taylor=paper,full,plugin,quadrature "
@@ -84,6 +87,8 @@ def register(sub) -> None:
     p.add_argument("--progress-bars", action="store_true",
                    help="also show the samplers' own progress bars")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    from reports.commands import audit_pairs
+    audit_pairs.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -123,6 +128,9 @@ def config_from_args(args):
 
 
 def run(args) -> int:
+    from reports.commands import audit_pairs
+    if args.model in audit_pairs.PAIR_MODELS:
+        return audit_pairs.run(args)
     from reports.audit import Log, Subject, default_subject, run_audit
 
     cfg = config_from_args(args)

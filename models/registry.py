@@ -213,3 +213,38 @@ def names(**where) -> tuple[str, ...]:
     or ``names(audited=True)``."""
     return tuple(n for n, s in REGISTRY.items()
                  if all(getattr(s, k) == v for k, v in where.items()))
+
+
+#: Models that read *presented pairs with extra columns* (a pairwise CSV's ``left`` shown
+#: first, a category, covariates: :mod:`models.pair_table`) instead of
+#: :class:`models.data.Rankings`. They are kept out of :data:`REGISTRY`/:data:`MODELS`
+#: because the ranking layers (model inputs, online updates, SBC, LOO) do not apply to
+#: them; ``fit``/``audit`` dispatch on this table. ``reference`` is the per-pair NumPy
+#: log-likelihood ``f(structure, ...)``; ``extra`` names the rest of the model's
+#: functions: ``simulate``, ``numpyro``/``pymc`` (program builders), ``approx`` (the point
+#: method the audit compares with NUTS) and ``fit_approx`` (its function).
+PAIR_TABLE: dict[str, ModelSpec] = {spec.name: spec for spec in (
+    ModelSpec("crowdbt-bias", "CrowdBT with a per-worker bias β_w towards the item shown "
+              "first [Chen13]", "beta", True, True, None, False,
+              "models.crowdbt_ext:loglik",
+              extra={"data": "pair-table", "simulate": "models.crowdbt_ext:simulate",
+                     "numpyro": "models.crowdbt_ext:numpyro_model",
+                     "pymc": "models.crowdbt_ext:pymc_model", "approx": "em",
+                     "fit_approx": "inference.batch.crowdbt_ext:fit_ext_em"}),
+    ModelSpec("crowdbt-domain", "CrowdBT with an accuracy per worker and category ρ_{w,c} "
+              "[Chen13]", "beta", True, True, None, False, "models.crowdbt_ext:loglik",
+              extra={"data": "pair-table", "simulate": "models.crowdbt_ext:simulate",
+                     "numpyro": "models.crowdbt_ext:numpyro_model",
+                     "pymc": "models.crowdbt_ext:pymc_model", "approx": "em",
+                     "fit_approx": "inference.batch.crowdbt_ext:fit_ext_em"}),
+    ModelSpec("contextual-bt", "Contextual Bradley–Terry: (λ_i − λ_j) + x·(γ_i − γ_j) "
+              "[Chiang24]", None, True, True, None, False, "models.contextual:loglik",
+              extra={"data": "pair-table",
+                     "simulate": "inference.batch.contextual:simulate_contextual",
+                     "numpyro": "models.contextual:numpyro_model",
+                     "pymc": "models.contextual:pymc_model", "approx": "map",
+                     "fit_approx": "inference.batch.contextual:fit_contextual"}),
+)}
+
+#: The pair-table model names (``crowdrank fit``/``audit --model``).
+PAIR_MODELS: tuple[str, ...] = tuple(PAIR_TABLE)

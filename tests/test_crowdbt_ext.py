@@ -279,6 +279,17 @@ def test_pymc_log_density_is_the_reference(variant):
     assert float(f(point)) == pytest.approx(want, rel=1e-9)
 
 
+def test_registry_names_the_pair_table_models_functions():
+    from models.registry import MODELS, PAIR_MODELS, PAIR_TABLE, resolve
+    assert set(PAIR_MODELS) == {"crowdbt-bias", "crowdbt-domain", "contextual-bt"}
+    assert not set(PAIR_MODELS) & set(MODELS)       # the ranking layers do not apply
+    for spec in PAIR_TABLE.values():
+        assert spec.extra["data"] == "pair-table" and callable(spec.reference_loglik())
+        for role in ("simulate", "numpyro", "pymc", "fit_approx"):
+            assert callable(resolve(spec.extra[role]))
+    assert PAIR_TABLE["crowdbt-bias"].reference_loglik() is m.loglik
+
+
 def test_cli_fits_both_extensions_by_em(tmp_path):
     import pandas as pd
 

@@ -20,9 +20,9 @@ import numpy as np
 
 from models.errors import UsageError
 
-from .fit_pairs import PAIR_MODELS
+from models.registry import PAIR_MODELS, PAIR_TABLE
 
-APPROX = {"crowdbt-bias": "em", "crowdbt-domain": "em", "contextual-bt": "map"}
+APPROX = {name: PAIR_TABLE[name].extra["approx"] for name in PAIR_MODELS}
 
 
 def add_arguments(p) -> None:

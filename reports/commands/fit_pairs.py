@@ -26,8 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from models.errors import DataError, UsageError
-
-PAIR_MODELS = ("contextual-bt", "crowdbt-bias", "crowdbt-domain")
+from models.registry import PAIR_MODELS  # noqa: F401  (the models this route fits)
 
 
 def add_arguments(p) -> None:

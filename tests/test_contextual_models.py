@@ -117,7 +117,7 @@ def test_without_covariates_the_ppls_are_bradley_terry():
     import jax
     from numpyro.infer.util import log_density
 
-    t, X, _, _ = _table(n=40)
+    t, _, _, _ = _table(n=40)
     X0 = np.zeros((t.n_pairs, 0))
     lam = np.random.default_rng(4).normal(size=5)
     w, lo = t.winner_loser()
@@ -135,7 +135,7 @@ def test_cli_map_writes_items_coefficients_and_fit(tmp_path):
     import pandas as pd
 
     from reports.cli import main
-    t, X, _, _ = _table(n=300, p=1, seed=5)
+    t, _, _, _ = _table(n=300, p=1, seed=5)
     rng = np.random.default_rng(5)
     topic = rng.choice(["art", "code", "math"], t.n_pairs)
     f = write_pair_table(t, tmp_path / "ctx.csv", {"difficulty": t.extra["x0"],

@@ -326,7 +326,7 @@ def test_em_agrees_with_nuts(variant, backend):
     within 0.35 of 1, closer to 1 than the Beta's)."""
     from validation.pair_audit import audit_crowdbt_ext
 
-    st, truth = _st(variant, n_items=5, n_workers=3, n_pairs=400, seed=11)
+    st, _ = _st(variant, n_items=5, n_workers=3, n_pairs=400, seed=11)
     wab = np.tile([4.0, 1.5], (st.n_workers, 1))
     rep = audit_crowdbt_ext(st, wab, backend=backend,
                             nuts_kw={"chains": 2, "tune": 400, "draws": 500, "seed": 1})

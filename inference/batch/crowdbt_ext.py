@@ -133,7 +133,7 @@ def projected_norm(st, Z, theta, eta, ab, edge: float = 1e-9) -> float:
 
 
 def responsibilities(st, Z, theta, eta) -> np.ndarray:
-    A, B, e, P = _parts(st, Z, theta, eta)
+    A, _, e, P = _parts(st, Z, theta, eta)
     return e * A / P
 
 

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from models.errors import UsageError
-
 from models.registry import PAIR_MODELS, PAIR_TABLE
 
 APPROX = {name: PAIR_TABLE[name].extra["approx"] for name in PAIR_MODELS}

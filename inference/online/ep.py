@@ -253,8 +253,8 @@ def ep_pass_kernel(model, first, d, seq, ordr, lengths, wk, mu, s2, alpha, has_a
     nu_c = np.empty(K)
     a_c = np.empty(Ka)
     one = np.empty(1, dtype=np.int64)
-    # COUPLE's work arrays once per pass, not once per ranking (the one-pass kernel's
-    # allocations were most of an EP pass's cost)
+    # COUPLE's work arrays once per pass, not once per ranking, and the update inlined:
+    # the one-pass kernel's allocations and the call per ranking were most of a pass's cost
     (mu_w, s2_w, e_w, p_w, R_w, a_w, an_w, cand_w, QA_w, QB_w, QC_w, qi_w, qz_w,
      ql_w) = kernels.gbmm_scratch(K)
     improper = 0

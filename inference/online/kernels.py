@@ -118,13 +118,15 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
                       a, a_new, cand, QA, QB, QC, qidx, qz, qlam)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy")
 def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, taylor,
                score_prior, kappa, kappa2, strict, counts, err, mu_c, s2_c, e, p, R, a,
                a_new, cand, QA, QB, QC, qidx, qz, qlam):
     """:func:`gbmm_kernel` on caller-owned work arrays (:func:`gbmm_scratch`), so that a
     caller updating one ranking at a time (EP, :mod:`.ep`) does not allocate them for
-    every ranking; the arithmetic is the kernel's, unchanged."""
+    every ranking; inlined, so that neither pays a call per ranking (numba's cache is per
+    file: a change here must also touch the callers' modules to recompile them). The
+    arithmetic is the kernel's, unchanged."""
     for pos in range(start, stop):
         n = seq[pos]
         k = lengths[n]

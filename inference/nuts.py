@@ -247,7 +247,8 @@ def _check_init(init: dict, inputs: ModelInputs) -> dict:
         raise UsageError(f"init['lambda'] must be {inputs.n_items} finite values, "
                          f"got shape {lam.shape}")
     out["lambda"] = lam
-    if inputs.model == "crowdbt" and init.get("eta") is not None:
+    family = inputs.spec.worker_prior
+    if family == "beta" and init.get("eta") is not None:
         eta = np.asarray(init["eta"], float)
         if eta.ndim == 2 and eta.shape[1] == 2:  # Beta (a, b): start at the mean
             eta = eta[:, 0] / eta.sum(axis=1)
@@ -255,7 +256,7 @@ def _check_init(init: dict, inputs: ModelInputs) -> dict:
             raise UsageError(f"init['eta'] for CrowdBT must be ({inputs.n_workers},) "
                              f"or ({inputs.n_workers}, 2), got {eta.shape}")
         out["eta"] = np.clip(eta, 1e-3, 1 - 1e-3)
-    elif inputs.model in ("couple", "couple-normalized") and init.get("eta") is not None:
+    elif family == "dirichlet" and init.get("eta") is not None:
         eta = np.asarray(init["eta"], float)
         if eta.ndim != 2 or eta.shape[0] != inputs.n_workers or eta.shape[1] < inputs.K:
             raise UsageError(f"init['eta'] for COUPLE must be ({inputs.n_workers}, "

@@ -262,6 +262,7 @@ def audit_job(spec: dict) -> dict:
     Returns the comparison's JSON summary plus timings.
     """
     from models.priors import Priors
+    from models.registry import get as get_model
     from models.simulate import simulate
 
     from .audit import AuditConfig, Subject, audit_model
@@ -277,7 +278,8 @@ def audit_job(spec: dict) -> dict:
                       **{k: spec[k] for k in ("chains", "tune", "draws", "backend")
                          if k in spec})
     subject = Subject(data, truth=sim.lam,
-                      truth_eta1=sim.eta[:, 0] if model == "couple" else None)
+                      truth_eta1=(sim.eta[:, 0] if get_model(model).worker_prior == "dirichlet"
+                                  else None))
     variant = dict(spec.get("variant", {}))
     a = audit_model(subject, model, priors, cfg, None, variants=[variant])
     cmp = a.comparisons[0]

@@ -51,7 +51,7 @@ def named_prior(kind: str, model: str, n_workers: int, K: int, *, a0: float = 10
     if kind == "flat":
         return Priors(tuple(workers), np.ones((n_workers, K)), mu0, sigma0, "flat:Dir(1,…,1)")
     if kind == "gold":
-        if model == "couple-normalized" and K > 6:
+        if get(model).normalized and K > 6:
             raise UsageError("normalised COUPLE's exact sampler enumerates k! orderings: "
                              "k <= 6")
         if gold_tasks < 1:
@@ -75,10 +75,11 @@ def draw_eta(rng: np.random.Generator, model: str, priors: Priors, K: int) -> np
     ``e₁`` for PL and BT, whose workers are perfect."""
     W = len(priors.workers)
     eta = np.zeros((W, K))
-    if model in ("pl", "bt"):
+    family = get(model).worker_prior
+    if family is None:
         eta[:, 0] = 1.0
         return eta
-    if model == "crowdbt":
+    if family == "beta":
         ab = priors.beta()
         p = rng.beta(ab[:, 0], ab[:, 1])
         eta[:, 0], eta[:, 1] = p, 1.0 - p
@@ -112,7 +113,7 @@ def prior_predictive(model: str, priors: Priors, *, n_draws: int = 100, n_items:
         raise UsageError(f"{model} is a pairwise model: k must be 2")
     if not 2 <= k <= priors.K:
         raise UsageError(f"k must be between 2 and the prior's length {priors.K}, got {k}")
-    if model == "couple-normalized" and k > 6:
+    if get(model).normalized and k > 6:
         raise UsageError("normalised COUPLE's exact sampler enumerates k! orderings: k <= 6")
     if k > n_items:
         raise UsageError(f"k = {k} exceeds the number of items {n_items}")

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.data import PAD, DataError, Rankings
+from models.registry import get
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,7 +74,7 @@ def stages(data: Rankings, model: str) -> Stages:
     if data.n_rankings == 0:
         raise DataError("no rankings to fit", data.source)
     units = np.unique(data.origin, return_inverse=True)[1].astype(np.int64)
-    if model == "bt":
+    if get(model).pairwise:
         k = data.lengths.astype(np.int64)
         pairs = data.rank_break()       # pairs in ranking order, k(k-1)/2 per ranking
         unit = np.repeat(units, k * (k - 1) // 2)

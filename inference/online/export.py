@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.registry import get
+
 
 def to_datatree(post, draws: int = 1000, seed: int = 0, chains: int = 1):
     """Sample ``chains × draws`` from the approximation (seeded) into a DataTree with a
@@ -24,7 +26,8 @@ def to_datatree(post, draws: int = 1000, seed: int = 0, chains: int = 1):
     data = {"lambda": lam}
     dims = {"lambda": ["item"]}
     coords = {"item": list(post.items)}
-    if post.model == "couple":
+    family = get(post.model).worker_prior
+    if family == "dirichlet":
         W, K = post.alpha.shape
         # Dirichlet via normalised Gammas; tiny α may underflow to 0: keep the simplex exact
         g = rng.standard_gamma(np.broadcast_to(post.alpha, (chains, draws, W, K)))
@@ -33,7 +36,7 @@ def to_datatree(post, draws: int = 1000, seed: int = 0, chains: int = 1):
         dims["eta"] = ["worker", "stage"]
         coords["worker"] = list(post.workers)
         coords["stage"] = list(range(1, K + 1))
-    elif post.model == "crowdbt":
+    elif family == "beta":
         W = post.alpha.shape[0]
         data["eta"] = rng.beta(np.broadcast_to(post.alpha[:, 0], (chains, draws, W)),
                                np.broadcast_to(post.alpha[:, 1], (chains, draws, W)))

@@ -25,6 +25,7 @@ import numpy as np
 
 from models.data import DataError, Rankings
 from models.priors import Priors
+from models.registry import get
 
 #: Online model names (``docs/contracts.md``) and the algorithm each one runs.
 ALGORITHMS = {
@@ -103,7 +104,8 @@ class OnlinePosterior:
         L = len(items)
         mu = np.full(L, float(priors.mu0))
         sigma2 = np.full(L, float(priors.sigma0) ** 2)
-        if model in ("pl", "bt"):
+        family = get(model).worker_prior
+        if family is None:                  # perfect workers: no worker state
             wk, alpha = [], None
         else:
             wk = list(priors.workers if workers is None else workers)
@@ -114,7 +116,7 @@ class OnlinePosterior:
                                 f"{missing[:5]}", priors.spec)
             sel = [index[w] for w in wk]
             rows = priors.alpha[sel]
-            if model == "crowdbt":
+            if family == "beta":
                 # beta(), not alpha[:, :2]: gold priors give CrowdBT its own pair counts
                 alpha = priors.beta()[sel]
             else:
@@ -166,7 +168,7 @@ class OnlinePosterior:
                                 priors.spec)
             # CrowdBT reads beta(), not alpha[:, :2], as from_priors does (gold priors
             # give CrowdBT its own pair counts)
-            table = priors.beta() if self.model == "crowdbt" else priors.alpha
+            table = priors.beta() if get(self.model).worker_prior == "beta" else priors.alpha
             rows = table[[index[w] for w in new_w]][:, :K]
             self.workers.extend(new_w)
             self.alpha = np.concatenate([self.alpha, rows])
@@ -232,7 +234,7 @@ class OnlinePosterior:
             raise DataError(f"bad item entry ({exc})", source) from None
         workers = list(d["workers"])
         alpha = None
-        if model in ("crowdbt", "couple"):
+        if model in ALGORITHMS and get(model).has_eta:
             rows = [d["workers"][w].get("alpha") for w in workers]
             if any(r is None for r in rows) or len({len(r) for r in rows}) > 1:
                 raise DataError("every worker needs an 'alpha' list of one length", source)

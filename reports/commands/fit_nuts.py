@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from models.data import DataError
+from models.registry import get
 
 
 def init_from_online_json(path, data, model: str) -> dict:
@@ -48,7 +49,8 @@ def init_from_online_json(path, data, model: str) -> dict:
     if not np.all(np.isfinite(lam)):
         raise DataError("an item 'mu' is not finite", str(path))
     init = {"lambda": lam}
-    if model in ("crowdbt", "couple", "couple-normalized"):
+    family = get(model).worker_prior
+    if family in ("beta", "dirichlet"):         # an online posterior's α to start from
         workers = d.get("workers") or {}
         missing = [w for w in data.workers if w not in workers]
         if missing:
@@ -58,7 +60,7 @@ def init_from_online_json(path, data, model: str) -> dict:
             alpha = [np.asarray(workers[w]["alpha"], float) for w in data.workers]
         except (KeyError, TypeError, ValueError):
             raise DataError("every worker needs a numeric 'alpha' list", str(path)) from None
-        if model == "crowdbt":
+        if family == "beta":
             if any(a.shape[0] < 2 for a in alpha):
                 raise DataError("CrowdBT workers need alpha = [a, b]", str(path))
             ab = np.array([a[:2] for a in alpha])

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from models.data import DataError
+from models.registry import get as get_model
 
 
 def _wl_params(args) -> dict | None:
@@ -44,9 +45,13 @@ def _options(args) -> dict:
 
 
 def _check_model(args) -> None:
-    if args.model == "couple-normalized":
+    spec = get_model(args.model)
+    if spec.normalized:       # its spec names OnlineGBMM, which approximates stagewise COUPLE
         raise DataError("there is no online update for normalised COUPLE; use --model couple "
                         "(OnlineGBMM) or --method nuts", "--model")
+    if spec.online is None:
+        raise DataError(f"there is no online update for {args.model}; use --method nuts",
+                        "--model")
 
 
 def run(args, data, priors) -> int:
@@ -93,7 +98,6 @@ def stream_priors(args):
     ``--worker-prior*`` options), with ``K`` the longest ranking seen so far: the
     profiles' entries do not depend on ``K``, so a later, longer ``K`` only appends."""
     from models.priors import build_priors, read_worker_prior_file
-    from models.registry import get as get_model
 
     spec = get_model(args.model)
     fixed = (read_worker_prior_file(args.worker_prior_file, args.prior_mu, args.prior_sigma)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from models.errors import UsageError
+from models.registry import get
 from models.simulate import PAPER_SCALE, SIM_MODELS, WORKER_TYPES
 
 
@@ -77,7 +78,7 @@ def run(args) -> int:
         _positive(name, getattr(args, name))
     if args.gold < 0:
         raise UsageError(f"--gold must be >= 0, got {args.gold}")
-    pairwise = args.model in ("bt", "crowdbt")
+    pairwise = get(args.model).pairwise
     base = dict(PAPER_SCALE) if args.paper_scale else {
         "n_items": 50, "n_workers": 10, "tasks_per_worker": 20, "kmax": 4}
     if pairwise:

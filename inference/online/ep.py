@@ -52,7 +52,14 @@ from models.errors import UsageError
 from models.priors import Priors
 
 from . import kernels
-from .api import _raise_strict, _run_kernel, _start_state, algorithm_options, pass_orders
+from .api import (
+    _raise_strict,
+    _run_kernel,
+    _start_state,
+    algorithm_options,
+    is_pairwise,
+    pass_orders,
+)
 from .state import CLAMP_KEYS, OnlinePosterior
 
 #: Default convergence threshold on the per-pass changes (see the module docstring).
@@ -98,12 +105,12 @@ def ep_init(data: Rankings, model: str, priors: Priors, *, strict: bool = False,
     ``taylor``, ``score_alpha``, ``kappa``, ``kappa2``, ``wl_params``, ``bt_breaking``).
     """
     opts = algorithm_options(model, priors=priors, **alg)
-    if model in ("pl", "bt") and float(opts["tau"]) != 0.0:
+    if float(opts.get("tau", 0.0)) != 0.0:      # Weng–Lin's dynamics
         raise UsageError("EP needs a static model: Weng–Lin tau must be 0 (tau > 0 adds "
                          "variance before every game, so there is no fixed point)")
     post = _start_state(data, model, priors, None, opts)
     item_map, worker_map = post.index_maps(data)
-    pairwise = model == "crowdbt" or (model == "bt" and opts.get("bt_breaking") == "pairs")
+    pairwise = is_pairwise(model, opts)
     src = data.rank_break() if pairwise else data
     ordr = np.where(src.order >= 0, item_map[np.maximum(src.order, 0)], -1).astype(np.int64)
     N, m = src.n_rankings, ordr.shape[0]

@@ -4,8 +4,11 @@ In the spirit of NumPyro's ``NAME_TO_MODEL`` and crowd-kit's data-set registry, 
 and the CLI look a model up here instead of branching on its name: which worker prior it
 has and how long it is, whether its data are rank-broken into pairs, whether its
 generative process is exact (what SBC needs), which online approximation the audit
-compares with NUTS, and its NumPy reference log-likelihood. A new model (PeerGrader,
-contextual BT) is one more :class:`ModelSpec` here plus its functions.
+compares with NUTS, and its NumPy reference log-likelihood — and names the model's
+functions (simulator, NumPyro and PyMC likelihood columns and draws, SBC flattening, pair
+likelihood) that the layers call through :meth:`ModelSpec.fn`. A new model is one more
+:class:`ModelSpec` here plus its functions in its own module (``docs/design.md``, "The
+model registry: adding a model"; ``tests/test_registry.py`` registers a toy model so).
 
 Plain Python and NumPy only: importing this module pulls in neither JAX nor PyTensor.
 """
@@ -49,8 +52,9 @@ class ModelSpec:
         ``f(lam, ranking)`` without a worker prior, ``f(lam, eta_w, ranking)`` with one
         (``eta_w`` a scalar for Beta/Gamma priors, a row for Dirichlet).
 
-    The model's functions (keyword fields; ``"module:function"`` strings resolved on first
-    use by :meth:`fn`, so that this module stays NumPy-only):
+    The model's functions (keyword fields with defaults, so that older entries keep
+    working; ``"module:function"`` strings, or callables, resolved on first use by
+    :meth:`fn`, so that this module stays NumPy-only):
 
     simulate_report : str or None
         NumPy ``f(rng, lam, subsets, true_order, eta_rows) -> reported (n, k)``: how a
@@ -97,8 +101,7 @@ class ModelSpec:
     sbc_flatten: str = "validation.sbc:flatten_lambda"
     pair_loglik: str | None = None
     #: Extra per-model settings a layer may read (kept open so that a new model need not
-    #: change this class): e.g. ``{"max_k": 6}``.
-    #: ``{"normalized": True}``: the likelihood carries ``log Σ_orderings`` (see
+    #: change this class). ``{"normalized": True}``: the likelihood carries ``log Σ_orderings`` (see
     #: :attr:`normalized`); ``{"sbc_hint": "..."}``: why SBC refuses this model.
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 

@@ -92,7 +92,9 @@ def read_pair_table(path, extra: tuple[str, ...] = ()) -> PairTable:
         missing = [c for c in REQUIRED if c not in low]
         if missing:
             raise DataError(f"a pairwise CSV needs columns {','.join(REQUIRED)}; missing "
-                            f"{missing} in header {header}", src, 1)
+                            f"{missing} in header {header} (these models read the order "
+                            "each pair was shown and per-comparison columns, which a "
+                            "rankings file does not have)", src, 1)
         col = {c: low.index(c) for c in REQUIRED}
         for c in extra:
             if c not in header:

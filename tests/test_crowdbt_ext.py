@@ -89,6 +89,9 @@ def test_reader_keeps_presentation_order_and_names_bad_lines(tmp_path):
         read_pair_table(f)
     with pytest.raises(DataError, match="no column 'topic'"):
         read_pair_table(f, ("topic",))
+    f.write_text("worker,ranking\nw1,a>b>c\n")
+    with pytest.raises(DataError, match=r"line 1: a pairwise CSV needs columns .*rankings file"):
+        read_pair_table(f)
 
 
 def test_bias_needs_a_presentation_order_and_domain_a_category(tmp_path):
@@ -326,7 +329,7 @@ def test_em_agrees_with_nuts(variant, backend):
     within 0.35 of 1, closer to 1 than the Beta's)."""
     from validation.pair_audit import audit_crowdbt_ext
 
-    st, _ = _st(variant, n_items=5, n_workers=3, n_pairs=400, seed=11)
+    st, truth = _st(variant, n_items=5, n_workers=3, n_pairs=400, seed=11)
     wab = np.tile([4.0, 1.5], (st.n_workers, 1))
     rep = audit_crowdbt_ext(st, wab, backend=backend,
                             nuts_kw={"chains": 2, "tune": 400, "draws": 500, "seed": 1})
@@ -341,6 +344,18 @@ def test_em_agrees_with_nuts(variant, backend):
     joint_ratio = np.median(fam["eta_joint"]["parameters"]["sd_ratio"])
     assert beta_ratio < 0.7
     assert abs(joint_ratio - 1) < 0.35 and abs(joint_ratio - 1) < abs(beta_ratio - 1)
+    # and NUTS recovers the simulated truth: centred scores, biases, accuracies
+    lam = fam["lambda"]["parameters"]
+    m_l, s_l = np.asarray(lam["mcmc_mean"]), np.asarray(lam["mcmc_sd"])
+    err = (m_l - m_l.mean()) - (truth["lambda"] - truth["lambda"].mean())
+    assert np.all(np.abs(err) < 3.5 * s_l), (err, s_l)
+    checks = [("eta", m.true_group_eta(st, truth))]
+    if st.bias:
+        checks.append(("beta", truth["beta"]))
+    for name, true in checks:
+        p = fam[name]["parameters"]
+        z = (np.asarray(p["mcmc_mean"]) - true) / np.asarray(p["mcmc_sd"])
+        assert np.all(np.abs(z) < 3.5), (name, z)
 
 
 @pytest.mark.slow

@@ -509,7 +509,7 @@ def _figures(figdir: Path, model, setting, eta, pred, zs, perms, st, e4, Z, plv,
     for j, t in enumerate(types):
         a = np.asarray(WORKER_TYPES[t])
         ax.bar(np.arange(4) + (j - 1.5) * w, a / a.sum(), w, label=t, color=colors[t])
-    if len(eta) == 4 and model not in ("pl", "bt"):
+    if len(eta) == 4 and get(model).has_eta:
         ax.plot(np.arange(4) + (types.index(setting) - 1.5) * w, eta, "ko", ms=5,
                 label=f"our {setting}")
     ax.set_xticks(range(4), [f"η{t}" for t in "¹²³⁴"])

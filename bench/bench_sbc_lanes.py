@@ -10,7 +10,7 @@ steps each lane needed (mean and max over lanes: the max is what per-lane termin
 would cost), compile and per-phase seconds, CPU seconds and the load average.
 
     nice python bench/bench_sbc_lanes.py --model couple-normalized --replicates 16 \
-        --batch 16 8 --tune 500 --draws 1000
+        --batch 8 --lane-groups 1 4 --tune 150 --draws 150
 """
 
 from __future__ import annotations
@@ -78,6 +78,10 @@ def main() -> int:
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lane-groups", type=int, nargs="+", default=[1],
+                    help="fit_nuts_batched's lane_groups (one run per value)")
+    ap.add_argument("--warmup-depth", type=int, default=None,
+                    help="fit_nuts_batched's warmup_max_tree_depth")
     ap.add_argument("--label", default="default")
     ap.add_argument("--out", default="bench/results/sbc_lanes.json")
     a = ap.parse_args()
@@ -87,12 +91,16 @@ def main() -> int:
     path = ROOT / a.out
     doc = json.loads(path.read_text()) if path.exists() else {"runs": {}}
     for b in a.batch:
-        rec = measure(a.model, a.replicates, b, a.tune, a.draws, a.chains, a.seed, {})
-        rec["date"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        rec["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform()}
-        doc["runs"][f"{a.model}/batch{b}/{a.label}"] = rec
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc, indent=1) + "\n")
+        for g in a.lane_groups:
+            extra = {"lane_groups": g, "warmup_max_tree_depth": a.warmup_depth}
+            rec = measure(a.model, a.replicates, b, a.tune, a.draws, a.chains, a.seed, extra)
+            rec["date"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            rec["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform()}
+            rec["command"] = " ".join(sys.argv)
+            key = f"{a.model}/batch{b}/groups{g}/depth{a.warmup_depth}/{a.label}"
+            doc["runs"][key] = rec
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 
 

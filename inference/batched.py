@@ -26,6 +26,26 @@ Padding. Data sets differ in how many rankings of each length they hold. Each le
 block is padded to the largest count in the study with dummy columns (items ``0..k-1``,
 worker 0) whose log-likelihood is multiplied by a weight 0; the real columns have weight 1,
 so the total is exactly the data set's log-likelihood.
+
+The slowest lane. A vmapped NUTS iteration runs its tree-building ``while_loop`` until the
+longest trajectory among its lanes has finished; the other lanes idle (their updates are
+masked) but are still computed. So every iteration costs as much as its hardest lane, and
+one hard data set (a bimodal posterior, trees at the depth cap) makes the whole batch as
+slow as itself. Two levers, both leaving the sampled chains exact:
+
+* ``lane_groups``: before each chunk of iterations the lanes are sorted by the leapfrog
+  steps they took in the previous chunk and run as that many vmapped calls of equal size
+  (one compiled program), so a hard lane holds back only the lanes of its own group. A
+  lane's state, key and data move with it, so its draws do not change. The price is one
+  pass of per-step overhead per group: worth it when the gradient, not the overhead,
+  dominates a step (normalised COUPLE), not for PL.
+* ``warmup_max_tree_depth``: early warm-up, with a poor step size and unit mass matrix, is
+  where trajectories run to the cap; a lower cap there only shortens discarded draws.
+
+``timings`` records what the batch ran (``batch_steps``: Σ over groups and iterations of
+the longest lane), what the lanes needed (``lane_steps``, ``lane_steps_mean``,
+``lane_steps_max``: the max is what per-lane termination would cost), and
+``vmap_step_overhead`` = lane-steps evaluated / lane-steps needed.
 """
 
 from __future__ import annotations
@@ -136,11 +156,47 @@ def _program(template: ModelInputs):
     return prog
 
 
+def _run_grouped(run_c, state, args, n, collect, groups, recent):
+    """One chunk of ``n`` iterations for all lanes, in ``groups`` vmapped calls of equal
+    size, the lanes sorted by ``recent`` (steps in the last chunk), hardest first; the
+    last group is padded with copies of a lane (computed twice, kept once). Returns the
+    new state and outputs in lane order, and ``(Σ_groups Σ_iter max steps, lane-steps
+    evaluated)``."""
+    import jax
+    import jax.numpy as jnp
+
+    N = int(recent.size)
+    if groups == 1:
+        state, out = run_c(state, args, n, collect)
+        m = np.asarray(out[-1]).max(axis=1)
+        return state, out, (float(m.sum()), float(m.sum()) * N)
+    size = -(-N // groups)
+    order = np.argsort(-recent, kind="stable")
+    pad = np.concatenate([order, np.repeat(order[-1:], groups * size - N)])
+    states, outs, seq, computed = [], [], 0.0, 0.0
+    for g in range(groups):
+        idx = jnp.asarray(pad[g * size:(g + 1) * size])
+        sg, og = run_c(jax.tree.map(lambda x: x[idx], state),
+                       jax.tree.map(lambda x: x[idx], args), n, collect)
+        m = np.asarray(og[-1]).max(axis=1)
+        seq += float(m.sum())
+        computed += float(m.sum()) * size
+        states.append(sg)
+        outs.append(og)
+    inv = np.empty(N, int)
+    inv[pad[::-1]] = np.arange(pad.size)[::-1]     # first position of every lane
+    inv = jnp.asarray(inv)
+    state = jax.tree.map(lambda *xs: jnp.concatenate(xs)[inv], *states)
+    out = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1)[:, inv], *outs)
+    return state, out, (seq, computed)
+
+
 def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *,
                      seeds: Sequence[int], chains: int = 4, tune: int = 500,
                      draws: int = 500, target_accept: float = 0.8, max_tree_depth: int = 10,
+                     warmup_max_tree_depth: int | None = None,
                      counts: dict[int, int] | None = None, chunk: int = 50,
-                     progress: bool = False) -> list[dict]:
+                     lane_groups: int = 1, progress: bool = False) -> list[dict]:
     """NUTS for every data set of ``datasets`` in one vmapped program (module doc).
 
     Parameters
@@ -151,6 +207,17 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
         Block sizes of the padded layout (:func:`pad_layout`).
     chunk : int
         Iterations per compiled ``scan`` (the progress bar's step).
+    lane_groups : int
+        Split the lanes (data sets × chains) into this many groups of equal size for each
+        chunk, hardest first: before every chunk the lanes are sorted by the leapfrog steps
+        they took in the previous one, so a lane with long trajectories holds back only
+        the lanes of its own group (module doc, "The slowest lane"). Each lane's draws are
+        the same for every value (its state, key and data travel with it).
+    warmup_max_tree_depth : int, optional
+        A lower tree-depth cap during warm-up only (NumPyro's ``(warm-up, sampling)``
+        pair): early warm-up, with a poor step size and mass matrix, is where trajectories
+        run to the cap. Warm-up draws are discarded, so the sampled chain stays exact; the
+        adaptation sees shorter trajectories. Default: ``max_tree_depth``.
 
     Returns
     -------
@@ -191,9 +258,12 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
             z0[name] = jax.vmap(lambda k, j=j, shp=shp: jax.random.uniform(
                 jax.random.fold_in(k, j), shp, minval=-2.0, maxval=2.0))(init_keys[:, 0])
 
+        depth = (max_tree_depth if warmup_max_tree_depth is None
+                 else (int(warmup_max_tree_depth), int(max_tree_depth)))
+
         def init_one(z, key, a):
             return init_kernel(z, tune, target_accept_prob=target_accept,
-                               max_tree_depth=max_tree_depth, model_args=a, rng_key=key)
+                               max_tree_depth=depth, model_args=a, rng_key=key)
 
         t = time.perf_counter()
         state = jax.jit(jax.vmap(init_one))(z0, init_keys[:, 1], lane_args)
@@ -215,13 +285,17 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
         warm_steps, samples, lane_max, lane_sum = 0.0, [], 0.0, 0.0
         lane_tot = np.zeros(R * C)                   # leapfrog steps each lane needed
         chunk_log = []                               # (phase, iterations, s, Σ max, Σ mean)
+        groups = max(1, min(int(lane_groups), R * C))
+        recent = np.zeros(R * C)                     # each lane's steps in the last chunk
+        lane_computed = 0.0                          # lane-steps evaluated (padding too)
         done, first = 0, True
         phase_t = {"warmup": 0.0, "sampling": 0.0}
         while done < total:
             collect = done >= tune
             n = min(chunk, (tune if not collect else total) - done)
             t1 = time.perf_counter()
-            state, out = run_c(state, lane_args, n, collect)
+            state, out, ran = _run_grouped(run_c, state, lane_args, n, collect, groups,
+                                           recent)
             jax.block_until_ready(state.z)
             dt = time.perf_counter() - t1
             if first:
@@ -229,12 +303,14 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
                 first = False
             phase_t["sampling" if collect else "warmup"] += dt
             steps = np.asarray(out[-1])                  # (n, lanes)
-            # a vmapped iteration lasts as long as its longest trajectory
-            lane_max += float(steps.max(axis=1).sum())
+            recent = steps.sum(axis=0)
+            # a vmapped iteration lasts as long as its longest trajectory (in its group)
+            lane_max += ran[0]
+            lane_computed += ran[1]
             lane_sum += float(steps.sum())
             lane_tot += steps.sum(axis=0)
             chunk_log.append(("sampling" if collect else "warmup", n, round(dt, 3),
-                              float(steps.max(axis=1).sum()),
+                              ran[0],
                               round(float(steps.mean(axis=1).sum()), 1)))
             if collect:
                 samples.append(out)
@@ -247,8 +323,10 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
         timings["warmup_gradients"] = warm_steps
         # leapfrog steps the vmapped program ran per lane (the longest trajectory of each
         # iteration) over the steps the lanes needed: the price of sharing one program
-        timings["vmap_step_overhead"] = lane_max * R * C / max(lane_sum, 1.0)
-        # steps the batch ran (Σ over iterations of the longest lane), against the most
+        timings["vmap_step_overhead"] = lane_computed / max(lane_sum, 1.0)
+        timings["lane_groups"] = groups
+        # steps the batch ran in sequence (Σ over groups and iterations of the longest
+        # lane), against the most
         # any one lane needed (what per-lane termination would cost) and the mean lane
         timings["batch_steps"] = lane_max
         timings["lane_steps_max"] = float(lane_tot.max())

@@ -115,3 +115,45 @@ def test_batched_posterior_matches_quadrature_and_lanes_are_independent():
                              draws=1000, counts={2: 5})
     np.testing.assert_allclose(alone[0]["posterior"]["lambda"],
                                res[1]["posterior"]["lambda"], rtol=1e-6, atol=1e-8)
+
+
+
+@pytest.mark.slow
+def test_lane_groups_give_the_same_draws_and_count_the_steps():
+    """Regrouping lanes by difficulty between chunks (``lane_groups``) moves each lane's
+    state, key and data together: the draws are those of one vmapped program, with a group
+    count that does not divide the lanes (the last group padded) and chunks short enough
+    that the lanes are regrouped several times. The steps the groups ran in sequence can
+    only exceed the single program's (more calls), and the lane-steps evaluated can only
+    be fewer (each group waits only for its own longest lane) — with padding counted.
+
+    Both runs cap the warm-up trees at depth 2 (``warmup_max_tree_depth``): NumPyro's
+    depth-``d`` tree has at most ``2^d − 1`` leapfrog steps, so no warm-up iteration takes
+    more than 3, while sampling, with the usual cap, has longer trees."""
+    from inference.batched import fit_nuts_batched
+
+    sets = _sets("crowdbt", 3, 5, 2)
+    pri = _priors("crowdbt", sets[0])
+    kw = dict(seeds=[1, 2, 3], chains=2, tune=60, draws=60, chunk=20,
+              warmup_max_tree_depth=2)
+    one = fit_nuts_batched(sets, "crowdbt", pri, **kw)
+    grp = fit_nuts_batched(sets, "crowdbt", pri, lane_groups=4, **kw)    # 6 lanes, 4 groups
+    for a, b in zip(one, grp):
+        np.testing.assert_allclose(a["posterior"]["lambda"], b["posterior"]["lambda"],
+                                   rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(a["posterior"]["eta"], b["posterior"]["eta"],
+                                   rtol=1e-6, atol=1e-8)
+        assert a["stats"] == b["stats"]
+    t1, t4 = one[0]["timings"], grp[0]["timings"]
+    assert t4["lane_groups"] == 4 and t1["lane_groups"] == 1
+    assert t4["lane_steps"] == t1["lane_steps"]
+    assert t4["batch_steps"] >= t1["batch_steps"]
+    # per iteration, each group's longest lane is at most the batch's: 8 slots × max
+    assert 1.0 <= t4["vmap_step_overhead"]
+    assert t4["vmap_step_overhead"] * 6 / 8 <= t1["vmap_step_overhead"] + 1e-9
+    for t, g in ((t1, 1), (t4, 4)):
+        warm = [c for c in t["chunks"] if c[0] == "warmup"]
+        # per group, Σ_iter max steps ≤ 3 n
+        assert all(c[3] <= 3 * c[1] * g for c in warm), warm
+        samp = [c for c in t["chunks"] if c[0] == "sampling"]
+        assert sum(c[3] for c in samp) > 3 * sum(c[1] for c in samp)

@@ -194,6 +194,59 @@ def test_config_errors():
         SbcConfig(chains=1, draws=50, n_ranks=100)
 
 
+def test_lane_options_errors_and_cache_keys():
+    """``lane_groups`` changes the schedule of a batch, not its draws: it is not part of a
+    replicate's cache key; ``warmup_depth`` changes the chains: it is, but only when set,
+    so studies cached before the option existed keep their keys."""
+    with pytest.raises(ValueError, match="lane_groups must be"):
+        SbcConfig(lane_groups=0)
+    with pytest.raises(ValueError, match="warmup_depth must be"):
+        SbcConfig(warmup_depth=11)
+    for kw in ({"backend": "pymc", "lane_groups": 2}, {"batch": 1, "warmup_depth": 5}):
+        with pytest.raises(ValueError, match="vmapped NumPyro batches"):
+            SbcConfig(**kw)
+    base = SbcConfig(model="crowdbt").spec(3)
+    assert "lane_groups" not in base and "warmup_depth" not in base
+    assert SbcConfig(model="crowdbt", lane_groups=4).spec(3) == base
+    capped = SbcConfig(model="crowdbt", warmup_depth=6).spec(3)
+    assert capped["warmup_depth"] == 6 and capped != base
+
+
+def test_batch_job_receives_the_lane_options(tmp_path, monkeypatch):
+    """``run_sbc`` hands ``lane_groups`` and ``warmup_depth`` to the batched sampler (a
+    stand-in here that records them and returns prior draws), and a study cached with one
+    lane grouping is reused by another."""
+    import types
+
+    import inference.batched as batched
+
+    seen = []
+
+    def fake(datasets, model, priors, *, seeds, chains, tune, draws, **kw):
+        seen.append(kw)
+        rng = np.random.default_rng(0)
+        out = []
+        for d in datasets:
+            lam = rng.normal(priors.mu0, priors.sigma0, size=(chains, draws, d.n_items))
+            gate = types.SimpleNamespace(trusted=True, to_dict=lambda: {
+                "trusted": True, "reasons": [], "divergences": 0, "ess_bulk_min": 1e3})
+            out.append({"posterior": {"lambda": lam}, "gate": gate,
+                        "stats": {}, "timings": {"total": 0.0}})
+        return out
+
+    monkeypatch.setattr(batched, "fit_nuts_batched", fake)
+    cfg = SbcConfig(model="pl", sims=4, batch=2, chains=1, draws=20, n_ranks=10,
+                    online=False, lane_groups=3, warmup_depth=5)
+    s = run_sbc(cfg, tmp_path, processes=1, progress=False, n_sim=100)
+    assert s["replicates"] == 4 and s["timing"]["lane_groups"] == 3
+    assert [k["lane_groups"] for k in seen] == [3, 3]
+    assert [k["warmup_max_tree_depth"] for k in seen] == [5, 5]
+    again = run_sbc(SbcConfig(model="pl", sims=4, batch=2, chains=1, draws=20, n_ranks=10,
+                              online=False, lane_groups=1, warmup_depth=5),
+                    tmp_path, processes=1, progress=False, n_sim=100)
+    assert again["timing"]["computed_this_run"] == 0 and len(seen) == 2
+
+
 # ----------------------------------------------------------------------------- the command
 def test_cli_writes_three_files(tmp_path, capsys):
     out = tmp_path / "sbc"
@@ -266,7 +319,9 @@ def test_cli_option_errors_are_one_line(tmp_path, capsys):
     from reports.cli import main
 
     for argv, needle in [(["--sims", "1"], "at least 2 replicates"),
-                         (["--chains", "2", "--draws", "20"], "cannot thin")]:
+                         (["--chains", "2", "--draws", "20"], "cannot thin"),
+                         (["--backend", "pymc", "--lane-groups", "2"], "vmapped NumPyro"),
+                         (["--warmup-depth", "0"], "warmup_depth must be")]:
         rc = main(["sbc", "--model", "pl", "--out", str(tmp_path / "o"), *argv])
         err = capsys.readouterr().err.strip()
         assert rc == 2 and len(err.splitlines()) == 1 and needle in err, err

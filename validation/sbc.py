@@ -52,7 +52,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -121,6 +121,8 @@ class SbcConfig:
     alpha: float = 0.05
     n_bins: int | None = None
     batch: int | None = None
+    lane_groups: int = 1
+    warmup_depth: int | None = None
 
     def __post_init__(self):
         if self.model not in sbc_models():
@@ -162,6 +164,15 @@ class SbcConfig:
                 self.batch > 1 and self.backend != "numpyro")):
             raise UsageError("batch must be >= 1, and > 1 only with the numpyro backend "
                              "(PyMC has no vmapped sampler)")
+        if self.lane_groups < 1:
+            raise UsageError(f"lane_groups must be >= 1, got {self.lane_groups}")
+        if self.warmup_depth is not None and not 1 <= self.warmup_depth <= 10:
+            raise UsageError(f"warmup_depth must be in 1..10 (the sampling cap), got "
+                             f"{self.warmup_depth}")
+        if (self.lane_groups > 1 or self.warmup_depth is not None) and (
+                self.backend != "numpyro" or self.batch_size == 1):
+            raise UsageError("lane_groups and warmup_depth are options of the vmapped "
+                             "NumPyro batches (backend numpyro, batch > 1)")
 
     @property
     def batch_size(self) -> int:
@@ -174,8 +185,11 @@ class SbcConfig:
     def spec(self, sim: int) -> dict:
         """The JSON-able grid point of replicate ``sim`` (its cache key)."""
         d = asdict(self)
-        for k in ("sims", "alpha", "n_bins", "batch"):   # not in a replicate's key
+        # not in a replicate's key: lane groups change the schedule, not the draws
+        for k in ("sims", "alpha", "n_bins", "batch", "lane_groups"):
             d.pop(k)
+        if d["warmup_depth"] is None:     # keys of studies run before the option existed
+            d.pop("warmup_depth")
         if self.backend == "prior":            # the sampler settings do not matter there
             for k in ("chains", "tune", "draws", "target_accept"):
                 d.pop(k)
@@ -503,10 +517,12 @@ def batch_specs(specs: Sequence[dict], size: int) -> list[dict]:
             for i in range(0, len(specs), size)]
 
 
-def sbc_batch_job(bspec: dict) -> dict:
+def sbc_batch_job(bspec: dict, lane_groups: int = 1) -> dict:
     """A batch of NumPyro replicates fitted in one vmapped program
     (:func:`inference.batched.fit_nuts_batched`); each replicate's truth, data, seeds, ranks
-    and online PIT are exactly those of :func:`sbc_job`. Returns ``{"members": [...]}``."""
+    and online PIT are exactly those of :func:`sbc_job`. ``lane_groups`` regroups the
+    batch's lanes by difficulty between chunks (the draws do not change, so it is not part
+    of the cache key). Returns ``{"members": [...]}``."""
     from inference.batched import fit_nuts_batched
 
     t0, c0 = time.perf_counter(), time.process_time()
@@ -516,7 +532,9 @@ def sbc_batch_job(bspec: dict) -> dict:
     res = fit_nuts_batched([p["data"] for p in preps], s0["model"], preps[0]["priors"],
                            seeds=[p["nuts_seed"] for p in preps], chains=int(s0["chains"]),
                            tune=int(s0["tune"]), draws=int(s0["draws"]),
-                           target_accept=float(s0["target_accept"]))
+                           target_accept=float(s0["target_accept"]),
+                           warmup_max_tree_depth=s0.get("warmup_depth"),
+                           lane_groups=int(lane_groups))
     R = len(preps)
     t_nuts, c_nuts = time.perf_counter() - t0, time.process_time() - c0
     outs = []
@@ -787,7 +805,8 @@ def run_sbc(cfg: SbcConfig, out: str | Path, *, processes: int | None = None,
     t0 = time.perf_counter()
     failures: dict[str, str] = {}
     B = cfg.batch_size
-    jobs, fn = (specs, sbc_job) if B == 1 else (batch_specs(specs, B), sbc_batch_job)
+    jobs, fn = ((specs, sbc_job) if B == 1 else
+                (batch_specs(specs, B), partial(sbc_batch_job, lane_groups=cfg.lane_groups)))
     try:
         grid_run = run_grid(jobs, fn, out / "cache", processes=processes,
                             progress=progress, scheduler=scheduler)
@@ -813,6 +832,7 @@ def run_sbc(cfg: SbcConfig, out: str | Path, *, processes: int | None = None,
     summary["timing"]["computed_this_run"] = computed
     summary["timing"]["processes"] = (os.cpu_count() or 1) if processes is None else processes
     summary["timing"]["batch"] = B
+    summary["timing"]["lane_groups"] = cfg.lane_groups if B > 1 else 1
     write_ranks_csv(out / "ranks.csv", done)
     with (out / "sbc.json").open("w") as fh:
         json.dump(_jsonable(summary), fh, indent=1)

@@ -75,6 +75,13 @@ def register(sub) -> None:
     t.add_argument("--batch", type=int, default=None, metavar="B",
                    help="NumPyro: replicates fitted together in one vmapped program "
                         "(default 50; 1 = one fit_nuts per replicate, as PyMC always does)")
+    t.add_argument("--lane-groups", type=int, default=1, metavar="G",
+                   help="NumPyro batches: run each batch's lanes (replicates x chains) as G "
+                        "groups sorted by difficulty, so a slow lane holds back only its "
+                        "group (same draws; docs/sbc.md, the slowest lane)")
+    t.add_argument("--warmup-depth", type=int, default=None, metavar="D",
+                   help="NumPyro batches: cap NUTS trees at depth D during warm-up only "
+                        "(default: the sampling cap, 10)")
     t.add_argument("--shift-sd", type=float, default=0.0, metavar="D",
                    help="check of the check: move every posterior draw of λ by D posterior "
                         "sds before ranking; SBC must then report the λ family as NOT "
@@ -99,7 +106,8 @@ def run(args) -> int:
                     sigma0=args.prior_sigma, chains=args.chains, tune=args.tune,
                     draws=args.draws, target_accept=args.target_accept, n_ranks=args.ranks,
                     online=not args.no_online, seed=args.seed, shift_sd=args.shift_sd,
-                    alpha=args.alpha, batch=args.batch)
+                    alpha=args.alpha, batch=args.batch, lane_groups=args.lane_groups,
+                    warmup_depth=args.warmup_depth)
     # validate the worker prior before any process starts
     from validation.sbc import make_priors
     make_priors(cfg.spec(0))

@@ -93,6 +93,10 @@ def variants(model: str) -> list[tuple[str, dict]]:
                                 {"taylor": taylor, "score_alpha": sa}))
     for p in (2, 5, 10):
         out.append((f"ep{p}", {"method": "ep", "ep_passes": str(p)}))
+    # undamped EP: the same fixed point in fewer passes when no cavity turns improper
+    # (improper ones are skipped and counted either way)
+    for p in (3, 5):
+        out.append((f"ep{p} damping=0", {"method": "ep", "ep_passes": str(p), "damping": 0.0}))
     if model == "couple":
         for p in (2, 5, 10):
             out.append((f"ep{p} taylor=quadrature,score_alpha=prior",
@@ -125,13 +129,15 @@ def reference(names, cache: Path) -> None:
         d, pri = load()
         pri = get_model(model).worker_priors(pri, d)
         on = fit_online(d, model, pri, progress=False)
-        t = time.perf_counter()
+        load0 = [round(x, 2) for x in os.getloadavg()]
+        t, c = time.perf_counter(), time.process_time()
         r = fit_nuts(d, model, pri, chains=4, seed=0, progress=False, approx=on, **kw)
-        wall = time.perf_counter() - t
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
         write_nuts(r, out)
         (out / "reference.json").write_text(json.dumps(
             {"name": name, "model": model, **kw, "trusted": bool(r.gate.trusted),
-             "gate": r.gate.verdict(), "wall_s": round(wall, 1),
+             "gate": r.gate.verdict(), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+             "loadavg_before": load0,
              "timings": {k: float(v) for k, v in r.timings.items()}, **env()}, indent=1))
         print(f"{name}: {r.gate.verdict()} ({wall:.0f} s)", flush=True)
 
@@ -257,7 +263,9 @@ def study_one(name: str, cache: Path, permutations: int) -> dict:
               f"{res['eta1'].get('median_sd_ratio', float('nan')):.3f}; order "
               f"{rows[-1]['order_sensitivity_median']:.3f}; {cost:.3f} s", flush=True)
     return {"name": name, "model": model, "data": d.summary(),
-            "reference": {k: info[k] for k in ("tune", "draws", "trusted", "gate", "wall_s")},
+            "reference": {k: info[k] for k in ("tune", "draws", "trusted", "gate", "wall_s",
+                                               "cpu_s", "dense_mass", "target_accept")
+                          if k in info},
             "trusted": bool(gate.trusted), "permutations": permutations, "variants": rows,
             **env()}
 
@@ -369,7 +377,9 @@ def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "
         lines += [(f"## {r['name']} ({r['model']}; {r['data']['items']} items, "
                   f"{r['data']['workers']} workers, {r['data']['rankings']} rankings)"), "",
                   (f"Reference: NumPyro, 4 chains × {ref['tune']} tuning + {ref['draws']} "
-                  f"draws, {'trusted' if r['trusted'] else '**NOT trusted**'} "
+                  f"draws{', dense mass matrix' if ref.get('dense_mass') else ''}"
+                  f"{', target accept ' + str(ref['target_accept']) if 'target_accept' in ref else ''}"
+                  f", {'trusted' if r['trusted'] else '**NOT trusted**'} "
                   f"({ref['gate']}); {r['permutations']} permutations; measured "
                   f"{r['date']}, load {r['loadavg'][0]}."), "",
                   (r"| variant | centred \|z\| | centred sd ratio | η¹ \|z\| | η¹ sd ratio "

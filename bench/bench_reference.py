@@ -7,8 +7,11 @@ average is recorded beside each, because the 2-core machine may be shared.
   steps (gradients) spent in warm-up from the default start (``init_to_median``, identity
   mass matrix) against a warm start from the online posterior (one draw per chain, mass
   matrix seeded from the approximation's variances), same tune/draws/seed.
-* ``medium``: L=100, W=50, 5,000 rankings (k ≤ 4, amateur workers, geometric prior), NumPyro
-  and PyMC from the same warm starts: gate, minimum bulk/tail ESS and ESS per second.
+* ``medium``: L=100, W=50, 5,000 rankings (COUPLE k ≤ 4 or CrowdBT pairs; one worker type;
+  geometric prior), NumPyro and PyMC from the same warm starts and the same prior, one
+  sampler configuration per call (tune, draws, dense/diagonal mass, target accept,
+  precision): gate, the worst parameters (R-hat, ESS, per-chain means), minimum bulk/tail
+  ESS, ESS per second of sampling, wall and CPU seconds, load before and after.
 * ``paper``: L=1000, W=500, T=900, k ≤ 4 (450,000 rankings), COUPLE under the paper's
   geometric prior, 4 chains, float32 likelihood work with float64 totals, warm-started from
   OnlineGBMM: where the time goes (simulation, online pass, compile, warm-up, sampling,
@@ -17,7 +20,9 @@ average is recorded beside each, because the 2-core machine may be shared.
 Writes ``bench/results/reference_<what>.json``::
 
     python bench/bench_reference.py warmstart
-    python bench/bench_reference.py medium [--backends numpyro,pymc]
+    python bench/bench_reference.py medium [--backends numpyro,pymc] [--model couple]
+        [--setting amateur] [--tune 300 --draws 500] [--dense] [--target-accept 0.8]
+        [--precision float64] [--append]
     python bench/bench_reference.py paper [--tune 300 --draws 400]
 """
 
@@ -91,24 +96,102 @@ def bench_warmstart(args) -> list:
     return out
 
 
-def bench_medium(args) -> list:
-    from inference.online import fit_online
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (PyMC's chain processes)."""
+    import resource
+
+    me, ch = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return me.ru_utime + me.ru_stime + ch.ru_utime + ch.ru_stime
+
+
+def worst_parameters(idata, n: int = 6) -> dict:
+    """Per variable: the largest R-hat and smallest bulk/tail ESS, and the ``n`` scalar
+    parameters with the largest R-hat (name[index], R-hat, bulk ESS, per-chain means) —
+    what tells a slow-mixing coordinate from chains stuck in different modes."""
+    import arviz_stats as azs
+
+    post = idata["posterior"].to_dataset()
+    per_var, rows = {}, []
+    for v in post.data_vars:
+        r = np.asarray(azs.rhat(post[v]), float)
+        eb = np.asarray(azs.ess(post[v], method="bulk"), float)
+        et = np.asarray(azs.ess(post[v], method="tail"), float)
+        per_var[v] = {"rhat_max": round(float(np.nanmax(r)), 4),
+                      "n_rhat_over_1.01": int((r > 1.01).sum()), "size": int(r.size),
+                      "ess_bulk_min": round(float(np.nanmin(eb)), 1),
+                      "ess_tail_min": round(float(np.nanmin(et)), 1)}
+        x = np.asarray(post[v].values, float)
+        for flat in np.argsort(-np.nan_to_num(r.ravel(), nan=9.0))[:n]:
+            ix = np.unravel_index(flat, r.shape) if r.ndim else ()
+            rows.append({"param": f"{v}{list(map(int, ix))}", "rhat": round(float(r[ix]), 4),
+                         "ess_bulk": round(float(eb[ix]), 1),
+                         "chain_means": np.round(x[(slice(None), slice(None)) + ix]
+                                                 .mean(axis=1), 4).tolist()})
+    rows.sort(key=lambda d: -d["rhat"])
+    return {"per_variable": per_var, "worst": rows[:n]}
+
+
+def medium_data(model: str, setting: str):
+    """The medium scale: L=100, W=50, 100 tasks per worker (5,000 rankings; k ≤ 4 for
+    COUPLE, pairs for CrowdBT), geometric prior a0=10, a=6 (CrowdBT: its Beta marginal)."""
     from models.priors import Priors
+    from models.registry import get as get_model
     from models.simulate import simulate
 
-    d = simulate("couple", setting="amateur", n_items=100, n_workers=50, tasks_per_worker=100,
-                 kmax=4, seed=0).rankings
+    d = simulate(model, setting=setting, n_items=100, n_workers=50, tasks_per_worker=100,
+                 kmax=4 if model == "couple" else 2, seed=0).rankings
     pr = Priors.geometric(d.workers, d.K, a0=10, a=6)
-    on = fit_online(d, "couple", pr, progress=False)
+    return d, get_model(model).worker_priors(pr, d)
+
+
+def save_reference(r, rec: dict, out: Path, wall: float) -> None:
+    """Keep a NumPyro run as the fidelity study's reference (``bench/bench_fidelity.py``'s
+    cache layout: ``posterior.nc`` + ``reference.json``), so the study does not sample the
+    same posterior twice."""
+    from inference.nuts import write_nuts
+
+    write_nuts(r, out)
+    (out / "reference.json").write_text(json.dumps(
+        {"name": out.name, "model": rec["model"], "tune": rec["tune"], "draws": rec["draws"],
+         "dense_mass": rec["dense_mass"], "target_accept": rec["target_accept"],
+         "trusted": rec["trusted"], "gate": rec["gate"], "wall_s": round(wall, 1),
+         "cpu_s": rec["cpu_s"], "loadavg_before": rec["loadavg_before"],
+         "timings": {k: float(v) for k, v in r.timings.items()},
+         "machine": platform.machine(), "cpus": os.cpu_count(),
+         "python": platform.python_version(), "loadavg": env()["loadavg"],
+         "date": rec["date"], "saved_by": "bench/bench_reference.py medium"}, indent=1))
+
+
+def bench_medium(args) -> list:
+    """One configuration per back-end on the medium data, both back-ends from the same
+    warm starts (the same seed draws the same approximation draws for each)."""
+    from inference.online import fit_online
+
+    d, pr = medium_data(args.model, args.setting)
+    on = fit_online(d, args.model, pr, progress=False)
     out = []
     for b in args.backends.split(","):
-        r, wall = fit(d, "couple", pr, backend=b, chains=4, tune=args.tune, draws=args.draws,
-                      seed=0, approx=on)
-        rec = {"what": "medium", "backend": b, "L": d.n_items, "W": d.n_workers,
-               "N": d.n_rankings, "tune": args.tune, "draws": args.draws,
-               "start": "online (same draws for both back-ends)", **summarise(r, wall),
-               **env()}
-        print(json.dumps(rec), flush=True)
+        cfg = {"backend": b, "model": args.model, "setting": args.setting,
+               "chains": args.chains, "tune": args.tune, "draws": args.draws,
+               "dense_mass": args.dense, "target_accept": args.target_accept,
+               "precision": args.precision if b == "numpyro" else "float64"}
+        load0 = env()["loadavg"]
+        c0 = cpu_seconds()
+        r, wall = fit(d, args.model, pr, backend=b, chains=args.chains, tune=args.tune,
+                      draws=args.draws, seed=0, approx=on, dense_mass=args.dense,
+                      target_accept=args.target_accept,
+                      precision=args.precision if b == "numpyro" else "float64")
+        rec = {"what": "medium", **cfg, "L": d.n_items, "W": d.n_workers,
+               "N": d.n_rankings, "start": "online (same draws for both back-ends)",
+               "cpu_s": round(cpu_seconds() - c0, 1), "loadavg_before": load0,
+               **summarise(r, wall), "diagnosis": worst_parameters(r.idata), **env(),
+               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if args.save and b == "numpyro":
+            save_reference(r, rec, Path(args.save), wall)
+        print(json.dumps({k: rec[k] for k in ("backend", "model", "setting", "tune", "draws",
+                                               "dense_mass", "target_accept", "gate",
+                                               "wall_s", "cpu_s", "ess_bulk_per_s")}),
+              flush=True)
         out.append(rec)
     return out
 
@@ -148,6 +231,19 @@ def main(argv=None) -> int:
     ap.add_argument("--tune", type=int, default=None)
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--backends", default="numpyro,pymc")
+    ap.add_argument("--model", default="couple", choices=("couple", "crowdbt"),
+                    help="medium: the model (default couple)")
+    ap.add_argument("--setting", default="amateur",
+                    help="medium: worker type (expert, amateur, spammer, malicious)")
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--dense", action="store_true", help="medium: dense mass matrix")
+    ap.add_argument("--target-accept", type=float, default=0.8)
+    ap.add_argument("--precision", default="float64", choices=("float64", "float32"))
+    ap.add_argument("--save", default=None,
+                    help="medium: also keep the NumPyro run as a fidelity reference in this "
+                         "folder (e.g. out/fidelity/medium-amateur)")
+    ap.add_argument("--append", action="store_true",
+                    help="add the records to the JSON instead of replacing it")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     defaults = {"warmstart": (300, 500), "medium": (300, 500), "paper": (300, 400)}
@@ -159,7 +255,9 @@ def main(argv=None) -> int:
            "paper": bench_paper}[args.what](args)
     p = Path(args.out) if args.out else RESULTS / f"reference_{args.what}.json"
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(out, indent=1))
+    if args.append and p.is_file():
+        out = json.loads(p.read_text()) + out
+    p.write_text(json.dumps(out, indent=1, allow_nan=False))
     return 0
 
 

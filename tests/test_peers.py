@@ -1,0 +1,90 @@
+"""The peers' table (validation.peers): crowd-kit's BradleyTerry against our BT ML on the
+same pairs (same model, same data: same scores up to a shift, same order), choix's MAP
+against ours, crowd-kit's input frame, and the table's rows. Skipped where crowd-kit or
+choix is not installed (development dependencies)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.simulate import simulate
+from validation import peers
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return simulate("bt", n_items=8, n_workers=4, tasks_per_worker=60, seed=21).rankings
+
+
+def test_crowdkit_bt_equals_our_ml(pairs, monkeypatch):
+    """Run for every iteration (``tol=0``), crowd-kit's MM reaches our Newton ML."""
+    pytest.importorskip("crowdkit")
+    from crowdkit.aggregation import BradleyTerry
+
+    from inference.batch import fit_batch
+
+    ours = fit_batch(pairs, "bt", method="ml", tol=1e-10, laplace_cov=False).mu
+    ck = BradleyTerry(n_iter=1500, tol=0.0).fit(peers.pairs_frame(pairs, 3)).scores_
+    theirs = np.log(ck.reindex(list(pairs.items)).to_numpy(float))
+    np.testing.assert_allclose(theirs - theirs.mean(), ours - ours.mean(), atol=1e-6)
+    assert np.argsort(theirs).tolist() == np.argsort(ours).tolist()
+    monkeypatch.setattr(peers, "CROWDKIT_BT_ITER", 1500)
+    s, _ = peers.method_scores(pairs, "crowdkit-bt-full")
+    np.testing.assert_allclose(s - s.mean(), ours - ours.mean(), atol=1e-6)
+
+
+def test_crowdkit_bt_as_shipped_stops_after_two_mm_updates(pairs):
+    """crowd-kit 1.4.2's BradleyTerry with any tol > 0 returns Hunter's MM ([Hunter04],
+    Eq. 3) after exactly two updates from the uniform start (its convergence test compares
+    the iterate with an alias of itself): a brute-force MM of two steps gives its answer."""
+    pytest.importorskip("crowdkit")
+    from crowdkit.aggregation import BradleyTerry
+
+    pr = pairs.rank_break()
+    L = pairs.n_items
+    M = np.zeros((L, L))
+    np.add.at(M, (pr.order[0], pr.order[1]), 1)          # M[i, j]: i beat j
+    N = M + M.T
+    p = np.full(L, 1.0 / L)
+    for _ in range(2):
+        den = np.array([sum(N[i, j] / (p[i] + p[j]) for j in range(L) if N[i, j])
+                        for i in range(L)])
+        p = M.sum(1) / den
+        p /= p.sum()
+    ck = BradleyTerry(n_iter=1000, tol=1e-5).fit(peers.pairs_frame(pairs, 3)).scores_
+    np.testing.assert_allclose(ck.reindex(list(pairs.items)).to_numpy(float), p, rtol=1e-10)
+
+
+def test_choix_map_equals_our_map(pairs):
+    pytest.importorskip("choix")
+    ours, _ = peers.method_scores(pairs, "map-bt")
+    theirs, _ = peers.method_scores(pairs, "choix-map")
+    np.testing.assert_allclose(theirs, ours, atol=1e-4)
+
+
+def test_pairs_frame_orients_at_random_and_keeps_the_winner(pairs):
+    pytest.importorskip("pandas")
+    df = peers.pairs_frame(pairs, 0)
+    pr = pairs.rank_break()
+    assert len(df) == pr.n_rankings
+    items = np.asarray(pairs.items, dtype=object)
+    assert (df["label"].to_numpy() == items[pr.order[0]]).all()
+    assert ((df["label"] == df["left"]) | (df["label"] == df["right"])).all()
+    left_wins = float((df["label"] == df["left"]).mean())
+    assert 0.4 < left_wins < 0.6                   # not always the winner on the left
+    assert df.equals(peers.pairs_frame(pairs, 0))  # seeded
+
+
+@pytest.mark.slow
+def test_table_rows(pairs):
+    pytest.importorskip("crowdkit")
+    pytest.importorskip("choix")
+    truth = np.arange(pairs.n_items, dtype=float)
+    rows = peers.table(pairs, truth, orders=2)
+    assert [r["method"] for r in rows] == list(peers.LABELS)
+    for r in rows:
+        assert 0 <= r["accuracy"] <= 1 and -1 <= r["spearman"] <= 1
+        assert r["runs"] == (2 if r["method"] in peers.ORDERED else 1)
+    with pytest.raises(ValueError, match="unknown method"):
+        peers.method_scores(pairs, "nope")

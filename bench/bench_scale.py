@@ -23,6 +23,10 @@ the Kendall τ of the posterior means with the true scores beside file order.
     nice python bench/bench_scale.py [--sizes 450000 4500000 45000000] [--work DIR]
                                      [--in-memory-max 4500000] [--shuffle-seeds 3] [--append]
 
+At the smallest size it also measures what a fresh checkout pays once (``startup``): the
+fit with an empty numba cache (``NUMBA_CACHE_DIR``: the kernels compiled and cached), the
+same fit again from that cache, and ``crowdrank --help``.
+
 Writes ``bench/results/scale.json``.
 """
 
@@ -56,7 +60,7 @@ def crowdrank() -> str:
 TIME = shutil.which("time", path="/usr/bin:/bin")
 
 
-def run_measured(args: list[str]) -> dict:
+def run_measured(args: list[str], env: dict | None = None) -> dict:
     """One fresh process: wall s, CPU s and peak RSS MB of that process, the load averages
     around it, and its last output line.
 
@@ -67,7 +71,8 @@ def run_measured(args: list[str]) -> dict:
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     wrapped = ([TIME, "-f", "CROWDRANK_BENCH %M %U %S"] if TIME else []) + args
-    p = subprocess.Popen(wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(wrapped, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=None if env is None else {**os.environ, **env})
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     out = p.stdout.read().decode()
@@ -174,11 +179,27 @@ def make_large(n: int, folder: Path, seed: int) -> tuple[Path, Path]:
 
 
 # ------------------------------------------------------------------ runs
-def fit(data: Path, out: Path, *extra: str) -> dict:
+def fit(data: Path, out: Path, *extra: str, env: dict | None = None) -> dict:
     if out.exists():
         shutil.rmtree(out)
     return run_measured([crowdrank(), "fit", str(data), "--model", "couple", "--method",
-                         "online", "--out", str(out), "--no-progress", *extra])
+                         "online", "--out", str(out), "--no-progress", *extra], env=env)
+
+
+def startup(csv_path: Path, folder: Path) -> dict:
+    """What a fresh checkout pays once: the fit with an empty numba cache (the kernels are
+    compiled and written to it), then the same fit again reading that cache; and
+    ``crowdrank --help`` (every command's parser)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="crowdrank-numba-") as cache:
+        env = {"NUMBA_CACHE_DIR": cache}
+        first = fit(csv_path, folder / "out_first", env=env)
+        cached = fit(csv_path, folder / "out_first", env=env)
+        files = sorted(p.name for p in Path(cache).rglob("*") if p.is_file())
+    return {"first_run_empty_numba_cache": first, "second_run_same_cache": cached,
+            "numba_cache_files": len(files),
+            "help": run_measured([crowdrank(), "--help"])}
 
 
 def same_posterior(a: Path, b: Path) -> bool:
@@ -242,6 +263,8 @@ def main() -> None:
                "csv_mb": round(csv_path.stat().st_size / 2**20, 1),
                "parquet_mb": round(pq_path.stat().st_size / 2**20, 1)}
         row["csv"] = fit(csv_path, folder / "out_csv")
+        if n == min(args.sizes):
+            row["startup"] = startup(csv_path, folder)
         row["parquet"] = fit(pq_path, folder / "out_parquet")
         if n <= args.in_memory_max:
             row["csv_in_memory"] = fit(csv_path, folder / "out_mem", "--in-memory")

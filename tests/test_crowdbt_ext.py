@@ -184,6 +184,19 @@ def test_em_ascends_and_stops_at_the_optimisers_point(variant):
     assert np.all(np.isfinite(logit(fit.eta)))
 
 
+@pytest.mark.parametrize("variant", m.VARIANTS)
+def test_squarem_reaches_the_plain_em_fixed_point_in_fewer_steps(variant):
+    st, _ = _st(variant, n_pairs=300, seed=13)
+    wab = np.tile([2.0, 1.0], (st.n_workers, 1))     # b = 1: accuracies may reach 1
+    plain = ext.fit_ext_em(st, wab, tol=1e-8, accelerate=False)
+    fast = ext.fit_ext_em(st, wab, tol=1e-8)
+    assert plain.converged and fast.converged
+    np.testing.assert_allclose(fast.mu, plain.mu, atol=1e-6)
+    np.testing.assert_allclose(fast.eta, plain.eta, atol=1e-6)
+    assert fast.objective >= plain.objective - 1e-9
+    assert fast.iterations < plain.iterations
+
+
 def test_em_with_one_category_is_crowdbt_em():
     from inference.batch.crowdbt_em import fit_crowdbt_em
     from models.data import Rankings

@@ -14,6 +14,10 @@ comparison (``z = 1``) or its reverse. With ``θ = (λ, β)``, ``A_s = σ(y_s(d_
   ``z^v = y(e_t − e_f + e_{β_w})`` — a weighted logistic regression, concave, raised by one
   Newton step with backtracking (a generalised EM step, so ``F`` never decreases).
 
+EM converges linearly, slowly when the latent choice hides much information; by default the
+steps are grouped in SQUAREM cycles [Varadhan08], which extrapolate along the EM path and
+keep a cycle only when it does not lower ``F``.
+
 By Fisher's identity ``∇_θ F = ∇_θ Q`` at the current ``r``, which gives the stopping
 rule: the largest entry of ``∇F`` in ``(θ, logit η)``, projected on ``0 ≤ η ≤ 1``
 (as :func:`.crowdbt_em.projected_norm`), ``≤ tol``. The uncertainty reported is Laplace's
@@ -111,7 +115,8 @@ def neg_hessian_full(st: Structure, Z: Design, theta, eta, ab) -> np.ndarray:
     :func:`neg_hessian` block, the cross terms ``−∂²log P/∂θ∂η = −[A(1−A) z^u − B(1−B) z^v]/P
     + k g`` and ``−∂²F/∂η_g² = Σ k² + (a−1)/η² + (b−1)/(1−η)²`` with ``k = (A − B)/P``. The
     Beta of the responsibilities is the *complete-data* posterior of ``η`` with ``λ`` known;
-    this one also carries what the data leave unsure about ``λ`` (the missing information)."""
+    this one also carries what the data leave unsure about ``λ`` (the missing information
+    of [Louis82])."""
     A, B, e, P = _parts(st, Z, theta, eta)
     cu, cv = e * A * (1 - A) / P, (1 - e) * B * (1 - B) / P
     k = (A - B) / P
@@ -219,10 +224,49 @@ class ExtFit:
                 "n_workers": len(self.workers), "n_groups": len(self.groups)}
 
 
+def squarem_step(st: Structure, Z: Design, theta, eta, ab):
+    """One SQUAREM cycle [Varadhan08] over the EM map in ``x = (θ, η)``: two EM steps
+    ``x1, x2``, ``r = x1 − x0``, ``v = x2 − 2x1 + x0``, step length ``α = min(−1,
+    −‖r‖/‖v‖)``, the extrapolation ``x0 − 2αr + α²v`` (its ``η`` projected into ``(0, 1)``;
+    on the logit scale instead, accuracies creeping to 1 barely moved: 3x slower) followed
+    by one EM step to stabilise it. The result is kept only if ``F`` is at least
+    that of ``x2`` (else ``x2``): EM's monotone ascent is never lost. Returns ``(θ, η,
+    EM steps used)``."""
+    D = len(theta)
+    t1, e1 = em_step(st, Z, theta, eta, ab)
+    t2, e2 = em_step(st, Z, t1, e1, ab)
+    x0 = np.concatenate([theta, eta])
+    x1 = np.concatenate([t1, e1])
+    x2 = np.concatenate([t2, e2])
+    r, v = x1 - x0, x2 - 2 * x1 + x0
+    nv = float(np.linalg.norm(v))
+    f2 = log_posterior(st, Z, t2, e2, ab)
+    if nv == 0 or not np.isfinite(f2):
+        return t2, e2, 2
+    alpha = min(-1.0, -float(np.linalg.norm(r)) / nv)
+    x = x0 - 2 * alpha * r + alpha**2 * v
+    ex = np.clip(x[D:], 1e-12, 1 - 1e-12)
+    # a long extrapolation can land where some P(y_s) underflows: then keep x2
+    with np.errstate(all="ignore"):
+        if not (np.all(np.isfinite(x)) and np.all(_parts(st, Z, x[:D], ex)[3] > 0)):
+            return t2, e2, 2
+        try:
+            t3, e3 = em_step(st, Z, x[:D], ex, ab)
+        except (ValueError, np.linalg.LinAlgError):
+            return t2, e2, 2
+        f3 = log_posterior(st, Z, t3, e3, ab)
+    if np.isfinite(f3) and f3 >= f2:
+        return t3, e3, 3
+    return t2, e2, 3
+
+
 def fit_ext_em(st: Structure, worker_ab, *, mu0: float = 0.0, sigma0: float = 1.0,
-               bias_sd: float = 1.0, tol: float = 1e-6, max_iter: int = 5000) -> ExtFit:
+               bias_sd: float = 1.0, tol: float = 1e-6, max_iter: int = 5000,
+               accelerate: bool = True) -> ExtFit:
     """The MAP of (E1) by EM; ``worker_ab`` ``(W, 2)``: each worker's Beta ``(a, b)`` (the
-    domain model gives every category of a worker that worker's prior)."""
+    domain model gives every category of a worker that worker's prior). ``accelerate``:
+    SQUAREM cycles (:func:`squarem_step`, same fixed point, monotone) instead of plain EM
+    steps; ``max_iter`` counts EM steps either way."""
     t0 = time.perf_counter()
     wab = np.asarray(worker_ab, float)
     if wab.shape != (st.n_workers, 2):
@@ -240,8 +284,11 @@ def fit_ext_em(st: Structure, worker_ab, *, mu0: float = 0.0, sigma0: float = 1.
     it = 0
     gnorm = projected_norm(st, Z, theta, eta, ab)
     while it < max_iter and gnorm > tol:
-        theta, eta = em_step(st, Z, theta, eta, ab)
-        it += 1
+        if accelerate:
+            theta, eta, k = squarem_step(st, Z, theta, eta, ab)
+        else:
+            (theta, eta), k = em_step(st, Z, theta, eta, ab), 1
+        it += k
         gnorm = projected_norm(st, Z, theta, eta, ab)
     H = neg_hessian(st, Z, theta, eta)
     try:

@@ -1,6 +1,6 @@
 """Batch (non-online) point estimates and their intervals, one module per family:
 :mod:`.luce` (BT/PL objective, gradient, Hessian), :mod:`.solvers` (gradient ascent,
-Newton, MM), :mod:`.laplace`, :mod:`.bootstrap`, :mod:`.crowdbt_em` (CrowdBT's MAP by EM),
+Newton, MM), :mod:`.laplace`, :mod:`.bootstrap` (its refits stacked by :mod:`.stacked`), :mod:`.crowdbt_em` (CrowdBT's MAP by EM),
 :mod:`.contextual` (contextual BT's MAP), :mod:`.crowdc` (CrowDC's design and simulation);
 :mod:`.api` is the entry point of the BT/PL fits."""
 

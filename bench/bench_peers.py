@@ -63,6 +63,9 @@ def main(argv=None) -> int:
                      "load_average_before": list(load0),
                      "load_average_after": list(os.getloadavg())})
         for r in rows:
+            if r["accuracy"] is None:
+                print(f"{name:15s} {r['label']:34s} {r['error']}", flush=True)
+                continue
             print(f"{name:15s} {r['label']:34s} acc {r['accuracy']:.3f}  rho "
                   f"{r['spearman']:.3f}  {r['cpu_seconds']:.2f} s CPU", flush=True)
     rec = {"bench": "peers", "orders": args.orders, "seed": args.seed, "sets": sets,

@@ -37,6 +37,8 @@ import numpy as np
 #: EM's iteration cap here (its linear convergence can take thousands of iterations on
 #: a set with few, very busy workers: PrefLib's one pseudo-worker per file).
 EM_MAX_ITER = 1000
+#: choix's ILSR iteration cap (its default 100 is not enough on read-level).
+ILSR_MAX_ITER = 2000
 #: Methods of the table in display order, with their labels.
 LABELS = {
     "couple": "COUPLE (OnlineGBMM, online)", "crowdbt": "CrowdBT (online)",
@@ -141,7 +143,8 @@ def method_scores(data, method: str, *, seed: int = 0, priors=None):
         pairs = [(int(a), int(b)) for a, b in pr.order.T]
         if method == "choix-ilsr":
             return np.asarray(choix.ilsr_pairwise(data.n_items, pairs, alpha=1e-4,
-                                                  tol=1e-10), float), {"alpha": 1e-4}
+                                                  tol=1e-10, max_iter=ILSR_MAX_ITER),
+                              float), {"alpha": 1e-4}
         s0 = float(pri.sigma0)
         return np.asarray(choix.opt_pairwise(data.n_items, pairs, alpha=1 / (2 * s0 ** 2),
                                              method="BFGS", tol=1e-8), float), {}
@@ -151,7 +154,9 @@ def method_scores(data, method: str, *, seed: int = 0, priors=None):
 def table(data, truth, methods=None, *, orders: int = 5, seed: int = 0,
           progress: bool = False) -> list[dict]:
     """One row per method: accuracy and Spearman ρ (mean ± sd over ``orders`` random
-    orders for the order-dependent methods, :data:`ORDERED`; one fit otherwise), wall and CPU seconds per fit."""
+    orders for the order-dependent methods, :data:`ORDERED`; one fit otherwise), wall and
+    CPU seconds per fit. A method that raises gets a row with its ``error`` and no
+    numbers: a peer's failure is part of the table, not the end of it."""
     from tqdm.auto import tqdm
 
     from .compare import comparison_components
@@ -165,18 +170,23 @@ def table(data, truth, methods=None, *, orders: int = 5, seed: int = 0,
         acc, rho, wall, cpu, info = [], [], [], [], {}
         for r in range(runs):
             t, c = time.perf_counter(), time.process_time()
-            s, info = method_scores(data, m, seed=order_seed(seed, r) if m in ORDERED
-                                    else seed)
+            try:
+                s, info = method_scores(data, m, seed=order_seed(seed, r) if m in ORDERED
+                                        else seed)
+            except Exception as exc:  # noqa: BLE001 (a peer's failure is a table entry)
+                rows.append({"method": m, "label": LABELS[m], "runs": r, "accuracy": None,
+                             "spearman": None, "error": f"{type(exc).__name__}: {exc}"})
+                break
             wall.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
             sc = score(truth, s, comps)
             acc.append(sc["accuracy"])
             rho.append(sc["spearman"])
-        rows.append({"method": m, "label": LABELS[m], "runs": runs,
-                     "accuracy": float(np.mean(acc)),
-                     "accuracy_sd": float(np.std(acc, ddof=1)) if runs > 1 else 0.0,
-                     "spearman": float(np.mean(rho)),
-                     "spearman_sd": float(np.std(rho, ddof=1)) if runs > 1 else 0.0,
-                     "seconds": float(np.mean(wall)), "cpu_seconds": float(np.mean(cpu)),
-                     **info})
+        else:
+            rows.append({
+                "method": m, "label": LABELS[m], "runs": runs, "accuracy": float(np.mean(acc)),
+                "accuracy_sd": float(np.std(acc, ddof=1)) if runs > 1 else 0.0,
+                "spearman": float(np.mean(rho)),
+                "spearman_sd": float(np.std(rho, ddof=1)) if runs > 1 else 0.0,
+                "seconds": float(np.mean(wall)), "cpu_seconds": float(np.mean(cpu)), **info})
     return rows

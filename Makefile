@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 OUT ?= audit-out
 
-.PHONY: venv test test-fast audit story bench lint clean mutate results
+.PHONY: venv test test-fast test-times audit story bench lint clean mutate results
 
 $(BIN)/crowdrank: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ test: venv
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# the suite with CPU seconds per test (docs/testing.md, "The suite's time")
+test-times: venv
+	PYTHONPATH=bench $(BIN)/python -m pytest -q -p pytest_cputime
 
 audit: venv
 	$(BIN)/crowdrank audit --out $(OUT)

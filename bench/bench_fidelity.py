@@ -16,6 +16,7 @@ Two steps, because the references are the expensive part::
     python bench/bench_fidelity.py reference [--only NAME,...]   # NUTS, cached in --cache
     python bench/bench_fidelity.py study [--only NAME,...]       # bench/results/fidelity.json
     python bench/bench_fidelity.py cost [--only NAME,...]        # CPU seconds per variant
+    python bench/bench_fidelity.py gate [--only NAME,...]        # per-variable gate figures
     python bench/bench_fidelity.py merge                         # rebuild fidelity.json
     python bench/bench_fidelity.py render                        # docs/fidelity.md
 
@@ -215,7 +216,45 @@ def compare_variant(post, ref: Reference) -> dict:
     return out
 
 
-def study_one(name: str, cache: Path, permutations: int) -> dict:
+def per_variable_gate(idata) -> dict:
+    """The gate's R-hat and ESS figures per variable (``lambda``, ``eta``): a reference can
+    fail the gate on a few worker parameters while its scores pass it, and the comparisons
+    of centred scores then stand on draws that pass."""
+    import arviz_stats as azs
+
+    from inference.gate import ESS_MIN, RHAT_MAX
+
+    post = idata["posterior"].to_dataset()
+    out = {}
+    for v in post.data_vars:
+        r = float(np.nanmax(np.asarray(azs.rhat(post[v]))))
+        b = float(np.nanmin(np.asarray(azs.ess(post[v], method="bulk"))))
+        t = float(np.nanmin(np.asarray(azs.ess(post[v], method="tail"))))
+        out[v] = {"rhat_max": round(r, 4), "ess_bulk_min": round(b, 1),
+                  "ess_tail_min": round(t, 1),
+                  "passes": bool(r < RHAT_MAX and b >= ESS_MIN and t >= ESS_MIN)}
+    return out
+
+
+def _chosen(model: str, only: list[str] | None) -> list[tuple[str, dict]]:
+    """The variants to measure: all, or the one-pass (every cost's base) and ``only``."""
+    vs = variants(model)
+    if only is None:
+        return vs
+    bad = set(only) - {lab for lab, _ in vs}
+    if bad:
+        raise SystemExit(f"unknown variant(s) {sorted(bad)} for {model}")
+    return [(lab, o) for lab, o in vs if lab == "one-pass" or lab in only]
+
+
+def _merge_rows(old: list[dict], new: list[dict], model: str) -> list[dict]:
+    """Rows of ``new`` replace those of ``old`` with the same label; order: variants()."""
+    rows = {r["variant"]: r for r in old} | {r["variant"]: r for r in new}
+    return [rows[lab] for lab, _ in variants(model) if lab in rows]
+
+
+def study_one(name: str, cache: Path, permutations: int,
+              only: list[str] | None = None) -> dict:
     from inference.gate import check
     from inference.nuts import read_nuts
     from models.registry import get as get_model
@@ -232,9 +271,9 @@ def study_one(name: str, cache: Path, permutations: int) -> dict:
     base_cost = None
     # load every kernel once on a few rankings, so that no cost below includes it
     head = d.subset(np.arange(min(20, d.n_rankings)))
-    for _, opts in variants(model):
+    for _, opts in _chosen(model, only):
         fit_variant(head, model, pri, opts, progress=False)
-    for label, opts in variants(model):
+    for label, opts in _chosen(model, only):
         t = time.perf_counter()
         post = fit_variant(d, model, pri, opts, progress=False)
         costs = [time.perf_counter() - t]
@@ -263,6 +302,7 @@ def study_one(name: str, cache: Path, permutations: int) -> dict:
               f"{res['eta1'].get('median_sd_ratio', float('nan')):.3f}; order "
               f"{rows[-1]['order_sensitivity_median']:.3f}; {cost:.3f} s", flush=True)
     return {"name": name, "model": model, "data": d.summary(),
+            "per_variable_gate": per_variable_gate(idata),
             "reference": {k: info[k] for k in ("tune", "draws", "trusted", "gate", "wall_s",
                                                "cpu_s", "dense_mass", "target_accept")
                           if k in info},
@@ -297,18 +337,22 @@ def goals(res: list[dict]) -> dict:
     return out
 
 
-def study(names, cache: Path, permutations: int) -> None:
+def study(names, cache: Path, permutations: int, only: list[str] | None = None) -> None:
     """Study each subject (its result also kept as ``<cache>/<name>/study.json``), then
     rebuild ``bench/results/fidelity.json`` from every subject studied so far, so that
     studies run separately (or at once) all end up in it."""
     for n in names:
         if (cache / n / "posterior.nc").is_file():
-            r = study_one(n, cache, permutations)
+            r = study_one(n, cache, permutations, only)
+            old = cache / n / "study.json"
+            if only is not None and old.is_file():    # add/replace rows of the last study
+                r["variants"] = _merge_rows(json.loads(old.read_text())["variants"],
+                                            r["variants"], r["model"])
             (cache / n / "study.json").write_text(json.dumps(r, indent=1, allow_nan=False))
     merge(cache)
 
 
-def cost(names, cache: Path, repeats: int = 3) -> None:
+def cost(names, cache: Path, repeats: int = 3, only: list[str] | None = None) -> None:
     """CPU seconds (``time.process_time``, which a loaded machine does not inflate the way
     it does wall time) of each variant's fit, the least of ``repeats`` runs (one when a run
     takes over 2 s), written into the subject's ``study.json`` as ``cpu_s`` and
@@ -327,6 +371,10 @@ def cost(names, cache: Path, repeats: int = 3) -> None:
         head = d.subset(np.arange(min(20, d.n_rankings)))
         base = None
         for row in res["variants"]:
+            if only is not None and row["variant"] != "one-pass" and row["variant"] not in only:
+                if base is not None and row.get("cpu_s") is not None:
+                    row["cpu_x_one_pass"] = round(row["cpu_s"] / base, 1)
+                continue
             fit_variant(head, model, pri, row["options"], progress=False)
             runs = []
             for _ in range(repeats):
@@ -344,6 +392,19 @@ def cost(names, cache: Path, repeats: int = 3) -> None:
     merge(cache)
 
 
+def regate(names, cache: Path) -> None:
+    """Add the per-variable gate figures to studies measured before they were recorded."""
+    from inference.nuts import read_nuts
+
+    for name in names:
+        path = cache / name / "study.json"
+        if path.is_file():
+            res = json.loads(path.read_text())
+            res["per_variable_gate"] = per_variable_gate(read_nuts(cache / name))
+            path.write_text(json.dumps(res, indent=1, allow_nan=False))
+    merge(cache)
+
+
 def merge(cache: Path) -> None:
     path = RESULTS / "fidelity.json"
     res = [json.loads((cache / n / "study.json").read_text()) for n in subjects()
@@ -351,6 +412,15 @@ def merge(cache: Path) -> None:
     path.write_text(json.dumps({"bench": "fidelity", "subjects": res, "goals": goals(res)},
                                indent=1, allow_nan=False))
     print(f"wrote {path}")
+
+
+def _per_variable_line(g) -> str:
+    if not g:
+        return ""
+    parts = [f"{v} {'passes' if x['passes'] else 'fails'} (R-hat max {x['rhat_max']:.4f}, "
+             f"bulk/tail ESS min {x['ess_bulk_min']:.0f}/{x['ess_tail_min']:.0f})"
+             for v, x in g.items()]
+    return " Per variable: " + "; ".join(parts) + "."
 
 
 def _f(x, nd=2):
@@ -381,7 +451,8 @@ def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "
                   f"{', target accept ' + str(ref['target_accept']) if 'target_accept' in ref else ''}"
                   f", {'trusted' if r['trusted'] else '**NOT trusted**'} "
                   f"({ref['gate']}); {r['permutations']} permutations; measured "
-                  f"{r['date']}, load {r['loadavg'][0]}."), "",
+                  f"{r['date']}, load {r['loadavg'][0]}."
+                  + _per_variable_line(r.get("per_variable_gate"))), "",
                   (r"| variant | centred \|z\| | centred sd ratio | η¹ \|z\| | η¹ sd ratio "
                   r"| raw \|z\| | raw sd ratio | level z | order-prob \|Δ\| median | order "
                   "sens. | s | × one-pass |"),
@@ -445,12 +516,18 @@ def readme_table(path: Path = RESULTS / "fidelity.json") -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=("reference", "study", "cost", "merge", "render"))
+    ap.add_argument("step", choices=("reference", "study", "cost", "gate", "merge", "render"))
     ap.add_argument("--only", default=None, help="comma-separated subject names")
     ap.add_argument("--cache", default=str(CACHE), help="folder of the NUTS references")
     ap.add_argument("--permutations", type=int, default=3)
+    ap.add_argument("--variants", default=None,
+                    help="study/cost: only these variant labels (';'-separated, e.g. "
+                         "'ep3 damping=0;ep5 damping=0'), merged into the subject's last "
+                         "study; the one-pass is always re-measured (the cost base)")
     args = ap.parse_args(argv)
     names = list(subjects()) if args.only is None else args.only.split(",")
+    only = None if args.variants is None else [v.strip() for v in args.variants.split(";")
+                                                if v.strip()]
     bad = [n for n in names if n not in subjects()]
     if bad:
         ap.error(f"unknown subject(s) {bad}; expected {list(subjects())}")
@@ -459,12 +536,14 @@ def main(argv=None) -> int:
         print(readme_table())
     elif args.step == "merge":
         merge(Path(args.cache))
+    elif args.step == "gate":
+        regate(names, Path(args.cache))
     elif args.step == "cost":
-        cost(names, Path(args.cache))
+        cost(names, Path(args.cache), only=only)
     elif args.step == "reference":
         reference(names, Path(args.cache))
     else:
-        study(names, Path(args.cache), args.permutations)
+        study(names, Path(args.cache), args.permutations, only)
     return 0
 
 

@@ -198,3 +198,17 @@ def test_replicate_crowdc_cli_errors(tmp_path):
         run_experiment(tmp_path, repeats=1, divisions=1, processes=1, progress=False,
                        settings=[(25, 5, 0.8, 2, 4)])
     assert len(parse_settings("claim")) == 2
+
+
+def test_replicate_crowdc_command_line(tmp_path, capsys):
+    from reports.cli import main
+
+    out = tmp_path / "rep"
+    assert main(["replicate", "crowdc", "--settings", "24,2,0.8,2,4", "--repeats", "1",
+                 "--divisions", "2", "--processes", "1", "--out", str(out),
+                 "--no-progress"]) == 0
+    assert (out / "crowdc.html").exists() and (out / "results.csv").exists()
+    assert main(["replicate", "crowdc", "--settings", "24,2", "--out", str(out)]) == 2
+    assert main(["replicate", "babyface", "--settings", "claim", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "n,t,r,g,p" in err and "crowdc only" in err

@@ -113,6 +113,8 @@ def run(args) -> int:
     out = Path(args.out or f"replicate-{args.experiment}")
     if args.experiment == "crowdc":
         return run_crowdc(args, out)
+    if args.settings is not None or args.divisions != 20:
+        raise UsageError("--settings and --divisions are options of crowdc only")
     repeats = args.repeats if args.repeats is not None else (
         5 if args.experiment in ("fig7", "cost") else 100)
     if args.duplicate is not None and args.duplicate < 1:

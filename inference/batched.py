@@ -60,6 +60,7 @@ import numpy as np
 from models.data import Rankings
 from models.model_inputs import ModelInputs, PermGroup, model_inputs
 from models.priors import Priors
+from models.registry import get
 
 from .gate import check
 
@@ -129,7 +130,7 @@ def pad_layout(datasets: Sequence[Rankings], model: str, priors: Priors,
                 worker[r, a0:a0 + n] = mi.worker[a:b]
                 weight[r, a0:a0 + n] = 1.0
     groups = ()
-    if model == "couple-normalized":   # Z = 1 exactly for pairs
+    if get(model).normalized:   # Σ over the k! orderings; Z = 1 exactly for pairs
         groups = tuple(PermGroup(k, a, b, np.array(list(permutations(range(k))), np.int32))
                        for k, a, b in blocks if k >= 3)
     template = dataclasses.replace(

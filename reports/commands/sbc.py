@@ -15,6 +15,8 @@ import sys
 
 
 def register(sub) -> None:
+    from validation.sbc import sbc_models  # models with an exact simulator (the registry)
+
     p = sub.add_parser(
         "sbc", help="simulation-based calibration (SBC) of NUTS and of the online methods",
         description="Simulation-based calibration (Talts et al. 2018): for each of --sims "
@@ -27,7 +29,7 @@ def register(sub) -> None:
                     "Stagewise 'couple' is not offered: its likelihood is not normalised, so "
                     "no simulator matches it (use couple-normalized).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", choices=("pl", "bt", "crowdbt", "couple-normalized"),
+    p.add_argument("--model", choices=sbc_models(),
                    default="couple-normalized")
     p.add_argument("--backend", choices=("numpyro", "pymc", "prior"), default="numpyro",
                    help="NUTS back-end; 'prior' is the machinery check: it ignores the data "

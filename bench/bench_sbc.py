@@ -36,7 +36,8 @@ CORES = 2
 
 def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
               max_sims: int, seed: int, nuts: dict | None = None, processes: int = 1,
-              sbc_batch: int | None = None) -> dict:
+              sbc_batch: int | None = None, lane_groups: int = 1,
+              warmup_depth: int | None = None) -> dict:
     from validation.sbc import SbcConfig, run_sbc
 
     load0 = os.getloadavg()
@@ -47,7 +48,8 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
     while sims < max_sims and time.perf_counter() - t0 < budget_s:
         sims = min(max_sims, sims + batch)
         cfg = SbcConfig(model=model, backend=backend, sims=sims, n_items=10, n_workers=4,
-                        tasks_per_worker=25, seed=seed, batch=sbc_batch, **(nuts or {}))
+                        tasks_per_worker=25, seed=seed, batch=sbc_batch,
+                        lane_groups=lane_groups, warmup_depth=warmup_depth, **(nuts or {}))
         c0 = os.times()
         summary = run_sbc(cfg, out, processes=processes, progress=False)
         c1 = os.times()
@@ -69,6 +71,9 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
         "failed_replicates": len(summary["failed_replicates"]),
         "budget_s": budget_s, "wall_s": round(wall, 1), "processes": processes,
         "sbc_batch": summary["timing"].get("batch"), "nice": os.nice(0),
+        "lane_groups": lane_groups, "warmup_depth": warmup_depth,
+        "command": " ".join(sys.argv), "cache_dir": str(out),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpu_s_total_measured": round(cpu, 1),
         "replicates_cached_before_this_run": before,
         "measured_200_replicates_wall_s": round(wall, 1) if reached and whole else None,
@@ -153,6 +158,10 @@ def main() -> int:
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--sbc-batch", type=int, default=None,
                     help="replicates per vmapped NumPyro program (default: crowdrank sbc's)")
+    ap.add_argument("--lane-groups", type=int, default=1,
+                    help="NumPyro batches: lanes regrouped by difficulty (crowdrank sbc's)")
+    ap.add_argument("--warmup-depth", type=int, default=None,
+                    help="NumPyro batches: warm-up tree-depth cap (crowdrank sbc's)")
     ap.add_argument("--max-sims", type=int, default=TARGET_REPLICATES)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--chains", type=int, default=None, help="default: crowdrank sbc's")
@@ -172,7 +181,8 @@ def main() -> int:
     for model in a.models:
         sub = f"{model}-{a.backend}" + ("" if a.label == "default" else f"-{a.label}")
         rec = bench_one(model, a.backend, a.budget_s, a.step, ROOT / a.work / sub,
-                        a.max_sims, a.seed, nuts, a.processes, a.sbc_batch)
+                        a.max_sims, a.seed, nuts, a.processes, a.sbc_batch,
+                        a.lane_groups, a.warmup_depth)
         rec["label"] = a.label
         runs[f"{model}/{a.backend}/{a.label}"] = rec
         print(json.dumps(rec), flush=True)

@@ -81,7 +81,8 @@ def main(argv=None) -> int:
         print(f"{name:32s} {sec:8.3f} s   max |error| {err:.1e}", flush=True)
 
     if args.bootstrap_only:
-        record = lambda *a, **k: None      # noqa: E731 (the fits of the last run are kept)
+        def record(*a, **k):               # the fits of the last run are kept
+            return None
     record("crowdrank newton (tol 1e-7)",
            lambda: fit_batch(data, "bt", _P(s0), solver="newton", tol=1e-7,
                              laplace_cov=False).mu, "max|grad| <= 1e-7")
@@ -120,7 +121,7 @@ def main(argv=None) -> int:
             print(f"bootstrap {args.resamples} refits on {procs} processes: "
                   f"{b.seconds:.1f} s wall, {boot['runs'][-1]['cpu_seconds']:.1f} s CPU",
                   flush=True)
-        main_run = [r for r in boot["runs"] if r["processes"] == args.processes][0]
+        main_run = next(r for r in boot["runs"] if r["processes"] == args.processes)
         boot.update({"processes": args.processes, "seconds": main_run["seconds"],
                      "cpu_seconds": main_run["cpu_seconds"],
                      "refits_not_converged": main_run["refits_not_converged"],

@@ -77,7 +77,7 @@ def crowdc_job(spec: dict) -> dict:
     from inference.batch import crowdc as dc
 
     n, t, r, g, p = (spec[k] for k in ("n", "t", "r", "g", "p"))
-    r100 = int(round(100 * r))
+    r100 = round(100 * r)
     t0, c0 = time.perf_counter(), time.process_time()
     keys = ("tau_b", "tau_a", "tau_b_rank", "tau_b_joint", "tau_vs_btl", "conc_same",
             "conc_cross", "btl_conc_same", "btl_conc_cross", "compared_pairs")
@@ -222,7 +222,7 @@ def parse_settings(text: str | None):
     if text is None or text == "paper":
         return None
     if text == "claim":
-        return [s for s in GRID if in_claim(dict(zip("n t r g p".split(), s)))]
+        return [s for s in GRID if in_claim(dict(zip(("n", "t", "r", "g", "p"), s)))]
     out = []
     for part in text.split(";"):
         try:

@@ -1,7 +1,7 @@
 """CrowDC's simulation study ([Wang23]) timed end to end: ``crowdrank replicate crowdc``'s
 grid in a fresh cache, its claim and readings, wall and CPU seconds and the load.
 
-Goal: the paper's grid (our reading, 70 settings × 20 data sets × 20 divisions) in
+Goal: the paper's grid (our reading, 68 settings × 20 data sets × 20 divisions) in
 ≤ 10 min on 2 cores. Results in ``bench/results/crowdc.json`` (every row of the grid,
 the claim's verdict under each reading of the paper's accuracy ratio).
 

@@ -79,7 +79,7 @@ def register(sub) -> None:
                         "5 for babyface/cost, 1 otherwise)")
     p.add_argument("--settings", default=None, metavar="n,t,r,g,p[;...]",
                    help="crowdc: the settings to run, 'paper' (our reading of its grid, "
-                        "70 settings) or 'claim' (those of its claim); default paper")
+                        "68 settings) or 'claim' (those of its claim); default paper")
     p.add_argument("--divisions", type=int, default=20,
                    help="crowdc: random group divisions per data set (paper: 20)")
     p.add_argument("--no-progress", action="store_true", help="no progress output")

@@ -127,25 +127,36 @@ def test_grid_runs_in_parallel_processes(tmp_path):
 
 
 # ------------------------------------------------------------------ end to end
-@pytest.mark.slow
-def test_audit_end_to_end_tiny(tmp_path):
-    """crowdrank audit FILE --truth FILE on a tiny simulated set, both models, tiny NUTS."""
-    from inference.nuts import read_nuts
-    from inference.online import OnlinePosterior
+@pytest.fixture(scope="module")
+def tiny_audit(tmp_path_factory):
+    """One ``crowdrank audit FILE --truth FILE`` on a tiny simulated set, both models, tiny
+    NUTS, online variants ``taylor=paper,plugin,quadrature`` × ``method=online,ep``: the
+    two end-to-end tests below read it (one pair of NUTS fits instead of two). The model
+    checks run (predictive checks, LOO of the audited models) without the NUTS fits of PL
+    and BT made for LOO only (``tests/test_observed.py`` and the README audits fit them)."""
     from models.io import write_rankings, write_truth
     from models.simulate import simulate
     from reports.cli import main
 
+    tmp_path = tmp_path_factory.mktemp("audit")
     sim = simulate("couple", n_items=8, n_workers=3, tasks_per_worker=8, kmax=3, seed=4)
     data_path = write_rankings(sim.rankings, tmp_path / "rk.csv")
     truth_path = write_truth(sim.rankings.items, sim.lam, tmp_path / "truth.csv")
     out = tmp_path / "audit"
     rc = main(["audit", str(data_path), "--truth", str(truth_path), "--chains", "2",
                "--tune", "60", "--draws", "60", "--permutations", "2", "--quiet",
-               "--variants", "taylor=paper,plugin", "--out", str(out),
-               # the model checks run (predictive checks, LOO of the audited models)
-               # without NUTS fits of PL and BT for LOO only (the README audits fit them)
-               "--loo-models", ""])
+               "--variants", "taylor=paper,plugin,quadrature", "--variants", "method=online,ep",
+               "--out", str(out), "--loo-models", ""])
+    return rc, sim, out
+
+
+@pytest.mark.slow
+def test_audit_end_to_end_tiny(tiny_audit):
+    """crowdrank audit FILE --truth FILE on a tiny simulated set, both models, tiny NUTS."""
+    from inference.nuts import read_nuts
+    from inference.online import OnlinePosterior
+
+    rc, sim, out = tiny_audit
     assert rc == 0
     for f in ("report.html", "metrics.json", "parameters.csv", "couple/nuts/posterior.nc",
               "couple/online/posterior.json", "crowdbt/nuts/posterior.nc",
@@ -191,10 +202,10 @@ def test_audit_end_to_end_tiny(tmp_path):
                 float(c_draws[..., col].mean()), rel=1e-9, abs=1e-12)
         assert set(m["identified"]) >= {"raw", "centred", "contrast", "level",
                                         "order_probability"}
-    assert [v["variant"] for v in metrics["models"]["couple"]["variants"]] == [
-        "default", "taylor=plugin"]
+    couple = [v["variant"] for v in metrics["models"]["couple"]["variants"]]
+    assert couple[0] == "default" and "taylor=plugin" in couple
     assert (out / "couple/online/variants/taylor-plugin.json").is_file()
-    assert set(t[t.model == "couple"].variant) == {"default", "taylor=plugin"}
+    assert set(t[t.model == "couple"].variant) == set(couple)
     html = (out / "report.html").read_text()
     assert html.count("<img ") >= 20 and "reference not trusted" in html.lower()
 
@@ -269,32 +280,27 @@ def test_audit_with_the_pymc_backend(tmp_path):
 
 
 @pytest.mark.slow
-def test_audit_compares_ep_and_quadrature_variants(tmp_path):
-    """``--variants method=online,ep --variants taylor=paper,quadrature``: every variant is
-    fitted, written and compared, CrowdBT gets its EP variant too, the EP fits carry their
-    per-pass log, and every number on the page equals metrics.json."""
+def test_audit_compares_ep_and_quadrature_variants(tiny_audit):
+    """``--variants taylor=paper,plugin,quadrature --variants method=online,ep``: every
+    variant is fitted, written and compared, CrowdBT gets its EP variant too, the EP fits
+    carry their per-pass log, and every number on the page equals metrics.json."""
     from test_pinned_report import check_audit_dir
 
     from inference.online import OnlinePosterior
-    from models.io import write_rankings, write_truth
-    from models.simulate import simulate
-    from reports.cli import main
 
-    sim = simulate("couple", n_items=8, n_workers=3, tasks_per_worker=8, kmax=3, seed=4)
-    data_path = write_rankings(sim.rankings, tmp_path / "rk.csv")
-    truth_path = write_truth(sim.rankings.items, sim.lam, tmp_path / "truth.csv")
-    out = tmp_path / "audit"
-    rc = main(["audit", str(data_path), "--truth", str(truth_path), "--chains", "2",
-               "--tune", "60", "--draws", "60", "--permutations", "2", "--quiet",
-               "--variants", "method=online,ep", "--variants", "taylor=paper,quadrature",
-               "--out", str(out), "--loo-models", ""])   # no LOO-only fits (see above)
+    rc, sim, out = tiny_audit
     assert rc == 0
     metrics = json.loads((out / "metrics.json").read_text())
     labels = {m: [v["variant"] for v in metrics["models"][m]["variants"]]
               for m in ("couple", "crowdbt")}
     assert labels["crowdbt"] == ["default", "method=ep"]
-    assert set(labels["couple"]) == {"default", "method=ep", "taylor=quadrature",
+    assert set(labels["couple"]) == {"default", "taylor=plugin", "taylor=quadrature",
+                                     "method=ep", "taylor=plugin,method=ep",
                                      "taylor=quadrature,method=ep"}
+    assert len(labels["couple"]) == 6
+    for label in labels["couple"][1:]:       # every variant written
+        name = label.replace("=", "-").replace(",", "_")
+        assert (out / "couple/online/variants" / f"{name}.json").is_file(), name
     ep = OnlinePosterior.from_json(out / "couple/online/variants/method-ep.json")
     assert ep.algorithm == "ep-online-gbmm" and ep.options["ep"]["per_pass"]
     for m in ("couple", "crowdbt"):

@@ -328,6 +328,30 @@ def test_cli_fits_both_extensions_by_em(tmp_path):
                  "--out", str(tmp_path / "x")]) == 2       # no --category: a usage error
 
 
+def test_cli_reads_per_worker_beta_priors(tmp_path):
+    import pandas as pd
+
+    from reports.cli import main
+    t, _ = m.simulate(4, 2, 120, "crowdbt-domain", seed=14)
+    f = write_pair_table(t, tmp_path / "dom.csv", {"topic": t.extra["category"]})
+    pri = tmp_path / "prior.csv"
+    pri.write_text("worker,a,b\nw0,3,1.5\nw1,7,2\n")
+    assert main(["fit", str(f), "--model", "crowdbt-domain", "--category", "topic",
+                 "--method", "map", "--worker-prior-file", str(pri),
+                 "--out", str(tmp_path / "o")]) == 0
+    g = pd.read_csv(tmp_path / "o" / "groups.csv")
+    n = pd.Series([f"{t.workers[w]}|{c}" for w, c in zip(t.worker, t.extra["category"])]
+                  ).value_counts()
+    # the Beta of the responsibilities adds each group's pairs to its worker's prior
+    prior = {"w0": 3 + 1.5, "w1": 7 + 2}
+    for _, row in g.iterrows():
+        assert row.a + row.b == pytest.approx(prior[row.worker] + n[row.group])
+    pri.write_text("worker,a,b\nw0,3,1.5\n")
+    assert main(["fit", str(f), "--model", "crowdbt-domain", "--category", "topic",
+                 "--method", "map", "--worker-prior-file", str(pri),
+                 "--out", str(tmp_path / "o2")]) == 2      # w1 has no prior: an error
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["numpyro", "pymc"])
 @pytest.mark.parametrize("variant", m.VARIANTS)

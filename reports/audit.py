@@ -31,8 +31,11 @@ from validation.audit import run_audit as _run
 
 
 def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None, *,
-              log=None, report: bool = True) -> dict:
-    """Run the audit (:func:`validation.audit.run_audit`) and write ``report.html``."""
+              log=None, report: bool = True, scheduler=None,
+              processes: int | None = None) -> dict:
+    """Run the audit (:func:`validation.audit.run_audit`; its fits on a Dask cluster with
+    ``scheduler``) and write ``report.html``."""
     from reports.html import write_audit_report
 
-    return _run(subject, out, cfg, log=log, render=write_audit_report if report else None)
+    return _run(subject, out, cfg, log=log, render=write_audit_report if report else None,
+                scheduler=scheduler, processes=processes)

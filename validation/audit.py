@@ -295,6 +295,8 @@ class ModelAudit:
     timings: list[dict]
     online_seconds: dict
     agreement: object = None           # validation.reference.Agreement, when checked
+    other_nuts: object = None          # the other PPL's NutsResult, when checked
+    posteriors: list = field(default_factory=list)   # every variant's fit, default first
 
 
 def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
@@ -303,7 +305,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     """Fit ``model`` by NUTS and by every online variant, compare, and write the fits into
     ``out`` (nothing is written when ``out`` is None). ``variants`` (online option sets,
     the first one the default) overrides the ones ``cfg.variants`` asks for."""
-    from inference.nuts import fit_nuts, write_nuts
+    from inference.nuts import fit_nuts
 
     from .compare import align, compare, comparison_components, order_sensitivity
 
@@ -312,7 +314,6 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     pri = get_model(model).worker_priors(priors, data)
     if variants is None:
         variants = model_variants(model, cfg.variants)
-    online_dir = None if out is None else out / model / "online"
     posts, secs = [], {}
     for opts in variants:
         label = variant_label(opts)
@@ -322,12 +323,6 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
                            seed=cfg.seed, resamples=cfg.bootstrap, processes=cfg.processes)
         secs[label] = {"wall": time.perf_counter() - t, "updates": float(post.seconds)}
         posts.append(post)
-        if out is None:
-            pass
-        elif label == "default":
-            post.to_json(online_dir / "posterior.json")
-        else:
-            post.to_json(online_dir / "variants" / f"{label.replace('=', '-').replace(',', '_')}.json")
     log(f"{model}: NUTS ({cfg.backend}, {cfg.chains} chains × {cfg.tune} tune + {cfg.draws} "
         "draws)")
     nuts = fit_nuts(data, model, pri, backend=cfg.backend, chains=cfg.chains, tune=cfg.tune,
@@ -335,11 +330,9 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
                     progress=cfg.progress_bars,
                     approx=posts[0] if cfg.warm_start else None,
                     **({"chain_method": cfg.chain_method} if cfg.chain_method else {}))
-    if out is not None:
-        write_nuts(nuts, out / model / "nuts")
     log(f"{model}: NUTS done in {nuts.timings.get('total', float('nan')):.1f}s — "
         + (nuts.gate.verdict() if hasattr(nuts.gate, "verdict") else str(nuts.gate.trusted)))
-    agreement = None
+    agreement = alt = None
     if cfg.check_backends:
         from validation.reference import backend_agreement
         other = "pymc" if cfg.backend == "numpyro" else "numpyro"
@@ -348,8 +341,6 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
                        draws=cfg.draws, target_accept=cfg.target_accept, seed=cfg.seed + 1,
                        progress=cfg.progress_bars,
                        approx=posts[0] if cfg.warm_start else None)
-        if out is not None:
-            write_nuts(alt, out / model / f"nuts-{other}")
         agreement = backend_agreement(nuts.idata, alt.idata, labels=(cfg.backend, other))
         agreement.other_gate = alt.gate
         log(f"{model}: {agreement.verdict()}")
@@ -385,17 +376,44 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     tm = [{"label": f"{model} NUTS {k}", "seconds": float(v)} for k, v in nuts.timings.items()
           if k in ("compile", "warmup", "sampling", "total")]
     tm += [{"label": f"{model} online {k} (wall)", "seconds": v["wall"]} for k, v in secs.items()]
-    return ModelAudit(model, nuts, posts[0], comps, variants, order, tm, secs, agreement)
+    audit = ModelAudit(model, nuts, posts[0], comps, variants, order, tm, secs, agreement,
+                       alt, posts)
+    if out is not None:
+        write_model_fits(audit, out, cfg)
+    return audit
+
+
+def write_model_fits(audit: ModelAudit, out: Path, cfg: AuditConfig) -> None:
+    """Write one model's fits into ``out`` (layout in the module docstring): the online
+    posterior of every variant, the NUTS fit, and the other PPL's fit when checked."""
+    from inference.nuts import write_nuts
+
+    online_dir = out / audit.model / "online"
+    for opts, post in zip(audit.variant_opts, audit.posteriors):
+        label = variant_label(opts)
+        if label == "default":
+            post.to_json(online_dir / "posterior.json")
+        else:
+            post.to_json(online_dir / "variants" / f"{label.replace('=', '-').replace(',', '_')}.json")
+    write_nuts(audit.nuts, out / audit.model / "nuts")
+    if audit.other_nuts is not None:
+        other = "pymc" if cfg.backend == "numpyro" else "numpyro"
+        write_nuts(audit.other_nuts, out / audit.model / f"nuts-{other}")
 
 
 # ====================================================================== the whole audit
 def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None, *,
-              log: Callable[[str], None] | None = None, render=None) -> dict:
+              log: Callable[[str], None] | None = None, render=None, scheduler=None,
+              processes: int | None = None) -> dict:
     """Audit every model of ``cfg`` on ``subject`` and write the outputs to ``out``.
 
     ``render(path, subject, cfg, priors, audits, metrics)``, when given, writes the page
     (:func:`reports.html.write_audit_report`; this layer never imports ``reports``).
-    Returns the content of ``metrics.json``.
+    ``scheduler`` (``"local"``, an address or a ``distributed.Client``; see
+    :func:`validation.experiments.dask_client`) runs the fits as Dask tasks, one per
+    audited model and one per model fitted for the checks only, all at once
+    (:func:`_fits_on_dask`); ``processes`` sizes a ``"local"`` cluster. The results are
+    those of a run in this process. Returns the content of ``metrics.json``.
     """
     cfg = cfg or AuditConfig()
     log = log or Log()
@@ -408,15 +426,23 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
             raise ValueError(f"audit supports models {AUDITABLE}, got {m!r}")
     priors = make_priors(data, cfg, subject.gold)
     log(f"data: {data!r}; prior {priors.spec}, λ ~ N({priors.mu0:g}, {priors.sigma0:g}²)")
-    audits = [audit_model(subject, m, priors, cfg, out, log) for m in cfg.models]
+    extra_models = [m for m in cfg.loo_models if m not in cfg.models] if cfg.checks else []
+    extra = {}
+    if scheduler is None:
+        audits = [audit_model(subject, m, priors, cfg, out, log) for m in cfg.models]
+    else:
+        audits, extra = _fits_on_dask(subject, priors, cfg, extra_models, out, log,
+                                      scheduler, processes)
     metrics = build_metrics(subject, cfg, priors, audits, time.perf_counter() - t0)
     if cfg.checks:
         from .predictive import model_checks
-        metrics["checks"] = model_checks(
-            data, priors, {a.model: a.nuts.idata for a in audits}, cfg.loo_models, out=out,
-            log=log, backend=cfg.backend, chains=cfg.chains, tune=cfg.tune, draws=cfg.draws,
-            target_accept=cfg.target_accept, seed=cfg.seed,
-            progress=cfg.progress_bars).to_dict()
+        fits = {a.model: a.nuts.idata for a in audits}
+        fits.update({m: r.idata for m, r in extra.items()})
+        checks = model_checks(
+            data, priors, fits, cfg.loo_models, out=out,
+            log=log, **_checks_nuts_kw(cfg))
+        checks.extra_fits.update({m: f"checks/{m}/posterior.nc" for m in extra})
+        metrics["checks"] = checks.to_dict()
     tables = pd.concat([c.parameters for a in audits for c in a.comparisons],
                        ignore_index=True)
     tables.to_csv(out / "parameters.csv", index=False)
@@ -431,6 +457,84 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     (out / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=1))
     log(f"done in {metrics['seconds_total']:.1f}s: {out / 'report.html'}")
     return jsonable(metrics)
+
+
+def _checks_nuts_kw(cfg: AuditConfig) -> dict:
+    """The NUTS settings of the fits made for the model checks only."""
+    return {"backend": cfg.backend, "chains": cfg.chains, "tune": cfg.tune,
+            "draws": cfg.draws, "target_accept": cfg.target_accept, "seed": cfg.seed,
+            "progress": cfg.progress_bars}
+
+
+def audit_model_task(subject: Subject, model: str, priors: Priors,
+                     cfg: AuditConfig) -> ModelAudit:
+    """:func:`audit_model` as a Dask task: nothing written (the worker may not share this
+    machine's disk; the caller writes the returned fits), and no process pool inside the
+    worker (Dask's worker processes are daemons, which cannot start children)."""
+    from dataclasses import replace
+
+    from inference.nuts import configure_host_devices
+
+    configure_host_devices()     # a fresh worker: one XLA device per chain, as locally
+    return audit_model(subject, model, priors, replace(cfg, processes=1), None)
+
+
+def checks_fit_task(data: Rankings, model: str, priors: Priors, cfg: AuditConfig):
+    """The NUTS fit :func:`validation.predictive.model_checks` makes for a model fitted for
+    the checks only, as a Dask task (same arguments, so the same draws)."""
+    from inference.nuts import configure_host_devices, fit_nuts
+
+    configure_host_devices()
+    return fit_nuts(data, model, get_model(model).worker_priors(priors, data),
+                    pointwise=True, predictive=True, **_checks_nuts_kw(cfg))
+
+
+def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, extra_models,
+                  out: Path, log, scheduler, processes):
+    """Every NUTS fit of the audit at once on a Dask cluster: ``(audits, extra)``, the
+    :class:`ModelAudit` of each audited model (fits written to ``out`` here) and the
+    ``NutsResult`` of each checks-only model (written to ``out/checks/<model>``)."""
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    from inference.nuts import write_nuts
+
+    from .experiments import dask_client
+
+    client, owned = dask_client(scheduler, processes)
+    try:
+        futs = {client.submit(audit_model_task, subject, m, priors, cfg, pure=False,
+                              key=f"crowdrank-audit-{m}"): ("audit", m) for m in cfg.models}
+        futs.update({client.submit(checks_fit_task, subject.data, m, priors, cfg,
+                                   pure=False, key=f"crowdrank-checks-{m}"): ("checks", m)
+                     for m in extra_models})
+        log(f"dask: {len(futs)} fit(s) submitted to {client.scheduler.address} "
+            f"({', '.join(f'{k} {m}' for k, m in futs.values())})")
+        audits, extra = {}, {}
+        with tqdm(total=len(futs), desc="audit (dask)", unit="fit", leave=False,
+                  disable=not getattr(log, "enabled", True)) as bar:
+            for f in as_completed(futs):
+                kind, m = futs[f]
+                res = f.result()               # a task's exception is raised here
+                if kind == "audit":
+                    write_model_fits(res, out, cfg)
+                    audits[m] = res
+                    log(f"{m}: audited on the cluster — NUTS "
+                        + (res.nuts.gate.verdict() if hasattr(res.nuts.gate, "verdict")
+                           else str(res.nuts.gate.trusted)))
+                else:
+                    write_nuts(res, out / "checks" / m)
+                    extra[m] = res
+                    log(f"checks: NUTS for {m} done on the cluster")
+                bar.update(1)
+                f.release()
+    finally:
+        if owned:
+            cluster = getattr(client, "cluster", None)
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    return [audits[m] for m in cfg.models], {m: extra[m] for m in extra_models}
 
 
 def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,

@@ -84,6 +84,15 @@ def register(sub) -> None:
     g.add_argument("--worker-prior-file", default=None,
                    help="CSV worker,alpha1,..,alphaK (CrowdBT reads the first two); "
                         "overrides --worker-prior")
+    d = p.add_argument_group("executor")
+    d.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="run the NUTS fits (one per audited model and per --loo-models "
+                        "model) as tasks on Dask distributed, all at once: 'local' (a "
+                        "LocalCluster of --processes workers) or a scheduler address "
+                        "tcp://host:8786 (default $CROWDRANK_SCHEDULER, else one after the "
+                        "other in this process); same results either way")
+    d.add_argument("--processes", type=int, default=None,
+                   help="worker processes of --scheduler local (default: one per CPU)")
     p.add_argument("--progress-bars", action="store_true",
                    help="also show the samplers' own progress bars")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -144,7 +153,16 @@ def run(args) -> int:
         data, truth = read_data(args.data, fmt=args.fmt, truth=args.truth)
         subject = Subject(data, truth=truth, description=f"{args.data} ({data.n_rankings} "
                           f"rankings, {data.n_items} items, {data.n_workers} workers)")
-    metrics = run_audit(subject, args.out, cfg, log=Log(not args.quiet))
+    from validation.experiments import SchedulerError, resolve_scheduler
+
+    if args.processes is not None and args.processes < 1:
+        raise UsageError("--processes must be >= 1")
+    try:
+        metrics = run_audit(subject, args.out, cfg, log=Log(not args.quiet),
+                            scheduler=resolve_scheduler(args.scheduler),
+                            processes=args.processes)
+    except SchedulerError as exc:
+        raise UsageError(f"--scheduler: {exc}") from None
     for model, m in metrics["models"].items():
         lam = m["aggregates"].get("lambda", {})
         acc = m["ranking"].get("accuracy_online")

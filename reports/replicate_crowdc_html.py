@@ -107,6 +107,15 @@ def sections(summary: dict) -> list[H.Section]:
     else:
         out = [sec]
     grid = H.Section("The grid", anchor="grid")
+    f = summary.get("findings")
+    if f and (f["g_pairs"] or f["p_lines"]):
+        grid.add(H.paragraph(
+            "The paper's findings (Sect. 5), counted over this grid: 'accuracy decreases as "
+            f"the number of groups increases' — the smaller g has the higher τ ratio in "
+            f"{f['fewer_groups_higher']} of {f['g_pairs']} pairs of settings that differ only "
+            f"in g (p is per group, so g = 5 has more pivots in all); 'increasing the number "
+            f"of pivots enhances the accuracy ratio' — the τ ratio grows with p in "
+            f"{f['more_pivots_higher']} of {f['p_lines']} series that differ only in p."))
     grid.add(H.figure(ratio_figure(summary), "τ ratio against comparisons saved, per "
                       "(t, r): red g = 2, blue g = 5; marker size grows with p; square "
                       "n = 50, circle 100, triangle 200; dashed 95 %, green band 45–50 %"))

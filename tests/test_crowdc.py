@@ -212,3 +212,17 @@ def test_replicate_crowdc_command_line(tmp_path, capsys):
     assert main(["replicate", "babyface", "--settings", "claim", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "n,t,r,g,p" in err and "crowdc only" in err
+
+
+def test_findings_count_the_papers_two_statements():
+    from validation.replicate_crowdc import findings
+
+    def row(g, p, v):
+        return {"n": 100, "t": 5, "r": 0.8, "g": g, "p": p, "tau_ratio": v}
+
+    rows = [row(2, 4, 0.80), row(2, 8, 0.85), row(2, 12, 0.84),
+            row(5, 4, 0.70), row(5, 8, 0.90), row(5, 12, 0.95)]
+    f = findings(rows)
+    # g = 2 above g = 5 at p = 4 only; p helps monotonically for g = 5 only
+    assert f == {"fewer_groups_higher": 1, "g_pairs": 3, "more_pivots_higher": 1,
+                 "p_lines": 2}

@@ -155,7 +155,26 @@ def summarise(specs, results) -> dict:
         verdict[f"min_{key}"] = min(vals) if vals else None
         verdict[f"{key}_ge_95"] = bool(vals) and min(vals) >= 0.95
     return {"rows": rows, "claim": verdict, "claim_settings": CLAIM,
+            "findings": findings(rows),
             "cpu_seconds_tasks": float(sum(x["cpu_seconds"] for x in rows))}
+
+
+def findings(rows) -> dict:
+    """The paper's two qualitative findings (Sect. 5) counted over the grid: "CrowDC's
+    accuracy decreases as the number of groups increases" (pairs of settings that differ
+    only in ``g``: is the smaller ``g``'s τ ratio higher?) and "increasing the number of
+    pivots enhances the accuracy ratio" (settings that differ only in ``p``: does the τ
+    ratio grow with ``p``?)."""
+    by = {(x["n"], x["t"], x["r"], x["g"], x["p"]): x["tau_ratio"] for x in rows}
+    g_pairs = [(v, by[(n, t, r, g2, p)]) for (n, t, r, g, p), v in by.items()
+               for g2 in sorted({k[3] for k in by}) if g2 > g and (n, t, r, g2, p) in by]
+    lines = {}
+    for (n, t, r, g, p), v in by.items():
+        lines.setdefault((n, t, r, g), []).append((p, v))
+    p_lines = [sorted(v) for v in lines.values() if len(v) > 1]
+    return {"fewer_groups_higher": sum(a > b for a, b in g_pairs), "g_pairs": len(g_pairs),
+            "more_pivots_higher": sum(all(a[1] <= b[1] for a, b in zip(ln, ln[1:]))
+                                      for ln in p_lines), "p_lines": len(p_lines)}
 
 
 def run(grid, repeats: int, seed: int, settings=None, divisions: int = 20) -> dict:

@@ -187,9 +187,9 @@ def synthetic(setting: str, seed: int, n_items: int, n_workers: int, tasks_per_w
         raise UsageError(f"unknown simulator {simulator!r}; expected one of "
                          f"{tuple(SIMULATORS)}")
     ss = np.random.SeedSequence([int(seed), SETTINGS.index(setting), 0x7])
-    kw = dict(n_items=n_items, n_workers=n_workers, tasks_per_worker=tasks_per_worker,
-              kmax=kmax, setting=setting, gold_per_worker=gold,
-              seed=int(ss.generate_state(1)[0]))
+    kw = {"n_items": n_items, "n_workers": n_workers, "tasks_per_worker": tasks_per_worker,
+          "kmax": kmax, "setting": setting, "gold_per_worker": gold,
+          "seed": int(ss.generate_state(1)[0])}
     if simulator == "story":
         sim = simulate("couple", **kw)
     elif simulator == "normalized":
@@ -507,13 +507,15 @@ def run_experiment(name: str, out: str | Path, *, repeats: int = 5, seed: int = 
                    scheduler=None, processes: int | None = None, nuts: bool = False,
                    progress: bool = True, scale: dict | None = None,
                    duplicate: int | None = None, simulator: str = "story",
-                   nuts_scale: dict | None = None) -> dict:
+                   nuts_scale: dict | None = None,
+                   nuts_settings: Sequence[str] = SETTINGS) -> dict:
     """Run experiment ``name`` (cached under ``out/cache``) and return its summary.
 
     ``scale`` overrides the synthetic sizes (default the paper's, ``PAPER_SCALE``);
     ``duplicate`` the real-data duplication (default the paper's 5 for BabyFace, else 1);
     ``simulator`` how fig7's reports are generated (:data:`SIMULATORS`); ``nuts_scale``
-    the synthetic sizes of the NUTS reference (default :data:`NUTS_SCALE`).
+    the synthetic sizes of the NUTS reference (default :data:`NUTS_SCALE`) and
+    ``nuts_settings`` the settings it is run on (default all four).
     """
     from models.simulate import PAPER_SCALE
 
@@ -550,7 +552,7 @@ def run_experiment(name: str, out: str | Path, *, repeats: int = 5, seed: int = 
             nsc = dict(NUTS_SCALE if nuts_scale is None else nuts_scale)
             nspecs = [dict({"kind": "fig7-nuts", "setting": st, "seed": seed,
                             "scale": nsc, "gold": 10, **sim}, **NUTS_SETTINGS)
-                      for st in SETTINGS]
+                      for st in SETTINGS if st in nuts_settings]
             nres = {s["setting"]: r for s, r in zip(nspecs, grid(nspecs))}
             nres = {"scale": nsc, "sampler": NUTS_SETTINGS, "settings": nres}
         summary.update(summarise_fig7(specs, res, nres))
@@ -604,8 +606,12 @@ def _run_real(name, grid, repeats, seed, nuts, duplicate) -> dict:
             for six, dets in seen.items():
                 on2, pg2 = _real_specs(ds, opts, six, dup, repeats, seed)
                 r2 = grid(on2 + [pg2])
+                n2 = None
+                if nuts:       # the exact posteriors of the cleaned data as well
+                    n2 = grid([dict({"kind": "nuts", "dataset": ds, "opts": dict(opts),
+                                     "remove": list(six), "seed": seed}, **NUTS_SETTINGS)])[0]
                 entry["cleaned"].append({"detected_by": dets, "removed": list(six),
-                                         **summarise_real(on2, r2[:-1], r2[-1])})
+                                         **summarise_real(on2, r2[:-1], r2[-1], n2)})
             lows = [set(full["lowest"][d]) for d in ("couple", "crowdbt", "peergrader")]
             entry["same_six"] = all(x == lows[0] for x in lows)
             entry["overlap"] = {f"{a}&{b}": len(set(full["lowest"][a]) & set(full["lowest"][b]))

@@ -379,6 +379,25 @@ def _replicate(data) -> str:
     return head + table(keep, [[r.get(k, "") for k in keep] for r in recs])
 
 
+def _replicate_gap(data) -> str:
+    """Fig. 7's gap under each simulator: COUPLE / CrowdBT at 100 % of the samples, online at
+    the paper's scale and by NUTS at the reduced scale."""
+    head = (f"Online at the paper's scale ({data['repeats']} order), NUTS at L, W, T = "
+            f"{data['nuts_scale']['n_items']}, {data['nuts_scale']['n_workers']}, "
+            f"{data['nuts_scale']['tasks_per_worker']}. Discussion: "
+            "[replication.md](replication.md#fig-7s-gap-the-exact-posteriors-and-the-simulator)."
+            "\n\n")
+    rows = []
+    for sim, v in data["simulators"].items():
+        for st, t in v["table"].items():
+            p, n = t["paper_scale_online_at_100"], t.get("nuts_scale") or {}
+            rows.append([sim, st, fmt(p["couple"]), fmt(p["crowdbt"]),
+                         fmt(n.get("nuts-couple", "")), fmt(n.get("nuts-crowdbt", "")),
+                         f"{fmt(v['wall_seconds'])} s wall, {fmt(v['cpu_seconds'])} s CPU"])
+    return head + table(["simulator", "setting", "COUPLE online", "CrowdBT online",
+                         "COUPLE NUTS", "CrowdBT NUTS", "run"], rows)
+
+
 #: File name → renderer for the known benchmarks; others use :func:`render_generic`.
 KNOWN: dict[str, tuple[str, Callable]] = {
     "audit.json": ("`crowdrank audit` end to end (`bench/bench_audit.py`)", _audit),
@@ -391,6 +410,8 @@ KNOWN: dict[str, tuple[str, Callable]] = {
     **{f"replicate_{e}.json": (f"[Pan18] replicated: `{e}` (`bench/bench_replicate.py`)",
                                _replicate)
        for e in ("babyface", "babyface_nuts", "fig7", "cost", "readlevel", "preflib")},
+    "replicate_fig7_gap.json": ("[Pan18] Fig. 7's gap under three simulators "
+                                "(`bench/bench_replicate.py gap`)", _replicate_gap),
 }
 
 

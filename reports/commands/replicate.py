@@ -63,7 +63,7 @@ def register(sub) -> None:
                         "accuracy")
     p.add_argument("--nuts-scale", default=None, metavar="L,W,T,K",
                    help="fig7: the synthetic sizes of the NUTS reference (default "
-                        "100,50,100,4; NUTS cost grows with W*T)")
+                        "60,20,60,4; NUTS cost grows with W*T)")
     p.add_argument("--simulator", default="story",
                    choices=("story", "normalized", "fixed"),
                    help="fig7: how a worker's report is generated: 'story' the COUPLE "

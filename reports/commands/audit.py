@@ -49,7 +49,8 @@ def register(sub) -> None:
     p.add_argument("--bootstrap", type=int, default=None, metavar="B",
                    help="bootstrap resamples (default 1000; 200 with --quick)")
     p.add_argument("--quick", action="store_true",
-                   help="fewer NUTS iterations (250 tuning + 500 draws per chain, warm-started) and 3 permutations")
+                   help="fewer NUTS iterations (250 tuning + 500 draws per chain, 1000 above 300 "
+                        "parameters, warm-started) and 3 permutations")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--seed", type=int, default=0, help="NUTS and permutation seed")
     n = p.add_argument_group("NUTS")
@@ -113,9 +114,11 @@ def _model_list(text: str, option: str) -> tuple[str, ...]:
     return names
 
 
-def config_from_args(args):
-    """An :class:`reports.audit.AuditConfig` from the parsed options."""
+def config_from_args(args, data=None):
+    """An :class:`reports.audit.AuditConfig` from the parsed options (``data``: the data set
+    audited, which sets a quick audit's draws; None for the embedded default)."""
     from reports.audit import MODELS, AuditConfig, parse_variants
+    from validation.audit import n_scalar_params
 
     kw = {"models": MODELS if args.model == "all" else (args.model,), "backend": args.backend,
           "variants": parse_variants((args.variants or [])
@@ -133,7 +136,9 @@ def config_from_args(args):
         v = getattr(args, name)
         if v is not None:
             kw[name] = v
-    return AuditConfig.quick(**kw) if args.quick else AuditConfig(**kw)
+    if not args.quick:
+        return AuditConfig(**kw)
+    return AuditConfig.quick(None if data is None else n_scalar_params(data, kw["models"]), **kw)
 
 
 def run(args) -> int:
@@ -142,7 +147,7 @@ def run(args) -> int:
         return audit_pairs.run(args)
     from reports.audit import Log, Subject, default_subject, run_audit
 
-    cfg = config_from_args(args)
+    config_from_args(args)          # option errors before the data are read
     if args.data is None:
         if args.truth:
             raise UsageError("--truth needs DATA (the embedded simulation has its own truth)")
@@ -153,6 +158,7 @@ def run(args) -> int:
         data, truth = read_data(args.data, fmt=args.fmt, truth=args.truth)
         subject = Subject(data, truth=truth, description=f"{args.data} ({data.n_rankings} "
                           f"rankings, {data.n_items} items, {data.n_workers} workers)")
+    cfg = config_from_args(args, subject.data)
     from validation.experiments import SchedulerError, resolve_scheduler
 
     if args.processes is not None and args.processes < 1:

@@ -103,10 +103,11 @@ def run_one(name: str, args) -> dict:
 def run_gap(args) -> dict:
     """Fig. 7's gap under each simulator (``validation.replicate.SIMULATORS``): the online
     methods at the paper's scale (``--repeats-gap`` orders) and COUPLE and CrowdBT by NUTS
-    at the reduced scale (``--nuts-scale``), all four settings; one table of accuracies at
-    100 % of the samples per simulator."""
+    at the reduced scale (``--nuts-scale``; all four settings under 'story', those of
+    ``--gap-nuts-settings`` under the others); one table of accuracies at 100 % of the
+    samples per simulator."""
     from reports.replicate_html import _clean, nuts_verdict, write_all
-    from validation.replicate import NUTS_SCALE
+    from validation.replicate import NUTS_SCALE, SETTINGS
 
     nsc = dict(NUTS_SCALE)
     if args.nuts_scale:
@@ -118,16 +119,17 @@ def run_gap(args) -> dict:
     for sim in args.simulators:
         out = Path(args.out) / f"fig7-gap-{sim}"
         t0, c0 = time.perf_counter(), cpu_seconds()
+        sel = args.gap_nuts_settings if sim != "story" else SETTINGS
         summary = run_experiment("fig7", out, repeats=args.repeats_gap, seed=args.seed,
                                  processes=args.processes, progress=True, nuts=True,
-                                 simulator=sim, nuts_scale=nsc)
+                                 simulator=sim, nuts_scale=nsc, nuts_settings=sel)
         write_all(summary, out)
         table = {}
         for s in summary["settings"]:
             table[s["setting"]] = {"paper_scale_online_at_100": {
                 m: c["mean"][-1] for m, c in s["curves"].items()}}
         for st, r in summary["nuts"]["settings"].items():
-            table[st]["nuts_scale"] = {m: 100 * a for m, a in r["accuracy"].items()}
+            table.setdefault(st, {})["nuts_scale"] = {m: 100 * a for m, a in r["accuracy"].items()}
             table[st]["nuts_gate"] = r["gate"]
             table[st]["nuts_seconds"] = r["seconds"]
         obj["simulators"][sim] = {
@@ -205,6 +207,9 @@ def main(argv=None) -> int:
                    help="gap: orders of the paper-scale online runs per simulator")
     p.add_argument("--simulators", nargs="+", default=["story", "normalized", "fixed"],
                    help="gap: the simulators compared (validation.replicate.SIMULATORS)")
+    p.add_argument("--gap-nuts-settings", nargs="+", default=["amateur", "malicious"],
+                   help="gap: settings NUTS runs on under the other simulators than 'story' "
+                        "(all four under 'story')")
     p.add_argument("--nuts-scale", default=None, metavar="L,W,T,K",
                    help="gap: the NUTS reference's synthetic sizes (default NUTS_SCALE)")
     p.add_argument("--dask-tasks", type=int, default=40)

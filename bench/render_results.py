@@ -494,7 +494,9 @@ def headline(results_dir: Path | str = RESULTS) -> str:
     med = _load(d, "reference_medium.json")
     if med:
         rows.append(["NUTS at medium scale (L=100, W=50, 5,000 rankings): min bulk ESS per s",
-                     "; ".join(f"{r['backend']} {r['ess_bulk_per_s']:.2f}/s "
+                     "; ".join(f"{r['backend']} {r.get('model', 'couple')}/"
+                               f"{r.get('setting', 'amateur')} {r['tune']}+{r['draws']}: "
+                               f"{r['ess_bulk_per_s']:.2f}/s "
                                f"({'trusted' if r['trusted'] else 'not trusted'})"
                                for r in med), "both, side by side"])
     sbc = _load(d, "sbc.json")

@@ -81,7 +81,9 @@ SBC_BACKENDS = ("numpyro", "pymc", "prior")
 FAMILIES = ("lambda", "lambda_centred", "eta")
 #: Replicates per vmapped NumPyro program: large enough that the sampler's per-step
 #: overhead is shared (measured: 1.5 CPU s per PL replicate in batches of 32 against 16 s
-#: one by one), small enough that a batch's slowest lane does not hold many others back.
+#: one by one). The price is the slowest lane: at 200 lanes a CrowdBT batch evaluated ~3.2x
+#: the leapfrog steps its lanes needed (docs/sbc.md); ``lane_groups`` lowers it where the
+#: gradient, not the per-step overhead, dominates.
 DEFAULT_BATCH = 50
 RANKS_COLUMNS = ("sim", "param", "family", "rank", "n_draws", "gate_passed", "truth",
                  "online_pit")

@@ -145,14 +145,15 @@ def medium_data(model: str, setting: str):
 
 
 def save_reference(r, rec: dict, out: Path, wall: float) -> None:
-    """Keep a NumPyro run as the fidelity study's reference (``bench/bench_fidelity.py``'s
+    """Keep a run as the fidelity study's reference (``bench/bench_fidelity.py``'s
     cache layout: ``posterior.nc`` + ``reference.json``), so the study does not sample the
     same posterior twice."""
     from inference.nuts import write_nuts
 
     write_nuts(r, out)
     (out / "reference.json").write_text(json.dumps(
-        {"name": out.name, "model": rec["model"], "tune": rec["tune"], "draws": rec["draws"],
+        {"name": out.name, "model": rec["model"], "backend": rec["backend"],
+         "tune": rec["tune"], "draws": rec["draws"],
          "dense_mass": rec["dense_mass"], "target_accept": rec["target_accept"],
          "trusted": rec["trusted"], "gate": rec["gate"], "wall_s": round(wall, 1),
          "cpu_s": rec["cpu_s"], "loadavg_before": rec["loadavg_before"],
@@ -186,7 +187,7 @@ def bench_medium(args) -> list:
                "cpu_s": round(cpu_seconds() - c0, 1), "loadavg_before": load0,
                **summarise(r, wall), "diagnosis": worst_parameters(r.idata), **env(),
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        if args.save and b == "numpyro":
+        if args.save:
             save_reference(r, rec, Path(args.save), wall)
         print(json.dumps({k: rec[k] for k in ("backend", "model", "setting", "tune", "draws",
                                                "dense_mass", "target_accept", "gate",
@@ -240,7 +241,7 @@ def main(argv=None) -> int:
     ap.add_argument("--target-accept", type=float, default=0.8)
     ap.add_argument("--precision", default="float64", choices=("float64", "float32"))
     ap.add_argument("--save", default=None,
-                    help="medium: also keep the NumPyro run as a fidelity reference in this "
+                    help="medium: also keep the run as a fidelity reference in this "
                          "folder (e.g. out/fidelity/medium-amateur)")
     ap.add_argument("--append", action="store_true",
                     help="add the records to the JSON instead of replacing it")

@@ -193,7 +193,7 @@ def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
     if bad:
         raise DataError(f"method={bad[0]} fits models {', '.join(BATCH_METHODS[bad[0]])}, "
                         f"not {model}", "--variants")
-    if model == "couple":
+    if get_model(model).online == "couple":     # OnlineGBMM's Taylor and α options
         return variant_list(variants)
     return variant_list({k: v for k, v in variants.items() if k in GENERIC_VARIANTS}, ())
 

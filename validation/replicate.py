@@ -138,8 +138,12 @@ def worker_quality(post) -> np.ndarray | None:
     Sect. 5.3, noisy worker detection); ``None`` for PL/BT."""
     if post.alpha is None:
         return None
+    from models.registry import get as get_model
+
     a = np.asarray(post.alpha, float)
-    return a[:, 0] / (a[:, :2].sum(axis=1) if post.model == "crowdbt" else a.sum(axis=1))
+    # a Beta's two parameters, or the Dirichlet's whole row
+    return a[:, 0] / (a[:, :2].sum(axis=1) if get_model(post.model).eta_scalar
+                      else a.sum(axis=1))
 
 
 def online_curve(data, model: str, priors, perm: np.ndarray, truth, fractions, components):
@@ -153,8 +157,11 @@ def online_curve(data, model: str, priors, perm: np.ndarray, truth, fractions, c
     cuts = sorted({max(1, int(round(f * n))) for f in fractions})
     # the start state sized for the whole data (a first chunk may hold no ranking of the
     # longest length, and COUPLE's worker vectors must have the data's K from the start)
-    pri = priors.for_data(data, K=2 if model == "crowdbt" else max(data.K, 2)) \
-        if model in ("couple", "crowdbt") else priors
+    from models.registry import get as get_model
+
+    spec = get_model(model)
+    pri = priors if not spec.has_eta else priors.for_data(
+        data, K=spec.prior_K(max(data.K, 2)))
     post = OnlinePosterior.from_priors(model, data.items, pri, workers=data.workers,
                                        K=max(data.K, 2),
                                        options=algorithm_options(model, priors=priors))

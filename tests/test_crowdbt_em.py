@@ -131,3 +131,21 @@ def test_squarem_reaches_the_em_fixed_point_in_fewer_steps_and_never_descends(si
         g = em.log_posterior(P, lam, eta, ab, 0.2, 1.3)
         assert g >= f - 1e-9
         f = g
+
+
+def test_squarem_cycle_is_exact_on_a_scalar_linear_map():
+    """For a linear EM map ``x → 0.9x + 1`` (fixed point 10) the extrapolation is exact:
+    ``r = 1, v = −0.1, α = −10``, so ``x = 0 + 20 − 10 = 10`` after one cycle; a point the
+    caller marks not admissible keeps ``x2``."""
+    from inference.batch.squarem import squarem_cycle
+
+    def em_map(x):
+        return 0.9 * x + 1.0
+
+    def objective(x):
+        return -float((x[0] - 10.0) ** 2)
+
+    x, k = squarem_cycle(em_map, objective, np.array([0.0]))
+    assert k == 3 and x[0] == pytest.approx(10.0, abs=1e-12)
+    x, k = squarem_cycle(em_map, objective, np.array([0.0]), admissible=lambda x: False)
+    assert k == 2 and x[0] == pytest.approx(1.9)

@@ -203,35 +203,23 @@ def em_step(P: Pairs, lam, eta, ab, prior: luce.Prior):
 
 
 def squarem_step(P: Pairs, lam, eta, ab, prior: luce.Prior):
-    """One SQUAREM cycle [Varadhan08] over the EM map in ``x = (λ, η)``: two EM steps
-    ``x1, x2``, ``r = x1 − x0``, ``v = x2 − 2x1 + x0``, ``α = min(−1, −‖r‖/‖v‖)``, the
-    extrapolation ``x0 − 2αr + α²v`` (``η`` projected into ``(0, 1)``) and one EM step to
-    stabilise it, kept only if the log posterior is at least that of ``x2`` — so EM's
-    monotone ascent is never lost and the fixed point is EM's. Returns ``(λ, η, EM steps
-    used)``."""
-    mu0, s0 = prior.mu0, prior.sigma0
-    l1, e1, _ = em_step(P, lam, eta, ab, prior)
-    l2, e2, _ = em_step(P, l1, e1, ab, prior)
+    """One SQUAREM cycle (:func:`inference.batch.squarem.squarem_cycle`) of :func:`em_step`
+    in ``x = (λ, η)``, ``η`` projected into ``(0, 1)``. Returns ``(λ, η, EM steps used)``."""
+    from .squarem import squarem_cycle
+
     L = len(lam)
-    x0, x1, x2 = (np.concatenate(v) for v in ((lam, eta), (l1, e1), (l2, e2)))
-    r, v = x1 - x0, x2 - 2 * x1 + x0
-    nv = float(np.linalg.norm(v))
-    f2 = log_posterior(P, l2, e2, ab, mu0, s0)
-    if nv == 0 or not np.isfinite(f2):
-        return l2, e2, 2
-    alpha = min(-1.0, -float(np.linalg.norm(r)) / nv)
-    x = x0 - 2 * alpha * r + alpha**2 * v
-    with np.errstate(all="ignore"):
-        if not np.all(np.isfinite(x)):
-            return l2, e2, 2
-        try:
-            l3, e3, _ = em_step(P, x[:L], np.clip(x[L:], 1e-12, 1 - 1e-12), ab, prior)
-        except (ValueError, np.linalg.LinAlgError):
-            return l2, e2, 2
-        f3 = log_posterior(P, l3, e3, ab, mu0, s0)
-    if np.isfinite(f3) and f3 >= f2:
-        return l3, e3, 3
-    return l2, e2, 3
+
+    def em_map(x):
+        new_lam, new_eta, _ = em_step(P, x[:L], x[L:], ab, prior)
+        return np.concatenate([new_lam, new_eta])
+
+    def project(x):
+        return np.concatenate([x[:L], np.clip(x[L:], 1e-12, 1 - 1e-12)])
+
+    x, k = squarem_cycle(em_map, lambda x: log_posterior(P, x[:L], x[L:], ab, prior.mu0,
+                                                         prior.sigma0),
+                         np.concatenate([lam, eta]), project=project)
+    return x[:L], x[L:], k
 
 
 def fit_crowdbt_em(data: Rankings, priors, *, tol: float = 1e-6, max_iter: int = 5000,

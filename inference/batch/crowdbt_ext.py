@@ -225,39 +225,24 @@ class ExtFit:
 
 
 def squarem_step(st: Structure, Z: Design, theta, eta, ab):
-    """One SQUAREM cycle [Varadhan08] over the EM map in ``x = (θ, η)``: two EM steps
-    ``x1, x2``, ``r = x1 − x0``, ``v = x2 − 2x1 + x0``, step length ``α = min(−1,
-    −‖r‖/‖v‖)``, the extrapolation ``x0 − 2αr + α²v`` (its ``η`` projected into ``(0, 1)``;
-    on the logit scale instead, accuracies creeping to 1 barely moved: 3x slower) followed
-    by one EM step to stabilise it. The result is kept only if ``F`` is at least
-    that of ``x2`` (else ``x2``): EM's monotone ascent is never lost. Returns ``(θ, η,
-    EM steps used)``."""
+    """One SQUAREM cycle (:func:`inference.batch.squarem.squarem_cycle`) of :func:`em_step`
+    in ``x = (θ, η)``: ``η`` projected into ``(0, 1)`` (on the logit scale instead,
+    accuracies creeping to 1 barely moved: 3x slower), and an extrapolation where some
+    ``P(y_s)`` underflows is not admissible. Returns ``(θ, η, EM steps used)``."""
+    from .squarem import squarem_cycle
+
     D = len(theta)
-    t1, e1 = em_step(st, Z, theta, eta, ab)
-    t2, e2 = em_step(st, Z, t1, e1, ab)
-    x0 = np.concatenate([theta, eta])
-    x1 = np.concatenate([t1, e1])
-    x2 = np.concatenate([t2, e2])
-    r, v = x1 - x0, x2 - 2 * x1 + x0
-    nv = float(np.linalg.norm(v))
-    f2 = log_posterior(st, Z, t2, e2, ab)
-    if nv == 0 or not np.isfinite(f2):
-        return t2, e2, 2
-    alpha = min(-1.0, -float(np.linalg.norm(r)) / nv)
-    x = x0 - 2 * alpha * r + alpha**2 * v
-    ex = np.clip(x[D:], 1e-12, 1 - 1e-12)
-    # a long extrapolation can land where some P(y_s) underflows: then keep x2
-    with np.errstate(all="ignore"):
-        if not (np.all(np.isfinite(x)) and np.all(_parts(st, Z, x[:D], ex)[3] > 0)):
-            return t2, e2, 2
-        try:
-            t3, e3 = em_step(st, Z, x[:D], ex, ab)
-        except (ValueError, np.linalg.LinAlgError):
-            return t2, e2, 2
-        f3 = log_posterior(st, Z, t3, e3, ab)
-    if np.isfinite(f3) and f3 >= f2:
-        return t3, e3, 3
-    return t2, e2, 3
+
+    def em_map(x):
+        return np.concatenate(em_step(st, Z, x[:D], x[D:], ab))
+
+    def project(x):
+        return np.concatenate([x[:D], np.clip(x[D:], 1e-12, 1 - 1e-12)])
+
+    x, k = squarem_cycle(em_map, lambda x: log_posterior(st, Z, x[:D], x[D:], ab),
+                         np.concatenate([theta, eta]), project=project,
+                         admissible=lambda x: bool(np.all(_parts(st, Z, x[:D], x[D:])[3] > 0)))
+    return x[:D], x[D:], k
 
 
 def fit_ext_em(st: Structure, worker_ab, *, mu0: float = 0.0, sigma0: float = 1.0,

@@ -25,18 +25,10 @@ APPROX = {name: PAIR_TABLE[name].extra["approx"] for name in PAIR_MODELS}
 
 
 def add_arguments(p) -> None:
-    g = p.add_argument_group("pair-table models (--model crowdbt-bias, crowdbt-domain, "
-                             "contextual-bt; DATA a pairwise CSV)")
-    g.add_argument("--category", default=None, metavar="COLUMN",
-                   help="crowdbt-domain: the column holding each comparison's category")
-    g.add_argument("--covariates", default=None, metavar="COL[,COL:cat]",
-                   help="contextual-bt: covariate columns of the CSV")
-    g.add_argument("--tau", type=float, default=1.0, help="contextual-bt: sd of γ ~ Normal")
-    g.add_argument("--bias-sd", type=float, default=1.0,
-                   help="crowdbt-bias: sd of the worker bias β_w ~ Normal")
-    g.add_argument("--eta-beta", default="5,1", metavar="A,B",
-                   help="crowdbt-bias/domain: Beta(a, b) accuracy prior of every worker "
-                        "(a, b >= 1 for the EM MAP; --worker-prior-file overrides)")
+    """The same model options as ``crowdrank fit`` (one definition)."""
+    from reports.commands.fit_pairs import add_arguments as model_options
+
+    model_options(p)
 
 
 def _rows(families: dict, names: dict) -> list[dict]:

@@ -30,8 +30,9 @@ from models.registry import PAIR_MODELS  # noqa: F401  (the models this route fi
 
 
 def add_arguments(p) -> None:
+    """The pair-table models' options, shared by ``crowdrank fit`` and ``crowdrank audit``."""
     g = p.add_argument_group("pair-table models (--model contextual-bt, crowdbt-bias, "
-                             "crowdbt-domain; a pairwise CSV worker,left,right,label,...)")
+                             "crowdbt-domain; DATA a pairwise CSV worker,left,right,label,...)")
     g.add_argument("--covariates", default=None, metavar="COL[,COL:cat]",
                    help="contextual-bt: covariate columns of the CSV (numeric, or "
                         "categorical: one-hot against the first level in sorted order)")
@@ -42,7 +43,7 @@ def add_arguments(p) -> None:
                    help="crowdbt-bias: sd of the worker bias β_w ~ Normal (log-odds)")
     g.add_argument("--eta-beta", default="5,1", metavar="A,B",
                    help="crowdbt-bias/domain: Beta(a, b) accuracy prior of every worker "
-                        "(--worker-prior-file overrides)")
+                        "(a, b >= 1 for the EM MAP; --worker-prior-file overrides)")
 
 
 def _worker_ab(args, workers) -> np.ndarray:

@@ -529,7 +529,7 @@ def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, extra_mode
 
     from inference.nuts import write_nuts
 
-    from .experiments import dask_client
+    from .experiments import dask_client, release_client
 
     client, owned = dask_client(scheduler, processes)
     try:
@@ -559,11 +559,7 @@ def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, extra_mode
                 bar.update(1)
                 f.release()
     finally:
-        if owned:
-            cluster = getattr(client, "cluster", None)
-            client.close()
-            if cluster is not None:
-                cluster.close()
+        release_client(client, owned)
     return [audits[m] for m in cfg.models], {m: extra[m] for m in extra_models}
 
 

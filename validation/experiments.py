@@ -132,6 +132,16 @@ def dask_client(scheduler, processes: int | None = None, timeout: float = 10.0):
             "run in local processes") from None
 
 
+def release_client(client, owned: bool) -> None:
+    """Close what :func:`dask_client` opened for the caller (the client and its
+    ``LocalCluster``); a client the caller passed in is left open."""
+    if owned:
+        cluster = getattr(client, "cluster", None)
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
 def run_grid(specs: Sequence[Mapping], fn: Callable[[dict], dict], cache_dir: str | Path, *,
              processes: int | None = None, progress: bool = True,
              scheduler=None) -> GridRun:
@@ -229,11 +239,7 @@ def _run_dask(todo: dict, fn, cache_dir: Path, scheduler, processes, note, failu
                 bar.update(1)
                 f.release()
     finally:
-        if owned:
-            cluster = getattr(client, "cluster", None)
-            client.close()
-            if cluster is not None:
-                cluster.close()
+        release_client(client, owned)
 
 
 def sleep_job(spec: dict) -> dict:

@@ -4,7 +4,9 @@ These models read presented pairs with extra columns (:mod:`models.pair_table`),
 :class:`models.data.Rankings` layout of :func:`inference.nuts.fit_nuts`, so they get this
 small runner: a NumPyro program (a zero-argument function) or a PyMC model in, the draws
 ``name → (chain, draw, ...)`` and NumPyro's split R-hat / bulk ESS summary out
-(:func:`numpyro.diagnostics.summary`, the same estimators for both back-ends).
+(:func:`numpyro.diagnostics.summary`, the same estimators for both back-ends), with the
+sampler's ``diverging`` and ``energy`` per draw so that :meth:`PairNuts.datatree` can go
+through the suite's convergence gate (:func:`inference.gate.check`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class PairNuts:
     backend: str
     seconds: float
     settings: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)      # "diverging", "energy": (chain, draw)
 
     def mean(self, name):
         return self.summary[name]["mean"]
@@ -38,9 +41,10 @@ class PairNuts:
     def min_ess(self) -> float:
         return float(min(np.nanmin(s["ess"]) for s in self.summary.values()))
 
-    def to_netcdf(self, path, dims: dict | None = None) -> None:
-        """The draws as an ArviZ-style ``posterior`` NetCDF (``dims``: name → coordinate
-        names and values of the trailing axes, e.g. ``{"lambda": [("item", items)]}``)."""
+    def dataset(self, dims: dict | None = None):
+        """The draws as an ``xarray.Dataset`` over ``chain, draw`` and the named trailing
+        axes (``dims``: name → coordinate names and values, e.g.
+        ``{"lambda": [("item", items)]}``; unnamed axes get ``<name>_dim_<j>``)."""
         import xarray as xr
 
         data, coords = {}, {}
@@ -51,7 +55,26 @@ class PairNuts:
                 coords[dn] = list(vals)
             names += [f"{k}_dim_{j}" for j in range(len(names) - 2, v.ndim - 2)]
             data[k] = (names, np.asarray(v))
-        xr.Dataset(data, coords=coords).to_netcdf(path, engine="h5netcdf")
+        return xr.Dataset(data, coords=coords)
+
+    def datatree(self, dims: dict | None = None, log_likelihood=None):
+        """An ArviZ ``DataTree``: ``posterior`` (:meth:`dataset`), ``sample_stats``
+        (``diverging``, ``energy``) when recorded, and ``log_likelihood`` when given (an
+        ``xarray.Dataset``) — what :func:`inference.gate.check`, ArviZ's plots and
+        :func:`validation.reference.backend_agreement` read."""
+        import xarray as xr
+
+        groups = {"posterior": self.dataset(dims)}
+        if self.stats:
+            groups["sample_stats"] = xr.Dataset(
+                {k: (("chain", "draw"), np.asarray(v)) for k, v in self.stats.items()})
+        if log_likelihood is not None:
+            groups["log_likelihood"] = log_likelihood
+        return xr.DataTree.from_dict(groups)
+
+    def to_netcdf(self, path, dims: dict | None = None) -> None:
+        """The draws as an ArviZ-style ``posterior`` NetCDF (``dims`` as :meth:`dataset`)."""
+        self.dataset(dims).to_netcdf(path, engine="h5netcdf")
 
 
 def _summarise(draws: dict) -> dict:
@@ -77,12 +100,15 @@ def sample_numpyro(model, *, chains: int = 2, tune: int = 500, draws: int = 500,
     mcmc = MCMC(NUTS(model, target_accept_prob=target_accept), num_warmup=tune,
                 num_samples=draws, num_chains=chains, chain_method="sequential",
                 progress_bar=progress)
-    mcmc.run(jax.random.PRNGKey(seed))
+    mcmc.run(jax.random.PRNGKey(seed), extra_fields=("diverging", "energy"))
     s = mcmc.get_samples(group_by_chain=True)
     d = {k: np.asarray(v) for k, v in s.items() if sites is None or k in sites}
+    ex = mcmc.get_extra_fields(group_by_chain=True)
     return PairNuts(d, _summarise(d), "numpyro", time.perf_counter() - t0,
                     {"chains": chains, "tune": tune, "draws": draws, "seed": seed,
-                     "target_accept": target_accept})
+                     "target_accept": target_accept},
+                    {"diverging": np.asarray(ex["diverging"], bool),
+                     "energy": np.asarray(ex["energy"], float)})
 
 
 def sample_pymc(model, *, chains: int = 2, tune: int = 500, draws: int = 500,
@@ -99,9 +125,12 @@ def sample_pymc(model, *, chains: int = 2, tune: int = 500, draws: int = 500,
     post = idata.posterior
     names = sites or [v.name for v in model.free_RVs]
     d = {k: np.asarray(post[k].values) for k in names}
+    ss = idata.sample_stats
     return PairNuts(d, _summarise(d), "pymc", time.perf_counter() - t0,
                     {"chains": chains, "tune": tune, "draws": draws, "seed": seed,
-                     "target_accept": target_accept})
+                     "target_accept": target_accept},
+                    {"diverging": np.asarray(ss["diverging"].values, bool),
+                     "energy": np.asarray(ss["energy"].values, float)})
 
 
 def sample(backend: str, model, **kw) -> PairNuts:

@@ -68,9 +68,10 @@ def register(sub) -> None:
     c.add_argument("--no-checks", action="store_true",
                    help="skip the model checks: PSIS-LOO comparison and posterior predictive "
                         "checks")
-    c.add_argument("--loo-models", default="pl,bt", metavar="M1,M2",
+    c.add_argument("--loo-models", default=None, metavar="M1,M2",
                    help="models also fitted by NUTS for the LOO comparison only, beside the "
-                        "audited ones ('' for none)")
+                        "audited ones ('' for none; default pl,bt, and crowdbt,bt for the "
+                        "pair-table models)")
     p.add_argument("--permutations", type=int, default=None,
                    help="seeded permutations for the order-sensitivity study (0: skip)")
     g = p.add_argument_group("priors (shared by both methods)")
@@ -129,7 +130,8 @@ def config_from_args(args, data=None):
           "prior_mu": args.prior_mu, "prior_sigma": args.prior_sigma,
           "progress_bars": args.progress_bars, "check_backends": args.check_backends,
           "warm_start": not args.cold_start, "checks": not args.no_checks,
-          "loo_models": _model_list(args.loo_models, "--loo-models")}
+          "loo_models": _model_list("pl,bt" if args.loo_models is None else args.loo_models,
+                                    "--loo-models")}
     if args.quick:
         kw["bootstrap"] = 200
     for name in ("chains", "tune", "draws", "target_accept", "permutations", "bootstrap"):

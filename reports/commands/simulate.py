@@ -6,6 +6,17 @@ Writes ``rankings.csv`` (``worker,ranking,task``; with ``--format parquet``
 (``worker,ranking,true_order,task``: reported gold rankings and their true order, for
 :meth:`models.priors.Priors.from_gold` via :func:`models.io.read_gold`), and
 ``simulation.json`` (the parameters, counts and timings).
+
+The pair-table models (``--model crowdbt-bias|crowdbt-domain|contextual-bt``,
+:data:`models.registry.PAIR_TABLE`) are simulated by their own simulators
+(:func:`models.crowdbt_ext.simulate`, :func:`inference.batch.contextual.simulate_contextual`)
+into ``pairs.csv`` — the pairwise CSV ``crowdrank fit PAIRS.csv --model ...`` reads
+(``worker,left,right,label``, ``left`` shown first, plus ``category`` or the covariate
+columns ``x0, x1, ...``) — with ``truth.csv`` (``item,score`` = the true λ), the workers'
+truth (``workers.csv``: ``worker,eta,beta`` for the bias model; ``groups.csv``:
+``group,worker,category,eta,n_pairs`` for the domain model, one row per worker and
+category), ``coefficients.csv`` (``item,covariate,gamma``, contextual BT) and
+``simulation.json`` (with the ``crowdrank fit`` command that fits the file).
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from models.errors import UsageError
-from models.registry import get
+from models.registry import PAIR_MODELS, get
 from models.simulate import PAPER_SCALE, SIM_MODELS, WORKER_TYPES
 
 
@@ -32,8 +43,15 @@ def register(sub) -> None:
                     "the report from the model's worker story. Writes rankings.csv (or "
                     "rankings.parquet), truth.csv, workers.csv (and gold.csv with --gold) into "
                     "--out.",
+        epilog="Pair-table models (--model crowdbt-bias, crowdbt-domain, contextual-bt) "
+               "write pairs.csv (worker,left,right,label; left is shown first; plus "
+               "category or x0, x1, ...) with truth.csv, workers.csv (bias: eta, beta), "
+               "groups.csv (domain: eta per worker and category) or coefficients.csv "
+               "(contextual: gamma); they take --items, --workers, --seed, --out, --quiet "
+               "and the options of the 'pair-table models' group, not --setting, --tasks, "
+               "--kmax, --gold, --paper-scale or --format.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", choices=SIM_MODELS, default="couple")
+    p.add_argument("--model", choices=SIM_MODELS + PAIR_MODELS, default="couple")
     p.add_argument("--setting", choices=tuple(WORKER_TYPES), default="amateur",
                    help="worker type of every worker")
     p.add_argument("--items", type=int, default=None,
@@ -56,7 +74,35 @@ def register(sub) -> None:
                         "ranking as a list of item ids, task)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+    g = p.add_argument_group(
+        "pair-table models (--model crowdbt-bias, crowdbt-domain, contextual-bt)",
+        "uniformly random pairs of distinct items in a random presentation order, each "
+        "judged by a uniformly drawn worker; λ ~ N(0, 1). Defaults: --items 20, --workers "
+        "10")
+    g.add_argument("--pairs", type=int, default=None,
+                   help="all three: number of comparisons (default 2000)")
+    g.add_argument("--eta-beta", default=None, metavar="A,B",
+                   help="crowdbt-bias/domain: the Beta(a, b) each accuracy η is drawn from "
+                        "(default 8,2)")
+    g.add_argument("--bias-sd", type=float, default=None,
+                   help="crowdbt-bias: sd of the worker bias β_w ~ N(0, sd²) towards the "
+                        "item shown first (default 1.0)")
+    g.add_argument("--categories", type=int, default=None, metavar="C",
+                   help="crowdbt-domain: number of categories c0..c{C-1}, one accuracy per "
+                        "worker and category (default 3)")
+    g.add_argument("--n-covariates", type=int, default=None, metavar="P",
+                   help="contextual-bt: number of N(0, 1) covariate columns x0..x{P-1} "
+                        "(default 1)")
+    g.add_argument("--tau", type=float, default=None,
+                   help="contextual-bt: sd of the covariate profiles γ ~ N(0, τ²) "
+                        "(default 1.0)")
     p.set_defaults(func=run)
+
+
+#: Which pair-table option applies to which model (anything else given is refused).
+PAIR_OPTIONS = {"crowdbt-bias": ("pairs", "eta_beta", "bias_sd"),
+                "crowdbt-domain": ("pairs", "eta_beta", "categories"),
+                "contextual-bt": ("pairs", "n_covariates", "tau")}
 
 
 def _positive(name: str, value: int | None) -> None:
@@ -76,6 +122,13 @@ def run(args) -> int:
 
     for name in ("items", "workers", "tasks", "kmax"):
         _positive(name, getattr(args, name))
+    if args.model in PAIR_MODELS:
+        return run_pairs(args)
+    given = [o for o in ("pairs", "eta_beta", "bias_sd", "categories", "n_covariates", "tau")
+             if getattr(args, o, None) is not None]
+    if given:
+        raise UsageError(f"--{given[0].replace('_', '-')} is an option of the pair-table "
+                         f"models ({', '.join(PAIR_MODELS)}), not of --model {args.model}")
     if args.gold < 0:
         raise UsageError(f"--gold must be >= 0, got {args.gold}")
     pairwise = get(args.model).pairwise
@@ -144,4 +197,134 @@ def run(args) -> int:
         f"(total {timings['total']:.1f} s)")
     print(f"{data.n_rankings} rankings by {data.n_workers} workers over {data.n_items} items "
           f"-> {out}")
+    return 0
+
+
+# ------------------------------------------------------------------- pair-table models
+def _eta_beta(spec: str) -> tuple[float, float]:
+    try:
+        a, b = (float(v) for v in spec.split(","))
+    except ValueError:
+        raise UsageError(f"--eta-beta must be A,B (two numbers), got {spec!r}") from None
+    if not (a > 0 and b > 0 and np.isfinite(a) and np.isfinite(b)):
+        raise UsageError(f"--eta-beta needs finite a, b > 0, got {spec!r}")
+    return a, b
+
+
+def _check_pair_args(args) -> None:
+    """Refuse the ranking models' options and the other pair models' options."""
+    wrong = [o for o, given in (("tasks", args.tasks is not None),
+                                ("kmax", args.kmax is not None), ("gold", args.gold != 0),
+                                ("paper-scale", args.paper_scale),
+                                ("format", getattr(args, "fmt", "csv") != "csv"))
+             if given]
+    own = PAIR_OPTIONS[args.model]
+    wrong += [o.replace("_", "-") for o in ("pairs", "eta_beta", "bias_sd", "categories",
+                                            "n_covariates", "tau")
+              if getattr(args, o) is not None and o not in own]
+    if wrong:
+        raise UsageError(f"--{wrong[0]} does not apply to --model {args.model} (its options: "
+                         + ", ".join("--" + o.replace("_", "-") for o in own)
+                         + ", --items, --workers, --seed)")
+    if args.items is not None and args.items < 2:
+        raise UsageError(f"--items must be >= 2 for pairs, got {args.items}")
+    for o in ("pairs", "categories"):
+        _positive(o, getattr(args, o))
+    if args.eta_beta is not None:
+        _eta_beta(args.eta_beta)
+    if args.n_covariates is not None and args.n_covariates < 0:
+        raise UsageError(f"--n-covariates must be >= 0, got {args.n_covariates}")
+    for o in ("bias_sd", "tau"):
+        v = getattr(args, o)
+        if v is not None and not (np.isfinite(v) and v >= 0):
+            raise UsageError(f"--{o.replace('_', '-')} must be finite and >= 0, got {v}")
+
+
+def _write_csv(path: Path, header: list[str], rows) -> None:
+    import csv
+
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def run_pairs(args) -> int:
+    """``simulate --model crowdbt-bias|crowdbt-domain|contextual-bt`` (module docstring)."""
+    from models.io import write_truth
+    from models.pair_table import write_pair_table
+
+    _check_pair_args(args)
+    L = args.items if args.items is not None else 20
+    W = args.workers if args.workers is not None else 10
+    S = args.pairs if args.pairs is not None else 2000
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    say = (lambda *a: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr,
+                                                                  flush=True))
+    say(f"simulate: {args.model}, L={L}, W={W}, {S:,} pairs (seed {args.seed}) ...")
+    t0 = time.perf_counter()
+    params: dict = {"n_items": L, "n_workers": W, "n_pairs": S}
+    files = ["pairs.csv", "truth.csv"]
+    if args.model == "contextual-bt":
+        from inference.batch.contextual import simulate_contextual
+        from models.contextual import table_from_simulation
+
+        P = 1 if args.n_covariates is None else args.n_covariates
+        tau = 1.0 if args.tau is None else args.tau
+        win, lose, X, lam, gamma = simulate_contextual(L, S, P, tau=tau, seed=args.seed)
+        # the presentation order and the workers: a second stream of the same seed
+        table = table_from_simulation(win, lose, X, seed=args.seed + 1, n_workers=W)
+        names = [f"x{k}" for k in range(P)]
+        _write_csv(out / "coefficients.csv", ["item", "covariate", "gamma"],
+                   ((table.items[i], nm, repr(float(gamma[i, k])))
+                    for i in range(L) for k, nm in enumerate(names)))
+        files.append("coefficients.csv")
+        params.update(n_covariates=P, tau=tau, covariates="x_sk ~ N(0, 1)")
+        fit_cmd = (f"crowdrank fit {out / 'pairs.csv'} --model contextual-bt --method map "
+                   f"--tau {tau:g} --out FIT/"
+                   + (f" --covariates {','.join(names)}" if P else ""))
+    else:
+        from models.crowdbt_ext import simulate as simulate_ext
+
+        ab = _eta_beta(args.eta_beta or "8,2")
+        C = 3 if args.categories is None else args.categories
+        bsd = 1.0 if args.bias_sd is None else args.bias_sd
+        table, truth = simulate_ext(L, W, S, args.model, n_categories=C, eta_ab=ab,
+                                    bias_sd=bsd, seed=args.seed)
+        lam = truth["lambda"]
+        params.update(eta_beta=list(ab))
+        if args.model == "crowdbt-bias":
+            _write_csv(out / "workers.csv", ["worker", "eta", "beta"],
+                       ((w, repr(float(truth["eta"][k])), repr(float(truth["beta"][k])))
+                        for k, w in enumerate(table.workers)))
+            files.append("workers.csv")
+            params.update(bias_sd=bsd)
+            fit_cmd = (f"crowdrank fit {out / 'pairs.csv'} --model crowdbt-bias --method map "
+                       f"--eta-beta {ab[0]:g},{ab[1]:g} --bias-sd {bsd:g} --out FIT/")
+        else:
+            cat = table.extra["category"]
+            n = np.zeros((W, C), np.int64)
+            np.add.at(n, (table.worker, [int(c[1:]) for c in cat]), 1)
+            _write_csv(out / "groups.csv", ["group", "worker", "category", "eta", "n_pairs"],
+                       ((f"{w}|c{c}", w, f"c{c}", repr(float(truth["eta"][k, c])),
+                         int(n[k, c])) for k, w in enumerate(table.workers)
+                        for c in range(C)))
+            files.append("groups.csv")
+            params.update(n_categories=C)
+            fit_cmd = (f"crowdrank fit {out / 'pairs.csv'} --model crowdbt-domain --method "
+                       f"map --category category --eta-beta {ab[0]:g},{ab[1]:g} --out FIT/")
+    write_pair_table(table, out / "pairs.csv", table.extra)
+    write_truth(table.items, lam, out / "truth.csv")
+    seconds = time.perf_counter() - t0
+    meta = {"model": args.model, "seed": args.seed, **params,
+            "presented_first": "the left column",
+            "n_first_won": int(table.first_won.sum()), "files": files + ["simulation.json"],
+            "fit_command": fit_cmd, "seconds": round(seconds, 3)}
+    (out / "simulation.json").write_text(json.dumps(meta, indent=2) + "\n")
+    say(f"simulate: wrote {', '.join(files)} to {out} in {seconds:.1f} s")
+    print(f"{table.n_pairs} pairs by {table.n_workers} workers over {table.n_items} items "
+          f"({args.model}) -> {out}")
     return 0

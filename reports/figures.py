@@ -111,26 +111,37 @@ def rhat_ess(table: pd.DataFrame):
 
 
 # ------------------------------------------------------------------ approximation vs MCMC
-def means_scatter(table: pd.DataFrame):
-    """Approximate vs MCMC means with ±1 sd error bars, one panel per kind, y = x line."""
-    kinds = [k for k in ("lambda", "eta") if (table.kind == k).any()]
+#: Panel titles and axis symbols of the parameter kinds (other kinds show their name).
+KIND_LABELS = {"lambda": ("items λ", "λ"), "eta": ("workers η", "η"), "beta": ("bias β", "β"),
+               "gamma": ("covariate effects γ", "γ")}
+
+
+def _kinds(table: pd.DataFrame, kinds) -> list[str]:
+    return [k for k in (kinds or ("lambda", "eta")) if (table.kind == k).any()]
+
+
+def means_scatter(table: pd.DataFrame, kinds=None, approx_label: str = "online"):
+    """Approximate vs MCMC means with ±1 sd error bars, one panel per kind (``kinds``,
+    default λ and η), y = x line."""
+    kinds = _kinds(table, kinds)
     fig, ax = _fig(len(kinds))
-    for a, k in zip(ax, kinds):
+    for j, (a, k) in enumerate(zip(ax, kinds)):
         t = table[table.kind == k]
         a.errorbar(t.mcmc_mean, t.approx_mean, xerr=t.mcmc_sd, yerr=t.approx_sd, fmt="o",
-                   ms=2.5, lw=0.5, alpha=0.6, color="C0" if k == "lambda" else "C1")
+                   ms=2.5, lw=0.5, alpha=0.6, color=f"C{j}")
         lo = min(t.mcmc_mean.min(), t.approx_mean.min())
         hi = max(t.mcmc_mean.max(), t.approx_mean.max())
         a.plot([lo, hi], [lo, hi], "k--", lw=1)
-        a.set(xlabel=f"NUTS mean of {'λ' if k == 'lambda' else 'η'}",
-              ylabel="online mean", title="items λ" if k == "lambda" else "workers η")
+        title, sym = KIND_LABELS.get(k, (k, k))
+        a.set(xlabel=f"NUTS mean of {sym}", ylabel=f"{approx_label} mean", title=title)
     return fig
 
 
-def z_and_sd_ratio(table: pd.DataFrame):
+def z_and_sd_ratio(table: pd.DataFrame, kinds=None):
     """Histograms of z (with the median noise floor ±e/s) and of the sd ratio."""
     fig, ax = _fig(2)
-    for k, c in (("lambda", "C0"), ("eta", "C1")):
+    for j, k in enumerate(_kinds(table, kinds)):
+        c = f"C{j}"
         t = table[table.kind == k]
         if len(t):
             ax[0].hist(t.z, bins=30, alpha=0.6, color=c, label=k)
@@ -147,11 +158,12 @@ def z_and_sd_ratio(table: pd.DataFrame):
     return fig
 
 
-def coverage(table: pd.DataFrame):
+def coverage(table: pd.DataFrame, kinds=None):
     """Per-parameter coverage of the MCMC draws by q's central 50 % and 90 % intervals."""
     fig, ax = _fig(2)
     for a, col, nominal in ((ax[0], "coverage_50", 0.5), (ax[1], "coverage_90", 0.9)):
-        for k, c in (("lambda", "C0"), ("eta", "C1")):
+        for j, k in enumerate(_kinds(table, kinds)):
+            c = f"C{j}"
             t = table[table.kind == k]
             if len(t):
                 a.hist(t[col], bins=np.linspace(0, 1, 41), alpha=0.6, color=c, label=k)

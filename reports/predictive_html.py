@@ -30,11 +30,19 @@ PPC_TEXT = (
     "with the consensus less than the model predicts is noisier than their η says.")
 
 
-def _loo_section(loo: dict) -> Section:
+#: Panel titles of the predictive statistics (others show their name).
+PPC_TITLES = {"first_choice_stage": "first choice = best remaining, by stage",
+              "worker_pair_agreement": "pair agreement with the posterior order, by worker",
+              "worker_agreement": "pairs won by the item the draw prefers, by worker",
+              "first_choice_rate": "pairs won by the item shown first",
+              "category_agreement": "pairs won by the item the draw prefers, by category"}
+
+
+def _loo_section(loo: dict, text: str = LOO_TEXT, unit: str = "rankings") -> Section:
     s = Section("Model comparison (PSIS-LOO)", anchor="loo")
-    s.add(paragraph(LOO_TEXT))
+    s.add(paragraph(text))
     for t in loo.get("tables", []):
-        s.add(f"<h3>{esc(t['unit'])}: {esc(t['description'])} ({t['n_obs']} rankings)</h3>")
+        s.add(f"<h3>{esc(t['unit'])}: {esc(t['description'])} ({t['n_obs']} {esc(unit)})</h3>")
         if t.get("table"):
             s.add(table(t["table"], ["model", "rank", "elpd", "se", "elpd_diff", "dse",
                                      "p", "weight"],
@@ -46,12 +54,12 @@ def _loo_section(loo: dict) -> Section:
             rows = [{"model": m, **v} for m, v in t["pareto"].items()]
             s.add(table(rows, ["model", "elpd", "se", "max_k", "good_k", "n_bad", "n"],
                         ["model", "elpd", "se", "max Pareto k̂", "threshold",
-                         "k̂ above it", "rankings"]))
+                         "k̂ above it", unit]))
             bad = [r["model"] for r in rows if r["n_bad"]]
             if bad:
                 s.add(note(f"Unreliable PSIS estimates (k̂ above the threshold) for "
                            f"{', '.join(bad)}: "
-                           "read their elpd with care (refit without those rankings, or "
+                           f"read their elpd with care (refit without those {unit}, or "
                            "use K-fold cross-validation).", "bad"))
         for m, why in (t.get("refused") or {}).items():
             s.add(note(f"{m} not compared here: {why}."))
@@ -65,9 +73,10 @@ def _ppc_figure(check: dict):
     import matplotlib.pyplot as plt
 
     rows = check["rows"]
-    parts = [("first_choice_stage", "first choice = best remaining, by stage"),
-             ("worker_pair_agreement", "pair agreement with the posterior order, by worker")]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
+    parts = [(st, PPC_TITLES.get(st, st)) for st in dict.fromkeys(r["statistic"] for r in rows)]
+    fig, axes = plt.subplots(1, max(len(parts), 1), figsize=(5 * max(len(parts), 2), 3.2),
+                             squeeze=False)
+    axes = axes.ravel()
     for ax, (stat, title) in zip(axes, parts):
         rs = [r for r in rows if r["statistic"] == stat][:40]
         x = range(len(rs))
@@ -84,9 +93,10 @@ def _ppc_figure(check: dict):
     return fig
 
 
-def _ppc_section(ppc: dict) -> Section:
+def _ppc_section(ppc: dict, text: str = PPC_TEXT, group: str = "stage / worker",
+                 unit: str = "rankings") -> Section:
     s = Section("Posterior predictive checks", anchor="ppc")
-    s.add(paragraph(PPC_TEXT))
+    s.add(paragraph(text))
     for m, c in ppc.items():
         s.add(f"<h3>{esc(m)} ({c['draws']} draws)</h3>")
         flagged = [r for r in c["rows"] if r["ppp"] < 0.025 or r["ppp"] > 0.975]
@@ -99,7 +109,7 @@ def _ppc_section(ppc: dict) -> Section:
                                      "range (grey), per stage and per worker."))
         s.add(table(c["rows"], ["statistic", "group", "n", "observed", "replicated",
                                 "replicated_lo", "replicated_hi", "ppp"],
-                    ["statistic", "stage / worker", "rankings", "observed", "replicated",
+                    ["statistic", group, unit, "observed", "replicated",
                      "5 %", "95 %", "ppp"]))
     return s
 

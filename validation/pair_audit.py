@@ -1,5 +1,9 @@
-"""The pair-table models audited: a point method (EM MAP, contextual MAP) against NUTS.
+"""The pair-table models audited: a point method (EM MAP, contextual MAP) against NUTS,
+the NUTS reference checked (gate, the other PPL), and the models themselves checked
+(PSIS-LOO against plain CrowdBT and BT on the same pairs, posterior predictive checks).
 
+Approximation vs NUTS
+---------------------
 The same metrics as the online audit (:func:`validation.metrics.parameter_metrics`:
 ``z = (approx mean − NUTS mean) / NUTS sd``, the sd ratio, coverages of the
 approximation's central intervals, KL, W1) for every parameter family the point method
@@ -13,17 +17,59 @@ gives a distribution for:
 - contextual BT by MAP (:mod:`inference.batch.contextual`): ``lambda`` and ``gamma`` as
   Normals with Laplace's sd.
 
-:func:`audit_crowdbt_ext` / :func:`audit_contextual` fit both and return a JSON-ready
-dict: per family the per-parameter arrays and :func:`validation.metrics.aggregate`.
+The reference
+-------------
+Every NUTS fit is described by a picklable :class:`PairFit` (the model's data, priors,
+back-end and settings) and run by :func:`run_fit`, in this process or as Dask tasks
+(:func:`run_fits`, ``scheduler`` as :func:`validation.experiments.dask_client`; the
+same seeds give the same draws). The audited fit goes through the suite's convergence
+gate (:func:`inference.gate.check`); with ``check_backends`` the model is also fitted by
+the other PPL and the two posteriors are compared parameter by parameter with
+:func:`validation.reference.backend_agreement` (the ranking audit's rule and table).
+
+Model checks
+------------
+The observation unit is one presented pair: ``log P(y_s)``, the probability of the
+reported winner given the pair, its order, its worker and its columns. Every model here
+(the extensions, contextual BT, and the baselines fitted on the same pairs: plain CrowdBT
+[Chen13], the extension with ``β ≡ 0`` and one group per worker, and plain BT, contextual
+BT without covariates) gives a probability of that same event, so their ``elpd`` are
+comparable. The pointwise log-likelihood of every draw comes from the models' NumPy
+reference functions (:func:`models.crowdbt_ext.loglik`, :func:`models.contextual.loglik`);
+ArviZ computes PSIS-LOO (Pareto ``k̂`` per pair) and the comparison [Vehtari17].
+
+The posterior predictive checks replicate every pair's winner from (E1) or (C1) with the
+parameters of a posterior draw and compare statistics of the data with the replicated
+ones (the realised discrepancies of :mod:`validation.predictive`, [Gelman96]):
+
+- ``worker_agreement``: per worker, the share of their pairs won by the item the draw
+  prefers (``λ_f > λ_t``; contextual BT: the sign of (C1), covariates included);
+- ``first_choice_rate``: per worker and over all, the share of pairs won by the item shown
+  first — a bias the plain models cannot reproduce;
+- ``category_agreement`` (``crowdbt-domain``): the agreement by category.
+
+Reported per statistic as :class:`validation.predictive.PredictiveCheck` rows (observed,
+replicated mean and 5–95 % range, ``ppp = P(T(y_rep) ≥ T(y))``, ties counting half).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
 import numpy as np
+import pandas as pd
 
 from .metrics import aggregate, parameter_metrics
 
+#: Models fitted on the same pairs for the LOO comparison only.
+BASELINES = ("crowdbt", "bt")
+#: Posterior draws used by the predictive checks (evenly spaced over all chains).
+PPC_DRAWS = 400
 
+
+# ====================================================================== approx vs NUTS
 def compare(approx: dict, nuts) -> dict:
     """``approx``: name → ``(family, p1, p2)`` or ``(family, p1, p2, site)`` (flattened
     arrays; ``site``: the NUTS site, default the name); ``nuts`` a
@@ -44,60 +90,474 @@ def compare(approx: dict, nuts) -> dict:
     return out
 
 
-def _nuts(backend, numpyro_fn, pymc_fn, nuts_kw):
+# ====================================================================== the NUTS fits
+@dataclass(eq=False)
+class PairFit:
+    """One NUTS fit, as data (picklable: a Dask task builds the program where it runs).
+
+    ``kind``: ``"ext"`` (``data`` a :class:`models.crowdbt_ext.Structure`; plain CrowdBT
+    is one with ``β ≡ 0`` and one group per worker) or ``"contextual"`` (``data`` a
+    ``(PairTable, X)``; plain BT has no covariate column). ``prior``: ``mu0, sigma0`` and
+    ``bias_sd`` / ``tau``; ``worker_ab``: the ``(W, 2)`` Beta priors (``"ext"``).
+    ``categories``: each pair's category (for the by-category check), or None."""
+
+    name: str
+    kind: str
+    data: object
+    prior: dict
+    backend: str = "numpyro"
+    nuts_kw: dict = field(default_factory=dict)
+    worker_ab: np.ndarray | None = None
+    categories: np.ndarray | None = None
+    covariates: tuple = ()
+
+    # ---------------------------------------------------------------- the pairs
+    @property
+    def pairs(self):
+        """``(first, second, first_won, worker)`` arrays and the worker ids."""
+        if self.kind == "ext":
+            st = self.data
+            return st.first, st.second, st.y, st.worker, st.workers
+        t, _ = self.data
+        return t.first, t.second, t.first_won, t.worker, t.workers
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.pairs[0])
+
+    def dims(self) -> dict:
+        """Coordinate names and ids of every site (for the DataTree and the agreement
+        check, which matches parameters by id)."""
+        if self.kind == "ext":
+            st = self.data
+            return {"lambda": [("item", st.items)], "eta": [("group", st.groups)],
+                    "beta": [("worker", st.workers)]}
+        t, X = self.data
+        names = self.covariates or tuple(f"x{k}" for k in range(np.shape(X)[1]))
+        return {"lambda": [("item", t.items)], "gamma": [("item", t.items),
+                                                         ("covariate", names)]}
+
+    # ---------------------------------------------------------------- the programs
+    def programs(self):
+        """``(numpyro program, pymc model builder)`` (zero-argument callables)."""
+        p = self.prior
+        if self.kind == "ext":
+            from models.crowdbt_ext import numpyro_model, pymc_model
+            st, ab = self.data, self.worker_ab
+            return (lambda: numpyro_model(st, ab, p["mu0"], p["sigma0"], p.get("bias_sd", 1.0)),
+                    lambda: pymc_model(st, ab, p["mu0"], p["sigma0"], p.get("bias_sd", 1.0)))
+        from models.contextual import numpyro_model, pymc_model
+        t, X = self.data
+        return (lambda: numpyro_model(t, X, p["mu0"], p["sigma0"], p.get("tau", 1.0)),
+                lambda: pymc_model(t, X, p["mu0"], p["sigma0"], p.get("tau", 1.0),
+                                   self.covariates or None))
+
+    # ---------------------------------------------------------------- per draw
+    def params(self, nuts, c: int, d: int) -> dict:
+        return {k: np.asarray(v[c, d]) for k, v in nuts.draws.items()}
+
+    def loglik(self, par: dict) -> np.ndarray:
+        """``log P(y_s)`` per pair by the model's NumPy reference log-likelihood."""
+        if self.kind == "ext":
+            from models.crowdbt_ext import loglik
+            return loglik(self.data, par["lambda"], par["eta"], par.get("beta"))
+        from models.contextual import loglik
+        t, X = self.data
+        return loglik(t, X, par["lambda"], self._gamma(par))
+
+    def _gamma(self, par):
+        t, X = self.data
+        p = np.shape(X)[1]
+        return par["gamma"] if p else np.zeros((t.n_items, 0))
+
+    def prob_first(self, par: dict) -> np.ndarray:
+        """``P(first item wins)`` per pair (the replicated data's Bernoulli)."""
+        if self.kind == "ext":
+            from models.crowdbt_ext import log_probs
+            return np.exp(log_probs(self.data, par["lambda"], par["eta"], par.get("beta"))[0])
+        from scipy.special import expit
+
+        from models.contextual import logits
+        t, X = self.data
+        return expit(logits(t.first, t.second, X, par["lambda"], self._gamma(par)))
+
+    def preferred_first(self, par: dict) -> np.ndarray:
+        """Whether the draw prefers the item shown first: ``λ_f > λ_t`` (the comparison a
+        truthful worker judges), contextual BT: (C1) > 0."""
+        if self.kind == "ext":
+            lam = par["lambda"]
+            return lam[self.data.first] > lam[self.data.second]
+        from models.contextual import logits
+        t, X = self.data
+        return logits(t.first, t.second, X, par["lambda"], self._gamma(par)) > 0
+
+
+def ext_fit(name: str, st, worker_ab, prior: dict, backend: str, nuts_kw: dict,
+            categories=None) -> PairFit:
+    return PairFit(name, "ext", st, dict(prior), backend, dict(nuts_kw),
+                   np.asarray(worker_ab, float), categories)
+
+
+def contextual_fit(name: str, table, X, prior: dict, backend: str, nuts_kw: dict,
+                   covariates: tuple = ()) -> PairFit:
+    X = np.asarray(X, float).reshape(table.n_pairs, -1)
+    return PairFit(name, "contextual", (table, X), dict(prior), backend, dict(nuts_kw),
+                   covariates=tuple(covariates))
+
+
+def baseline_fits(first, second, first_won, worker, items, workers, worker_ab,
+                  prior: dict, backend: str, nuts_kw: dict, which=BASELINES,
+                  source: str = "<pairs>") -> list[PairFit]:
+    """Plain CrowdBT (the extension with ``β ≡ 0`` and one group per worker: (E1) is then
+    CrowdBT's likelihood exactly) and plain BT (contextual BT without covariates) on the
+    same pairs, under the same ``λ`` prior (and the same worker Beta priors)."""
+    from models.crowdbt_ext import Structure
+    from models.pair_table import PairTable
+
+    first, second = np.asarray(first, np.int64), np.asarray(second, np.int64)
+    won, worker = np.asarray(first_won, np.int64), np.asarray(worker, np.int64)
+    out = []
+    for name in which:
+        if name == "crowdbt":
+            st = Structure("crowdbt", tuple(items), tuple(workers), tuple(workers), first,
+                           second, np.where(won == 1, 1, -1).astype(np.int64), worker, worker,
+                           np.arange(len(workers)), False, source)
+            out.append(ext_fit("crowdbt", st, worker_ab, {"mu0": prior["mu0"],
+                                                         "sigma0": prior["sigma0"]},
+                               backend, nuts_kw))
+        elif name == "bt":
+            t = PairTable(tuple(items), tuple(workers), first, second, won, worker, {}, None,
+                          True, source)
+            out.append(contextual_fit("bt", t, np.zeros((len(first), 0)),
+                                      {"mu0": prior["mu0"], "sigma0": prior["sigma0"]},
+                                      backend, nuts_kw))
+        else:
+            raise ValueError(f"baseline models are {BASELINES}, got {name!r}")
+    return out
+
+
+def run_fit(fit: PairFit):
+    """NUTS for one :class:`PairFit` (also the Dask task: it builds the program here)."""
     from inference.pair_nuts import sample
 
-    if backend == "numpyro":
+    numpyro_fn, pymc_fn = fit.programs()
+    if fit.backend == "numpyro":
         import jax
         jax.config.update("jax_enable_x64", True)
-        return sample("numpyro", numpyro_fn(), **nuts_kw)
-    return sample("pymc", pymc_fn(), **nuts_kw)
+        return sample("numpyro", numpyro_fn(), **fit.nuts_kw)
+    return sample("pymc", pymc_fn(), **fit.nuts_kw)
 
 
-def audit_crowdbt_ext(st, worker_ab, *, backend: str = "numpyro", mu0: float = 0.0,
+def run_fits(fits: list[PairFit], *, scheduler=None, processes: int | None = None,
+             log: Callable[[str], None] | None = None) -> list:
+    """:func:`run_fit` for every fit: one after another here, or all at once as Dask tasks
+    (``scheduler``: ``"local"``, an address or a ``distributed.Client``). Raises
+    :class:`validation.experiments.SchedulerError` when no scheduler answers."""
+    log = log or (lambda msg: None)
+    if scheduler is None:
+        out = []
+        for f in fits:
+            log(f"NUTS {f.name} ({f.backend})")
+            out.append(run_fit(f))
+        return out
+    from distributed import as_completed
+
+    from .experiments import dask_client, release_client
+
+    client, owned = dask_client(scheduler, processes)
+    try:
+        futs = {client.submit(run_fit, f, pure=False,
+                              key=f"crowdrank-pairs-{f.name}-{f.backend}-{k}"): k
+                for k, f in enumerate(fits)}
+        log(f"dask: {len(futs)} NUTS fit(s) submitted to {client.scheduler.address}")
+        res = [None] * len(fits)
+        for fut in as_completed(futs):
+            k = futs[fut]
+            res[k] = fut.result()           # a task's exception is raised here
+            log(f"NUTS {fits[k].name} ({fits[k].backend}) done on the cluster")
+            fut.release()
+    finally:
+        release_client(client, owned)
+    return res
+
+
+# ====================================================================== LOO and PPC
+def pointwise_loglik(fit: PairFit, nuts) -> np.ndarray:
+    """``(chain, draw, pair)``: ``log P(y_s | θ)`` of every draw by the reference
+    log-likelihood (:meth:`PairFit.loglik`)."""
+    first = next(iter(nuts.draws.values()))
+    C, D = first.shape[:2]
+    out = np.empty((C, D, fit.n_pairs))
+    for c in range(C):
+        for d in range(D):
+            out[c, d] = fit.loglik(fit.params(nuts, c, d))
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{fit.name}: non-finite pointwise log-likelihood")
+    return out
+
+
+def datatree(fit: PairFit, nuts, ll: np.ndarray | None = None):
+    """The fit as an ArviZ DataTree (posterior with ids, sample stats, and the pointwise
+    log-likelihood ``y`` over ``pair`` when ``ll`` is given)."""
+    import xarray as xr
+
+    lld = None
+    if ll is not None:
+        lld = xr.Dataset({"y": (("chain", "draw", "pair"), ll)},
+                         coords={"pair": np.arange(ll.shape[-1])})
+    return nuts.datatree(fit.dims(), lld)
+
+
+def loo(tree):
+    """ArviZ PSIS-LOO of a DataTree with the pointwise ``y`` (pointwise values kept)."""
+    import arviz_stats as azs
+
+    return azs.loo(tree, pointwise=True, var_name="y")
+
+
+def loo_table(trees: dict, n_pairs: int):
+    """A :class:`validation.predictive.LooTable` (unit ``pair``) over ``{model: DataTree}``."""
+    import arviz_stats as azs
+
+    from .predictive import LooTable, _loo_pareto
+
+    t = LooTable("pair", "one presented pair: log P(reported winner | the pair, its order, "
+                 "worker and columns); every model gives the probability of this same event",
+                 int(n_pairs), list(trees))
+    loos = {m: loo(tr) for m, tr in trees.items()}
+    t.pareto = {m: _loo_pareto(v) for m, v in loos.items()}
+    if len(loos) >= 2:
+        t.table = azs.compare(loos, round_to="none")
+    else:
+        t.note = "fewer than two models fitted"
+    return t
+
+
+def _rows_for(stat: str, groups, obs, rep, ns) -> list[dict]:
+    rows = []
+    for j, g in enumerate(groups):
+        if ns[j] == 0:
+            continue
+        o, r = obs[:, j], rep[:, j]
+        rows.append({"statistic": stat, "group": str(g), "n": int(ns[j]),
+                     "observed": float(o.mean()), "replicated": float(r.mean()),
+                     "replicated_lo": float(np.quantile(r, 0.05)),
+                     "replicated_hi": float(np.quantile(r, 0.95)),
+                     "ppp": float(np.mean(r > o) + 0.5 * np.mean(r == o))})
+    return rows
+
+
+def ppc_pairs(fit: PairFit, params: list[dict], seed: int = 0):
+    """Posterior predictive checks (module docstring) from parameter draws ``params``
+    (one dict of arrays per draw): a :class:`validation.predictive.PredictiveCheck`."""
+    from .predictive import PredictiveCheck
+
+    _, _, won, worker, workers = fit.pairs
+    won = np.asarray(won).astype(bool)
+    W = len(workers)
+    rng = np.random.default_rng(seed)
+    nw = np.bincount(worker, minlength=W)
+    cats = None
+    if fit.categories is not None:
+        levels, cats = np.unique(np.asarray(fit.categories, dtype=str), return_inverse=True)
+        nc = np.bincount(cats, minlength=len(levels))
+
+    def per(values, index, n):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.bincount(index, weights=values.astype(float), minlength=n) / np.maximum(
+                np.bincount(index, minlength=n), 1)
+
+    obs = {"worker_agreement": [], "first_choice_rate": [], "all": [], "cat": []}
+    rep = {k: [] for k in obs}
+    fc_obs = per(won, worker, W)
+    for par in params:
+        pref = fit.preferred_first(par)
+        y_rep = rng.random(fit.n_pairs) < fit.prob_first(par)
+        for y, box in ((won, obs), (y_rep, rep)):
+            agree = y == pref
+            box["worker_agreement"].append(per(agree, worker, W))
+            box["first_choice_rate"].append(fc_obs if y is won else per(y, worker, W))
+            box["all"].append([float(np.mean(y))])
+            if cats is not None:
+                box["cat"].append(per(agree, cats, len(levels)))
+    arr = {k: np.asarray(v) for k, v in obs.items()}
+    rar = {k: np.asarray(v) for k, v in rep.items()}
+    rows = (_rows_for("worker_agreement", workers, arr["worker_agreement"],
+                      rar["worker_agreement"], nw)
+            + _rows_for("first_choice_rate", ["all"], arr["all"], rar["all"], [fit.n_pairs])
+            + _rows_for("first_choice_rate", workers, arr["first_choice_rate"],
+                        rar["first_choice_rate"], nw))
+    if cats is not None:
+        rows += _rows_for("category_agreement", levels, arr["cat"], rar["cat"], nc)
+    return PredictiveCheck(fit.name, len(params), pd.DataFrame(rows))
+
+
+def ppc_draws(fit: PairFit, nuts, n: int = PPC_DRAWS) -> list[dict]:
+    """At most ``n`` posterior draws, evenly spaced over chains and draws."""
+    first = next(iter(nuts.draws.values()))
+    C, D = first.shape[:2]
+    flat = np.unique(np.linspace(0, C * D - 1, min(n, C * D)).round().astype(int))
+    return [fit.params(nuts, k // D, k % D) for k in flat]
+
+
+# ====================================================================== the whole audit
+@dataclass
+class PairAudit:
+    """Everything an audit produced: ``report`` (JSON-ready, ``metrics.json``), the fits
+    (``fit`` and its NUTS result, the other PPL's, the baselines'), their DataTrees, the
+    backend agreement and the model checks, for the page (:mod:`reports.pair_audit_html`)."""
+
+    report: dict
+    fit: PairFit
+    nuts: object
+    tree: object
+    other: object = None
+    other_tree: object = None
+    agreement: object = None
+    baselines: dict = field(default_factory=dict)       # name -> (PairFit, PairNuts, tree)
+    loo: object = None                                  # LooTable
+    ppc: dict = field(default_factory=dict)             # name -> PredictiveCheck
+
+
+def _nuts_info(nuts) -> dict:
+    return {"backend": nuts.backend, "seconds": nuts.seconds, "max_r_hat": nuts.max_rhat(),
+            "min_ess": nuts.min_ess(), **nuts.settings}
+
+
+def run_pair_audit(fit: PairFit, approx_of: Callable, *, check_backends: bool = False,
+                   baselines: list[PairFit] | None = None, checks: bool = True,
+                   scheduler=None, processes: int | None = None, seed: int = 0,
+                   log: Callable[[str], None] | None = None) -> PairAudit:
+    """NUTS for ``fit`` (and, with ``check_backends``, the same model with the other PPL;
+    with ``checks`` every ``baselines`` fit too: all through :func:`run_fits`), then
+    ``approx_of(nuts) -> (approx dict for :func:`compare`, report fields)`` compared with
+    the reference, the gate, the agreement, PSIS-LOO and the predictive checks."""
+    from inference.gate import check as gate_check
+
+    from .reference import backend_agreement
+
+    log = log or (lambda msg: None)
+    t0 = time.perf_counter()
+    fits = [fit]
+    if check_backends:
+        other = "pymc" if fit.backend == "numpyro" else "numpyro"
+        kw = dict(fit.nuts_kw, seed=int(fit.nuts_kw.get("seed", 0)) + 1)
+        fits.append(replace(fit, backend=other, nuts_kw=kw))
+    base = list(baselines or []) if checks else []
+    fits += base
+    res = run_fits(fits, scheduler=scheduler, processes=processes, log=log)
+    nuts = res[0]
+    approx, extra = approx_of(nuts)
+    ll = pointwise_loglik(fit, nuts) if checks else None
+    tree = datatree(fit, nuts, ll)
+    gate = gate_check(tree)
+    log(f"{fit.name}: {gate.verdict()}")
+    report = {"model": fit.name, **extra, "backend": fit.backend,
+              "nuts": _nuts_info(nuts), "gate": gate.to_dict(),
+              "families": compare(approx, nuts)}
+    audit = PairAudit(report, fit, nuts, tree)
+    if check_backends:
+        alt = res[1]
+        audit.other, audit.other_tree = alt, datatree(fits[1], alt)
+        ag = backend_agreement(tree, audit.other_tree, labels=(fit.backend, fits[1].backend),
+                               variables=tuple(nuts.draws))
+        ag.other_gate = gate_check(audit.other_tree)
+        audit.agreement = ag
+        report["backend_agreement"] = {**ag.to_dict(), "other_gate": ag.other_gate.to_dict(),
+                                       "other_nuts": _nuts_info(alt)}
+        log(f"{fit.name}: {ag.verdict()}")
+    else:
+        report["backend_agreement"] = None
+    if checks:
+        trees = {fit.name: tree}
+        offset = 2 if check_backends else 1
+        for bf, bn in zip(base, res[offset:]):
+            bt = datatree(bf, bn, pointwise_loglik(bf, bn))
+            audit.baselines[bf.name] = (bf, bn, bt)
+            trees[bf.name] = bt
+        log("checks: PSIS-LOO of " + ", ".join(trees) + "; posterior predictive checks")
+        audit.loo = loo_table(trees, fit.n_pairs)
+        audit.ppc = {fit.name: ppc_pairs(fit, ppc_draws(fit, nuts), seed)}
+        for name, (bf, bn, _) in audit.baselines.items():
+            audit.ppc[name] = ppc_pairs(bf, ppc_draws(bf, bn), seed)
+        report["checks"] = {
+            "loo": {"tables": [audit.loo.to_dict()]},
+            "ppc": {m: c.to_dict() for m, c in audit.ppc.items()},
+            "baselines": {m: _nuts_info(bn) for m, (_, bn, _) in audit.baselines.items()}}
+    else:
+        report["checks"] = None
+    report["seconds_total"] = time.perf_counter() - t0
+    return audit
+
+
+# ====================================================================== the two audits
+def crowdbt_ext_audit(st, worker_ab, *, backend: str = "numpyro", mu0: float = 0.0,
                       sigma0: float = 1.0, bias_sd: float = 1.0, nuts_kw: dict | None = None,
-                      em_kw: dict | None = None) -> dict:
-    """EM MAP vs NUTS for a :class:`models.crowdbt_ext.Structure`."""
+                      em_kw: dict | None = None, categories=None, **opts) -> PairAudit:
+    """EM MAP vs NUTS for a :class:`models.crowdbt_ext.Structure` (``opts``: those of
+    :func:`run_pair_audit`; ``baselines``, when given, names the models of
+    :data:`BASELINES` to fit)."""
     from inference.batch.crowdbt_ext import fit_ext_em
-    from models.crowdbt_ext import numpyro_model, pymc_model
 
-    fit = fit_ext_em(st, worker_ab, mu0=mu0, sigma0=sigma0, bias_sd=bias_sd, **(em_kw or {}))
-    nuts = _nuts(backend, lambda: numpyro_model(st, worker_ab, mu0, sigma0, bias_sd),
-                 lambda: pymc_model(st, worker_ab, mu0, sigma0, bias_sd), nuts_kw or {})
-    approx = {"lambda": ("normal", fit.mu, fit.sd),
-              "eta": ("beta", fit.alpha[:, 0], fit.alpha[:, 1])}
-    if st.bias:
-        approx["beta"] = ("normal", fit.beta, fit.beta_sd)
-    if fit.joint is not None:          # Laplace over (λ, β, η) jointly
-        approx["lambda_joint"] = ("normal", fit.mu, fit.joint["lambda_sd"], "lambda")
-        approx["eta_joint"] = ("normal", fit.eta, fit.joint["eta_sd"], "eta")
+    em = fit_ext_em(st, worker_ab, mu0=mu0, sigma0=sigma0, bias_sd=bias_sd, **(em_kw or {}))
+    prior = {"mu0": mu0, "sigma0": sigma0, "bias_sd": bias_sd}
+    fit = ext_fit(st.variant, st, worker_ab, prior, backend, nuts_kw or {}, categories)
+
+    def approx_of(nuts):
+        approx = {"lambda": ("normal", em.mu, em.sd),
+                  "eta": ("beta", em.alpha[:, 0], em.alpha[:, 1])}
         if st.bias:
-            approx["beta_joint"] = ("normal", fit.beta, fit.joint["beta_sd"], "beta")
-    return {"model": st.variant, "approximation": "em", "backend": backend,
-            "em": fit.fit_dict(), "nuts": {"seconds": nuts.seconds,
-                                           "max_r_hat": nuts.max_rhat(),
-                                           "min_ess": nuts.min_ess(), **nuts.settings},
-            "families": compare(approx, nuts)}
+            approx["beta"] = ("normal", em.beta, em.beta_sd)
+        if em.joint is not None:          # Laplace over (λ, β, η) jointly
+            approx["lambda_joint"] = ("normal", em.mu, em.joint["lambda_sd"], "lambda")
+            approx["eta_joint"] = ("normal", em.eta, em.joint["eta_sd"], "eta")
+            if st.bias:
+                approx["beta_joint"] = ("normal", em.beta, em.joint["beta_sd"], "beta")
+        return approx, {"approximation": "em", "em": em.fit_dict()}
+
+    names = opts.pop("baselines", BASELINES)
+    base = baseline_fits(st.first, st.second, st.y, st.worker, st.items, st.workers,
+                         worker_ab, prior, backend, nuts_kw or {}, names, st.source)
+    return run_pair_audit(fit, approx_of, baselines=base, **opts)
 
 
-def audit_contextual(table, X, *, backend: str = "numpyro", mu0: float = 0.0,
-                     sigma0: float = 1.0, tau: float = 1.0, nuts_kw: dict | None = None
-                     ) -> dict:
-    """Contextual BT's MAP (Laplace) vs NUTS on a :class:`models.pair_table.PairTable`."""
+def contextual_audit(table, X, *, backend: str = "numpyro", mu0: float = 0.0,
+                     sigma0: float = 1.0, tau: float = 1.0, nuts_kw: dict | None = None,
+                     covariates: tuple = (), worker_ab=None, **opts) -> PairAudit:
+    """Contextual BT's MAP (Laplace) vs NUTS on a :class:`models.pair_table.PairTable`
+    (``worker_ab``: the Beta priors of the plain-CrowdBT baseline, default ``Beta(5, 1)``)."""
     from inference.batch.contextual import fit_contextual
-    from models.contextual import numpyro_model, pymc_model
 
     X = np.asarray(X, float).reshape(table.n_pairs, -1)
     win, lose = table.winner_loser()
-    fit = fit_contextual(win, lose, X, table.n_items, mu0=mu0, sigma0=sigma0, tau=tau)
-    nuts = _nuts(backend, lambda: numpyro_model(table, X, mu0, sigma0, tau),
-                 lambda: pymc_model(table, X, mu0, sigma0, tau), nuts_kw or {})
-    sd_l, sd_g = fit.sd()
-    approx = {"lambda": ("normal", fit.lam, sd_l)}
-    if X.shape[1]:
-        approx["gamma"] = ("normal", fit.gamma, sd_g)
-    return {"model": "contextual-bt", "approximation": "map", "backend": backend,
-            "map": {"iterations": fit.iterations, "converged": fit.converged},
-            "nuts": {"seconds": nuts.seconds, "max_r_hat": nuts.max_rhat(),
-                     "min_ess": nuts.min_ess(), **nuts.settings},
-            "families": compare(approx, nuts)}
+    mp = fit_contextual(win, lose, X, table.n_items, mu0=mu0, sigma0=sigma0, tau=tau)
+    prior = {"mu0": mu0, "sigma0": sigma0, "tau": tau}
+    fit = contextual_fit("contextual-bt", table, X, prior, backend, nuts_kw or {}, covariates)
+
+    def approx_of(nuts):
+        sd_l, sd_g = mp.sd()
+        approx = {"lambda": ("normal", mp.lam, sd_l)}
+        if X.shape[1]:
+            approx["gamma"] = ("normal", mp.gamma, sd_g)
+        return approx, {"approximation": "map",
+                        "map": {"iterations": mp.iterations, "converged": mp.converged}}
+
+    names = opts.pop("baselines", BASELINES)
+    wab = (np.tile([5.0, 1.0], (table.n_workers, 1)) if worker_ab is None
+           else np.asarray(worker_ab, float))
+    base = baseline_fits(table.first, table.second, table.first_won, table.worker,
+                         table.items, table.workers, wab, prior, backend, nuts_kw or {},
+                         names, table.source)
+    return run_pair_audit(fit, approx_of, baselines=base, **opts)
+
+
+def audit_crowdbt_ext(st, worker_ab, **kw) -> dict:
+    """:func:`crowdbt_ext_audit`'s report only (no model checks unless ``checks=True``)."""
+    kw.setdefault("checks", False)
+    return crowdbt_ext_audit(st, worker_ab, **kw).report
+
+
+def audit_contextual(table, X, **kw) -> dict:
+    """:func:`contextual_audit`'s report only (no model checks unless ``checks=True``)."""
+    kw.setdefault("checks", False)
+    return contextual_audit(table, X, **kw).report

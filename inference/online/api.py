@@ -26,6 +26,7 @@ from models.priors import Priors
 from models.registry import get
 
 from . import kernels
+from .crowdbt import TAYLOR as CROWDBT_TAYLOR
 from .gbmm import SCORE_ALPHA, TAYLOR
 from .guards import CODES
 from .state import CLAMP_KEYS, OnlineError, OnlinePosterior
@@ -72,12 +73,20 @@ def _gbmm_options(*, taylor="paper", score_alpha="updated", kappa=1e-4, kappa2=1
             "kappa2": float(kappa2), "stage_order": "reverse"}
 
 
-def _crowdbt_options(*, kappa=1e-4, kappa2=1e-4, **_) -> dict:
+def _crowdbt_options(*, taylor="paper", kappa=1e-4, kappa2=1e-4, **_) -> dict:
+    if taylor not in CROWDBT_TAYLOR:
+        raise UsageError(f"taylor for CrowdBT must be one of {CROWDBT_TAYLOR} (Chen et al.'s "
+                         f"expansion, or Gauss–Hermite moment matching), got {taylor!r}")
     _check_guards(kappa, kappa2)
-    return {"kappa": float(kappa), "kappa2": float(kappa2), "rank_breaking": "full"}
+    return {"taylor": taylor, "kappa": float(kappa), "kappa2": float(kappa2),
+            "rank_breaking": "full"}
 
 
-def _wl_pl_options(*, kappa=1e-4, kappa2=1e-4, wl_params=None, priors=None, **_) -> dict:
+def _wl_pl_options(*, taylor="paper", kappa=1e-4, kappa2=1e-4, wl_params=None, priors=None,
+                   **_) -> dict:
+    if taylor != "paper":     # Weng–Lin's update has no expectation for quadrature to replace
+        raise UsageError(f"taylor={taylor!r} is an option of COUPLE's and CrowdBT's updates; "
+                         "Weng–Lin (PL, BT) takes only 'paper'")
     _check_guards(kappa, kappa2)
     return wl_defaults(priors, wl_params)
 
@@ -102,7 +111,8 @@ def _gbmm_kernel(opts, ordr, lengths, wk, seq, start, stop, mu, s2, alpha, stric
 def _crowdbt_kernel(opts, ordr, lengths, wk, seq, start, stop, mu, s2, alpha, strict, counts,
                     err) -> int:
     return kernels.crowdbt_kernel(ordr, wk, seq, start, stop, mu, s2, alpha, opts["kappa"],
-                                  opts["kappa2"], strict, counts, err)
+                                  opts["kappa2"], strict, counts, err,
+                                  kernels.TAYLOR_CODES[opts.get("taylor", "paper")])
 
 
 def _wl_kernel(kern):
@@ -260,8 +270,9 @@ def _start_state(data, model, priors, state, opts) -> OnlinePosterior:
         if state.model != model:
             raise DataError(f"the saved state is for model {state.model!r}, not {model!r}",
                             "state")
-        differ = {k: (state.options.get(k), v) for k, v in opts.items()
-                  if state.options.get(k) != v}
+        # a CrowdBT state saved before its ``taylor`` option existed was made with "paper"
+        saved = {"taylor": "paper", **state.options} if model == "crowdbt" else state.options
+        differ = {k: (saved.get(k), v) for k, v in opts.items() if saved.get(k) != v}
         if differ:
             raise DataError("the saved state was made with other options: " + ", ".join(
                 f"{k}={a!r} (now {b!r})" for k, (a, b) in differ.items()), "state")

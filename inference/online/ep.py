@@ -300,7 +300,7 @@ def ep_pass_kernel(model, first, d, seq, ordr, lengths, wk, mu, s2, alpha, has_a
                                      qi_w, qz_w, ql_w)
         elif model == 1:
             bad = kernels.crowdbt_kernel(ordr, wk, one, 0, 1, mu, s2, alpha, kappa, kappa2,
-                                         strict, counts, err)
+                                         strict, counts, err, taylor)
         elif model == 2:
             bad = kernels.pl_kernel(ordr, lengths, one, 0, 1, mu, s2, beta, kappa, tau,
                                     gmode, gconst, strict, counts, err)

@@ -63,7 +63,9 @@ def register(sub) -> None:
     o.add_argument("--taylor", choices=("paper", "full", "plugin", "quadrature"),
                    default="paper",
                    help="OnlineGBMM approximation of E[softmax] (quadrature: Gauss–Hermite "
-                        "moment matching, also for the score step)")
+                        "moment matching, also for the score step); CrowdBT takes paper "
+                        "(Chen et al.'s expansion) or quadrature (over the pair's score "
+                        "difference)")
     o.add_argument("--score-alpha", choices=("updated", "prior"), default="updated",
                    help="which α the OnlineGBMM score step uses")
     o.add_argument("--order", choices=("file", "shuffle"), default="file",

@@ -188,13 +188,49 @@ def test_em_ascends_and_stops_at_the_optimisers_point(variant):
 def test_squarem_reaches_the_plain_em_fixed_point_in_fewer_steps(variant):
     st, _ = _st(variant, n_pairs=300, seed=13)
     wab = np.tile([2.0, 1.0], (st.n_workers, 1))     # b = 1: accuracies may reach 1
-    plain = ext.fit_ext_em(st, wab, tol=1e-8, accelerate=False)
-    fast = ext.fit_ext_em(st, wab, tol=1e-8)
+    plain = ext.fit_ext_em(st, wab, tol=1e-8, accelerate=False, newton_below=None)
+    fast = ext.fit_ext_em(st, wab, tol=1e-8, newton_below=None)
     assert plain.converged and fast.converged
     np.testing.assert_allclose(fast.mu, plain.mu, atol=1e-6)
     np.testing.assert_allclose(fast.eta, plain.eta, atol=1e-6)
     assert fast.objective >= plain.objective - 1e-9
     assert fast.iterations < plain.iterations
+
+
+@pytest.mark.parametrize("variant", m.VARIANTS)
+def test_newton_steps_reach_the_em_fixed_point_in_fewer_steps(variant):
+    # the oracle: plain EM (no extrapolation, no Newton) run to a tight tolerance; b = 1
+    # lets some accuracies sit on the bound 1, which the projected step must hold there
+    st, _ = _st(variant, n_pairs=300, seed=13)
+    wab = np.tile([2.0, 1.0], (st.n_workers, 1))
+    plain = ext.fit_ext_em(st, wab, tol=1e-8, accelerate=False, newton_below=None)
+    hybrid = ext.fit_ext_em(st, wab, tol=1e-8)
+    assert plain.converged and hybrid.converged and hybrid.newton_steps > 0
+    np.testing.assert_allclose(hybrid.mu, plain.mu, atol=1e-6)
+    np.testing.assert_allclose(hybrid.eta, plain.eta, atol=1e-6)
+    assert hybrid.objective >= plain.objective - 1e-9
+    assert hybrid.iterations < plain.iterations
+    kinds = [k for _, k, _ in hybrid.trace[1:]]
+    assert "newton" in kinds and hybrid.fit_dict()["newton_steps"] == kinds.count("newton")
+
+
+def test_newton_step_raises_the_posterior_or_declines():
+    # from points along an EM run: a step taken never lowers F and keeps 0 < η < 1
+    st, _ = _st("crowdbt-bias", n_pairs=300, seed=2)
+    wab = np.tile([3.0, 1.0], (st.n_workers, 1))
+    ab = m.group_beta(st, wab)
+    Z = ext.design(st, 0.0, 1.0, 1.0)
+    theta, eta = Z.mean.copy(), np.full(st.n_groups, 0.7)
+    taken = 0
+    for _ in range(8):
+        f0 = ext.log_posterior(st, Z, theta, eta, ab)
+        nt = ext.newton_step(st, Z, theta, eta, ab)
+        if nt is not None:
+            taken += 1
+            assert ext.log_posterior(st, Z, *nt, ab) > f0
+            assert np.all((nt[1] > 0) & (nt[1] < 1))
+        theta, eta = ext.em_step(st, Z, theta, eta, ab)
+    assert taken > 0
 
 
 def test_em_with_one_category_is_crowdbt_em():

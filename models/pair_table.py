@@ -73,10 +73,22 @@ def read_pair_table(path, extra: tuple[str, ...] = ()) -> PairTable:
 
     Errors name the file, the line and the reason: a missing column, a row of the wrong
     length, an empty id, ``left == right``, a ``label`` that is neither ``left`` nor
-    ``right``. Blank rows are skipped and nothing else is dropped."""
+    ``right``. Blank rows are skipped and nothing else is dropped.
+
+    ``path`` may also name a registered pair-table data set
+    (:data:`models.io.pair_datasets.PAIR_DATASETS`, e.g. ``preflib-dots-pairs``) when no
+    such file exists; its table comes with all its columns."""
     path = Path(path)
     src = str(path)
     if not path.exists():
+        from .io.pair_datasets import PAIR_DATASETS, load_pair_dataset
+        if src in PAIR_DATASETS:
+            table, _ = load_pair_dataset(src)
+            missing = [c for c in extra if c not in table.extra]
+            if missing:
+                raise DataError(f"no column {missing[0]!r} in data set {src} (its columns: "
+                                f"{', '.join(table.extra)})", src)
+            return table
         raise DataError("no such file", src)
     items: dict[str, int] = {}
     workers: dict[str, int] = {}

@@ -236,10 +236,28 @@ def baseline_fits(first, second, first_won, worker, items, workers, worker_ab,
     return out
 
 
+def _aligned(obj):
+    """``obj`` with every NumPy array field copied: arrays unpickled from a Dask message
+    can be views of an unaligned buffer, which PyTensor's C code refuses."""
+    import dataclasses
+
+    if isinstance(obj, np.ndarray):
+        return np.array(obj, copy=True)
+    if isinstance(obj, tuple):
+        return tuple(_aligned(v) for v in obj)
+    if isinstance(obj, dict):
+        return {k: _aligned(v) for k, v in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.replace(obj, **{f.name: _aligned(getattr(obj, f.name))
+                                           for f in dataclasses.fields(obj) if f.init})
+    return obj
+
+
 def run_fit(fit: PairFit):
     """NUTS for one :class:`PairFit` (also the Dask task: it builds the program here)."""
     from inference.pair_nuts import sample
 
+    fit = _aligned(fit)
     numpyro_fn, pymc_fn = fit.programs()
     if fit.backend == "numpyro":
         import jax

@@ -91,10 +91,11 @@ def _digest(post):
 
 def test_default_fit_and_ep_are_pinned(small):
     """The one-pass and EP results of the default CrowdBT update, as computed before the
-    quadrature variant was added (same data, priors and options; IEEE float64)."""
+    quadrature variant was added (same data, priors and options; IEEE float64; EP with the
+    damping that was its default then)."""
     pri = get_model("crowdbt").worker_priors(build_priors(small), small)
     a = fit_online(small, "crowdbt", pri, progress=False)
-    e = fit_ep(small, "crowdbt", pri, passes=4, progress=False)
+    e = fit_ep(small, "crowdbt", pri, passes=4, damping=0.5, progress=False)
     assert _digest(a) == "1be115f79b45b185d6e26b3c3a356751f4c883798270d56820ef7d97d4dfe82e"
     assert _digest(e) == "f71a1dd586b83bfb77ba6f5730facbeaebf49d8db9c3bf417e2ff5c4ffe7ee79"
     assert a.options["taylor"] == "paper"
@@ -276,3 +277,58 @@ def test_resuming_an_old_crowdbt_state_without_taylor(small):
     assert np.array_equal(both.mu, whole.mu)
     with pytest.raises(DataError, match="taylor"):
         fit_online(rest, "crowdbt", pri, state=st, taylor="quadrature", progress=False)
+
+
+def test_ep_default_is_undamped_with_a_fallback_after_improper_cavities(small):
+    """Damping 0 is the default (measured to reach the damped fixed point, tested in
+    tests/test_online_ep.py); a pass that met an improper cavity switches the later passes
+    to EP_FALLBACK_DAMPING, and the export names the first damped pass."""
+    from inference.online.ep import EP_DAMPING, EP_FALLBACK_DAMPING, pass_damping
+    assert EP_DAMPING == 0.0
+    clean = [{"pass": 1, "improper_cavities": 0}, {"pass": 2, "improper_cavities": 0}]
+    assert pass_damping(0.0, clean) == 0.0
+    bad = clean + [{"pass": 3, "improper_cavities": 2}]
+    assert pass_damping(0.0, bad) == EP_FALLBACK_DAMPING
+    assert pass_damping(0.8, bad) == 0.8            # more damping than the fallback stays
+    pri = get_model("couple").worker_priors(build_priors(small), small)
+    e = fit_ep(small, "couple", pri, passes=4, tol=1e-12, progress=False)
+    ep = e.options["ep"]
+    assert ep["damping"] == 0.0 and ep["damping_fallback_pass"] is None
+    assert all(x["damping"] == 0.0 for x in ep["per_pass"])
+    # a run whose second pass meets an improper cavity: the third pass is damped
+    from inference.online.ep import ep_export, ep_init, ep_pass
+    st = ep_init(small, "couple", pri)
+    seq = np.arange(small.n_rankings)
+    ep_pass(st, seq, pass_damping(0.0, st.log))
+    it = st.ordr[: st.lengths[0], 0]
+    st.site_tau[0, 0] = 2.0 / st.post.sigma2[it[0]]
+    ep_pass(st, seq, pass_damping(0.0, st.log))
+    assert st.log[-1]["improper_cavities"] >= 1
+    ep_pass(st, seq, pass_damping(0.0, st.log))
+    assert st.log[-1]["damping"] == EP_FALLBACK_DAMPING
+    assert ep_export(st, damping=0.0).options["ep"]["damping_fallback_pass"] == 3
+
+
+def test_cli_fit_crowdbt_quadrature(tmp_path):
+    """``crowdrank fit --model crowdbt --taylor quadrature`` (one-pass and ``--method ep``)
+    writes what the API computes."""
+    from inference.online import OnlinePosterior
+    from models.io import read_data, write_rankings
+    from reports.cli import main
+
+    small = simulate("couple", n_items=8, n_workers=2, tasks_per_worker=12, kmax=3, seed=2,
+                     setting="amateur").rankings
+    path = write_rankings(small, tmp_path / "rk.csv")
+    data, _ = read_data(str(path))
+    pri = get_model("crowdbt").worker_priors(build_priors(data), data)
+    for method, want in (("online", fit_online(data, "crowdbt", pri, taylor="quadrature",
+                                               progress=False)),
+                         ("ep", fit_ep(data, "crowdbt", pri, passes=3, taylor="quadrature",
+                                       progress=False))):
+        out = tmp_path / method
+        assert main(["fit", str(path), "--model", "crowdbt", "--method", method,
+                     "--taylor", "quadrature", "--passes", "3" if method == "ep" else "1",
+                     "--no-progress", "--out", str(out)]) == 0
+        got = OnlinePosterior.from_json(out / "posterior.json")
+        assert got.options["taylor"] == "quadrature"
+        assert np.array_equal(got.mu, want.mu) and np.array_equal(got.alpha, want.alpha)

@@ -80,8 +80,10 @@ def register(sub) -> None:
     o.add_argument("--passes", type=int, default=None,
                    help="passes over the data (default 1; with --method ep the most passes, "
                         "default 10, stopping once converged)")
-    o.add_argument("--damping", type=float, default=0.5,
-                   help="--method ep: weight kept on a ranking's previous site, in [0, 1)")
+    o.add_argument("--damping", type=float, default=0.0,
+                   help="--method ep: weight kept on a ranking's previous site, in [0, 1) "
+                        "(default 0, undamped; 0.5 from the pass after one that met an "
+                        "improper cavity)")
     o.add_argument("--ep-tol", type=float, default=1e-3,
                    help="--method ep: converged when no mean moves by more than this many "
                         "sds, and no log variance or log concentration by more than this")

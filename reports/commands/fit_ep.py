@@ -36,7 +36,7 @@ def run(args, data, priors) -> int:
     quiet = getattr(args, "no_progress", False)
     t0 = time.perf_counter()
     post = fit_ep(data, args.model, priors, passes=int(args.passes),
-                  damping=float(getattr(args, "damping", 0.5)),
+                  damping=float(getattr(args, "damping", 0.0)),
                   tol=float(getattr(args, "ep_tol", 1e-3)),
                   order=getattr(args, "order", "file"), seed=int(getattr(args, "seed", 0)),
                   progress=not quiet,

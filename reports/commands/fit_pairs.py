@@ -6,12 +6,16 @@ models that read presented pairs with extra columns (:mod:`models.pair_table`).
   nuts`` (NumPyro or PyMC); ``--covariates col1,col2[:cat]`` names the covariate columns
   (categorical ones one-hot with a reported baseline). Writes ``items.csv`` (``λ``),
   ``coefficients.csv`` (``item, covariate, mean, sd``: ``γ``) and ``fit.json``.
-- ``crowdbt-bias`` / ``crowdbt-domain`` (:mod:`models.crowdbt_ext`): ``--method map`` (EM,
-  :mod:`inference.batch.crowdbt_ext`) or ``nuts``; the domain model needs ``--category
+- ``crowdbt-bias`` / ``crowdbt-domain`` (:mod:`models.crowdbt_ext`): ``--method map`` (EM
+  in SQUAREM cycles finished by projected Newton steps, :mod:`inference.batch.crowdbt_ext`)
+  or ``nuts``; the domain model needs ``--category
   COLUMN``. Writes ``items.csv``, ``groups.csv`` (one row per worker, or per worker and
   category: accuracy ``eta``; with EM the Beta ``a, b`` of its responsibilities and, when
   every accuracy is inside (0, 1), ``eta_sd_laplace`` from the joint Laplace; ``beta`` and
   ``beta_sd`` for the bias model) and ``fit.json``.
+
+``DATA`` is a pairwise CSV or a registered pair data set (``preflib-dots-pairs``,
+``preflib-puzzle-pairs``: :mod:`models.io.pair_datasets`).
 
 The worker accuracy prior is ``Beta(a, b)`` from ``--worker-prior-file`` (CSV
 ``worker,a,b``) or ``--eta-beta A,B`` for every worker (default ``5,1``, the CrowdBT choice
@@ -203,10 +207,11 @@ def run_crowdbt_ext(args, table, out: Path) -> int:
             groups["eta_sd_laplace"] = fit.joint["eta_sd"]
         if st.bias:
             groups["beta"], groups["beta_sd"] = fit.beta, fit.beta_sd
-        info.update(solver="em", joint_laplace=fit.joint is not None, iterations=fit.iterations, grad_norm=fit.grad_norm,
+        info.update(solver="em", joint_laplace=fit.joint is not None, iterations=fit.iterations,
+                    newton_steps=fit.newton_steps, grad_norm=fit.grad_norm,
                     converged=fit.converged, objective=fit.objective)
         state = ("converged" if fit.converged else "NOT converged") + \
-            f" in {fit.iterations} EM iterations"
+            f" in {fit.iterations} steps ({fit.newton_steps} of them Newton)"
     else:
         res = _sample(args, lambda: numpyro_model(st, wab, mu0, s0, bsd),
                       lambda: pymc_model(st, wab, mu0, s0, bsd))

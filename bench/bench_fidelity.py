@@ -18,6 +18,8 @@ Two steps, because the references are the expensive part::
     python bench/bench_fidelity.py cost [--only NAME,...]        # CPU seconds per variant
     python bench/bench_fidelity.py gate [--only NAME,...]        # per-variable gate figures
     python bench/bench_fidelity.py merge                         # rebuild fidelity.json
+    python bench/bench_fidelity.py diagnose [--only NAME,...]    # where the error is
+    python bench/bench_fidelity.py damping [--only NAME,...]     # EP's fixed point vs damping
     python bench/bench_fidelity.py render                        # docs/fidelity.md
 
 A reference that fails the convergence gate is still used and marked ``trusted: false``.
@@ -92,17 +94,27 @@ def variants(model: str) -> list[tuple[str, dict]]:
                 if (taylor, sa) != ("paper", "updated"):
                     out.append((f"one-pass taylor={taylor},score_alpha={sa}",
                                 {"taylor": taylor, "score_alpha": sa}))
+    if model == "crowdbt":          # Gauss–Hermite over the pair's score difference
+        out.append(("one-pass taylor=quadrature", {"taylor": "quadrature"}))
+    # "epN": damping 0.5 (EP's default when these rows were first measured; explicit, so
+    # that the label keeps its meaning now that the default is undamped)
     for p in (2, 5, 10):
-        out.append((f"ep{p}", {"method": "ep", "ep_passes": str(p)}))
-    # undamped EP: the same fixed point in fewer passes when no cavity turns improper
-    # (improper ones are skipped and counted either way)
+        out.append((f"ep{p}", {"method": "ep", "ep_passes": str(p), "damping": 0.5}))
+    # undamped EP (the default): the same fixed point in fewer passes when no cavity turns
+    # improper (improper ones are skipped and counted either way)
     for p in (3, 5):
         out.append((f"ep{p} damping=0", {"method": "ep", "ep_passes": str(p), "damping": 0.0}))
     if model == "couple":
+        out.append(("ep4 damping=0", {"method": "ep", "ep_passes": "4", "damping": 0.0}))
         for p in (2, 5, 10):
             out.append((f"ep{p} taylor=quadrature,score_alpha=prior",
                         {"method": "ep", "ep_passes": str(p), "taylor": "quadrature",
-                         "score_alpha": "prior"}))
+                         "score_alpha": "prior", "damping": 0.5}))
+    if model == "crowdbt":
+        for p in (3, 5):
+            out.append((f"ep{p} damping=0 taylor=quadrature",
+                        {"method": "ep", "ep_passes": str(p), "damping": 0.0,
+                         "taylor": "quadrature"}))
     return out
 
 
@@ -383,7 +395,11 @@ def cost(names, cache: Path, repeats: int = 3, only: list[str] | None = None) ->
         pri = get_model(model).worker_priors(pri, d)
         head = d.subset(np.arange(min(20, d.n_rankings)))
         base = None
+        current = dict(variants(model))
         for row in res["variants"]:
+            # the label's options as variants() now spells them (an "epN" row stored before
+            # its damping was explicit would otherwise run under today's default)
+            row["options"] = current.get(row["variant"], row["options"])
             if only is not None and row["variant"] != "one-pass" and row["variant"] not in only:
                 if base is not None and row.get("cpu_s") is not None:
                     row["cpu_x_one_pass"] = round(row["cpu_s"] / base, 1)
@@ -416,6 +432,121 @@ def regate(names, cache: Path) -> None:
             res["per_variable_gate"] = per_variable_gate(read_nuts(cache / name))
             path.write_text(json.dumps(res, indent=1, allow_nan=False))
     merge(cache)
+
+
+DIAGNOSE_VARIANTS = ("one-pass", "ep5 damping=0", "ep10 taylor=quadrature,score_alpha=prior")
+
+
+def diagnose(names, cache: Path, labels=DIAGNOSE_VARIANTS) -> None:
+    """Where the error is (``bench/results/fidelity_diagnosis.json``): per subject and
+    variant, the centred means' scale against NUTS (least-squares slope of the
+    approximation's centred means on NUTS's, and their correlation), the spread of the
+    per-item z (quantiles, share with |z| > 0.1), whether the z grow with the score
+    (Spearman ρ of z against NUTS's centred mean), and the workers whose ``E[η_w^1]`` is
+    furthest off (NUTS mean/sd, the approximation's, z, rankings of the worker)."""
+    from scipy import stats
+
+    from inference.nuts import read_nuts
+    from models.registry import get as get_model
+    from validation.audit import fit_variant
+
+    out = {"bench": "fidelity_diagnosis", "subjects": [], **env()}
+    for name in names:
+        if not (cache / name / "posterior.nc").is_file():
+            continue
+        load, model, _ = subjects()[name]
+        d, pri = load()
+        pri = get_model(model).worker_priors(pri, d)
+        ref = Reference(read_nuts(cache / name))
+        cen = ref.centred[0]
+        m_ref, s_ref = cen.mean(0), cen.std(0, ddof=1)
+        per = dict(variants(model))
+        rows = []
+        for lab in labels:
+            if lab not in per:
+                continue
+            post = fit_variant(d, model, pri, per[lab], progress=False)
+            idx = {it: k for k, it in enumerate(post.items)}
+            mu = post.mu[[idx[i] for i in ref.items]]
+            cm = mu - mu.mean()
+            z = (cm - m_ref) / s_ref
+            slope = float(np.dot(cm, m_ref) / np.dot(m_ref, m_ref))
+            row = {"variant": lab, "centred_slope": slope,
+                   "centred_corr": float(np.corrcoef(cm, m_ref)[0, 1]),
+                   "z_quantiles": {q: float(np.quantile(np.abs(z), float(q)))
+                                   for q in ("0.5", "0.9", "0.99")},
+                   "share_abs_z_over_0.1": float(np.mean(np.abs(z) > 0.1)),
+                   "z_vs_score_spearman": float(stats.spearmanr(z, m_ref)[0]),
+                   "signed_z_mean": float(z.mean())}
+            if ref.eta1 is not None and post.alpha is not None:
+                widx = {w: k for k, w in enumerate(post.workers)}
+                al = post.alpha[[widx[w] for w in ref.workers]]
+                a = al[:, 0]
+                b = (al[:, 1] if model == "crowdbt" else al.sum(1) - al[:, 0])
+                am, asd = a / (a + b), np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)))
+                e = ref.eta1[0]
+                em, esd = e.mean(0), e.std(0, ddof=1)
+                ez = (am - em) / esd
+                n_rk = np.bincount(d.worker, minlength=len(d.workers))
+                wpos = {w: k for k, w in enumerate(d.workers)}
+                worst = np.argsort(-np.abs(ez))[:5]
+                row["eta1"] = {
+                    "signed_z_mean": float(ez.mean()),
+                    "share_abs_z_over_0.1": float(np.mean(np.abs(ez) > 0.1)),
+                    "z_vs_nuts_mean_spearman": float(stats.spearmanr(ez, em)[0]),
+                    "worst": [{"worker": ref.workers[k], "nuts_mean": float(em[k]),
+                               "nuts_sd": float(esd[k]), "approx_mean": float(am[k]),
+                               "approx_sd": float(asd[k]), "z": float(ez[k]),
+                               "rankings": int(n_rk[wpos[ref.workers[k]]])}
+                              for k in worst]}
+            rows.append(row)
+            print(f"{name} {lab}: slope {slope:.3f}, |z| q50/q90 "
+                  f"{row['z_quantiles']['0.5']:.2f}/{row['z_quantiles']['0.9']:.2f}, "
+                  f"z~score rho {row['z_vs_score_spearman']:.2f}", flush=True)
+        out["subjects"].append({"name": name, "model": model, "variants": rows})
+    path = RESULTS / "fidelity_diagnosis.json"
+    path.write_text(json.dumps(out, indent=1, allow_nan=False))
+    print(f"wrote {path}")
+
+
+def damping_study(names, passes: int = 200, tol: float = 1e-6) -> None:
+    """Does damping move EP's fixed point? (``bench/results/ep_damping.json``): per subject,
+    EP with damping 0 and 0.5 run to ``tol`` or ``passes``; passes used, convergence,
+    improper cavities, CPU seconds, and the largest gap between the two end points in item
+    sds on centred and raw means, in ``|Δ log σ²|`` and in ``|Δ log α|``."""
+    from inference.online.ep import fit_ep
+    from models.registry import get as get_model
+
+    out = {"bench": "ep_damping", "passes": passes, "tol": tol, "subjects": [], **env()}
+    for name in names:
+        load, model, _ = subjects()[name]
+        d, pri = load()
+        pri = get_model(model).worker_priors(pri, d)
+        runs = {}
+        fit_ep(d.subset(np.arange(min(20, d.n_rankings))), model, pri, passes=2,
+               progress=False)                     # load the kernels outside the timing
+        for dmp in (0.0, 0.5):
+            t = time.process_time()
+            e = fit_ep(d, model, pri, passes=passes, damping=dmp, tol=tol, progress=False)
+            runs[dmp] = (e, time.process_time() - t)
+        (a, ca), (b, cb) = runs[0.0], runs[0.5]
+        sd = np.sqrt(b.sigma2)
+        row = {"name": name, "model": model,
+               **{f"damping_{k}": {"passes_run": e.options["ep"]["passes_run"],
+                                   "converged": e.options["ep"]["converged"],
+                                   "improper_cavities": e.options["ep"]["improper_cavities"],
+                                   "cpu_s": round(c, 3), "level": float(e.mu.mean())}
+                  for k, (e, c) in (("0", runs[0.0]), ("0.5", runs[0.5]))},
+               "max_gap_centred_sd": float(np.max(np.abs((a.mu - a.mu.mean())
+                                                          - (b.mu - b.mu.mean())) / sd)),
+               "max_gap_raw_sd": float(np.max(np.abs(a.mu - b.mu) / sd)),
+               "max_gap_log_sigma2": float(np.max(np.abs(np.log(a.sigma2 / b.sigma2)))),
+               "max_gap_log_alpha": float(np.max(np.abs(np.log(a.alpha / b.alpha))))}
+        out["subjects"].append(row)
+        print(name, json.dumps(row), flush=True)
+    path = RESULTS / "ep_damping.json"
+    path.write_text(json.dumps(out, indent=1, allow_nan=False))
+    print(f"wrote {path}")
 
 
 def merge(cache: Path) -> None:
@@ -597,9 +728,103 @@ def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "
             lines.append(f"- BabyFace, {lab}: centred median |z| × {x['centred_z_ratio']:.2f}, "
                          f"order sensitivity × {x['order_ratio']:.2f} of the one-pass "
                          f"(goal: ≤ 0.5 both).")
+    lines += diagnosis_section() + damping_section()
     text = "\n".join(lines) + "\n"
     out.write_text(text)
     return text
+
+
+def diagnosis_section(path: Path = RESULTS / "fidelity_diagnosis.json") -> list[str]:
+    """"Where the error is": the diagnose step's table and what it shows."""
+    if not path.is_file():
+        return []
+    res = json.loads(path.read_text())
+    lines = ["", "## Where the error is (`bench/bench_fidelity.py diagnose`)", "",
+             (f"Measured {res['date']}, load {res['loadavg'][0]}. Slope: least squares of the "
+              "approximation's centred means on NUTS's (1 = same spread of the scores); "
+              "ρ(z, score): Spearman correlation of the per-item z with NUTS's centred mean "
+              "(negative: the top items are under-, the bottom ones over-estimated, i.e. "
+              "shrunk); η¹: mean signed z over workers and the worst worker."), "",
+             ("| subject | variant | slope | corr | \\|z\\| median / 90 % | share \\|z\\| > 0.1 "
+              "| ρ(z, score) | η¹ mean z | worst η¹ worker: NUTS mean (sd) → approx (z) |"),
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in res["subjects"]:
+        for v in r["variants"]:
+            e = v.get("eta1") or {}
+            w = (e.get("worst") or [None])[0]
+            worst = ("—" if w is None else
+                     f"{w['worker']}: {w['nuts_mean']:.3f} ({w['nuts_sd']:.3f}) → "
+                     f"{w['approx_mean']:.3f} ({w['z']:+.1f})")
+            lines.append(
+                f"| {r['name']} | {v['variant']} | {v['centred_slope']:.3f} | "
+                f"{v['centred_corr']:.3f} | {v['z_quantiles']['0.5']:.2f} / "
+                f"{v['z_quantiles']['0.9']:.2f} | {v['share_abs_z_over_0.1']:.2f} | "
+                f"{v['z_vs_score_spearman']:+.2f} | {_f(e.get('signed_z_mean'))} | {worst} |")
+    lines += ["", *DIAGNOSIS_FINDINGS]
+    return lines
+
+
+#: What the diagnosis table shows (written from the measured numbers; re-read them when
+#: the references change).
+DIAGNOSIS_FINDINGS = [
+    "- **Not convergence.** Undamped EP has reached its fixed point by 4–5 passes on every "
+    "medium setting (ep3/ep4/ep5 damping=0 and ep10 agree to within 0.03 in median |z|, "
+    "order sensitivity ≤ 0.02 sd), so more passes within the 10× budget cannot help: what is left "
+    "is the error of the fixed point itself.",
+    "- **Expert workers (0.12 vs the 0.1 box).** The centred means' spread is right (slope "
+    "0.99) and η¹ is inside the box (|z| 0.05, sd ratio 0.97); the residual is a mild "
+    "shrinkage of the extreme items (ρ(z, score) −0.25) spread over many items (90 % "
+    "quantile of |z| 0.31). Gauss–Hermite sites make it worse (0.18, ρ −0.79: the "
+    "quadrature variant shrinks the extremes more), so it is not the Taylor error.",
+    "- **Amateur and malicious workers: a few workers' η at the wrong fixed point.** NUTS "
+    "puts `E[η_w^1]` at 0.002–0.06 for a handful of workers (amateur w28, w5, w23; "
+    "malicious w5, w20: nearly all of their η's mass away from the first stage) while every "
+    "approximation, one-pass, EP and EP over quadrature alike, keeps them at 0.27–0.50 "
+    "(z up to 90). A mean-field EP whose first pass trusted those workers converges to a "
+    "fixed point that still trusts them in part; the scores they rank are then pulled the "
+    "wrong way (centred slope 0.92–0.97 for EP, 0.84–0.85 for EP over quadrature). This is "
+    "a mode/fixed-point error of the factorised approximation, not of its moment matching: "
+    "quadrature sites move the η of these workers by ≤ 0.015. (The malicious reference is "
+    "NOT trusted: its η fails the gate, its scores pass; the amateur one is trusted.)",
+    "- **Spammers: the approximations spread the scores too much** (slope 1.26 one-pass, "
+    "1.40 for EP, 1.13 for EP over quadrature; ρ(z, score) positive: the extremes are "
+    "over-estimated) and under-rate the few reliable stages (η¹ mean z −0.47, the worst "
+    "workers at 0.75 against NUTS's 0.9). EP over quadrature halves the centred |z| "
+    "(0.26) but costs ~8,000× the one-pass; this reference is NOT trusted (its η fails "
+    "the gate; the scores pass).",
+    "- **The global-level / low-rank correction would not reach the box**: it changes the "
+    "raw marginals (the common level's variance: raw sd ratio 0.83–0.90, level z ≈ 1 on "
+    "the medium data) but not the centred ones the goal is set on, whose sd ratio is "
+    "already 0.96–1.0 on expert and amateur workers; it was therefore not built.",
+]
+
+
+def damping_section(path: Path = RESULTS / "ep_damping.json") -> list[str]:
+    """EP's fixed point with and without damping (the damping step)."""
+    if not path.is_file():
+        return []
+    res = json.loads(path.read_text())
+    lines = ["", "## EP's damping (`bench/bench_fidelity.py damping`)", "",
+             (f"Damping 0 (the default) and 0.5, each run to tol {res['tol']:g} or "
+              f"{res['passes']} passes; measured {res['date']}, load {res['loadavg'][0]}. "
+              "Gaps between the two end points in item sds (centred and raw means), and "
+              "in log variance / log concentration."), "",
+             ("| subject | passes (d=0 / d=0.5) | converged | improper cavities | CPU s | "
+              "centred gap | raw gap | log σ² gap | log α gap |"),
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in res["subjects"]:
+        a, b = r["damping_0"], r["damping_0.5"]
+        lines.append(
+            f"| {r['name']} | {a['passes_run']} / {b['passes_run']} | "
+            f"{'yes' if a['converged'] else 'no'} / {'yes' if b['converged'] else 'no'} | "
+            f"{a['improper_cavities']} / {b['improper_cavities']} | {a['cpu_s']:.2f} / "
+            f"{b['cpu_s']:.2f} | {r['max_gap_centred_sd']:.1e} | {r['max_gap_raw_sd']:.1e} | "
+            f"{r['max_gap_log_sigma2']:.1e} | {r['max_gap_log_alpha']:.1e} |")
+    lines += ["", ("Where neither run converged (BabyFace) the common level is still "
+                   "drifting slowly (the raw gap); the centred means agree, and the undamped "
+                   "run is the closer to its end point. No improper cavity occurred in any "
+                   "run, so the fallback to 0.5 never fired here.")]
+    return lines
 
 
 README_VARIANTS = ("one-pass", "ep10", "ep10 taylor=quadrature,score_alpha=prior")
@@ -629,7 +854,8 @@ def readme_table(path: Path = RESULTS / "fidelity.json") -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=("reference", "study", "cost", "gate", "merge", "render"))
+    ap.add_argument("step", choices=("reference", "study", "cost", "gate", "merge", "render",
+                                     "diagnose", "damping"))
     ap.add_argument("--only", default=None, help="comma-separated subject names")
     ap.add_argument("--cache", default=str(CACHE), help="folder of the NUTS references")
     ap.add_argument("--permutations", type=int, default=3)
@@ -655,6 +881,10 @@ def main(argv=None) -> int:
         cost(names, Path(args.cache), only=only)
     elif args.step == "reference":
         reference(names, Path(args.cache))
+    elif args.step == "diagnose":
+        diagnose(names, Path(args.cache))
+    elif args.step == "damping":
+        damping_study(names)
     else:
         study(names, Path(args.cache), args.permutations, only)
     return 0

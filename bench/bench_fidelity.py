@@ -785,8 +785,8 @@ DIAGNOSIS_FINDINGS = [
     "quadrature). It is not the moment matching's error — quadrature sites move the η of "
     "these workers by ≤ 0.015 — but the factorised approximation's: every seeded order "
     "reaches the same fixed point (order sensitivity ≤ 0.01), and whether a second one "
-    "near NUTS's answer exists (a mode EP cannot reach from the prior, whose α puts "
-    "≤ 0.05 on the later stages) was not tested. (The malicious reference is "
+    "near NUTS's answer exists (a mode EP cannot reach from the prior, whose mean puts "
+    "0.03 on the last two stages) was not tested. (The malicious reference is "
     "NOT trusted: its η fails the gate, its scores pass; the amateur one is trusted.)",
     "- **Spammers: the approximations spread the scores too much** (slope 1.26 one-pass, "
     "1.40 for EP, 1.13 for EP over quadrature; ρ(z, score) positive: the extremes are "

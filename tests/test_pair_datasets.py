@@ -116,3 +116,17 @@ def test_domain_model_accuracy_falls_with_difficulty(name):
     by_difficulty = [d[c] for c in sorted(d, key=t_d.get)]
     assert np.all(np.diff(by_difficulty) <= 1e-9), by_difficulty
     assert by_difficulty[0] - by_difficulty[-1] > 0.1
+
+
+def test_fit_command_takes_the_set_name(tmp_path):
+    import pandas as pd
+
+    from reports import cli
+
+    out = tmp_path / "ctx"
+    assert cli.main(["fit", "preflib-puzzle-pairs", "--model", "contextual-bt", "--method",
+                     "map", "--covariates", "difficulty", "--out", str(out)]) == 0
+    items = pd.read_csv(out / "items.csv")
+    assert list(items["item"]) == ["p1", "p2", "p3", "p4"]        # ranked as the truth
+    coef = pd.read_csv(out / "coefficients.csv").set_index("item")
+    assert coef.loc["p1", "mean"] < 0 < coef.loc["p4", "mean"]     # the gap narrows

@@ -88,11 +88,32 @@ def _summarise(draws: dict) -> dict:
     return out
 
 
+def _numpyro_inits(model, inits: list[dict], chains: int) -> dict:
+    """Per-chain starting values (constrained, one dict per chain) mapped to the sampler's
+    unconstrained coordinates through each site's own bijection (Beta: logit)."""
+    import jax.numpy as jnp
+    from numpyro import handlers
+    from numpyro.distributions.transforms import biject_to
+
+    if len(inits) != chains:
+        raise ValueError(f"{len(inits)} starting points for {chains} chains")
+    tr = handlers.trace(handlers.seed(model, 0)).get_trace()
+    out = {}
+    for k in inits[0]:
+        vals = jnp.asarray(np.stack([np.asarray(c[k], float) for c in inits]))
+        u = biject_to(tr[k]["fn"].support).inv(vals)
+        out[k] = u if chains > 1 else u[0]
+    return out
+
+
 def sample_numpyro(model, *, chains: int = 2, tune: int = 500, draws: int = 500,
                    seed: int = 0, target_accept: float = 0.8, progress: bool = False,
-                   sites: tuple[str, ...] | None = None) -> PairNuts:
+                   sites: tuple[str, ...] | None = None,
+                   inits: list[dict] | None = None) -> PairNuts:
     """NUTS on a NumPyro program; chains run one after another (``chain_method=
-    "sequential"``: the machine's cores are shared, and the models are small)."""
+    "sequential"``: the machine's cores are shared, and the models are small).
+    ``inits``: one dict of constrained starting values per chain (default NumPyro's
+    uniform(−2, 2) in the unconstrained space)."""
     import jax
     from numpyro.infer import MCMC, NUTS
 
@@ -100,7 +121,9 @@ def sample_numpyro(model, *, chains: int = 2, tune: int = 500, draws: int = 500,
     mcmc = MCMC(NUTS(model, target_accept_prob=target_accept), num_warmup=tune,
                 num_samples=draws, num_chains=chains, chain_method="sequential",
                 progress_bar=progress)
-    mcmc.run(jax.random.PRNGKey(seed), extra_fields=("diverging", "energy"))
+    init = None if inits is None else _numpyro_inits(model, inits, chains)
+    mcmc.run(jax.random.PRNGKey(seed), init_params=init,
+             extra_fields=("diverging", "energy"))
     s = mcmc.get_samples(group_by_chain=True)
     d = {k: np.asarray(v) for k, v in s.items() if sites is None or k in sites}
     ex = mcmc.get_extra_fields(group_by_chain=True)
@@ -113,15 +136,22 @@ def sample_numpyro(model, *, chains: int = 2, tune: int = 500, draws: int = 500,
 
 def sample_pymc(model, *, chains: int = 2, tune: int = 500, draws: int = 500,
                 seed: int = 0, target_accept: float = 0.8, progress: bool = False,
-                sites: tuple[str, ...] | None = None) -> PairNuts:
-    """NUTS on a PyMC model (PyMC's own sampler, one process)."""
+                sites: tuple[str, ...] | None = None,
+                inits: list[dict] | None = None) -> PairNuts:
+    """NUTS on a PyMC model (PyMC's own sampler, one process); ``inits`` as
+    :func:`sample_numpyro`'s."""
     import pymc as pm
 
+    if inits is not None and len(inits) != chains:
+        raise ValueError(f"{len(inits)} starting points for {chains} chains")
     t0 = time.perf_counter()
     with model:
         idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=1, random_seed=seed,
                           target_accept=target_accept, progressbar=progress,
-                          compute_convergence_checks=False, nuts_sampler="pymc")
+                          compute_convergence_checks=False, nuts_sampler="pymc",
+                          initvals=None if inits is None else [
+                              {k: np.asarray(v, float) for k, v in c.items()}
+                              for c in inits])
     post = idata.posterior
     names = sites or [v.name for v in model.free_RVs]
     d = {k: np.asarray(post[k].values) for k in names}

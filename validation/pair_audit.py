@@ -110,6 +110,7 @@ class PairFit:
     worker_ab: np.ndarray | None = None
     categories: np.ndarray | None = None
     covariates: tuple = ()
+    inits: list | None = None          # one dict of starting values per chain
 
     # ---------------------------------------------------------------- the pairs
     @property
@@ -259,11 +260,12 @@ def run_fit(fit: PairFit):
 
     fit = _aligned(fit)
     numpyro_fn, pymc_fn = fit.programs()
+    kw = dict(fit.nuts_kw, inits=fit.inits)
     if fit.backend == "numpyro":
         import jax
         jax.config.update("jax_enable_x64", True)
-        return sample("numpyro", numpyro_fn(), **fit.nuts_kw)
-    return sample("pymc", pymc_fn(), **fit.nuts_kw)
+        return sample("numpyro", numpyro_fn(), **kw)
+    return sample("pymc", pymc_fn(), **kw)
 
 
 def run_fits(fits: list[PairFit], *, scheduler=None, processes: int | None = None,
@@ -508,18 +510,59 @@ def run_pair_audit(fit: PairFit, approx_of: Callable, *, check_backends: bool = 
     return audit
 
 
+# ====================================================================== warm starts
+# CrowdBT's likelihood is unchanged by λ → −λ, η → 1 − η: with chains started at random a
+# chain can settle in the mirrored mode (the prior makes it far less probable, but it is a
+# local mode), and the reference then fails its gate with R-hat near 2. As the ranking
+# audit starts its chains from draws of the online posterior, these start from draws of
+# the point method's distribution (one per chain, seeded), in the mode the point method
+# found (EM starts every accuracy at >= 0.7: workers on the whole truthful). Warm-up then
+# moves each chain on its own; the draws kept are NUTS's.
+def _chains(nuts_kw: dict) -> int:
+    return int(nuts_kw.get("chains", 2))
+
+
+def _normal(rng, mu, sd):
+    return rng.normal(np.asarray(mu, float), np.asarray(sd, float))
+
+
+def _truthful(rng, worker_ab):
+    """An accuracy per row of ``worker_ab`` from its Beta prior, reflected to >= 1/2."""
+    ab = np.asarray(worker_ab, float)
+    u = rng.beta(ab[:, 0], ab[:, 1])
+    return np.clip(np.maximum(u, 1.0 - u), 0.5, 1.0 - 1e-3)
+
+
+def _baseline_inits(fits: list, lam_mu, lam_sd, worker_ab, seed: int) -> None:
+    rng = np.random.default_rng(seed + 7)
+    for f in fits:
+        f.inits = [{"lambda": _normal(rng, lam_mu, lam_sd),
+                    **({"eta": _truthful(rng, worker_ab)} if f.kind == "ext" else {})}
+                   for _ in range(_chains(f.nuts_kw))]
+
+
 # ====================================================================== the two audits
 def crowdbt_ext_audit(st, worker_ab, *, backend: str = "numpyro", mu0: float = 0.0,
                       sigma0: float = 1.0, bias_sd: float = 1.0, nuts_kw: dict | None = None,
-                      em_kw: dict | None = None, categories=None, **opts) -> PairAudit:
+                      em_kw: dict | None = None, categories=None, warm_start: bool = True,
+                      **opts) -> PairAudit:
     """EM MAP vs NUTS for a :class:`models.crowdbt_ext.Structure` (``opts``: those of
     :func:`run_pair_audit`; ``baselines``, when given, names the models of
-    :data:`BASELINES` to fit)."""
+    :data:`BASELINES` to fit; ``warm_start``: chains start from draws of the EM's
+    distribution, see "warm starts" above)."""
     from inference.batch.crowdbt_ext import fit_ext_em
 
     em = fit_ext_em(st, worker_ab, mu0=mu0, sigma0=sigma0, bias_sd=bias_sd, **(em_kw or {}))
     prior = {"mu0": mu0, "sigma0": sigma0, "bias_sd": bias_sd}
     fit = ext_fit(st.variant, st, worker_ab, prior, backend, nuts_kw or {}, categories)
+    seed = int(opts.get("seed", 0))
+    if warm_start:
+        rng = np.random.default_rng(seed + 5)
+        fit.inits = [{"lambda": _normal(rng, em.mu, em.sd),
+                      "eta": np.clip(rng.beta(em.alpha[:, 0], em.alpha[:, 1]), 1e-3,
+                                     1 - 1e-3),
+                      **({"beta": _normal(rng, em.beta, em.beta_sd)} if st.bias else {})}
+                     for _ in range(_chains(fit.nuts_kw))]
 
     def approx_of(nuts):
         approx = {"lambda": ("normal", em.mu, em.sd),
@@ -536,12 +579,15 @@ def crowdbt_ext_audit(st, worker_ab, *, backend: str = "numpyro", mu0: float = 0
     names = opts.pop("baselines", BASELINES)
     base = baseline_fits(st.first, st.second, st.y, st.worker, st.items, st.workers,
                          worker_ab, prior, backend, nuts_kw or {}, names, st.source)
+    if warm_start:
+        _baseline_inits(base, em.mu, em.sd, worker_ab, seed)
     return run_pair_audit(fit, approx_of, baselines=base, **opts)
 
 
 def contextual_audit(table, X, *, backend: str = "numpyro", mu0: float = 0.0,
                      sigma0: float = 1.0, tau: float = 1.0, nuts_kw: dict | None = None,
-                     covariates: tuple = (), worker_ab=None, **opts) -> PairAudit:
+                     covariates: tuple = (), worker_ab=None, warm_start: bool = True,
+                     **opts) -> PairAudit:
     """Contextual BT's MAP (Laplace) vs NUTS on a :class:`models.pair_table.PairTable`
     (``worker_ab``: the Beta priors of the plain-CrowdBT baseline, default ``Beta(5, 1)``)."""
     from inference.batch.contextual import fit_contextual
@@ -551,6 +597,13 @@ def contextual_audit(table, X, *, backend: str = "numpyro", mu0: float = 0.0,
     mp = fit_contextual(win, lose, X, table.n_items, mu0=mu0, sigma0=sigma0, tau=tau)
     prior = {"mu0": mu0, "sigma0": sigma0, "tau": tau}
     fit = contextual_fit("contextual-bt", table, X, prior, backend, nuts_kw or {}, covariates)
+    seed = int(opts.get("seed", 0))
+    sd_l, sd_g = mp.sd()
+    if warm_start:
+        rng = np.random.default_rng(seed + 5)
+        fit.inits = [{"lambda": _normal(rng, mp.lam, sd_l),
+                      **({"gamma": _normal(rng, mp.gamma, sd_g)} if X.shape[1] else {})}
+                     for _ in range(_chains(fit.nuts_kw))]
 
     def approx_of(nuts):
         sd_l, sd_g = mp.sd()
@@ -566,6 +619,8 @@ def contextual_audit(table, X, *, backend: str = "numpyro", mu0: float = 0.0,
     base = baseline_fits(table.first, table.second, table.first_won, table.worker,
                          table.items, table.workers, wab, prior, backend, nuts_kw or {},
                          names, table.source)
+    if warm_start:
+        _baseline_inits(base, mp.lam, sd_l, wab, seed)
     return run_pair_audit(fit, approx_of, baselines=base, **opts)
 
 

@@ -87,7 +87,8 @@ def run(args) -> int:
         raise UsageError(f"--model {args.model} audits --approx {want}, not {args.approx!r}")
     if args.processes is not None and args.processes < 1:
         raise UsageError("--processes must be >= 1")
-    nuts_kw = {"chains": args.chains or (2 if args.quick else 4),
+    # --quick as the ranking audit's: 4 chains of 250 tuning + 500 draws
+    nuts_kw = {"chains": args.chains or 4,
                "tune": args.tune or (250 if args.quick else 1000),
                "draws": args.draws or (500 if args.quick else 1000), "seed": args.seed,
                "target_accept": args.target_accept or 0.8, "progress": args.progress_bars}
@@ -95,7 +96,7 @@ def run(args) -> int:
     opts = {"check_backends": args.check_backends, "checks": not args.no_checks,
             "baselines": _baselines(args.loo_models),
             "scheduler": resolve_scheduler(args.scheduler), "processes": args.processes,
-            "seed": args.seed, "log": log}
+            "seed": args.seed, "log": log, "warm_start": not args.cold_start}
     mu0, s0 = args.prior_mu, args.prior_sigma
     try:
         if args.model == "contextual-bt":

@@ -113,7 +113,7 @@ def test_ppc_is_calibrated_at_the_truth_and_flags_a_missing_bias():
     first-choice rate is extreme (the observed rate is one draw of the replicated one),
     while plain CrowdBT at the true λ, η (β ≡ 0) cannot reproduce the biased workers'
     rates (ppp outside [0.001, 0.999] for the workers with |β| > 1.5)."""
-    t, st, truth, fit = _ext("crowdbt-bias", n_items=6, n_workers=4, n_pairs=1600, seed=8,
+    _, st, truth, fit = _ext("crowdbt-bias", n_items=6, n_workers=4, n_pairs=1600, seed=8,
                              bias_sd=2.0)
     chk = pa.ppc_pairs(fit, _truth_params(st, truth, 300), seed=1)
     rows = chk.rows
@@ -373,7 +373,6 @@ def test_warm_starts_are_in_the_point_methods_mode(monkeypatch):
 
     def fake_run(fit, approx_of, baselines=(), **kw):
         captured["fit"], captured["base"] = fit, baselines
-        return None
 
     monkeypatch.setattr(pa, "run_pair_audit", fake_run)
     pa.crowdbt_ext_audit(st, wab, nuts_kw={"chains": 3}, seed=4)

@@ -16,7 +16,10 @@ comparison (``z = 1``) or its reverse. With ``θ = (λ, β)``, ``A_s = σ(y_s(d_
 
 EM converges linearly, slowly when the latent choice hides much information; by default the
 steps are grouped in SQUAREM cycles [Varadhan08], which extrapolate along the EM path and
-keep a cycle only when it does not lower ``F``.
+keep a cycle only when it does not lower ``F``, and once the projected gradient is below
+1 each cycle first tries a projected Newton step on ``F`` itself (:func:`newton_step`,
+the exact observed information of :func:`neg_hessian_full`), which finishes in a few steps
+what EM would take hundreds for (read-level: 29 steps instead of 834).
 
 By Fisher's identity ``∇_θ F = ∇_θ Q`` at the current ``r``, which gives the stopping
 rule: the largest entry of ``∇F`` in ``(θ, logit η)``, projected on ``0 ≤ η ≤ 1``
@@ -254,11 +257,14 @@ def newton_step(st: Structure, Z: Design, theta, eta, ab, edge: float = 1e-6):
     """One projected Newton step on the *observed-data* log posterior ``F(θ, η)``, or
     ``None`` when it cannot help (then EM goes on).
 
-    EM slows to a crawl where the latent choice hides most of the information: a worker
-    whose accuracy is near 1/2 (``P(y)`` barely depends on ``λ`` there) or whose ``η``
-    creeps towards the bound 1 that its ``Beta(a, 1)`` mode sits on — the fraction of
-    missing information is near 1 and EM's rate with it. Newton on ``F`` itself does not
-    care. The accuracies pushed against a bound (within ``edge`` and ``∂F/∂η`` pointing
+    EM's linear rate is the fraction of the information that the latent choice hides,
+    and it is worst along directions that couple the item scores with the accuracies
+    (a larger spread of ``λ`` with lower ``η`` explains the data almost as well). On
+    read-level (``bench/bench_pair_models.py``, ``em_scale``) plain EM's largest gradients
+    after 200 steps were in ``λ`` and in the accuracies of workers with few pairs drifting
+    down from 0.94-0.99, while 500 of the 624 accuracies end on the bound 1 of their
+    ``Beta(5, 1)`` mode; SQUAREM needed 834 steps. Newton on ``F`` itself is not slowed
+    by the hidden information. The accuracies pushed against a bound (within ``edge`` and ``∂F/∂η`` pointing
     out) are set on the bound (EM's clip) and held there (the projection of projected
     Newton [Bertsekas82]); on the others and ``θ`` the step solves ``−∇²F δ = ∇F`` with the
     exact observed information (:func:`neg_hessian_full`), is shortened to keep every

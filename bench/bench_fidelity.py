@@ -111,6 +111,9 @@ def variants(model: str) -> list[tuple[str, dict]]:
             out.append((f"ep{p} taylor=quadrature,score_alpha=prior",
                         {"method": "ep", "ep_passes": str(p), "taylor": "quadrature",
                          "score_alpha": "prior", "damping": 0.5}))
+        out.append(("ep5 damping=0 taylor=quadrature,score_alpha=prior",
+                    {"method": "ep", "ep_passes": "5", "taylor": "quadrature",
+                     "score_alpha": "prior", "damping": 0.0}))
     if model == "crowdbt":
         for p in (3, 5):
             out.append((f"ep{p} damping=0 taylor=quadrature",

@@ -917,8 +917,9 @@ DIAGNOSIS_FINDINGS = [
     "workers at 0.75 against NUTS's 0.9). EP over quadrature halves the centred |z| "
     "(0.25–0.26) but costs 3,000–8,000× the one-pass; EP over the paper's update with "
     "the prior α in the score step (`ep5 damping=0 score_alpha=prior`) gets as close "
-    "(0.24, sd ratio 1.14) at 9×, while it is worse than the default EP on expert, "
-    "amateur and malicious workers (0.20, 0.40, 0.39). This reference is NOT trusted (its "
+    "(0.24, sd ratio 1.14) at 9×; against the default EP it is worse on expert and "
+    "malicious workers (0.20, 0.39 against 0.12, 0.32) and a little better on amateurs "
+    "(0.40 against 0.45). This reference is NOT trusted (its "
     "η fails the gate; the scores pass).",
     "- **The global-level / low-rank correction would not reach the box**: it changes the "
     "raw marginals (the common level's variance: raw sd ratio 0.83–0.90, level z ≈ 1 on "

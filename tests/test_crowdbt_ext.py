@@ -214,6 +214,30 @@ def test_newton_steps_reach_the_em_fixed_point_in_fewer_steps(variant):
     assert "newton" in kinds and hybrid.fit_dict()["newton_steps"] == kinds.count("newton")
 
 
+@pytest.mark.parametrize("variant", m.VARIANTS)
+def test_newton_direction_is_the_dense_solve(variant):
+    # the Schur complement of the η block against numpy's dense solve of the full
+    # observed information (some accuracies held out of the free set)
+    st, _ = _st(variant, n_pairs=200, seed=7)
+    wab = np.tile([3.0, 1.5], (st.n_workers, 1))
+    ab = m.group_beta(st, wab)
+    Z = ext.design(st, 0.0, 1.0, 1.0)
+    fit = ext.fit_ext_em(st, wab)                       # near the mode: −∇²F is p.d.
+    rng = np.random.default_rng(0)
+    theta = np.concatenate([fit.mu, fit.beta]) if st.bias else fit.mu.copy()
+    theta = theta + rng.normal(0, 0.05, len(theta))
+    eta = np.clip(fit.eta + rng.normal(0, 0.02, st.n_groups), 0.05, 0.95)
+    free = np.ones(st.n_groups, bool)
+    free[0] = False
+    gt, ge = ext.gradient(st, Z, theta, eta, ab)
+    dt, de = ext.newton_direction(st, Z, theta, eta, ab, free, gt, ge)
+    D = len(theta)
+    keep = np.concatenate([np.ones(D, bool), free])
+    H = ext.neg_hessian_full(st, Z, theta, eta, ab)[np.ix_(keep, keep)]
+    want = np.linalg.solve(H, np.concatenate([gt, ge[free]]))
+    np.testing.assert_allclose(np.concatenate([dt, de]), want, rtol=1e-8, atol=1e-10)
+
+
 def test_newton_step_raises_the_posterior_or_declines():
     # from points along an EM run: a step taken never lowers F and keeps 0 < η < 1
     st, _ = _st("crowdbt-bias", n_pairs=300, seed=2)

@@ -120,6 +120,15 @@ def neg_hessian_full(st: Structure, Z: Design, theta, eta, ab) -> np.ndarray:
     Beta of the responsibilities is the *complete-data* posterior of ``η`` with ``λ`` known;
     this one also carries what the data leave unsure about ``λ`` (the missing information
     of [Louis82])."""
+    Htt, cross, Hee = _full_blocks(st, Z, theta, eta, ab)
+    cross = np.asarray(cross.todense())
+    return np.block([[Htt, cross], [cross.T, np.diag(Hee)]])
+
+
+def _full_blocks(st: Structure, Z: Design, theta, eta, ab):
+    """The blocks of :func:`neg_hessian_full`: ``Htt`` (dense ``D × D``), the cross block
+    (sparse ``D × G``: a pair touches its group only) and the diagonal of the ``η`` block
+    (``G,``: groups share no pair)."""
     A, B, e, P = _parts(st, Z, theta, eta)
     cu, cv = e * A * (1 - A) / P, (1 - e) * B * (1 - B) / P
     k = (A - B) / P
@@ -130,8 +139,22 @@ def neg_hessian_full(st: Structure, Z: Design, theta, eta, ab) -> np.ndarray:
              + Z.Zv.T @ sparse.diags(B * (1 - B) / P + k * cv) @ E)
     Hee = (np.bincount(st.group, k * k, G) + (ab[:, 0] - 1) / eta**2
            + (ab[:, 1] - 1) / (1 - eta) ** 2)
-    cross = np.asarray(cross.todense())
-    return np.block([[Htt, cross], [cross.T, np.diag(Hee)]])
+    return Htt, sparse.csr_matrix(cross), Hee
+
+
+def newton_direction(st: Structure, Z: Design, theta, eta, ab, free, gt, ge):
+    """Solve ``−∇²F δ = ∇F`` over ``θ`` and the accuracies ``free`` (a mask) through the
+    Schur complement of the diagonal ``η`` block: ``(Htt − C diag(1/h) Cᵀ) δθ = g_θ −
+    C (g_η / h)``, ``δη = (g_η − Cᵀ δθ) / h`` — a ``D × D`` system, the size of EM's own
+    M-step, however many groups (the domain model has one per worker and category).
+    Raises ``LinAlgError`` when ``−∇²F`` is not positive definite there."""
+    Htt, C, h = _full_blocks(st, Z, theta, eta, ab)
+    C, h, gf = C[:, np.flatnonzero(free)], h[free], ge[free]
+    if np.any(~(h > 0)):
+        raise np.linalg.LinAlgError("the accuracy block is not positive definite")
+    Sc = Htt - (C @ sparse.diags(1.0 / h) @ C.T).toarray()
+    dt = cho_solve(cho_factor(Sc), gt - C @ (gf / h))
+    return dt, (gf - C.T @ dt) / h
 
 
 def projected_norm(st, Z, theta, eta, ab, edge: float = 1e-9) -> float:
@@ -267,7 +290,7 @@ def newton_step(st: Structure, Z: Design, theta, eta, ab, edge: float = 1e-6):
     by the hidden information. The accuracies pushed against a bound (within ``edge`` and ``∂F/∂η`` pointing
     out) are set on the bound (EM's clip) and held there (the projection of projected
     Newton [Bertsekas82]); on the others and ``θ`` the step solves ``−∇²F δ = ∇F`` with the
-    exact observed information (:func:`neg_hessian_full`), is shortened to keep every
+    exact observed information (:func:`newton_direction`), is shortened to keep every
     ``η`` inside ``(0, 1)`` (99 % of the way to the bound at most) and backtracked until
     ``F`` rises (Armijo). Returns ``(θ, η)`` or ``None`` when ``−∇²F`` is not positive
     definite on the free set or no step length raises ``F``."""
@@ -277,16 +300,13 @@ def newton_step(st: Structure, Z: Design, theta, eta, ab, edge: float = 1e-6):
     eta0 = np.where(up, hi, np.where(down, lo, eta))
     free = ~(up | down)
     D = len(theta)
-    keep = np.concatenate([np.ones(D, bool), free])
+    if np.any(up | down):
+        gt, ge = gradient(st, Z, theta, eta0, ab)
     try:
-        H = neg_hessian_full(st, Z, theta, eta0, ab)[np.ix_(keep, keep)]
-        if np.any(up | down):
-            gt, ge = gradient(st, Z, theta, eta0, ab)
-        g = np.concatenate([gt, ge[free]])
-        step = cho_solve(cho_factor(H), g)
+        dt, de = newton_direction(st, Z, theta, eta0, ab, free, gt, ge)
     except (np.linalg.LinAlgError, ValueError):
         return None
-    de = step[D:]
+    step, g = np.concatenate([dt, de]), np.concatenate([gt, ge[free]])
     ef = eta0[free]
     with np.errstate(divide="ignore", invalid="ignore"):
         room = np.where(de > 0, (hi - ef) / de, np.where(de < 0, (lo - ef) / de, np.inf))

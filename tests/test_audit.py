@@ -44,10 +44,14 @@ def test_ep_and_quadrature_variants_expand_per_model():
     assert set(labels) == {"default", "method=ep", "method=ep,ep_passes=2", "taylor=quadrature",
                            "taylor=quadrature,method=ep",
                            "taylor=quadrature,method=ep,ep_passes=2"}
-    crowdbt = model_variants("crowdbt", v)
-    assert crowdbt == [{"method": "online", "ep_passes": "10"},
-                       {"method": "ep", "ep_passes": "10"}, {"method": "ep", "ep_passes": "2"}]
+    crowdbt = model_variants("crowdbt", v)      # CrowdBT has paper and quadrature
+    assert {variant_label(c) for c in crowdbt} == set(labels)
+    assert model_variants("crowdbt", parse_variants(["method=online,ep"])) == [
+        {"method": "online"}, {"method": "ep"}]
     assert model_variants("crowdbt", parse_variants(["taylor=full"])) == [{}]
+    assert model_variants("bt", v) == [{"method": "online", "ep_passes": "10"},
+                                       {"method": "ep", "ep_passes": "10"},
+                                       {"method": "ep", "ep_passes": "2"}]
     assert parse_variants(["ep_passes=5"]) == {"ep_passes": ["5"], "method": ["ep"]}
     # fit_variant dispatches to fit_ep with the passes asked for, else to fit_online
     from inference.online import fit_online
@@ -293,7 +297,8 @@ def test_audit_compares_ep_and_quadrature_variants(tiny_audit):
     metrics = json.loads((out / "metrics.json").read_text())
     labels = {m: [v["variant"] for v in metrics["models"][m]["variants"]]
               for m in ("couple", "crowdbt")}
-    assert labels["crowdbt"] == ["default", "method=ep"]
+    assert set(labels["crowdbt"]) == {"default", "taylor=quadrature", "method=ep",
+                                      "taylor=quadrature,method=ep"}
     assert set(labels["couple"]) == {"default", "taylor=plugin", "taylor=quadrature",
                                      "method=ep", "taylor=plugin,method=ep",
                                      "taylor=quadrature,method=ep"}

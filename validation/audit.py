@@ -187,15 +187,23 @@ def variant_list(variants: dict[str, list[str]], base: Sequence[str] = BASE_VARI
 
 
 def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
-    """The option sets for ``model``: every requested option for COUPLE, only
-    :data:`GENERIC_VARIANTS` for the others (their update has no Taylor or α choice)."""
+    """The option sets for ``model``: every requested option for COUPLE; for CrowdBT
+    :data:`GENERIC_VARIANTS` and the ``taylor`` values its update has (``paper``,
+    ``quadrature``); only :data:`GENERIC_VARIANTS` for the others (no Taylor or α choice)."""
     bad = [m for m in variants.get("method", ()) if model not in BATCH_METHODS.get(m, (model,))]
     if bad:
         raise DataError(f"method={bad[0]} fits models {', '.join(BATCH_METHODS[bad[0]])}, "
                         f"not {model}", "--variants")
-    if get_model(model).online == "couple":     # OnlineGBMM's Taylor and α options
+    online = get_model(model).online
+    if online == "couple":     # OnlineGBMM's Taylor and α options
         return variant_list(variants)
-    return variant_list({k: v for k, v in variants.items() if k in GENERIC_VARIANTS}, ())
+    keep = {k: v for k, v in variants.items() if k in GENERIC_VARIANTS}
+    if online == "crowdbt":    # Chen et al.'s expansion or quadrature (inference.online.crowdbt)
+        from inference.online.crowdbt import TAYLOR as CROWDBT_TAYLOR
+        taylor = [t for t in variants.get("taylor", ()) if t in CROWDBT_TAYLOR]
+        if any(t != "paper" for t in taylor):
+            keep["taylor"] = taylor
+    return variant_list(keep, ())
 
 
 def fit_variant(data, model: str, priors, opts: dict, **kw):

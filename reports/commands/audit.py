@@ -37,7 +37,8 @@ def register(sub) -> None:
     p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
     p.add_argument("--variants", action="append", default=None, metavar="OPT=V1,V2",
                    help="online variants to compare, e.g. taylor=paper,full,plugin,quadrature "
-                        "or score_alpha=updated,prior (COUPLE), method=online,ep and "
+                        "or score_alpha=updated,prior (COUPLE; CrowdBT takes "
+                        "taylor=paper,quadrature), method=online,ep and "
                         "ep_passes=2,5,10 (every model: expectation propagation over the "
                         "update); repeatable")
     p.add_argument("--approx", default=None, metavar="M1,M2",

@@ -537,7 +537,7 @@ def damping_study(names, passes: int = 200, tol: float = 1e-6) -> None:
             t = time.process_time()
             e = fit_ep(d, model, pri, passes=passes, damping=dmp, tol=tol, progress=False)
             runs[dmp] = (e, time.process_time() - t)
-        (a, ca), (b, cb) = runs[0.0], runs[0.5]
+        a, b = runs[0.0][0], runs[0.5][0]
         sd = np.sqrt(b.sigma2)
         row = {"name": name, "model": model,
                **{f"damping_{k}": {"passes_run": e.options["ep"]["passes_run"],
@@ -887,44 +887,44 @@ def diagnosis_section(path: Path = RESULTS / "fidelity_diagnosis.json") -> list[
 #: What the diagnosis table shows (written from the measured numbers; re-read them when
 #: the references change).
 DIAGNOSIS_FINDINGS = [
-    "- **Not convergence.** Undamped EP has reached its fixed point by 4–5 passes on every "
-    "medium setting (ep3/ep4/ep5 damping=0 and ep10 agree to within 0.03 in median |z|, "
-    "order sensitivity ≤ 0.02 sd), so more passes within the 10× budget cannot help: what is left "
-    "is the error of the fixed point itself.",
-    "- **Expert workers (0.12 vs the 0.1 box).** The centred means' spread is right (slope "
-    "0.99) and η¹ is inside the box (|z| 0.05, sd ratio 0.97); the residual is a mild "
-    "shrinkage of the extreme items (ρ(z, score) −0.25) spread over many items (90 % "
-    "quantile of |z| 0.31). Gauss–Hermite sites make it worse (0.18, ρ −0.79: the "
-    "quadrature variant shrinks the extremes more), so it is not the Taylor error.",
-    "- **Amateur and malicious workers: a few workers' η at the wrong fixed point.** NUTS "
-    "puts `E[η_w^1]` at 0.002–0.06 for a handful of workers (amateur w28, w5, w23; "
-    "malicious w5, w20: nearly all of their η's mass away from the first stage) while every "
-    "approximation, one-pass, EP and EP over quadrature alike, keeps them at 0.27–0.50 "
-    "(z up to 90): EP's fixed point still trusts them in part, and the scores they rank are "
-    "pulled the wrong way (centred slope 0.92–0.97 for EP, 0.84–0.85 for EP over "
-    "quadrature). It is not the moment matching's error — quadrature sites move the η of "
-    "these workers by ≤ 0.015 — nor a wrong mode: EP started *at NUTS's answer* "
-    "(sites that reproduce NUTS's marginals exactly, |z| 0) walks back to the very fixed "
-    "point it reaches from the prior (gaps ≤ 7e-5 sd on every medium setting; "
-    "`fixedpoints` below). The fixed point is unique and it is the factorised "
-    "approximation's: a Gaussian per item times a Dirichlet per worker, which cannot hold "
-    "the posterior's coupling between a worker's η and the scores of the items that "
-    "worker ranked. (The malicious reference is "
-    "NOT trusted: its η fails the gate, its scores pass; the amateur one is trusted.)",
-    "- **Spammers: the approximations spread the scores too much** (slope 1.26 one-pass, "
-    "1.40 for EP, 1.13 for EP over quadrature; ρ(z, score) positive: the extremes are "
-    "over-estimated) and under-rate the few reliable stages (η¹ mean z −0.47, the worst "
-    "workers at 0.75 against NUTS's 0.9). EP over quadrature halves the centred |z| "
-    "(0.25–0.26) but costs 3,000–8,000× the one-pass; EP over the paper's update with "
-    "the prior α in the score step (`ep5 damping=0 score_alpha=prior`) gets as close "
-    "(0.24, sd ratio 1.14) at 9×; against the default EP it is worse on expert and "
-    "malicious workers (0.20, 0.39 against 0.12, 0.32) and a little better on amateurs "
-    "(0.40 against 0.45). This reference is NOT trusted (its "
-    "η fails the gate; the scores pass).",
-    "- **The global-level / low-rank correction would not reach the box**: it changes the "
-    "raw marginals (the common level's variance: raw sd ratio 0.83–0.90, level z ≈ 1 on "
-    "the medium data) but not the centred ones the goal is set on, whose sd ratio is "
-    "already 0.96–1.0 on expert and amateur workers; it was therefore not built.",
+    ("- **Not convergence.** Undamped EP has reached its fixed point by 4–5 passes on every "
+     "medium setting (ep3/ep4/ep5 damping=0 and ep10 agree to within 0.03 in median |z|, "
+     "order sensitivity ≤ 0.02 sd), so more passes within the 10× budget cannot help: what is left "
+     "is the error of the fixed point itself."),
+    ("- **Expert workers (0.12 vs the 0.1 box).** The centred means' spread is right (slope "
+     "0.99) and η¹ is inside the box (|z| 0.05–0.07, sd ratio 0.96–0.97); the residual is a mild "
+     "shrinkage of the extreme items (ρ(z, score) −0.25) spread over many items (90 % "
+     "quantile of |z| 0.31). Gauss–Hermite sites make it worse (0.18, ρ −0.79: the "
+     "quadrature variant shrinks the extremes more), so it is not the Taylor error."),
+    ("- **Amateur and malicious workers: a few workers' η that the fixed point gets wrong.** NUTS "
+     "puts `E[η_w^1]` at 0.002–0.06 for a handful of workers (amateur w28, w5, w23; "
+     "malicious w5, w20: nearly all of their η's mass away from the first stage) while every "
+     "approximation, one-pass, EP and EP over quadrature alike, keeps them at 0.27–0.50 "
+     "(z up to 90): EP's fixed point still trusts them in part, and the scores they rank are "
+     "pulled the wrong way (centred slope 0.92–0.97 for EP, 0.84–0.85 for EP over "
+     "quadrature). It is not the moment matching's error — quadrature sites move the η of "
+     "these workers by ≤ 0.015 — nor a wrong mode: EP started *at NUTS's answer* "
+     "(sites that reproduce NUTS's marginals exactly, |z| 0) walks back to the very fixed "
+     "point it reaches from the prior (gaps ≤ 7e-5 sd on every medium setting; "
+     "`fixedpoints` below). The fixed point is unique and it is the factorised "
+     "approximation's: a Gaussian per item times a Dirichlet per worker, which cannot hold "
+     "the posterior's coupling between a worker's η and the scores of the items that "
+     "worker ranked. (The malicious reference is "
+     "NOT trusted: its η fails the gate, its scores pass; the amateur one is trusted.)"),
+    ("- **Spammers: the approximations spread the scores too much** (slope 1.26 one-pass, "
+     "1.40 for EP, 1.13 for EP over quadrature; ρ(z, score) positive: the extremes are "
+     "over-estimated) and under-rate the few reliable stages (η¹ mean z −0.47, the worst "
+     "workers at 0.75 against NUTS's 0.9). EP over quadrature halves the centred |z| "
+     "(0.25–0.26) but costs 3,000–8,000× the one-pass; EP over the paper's update with "
+     "the prior α in the score step (`ep5 damping=0 score_alpha=prior`) gets as close "
+     "(0.24, sd ratio 1.14) at 9×; against the default EP it is worse on expert and "
+     "malicious workers (0.20, 0.39 against 0.12, 0.32) and a little better on amateurs "
+     "(0.40 against 0.45). This reference is NOT trusted (its "
+     "η fails the gate; the scores pass)."),
+    ("- **The global-level / low-rank correction would not reach the box**: it changes the "
+     "raw marginals (the common level's variance: raw sd ratio 0.83–0.90, level z ≈ 1 on "
+     "the medium data) but not the centred ones the goal is set on, whose sd ratio is "
+     "already 0.96–1.0 on expert and amateur workers; it was therefore not built."),
 ]
 
 

@@ -230,8 +230,8 @@ def test_fit_online_and_ep_take_the_quadrature_variant(small):
     e1 = fit_ep(small, "crowdbt", pri, passes=1, taylor="quadrature", progress=False)
     assert np.array_equal(e1.mu, q.mu) and np.array_equal(e1.alpha, q.alpha)
     # the numba EP pass and the readable one agree with quadrature sites
-    from inference.online.ep import ep_init, ep_pass
     from inference.online.api import pairs_sequence
+    from inference.online.ep import ep_init, ep_pass
     seq = pairs_sequence(small.lengths, np.arange(small.n_rankings))
     s1 = ep_init(small, "crowdbt", pri, taylor="quadrature")
     s2 = ep_init(small, "crowdbt", pri, taylor="quadrature")

@@ -58,13 +58,23 @@ def summarise(r, wall: float) -> dict:
     ss = r.idata["sample_stats"]
     t = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.timings.items()}
     draws = int(post.sizes["chain"] * post.sizes["draw"])
-    return {"trusted": bool(r.gate.trusted), "gate": r.gate.verdict(),
-            "ess_bulk_min": round(bulk, 1), "ess_tail_min": round(tail, 1),
-            "leapfrog_per_draw": round(float(np.asarray(ss["n_steps"]).mean()), 2),
-            "divergences": int(np.asarray(ss["diverging"]).sum()), "draws_total": draws,
-            "timings_s": t, "wall_s": round(wall, 2),
-            "ess_bulk_per_s": round(bulk / max(t.get("sampling", wall), 1e-9), 2),
-            "ess_bulk_per_wall_s": round(bulk / wall, 2), "loadavg_after": env()["loadavg"]}
+    samp = max(t.get("sampling", wall), 1e-9)
+    rec = {"trusted": bool(r.gate.trusted), "gate": r.gate.verdict(),
+           "ess_bulk_min": round(bulk, 1), "ess_tail_min": round(tail, 1),
+           "leapfrog_per_draw": round(float(np.asarray(ss["n_steps"]).mean()), 2),
+           "divergences": int(np.asarray(ss["diverging"]).sum()), "draws_total": draws,
+           "timings_s": t, "wall_s": round(wall, 2),
+           "ess_bulk_per_s": round(bulk / samp, 2),
+           "ess_bulk_per_wall_s": round(bulk / wall, 2),
+           "ess_tail_per_s": round(tail / samp, 2),
+           "ess_tail_per_wall_s": round(tail / wall, 2), "loadavg_after": env()["loadavg"]}
+    tune = int(r.idata.attrs.get("tune", 0))
+    if t.get("warmup_gradients") is not None and tune:
+        rec["gradients_per_warmup_iteration"] = round(
+            t["warmup_gradients"] / (tune * post.sizes["chain"]), 2)
+    if t.get("sampling_gradients") is not None:
+        rec["gradients_per_draw"] = round(t["sampling_gradients"] / draws, 2)
+    return rec
 
 
 def fit(data, model, priors, **kw):
@@ -131,6 +141,43 @@ def worst_parameters(idata, n: int = 6) -> dict:
     return {"per_variable": per_var, "worst": rows[:n]}
 
 
+def adaptation_report(r, n: int = 8, workers=()) -> dict | None:
+    """NumPyro's adapted step size and inverse mass diagonal against the draws' variance
+    per unconstrained coordinate (:func:`inference.nuts.adaptation_summary`): the ratio's
+    spread over all coordinates, the ``n`` coordinates where it is furthest below 1
+    (adaptation too timid there), and every coordinate of the listed ``workers`` (those of
+    the worst R-hat) — with per-chain ratios and posterior sds."""
+    a = r.adaptation
+    if a is None:
+        return None
+    ratio = a["inv_mass"] / np.maximum(a["post_var"], 1e-300)     # (chains, D)
+    q = np.quantile(ratio, [0.0, 0.05, 0.5, 0.95, 1.0])
+
+    def row(i):
+        return {"coordinate": a["names"][i],
+                "ratio_per_chain": np.round(ratio[:, i], 3).tolist(),
+                "inv_mass_per_chain": np.round(a["inv_mass"][:, i], 4).tolist(),
+                "post_sd_per_chain": np.round(np.sqrt(a["post_var"][:, i]), 3).tolist()}
+    tags = tuple(f"[{w}," for w in workers)
+    return {"step_size": np.round(a["step_size"], 4).tolist(),
+            "ratio_quantiles_0_5_50_95_100": np.round(q, 3).tolist(),
+            "lowest_ratio": [row(i) for i in np.argsort(np.median(ratio, axis=0))[:n]],
+            "worst_workers": [row(i) for i, name in enumerate(a["names"])
+                              if tags and name.startswith("eta") and
+                              any(t in name for t in tags)]}
+
+
+def worst_workers(diagnosis: dict, n: int = 2) -> list[int]:
+    """Worker indices of the ``eta`` parameters with the largest R-hat."""
+    out = []
+    for row in diagnosis["worst"]:
+        if row["param"].startswith("eta["):
+            w = int(row["param"][4:].split(",")[0].rstrip("]"))
+            if w not in out:
+                out.append(w)
+    return out[:n]
+
+
 def medium_data(model: str, setting: str):
     """The medium scale: L=100, W=50, 100 tasks per worker (5,000 rankings; k ≤ 4 for
     COUPLE, pairs for CrowdBT), geometric prior a0=10, a=6 (CrowdBT: its Beta marginal)."""
@@ -174,39 +221,76 @@ def bench_medium(args) -> list:
     for b in args.backends.split(","):
         cfg = {"backend": b, "model": args.model, "setting": args.setting,
                "chains": args.chains, "tune": args.tune, "draws": args.draws,
+               "seed": args.seed, "adapt": args.adapt if b == "numpyro" else "windowed",
+               "max_draws": args.max_draws if b == "numpyro" else None,
                "dense_mass": args.dense, "target_accept": args.target_accept,
                "precision": args.precision if b == "numpyro" else "float64"}
         load0 = env()["loadavg"]
         c0 = cpu_seconds()
         r, wall = fit(d, args.model, pr, backend=b, chains=args.chains, tune=args.tune,
-                      draws=args.draws, seed=0, approx=on, dense_mass=args.dense,
+                      draws=args.draws, seed=args.seed, approx=on, dense_mass=args.dense,
                       target_accept=args.target_accept,
-                      precision=args.precision if b == "numpyro" else "float64")
+                      precision=args.precision if b == "numpyro" else "float64",
+                      adapt=args.adapt if b == "numpyro" else "windowed",
+                      max_draws=args.max_draws if b == "numpyro" else None)
         rec = {"what": "medium", **cfg, "L": d.n_items, "W": d.n_workers,
                "N": d.n_rankings, "start": "online (same draws for both back-ends)",
                "cpu_s": round(cpu_seconds() - c0, 1), "loadavg_before": load0,
-               **summarise(r, wall), "diagnosis": worst_parameters(r.idata), **env(),
+               **summarise(r, wall), "diagnosis": (diag := worst_parameters(r.idata)),
+               "adaptation": adaptation_report(r, workers=worst_workers(diag)), **env(),
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        # ESS per CPU second: the figure that does not depend on how loaded the machine was
+        rec["ess_bulk_per_cpu_s"] = round(rec["ess_bulk_min"] / max(rec["cpu_s"], 1e-9), 2)
+        rec["ess_tail_per_cpu_s"] = round(rec["ess_tail_min"] / max(rec["cpu_s"], 1e-9), 2)
         if args.save:
-            save_reference(r, rec, Path(args.save), wall)
+            save_reference(r, rec, Path(args.save.replace("{backend}", b)), wall)
         print(json.dumps({k: rec[k] for k in ("backend", "model", "setting", "tune", "draws",
                                                "dense_mass", "target_accept", "gate",
-                                               "wall_s", "cpu_s", "ess_bulk_per_s")}),
+                                               "wall_s", "cpu_s", "ess_bulk_per_s",
+                                               "ess_bulk_per_cpu_s")}),
               flush=True)
         out.append(rec)
     return out
 
 
+def adaptation_blocks(r) -> dict:
+    """Per site of the sampler (``lambda_c``, ``eta_u``, ...): the adapted step size and,
+    over the site's coordinates, quantiles of adapted inverse mass / posterior variance
+    (per chain) — a ratio far from 1 is a coordinate the warm-up mis-scaled."""
+    a = getattr(r, "adaptation", None)
+    if not a:
+        return {}
+    ratio = np.asarray(a["inv_mass"], float) / np.maximum(np.asarray(a["post_var"], float),
+                                                          1e-300)
+    site = np.array([str(n).split("[")[0] for n in a["names"]])
+    out = {"step_size": np.round(np.asarray(a["step_size"], float), 5).tolist()}
+    for s in dict.fromkeys(site):
+        q = np.quantile(ratio[:, site == s], [0.01, 0.5, 0.99])
+        out[f"inv_mass/post_var {s} (q01, q50, q99)"] = np.round(q, 3).tolist()
+    return out
+
+
 def bench_paper(args) -> list:
+    """The paper's scale (or, with ``--items/--workers/--tasks``, a smaller one with the
+    same per-item and per-worker information when ``--tasks 900`` is kept: L=100, W=50
+    gives each item and each worker as many rankings as at the paper's scale)."""
     from inference.online import fit_online
     from models.priors import Priors
-    from models.simulate import simulate_paper_scale
+    from models.simulate import simulate
 
-    rec = {"what": "paper", "model": "couple", "prior": "geometric:a0=10,a=6",
-           "chains": 4, "tune": args.tune, "draws": args.draws, "precision": "float32",
-           **env()}
+    scale = {"n_items": args.items, "n_workers": args.workers,
+             "tasks_per_worker": args.tasks, "kmax": 4}
+    rec = {"what": "paper" if (args.items, args.workers, args.tasks) == (1000, 500, 900)
+           else "paper-probe", "model": "couple", "prior": "geometric:a0=10,a=6",
+           "chains": args.chains, "tune": args.tune, "draws": args.draws,
+           "precision": "float32", "adapt": args.adapt, "worker_level": args.worker_level,
+           "refine_eta": args.refine_eta, "start": "online (approx draws, "
+           "seeded mass)", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "command": "python bench/bench_reference.py " + " ".join(sys.argv[1:]),
+           "machine": platform.machine(), **env()}
+    load0, c0, t00 = env()["loadavg"], cpu_seconds(), time.perf_counter()
     t = time.perf_counter()
-    d = simulate_paper_scale("couple", setting="amateur", seed=0).rankings
+    d = simulate("couple", setting="amateur", seed=0, **scale).rankings
     rec["simulate_s"] = round(time.perf_counter() - t, 2)
     rec.update(L=d.n_items, W=d.n_workers, N=d.n_rankings)
     pr = Priors.geometric(d.workers, d.K, a0=10, a=6)
@@ -214,15 +298,25 @@ def bench_paper(args) -> list:
     on = fit_online(d, "couple", pr, progress=False)
     rec["online_s"] = round(time.perf_counter() - t, 2)
     print(json.dumps(rec), flush=True)
-    r, wall = fit(d, "couple", pr, chains=4, tune=args.tune, draws=args.draws, seed=0,
-                  approx=on, precision="float32", pointwise=False)
+    r, wall = fit(d, "couple", pr, chains=args.chains, tune=args.tune, draws=args.draws,
+                  seed=args.seed, approx=on, precision="float32", pointwise=False,
+                  predictive=False, adapt=args.adapt, worker_level=args.worker_level,
+                  refine_eta=args.refine_eta)
     rec.update(summarise(r, wall))
     tm = r.timings
-    rec["gradients_per_draw_warmup"] = round(tm.get("warmup_gradients", 0)
-                                             / max(1, 4 * args.tune), 1)
-    rec["end_to_end_s"] = round(rec["simulate_s"] + rec["online_s"] + wall, 1)
+    rec["leapfrog_per_warmup_iteration"] = round(tm.get("warmup_gradients", 0)
+                                                 / max(1, args.chains * args.tune), 1)
+    for i in (1, 2):
+        if f"warmup_gradients_{i}" in tm:
+            rec[f"leapfrog_per_warmup_iteration_stage{i}"] = round(
+                tm[f"warmup_gradients_{i}"] / max(1, args.chains * tm[f"warmup_iters_{i}"]), 1)
+    rec["adaptation"] = adaptation_blocks(r)
+    rec["diagnosis"] = worst_parameters(r.idata)
+    rec["end_to_end_s"] = round(time.perf_counter() - t00, 1)
+    rec["cpu_s"] = round(cpu_seconds() - c0, 1)
+    rec["loadavg_before"] = load0
     rec["goal_s"] = 1200
-    print(json.dumps(rec), flush=True)
+    print(json.dumps({k: v for k, v in rec.items() if k not in ("diagnosis",)}), flush=True)
     return [rec]
 
 
@@ -237,6 +331,12 @@ def main(argv=None) -> int:
     ap.add_argument("--setting", default="amateur",
                     help="medium: worker type (expert, amateur, spammer, malicious)")
     ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0, help="medium: the sampler's seed")
+    ap.add_argument("--max-draws", type=int, default=None,
+                    help="medium, NumPyro: continue the chains in rounds of --draws while "
+                         "the gate fails on R-hat/ESS, up to this many draws per chain "
+                         "(fit_nuts max_draws=; off by default: the ESS/s pair compares "
+                         "fixed budgets)")
     ap.add_argument("--dense", action="store_true", help="medium: dense mass matrix")
     ap.add_argument("--target-accept", type=float, default=0.8)
     ap.add_argument("--precision", default="float64", choices=("float64", "float32"))
@@ -246,10 +346,24 @@ def main(argv=None) -> int:
     ap.add_argument("--append", action="store_true",
                     help="add the records to the JSON instead of replacing it")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--items", type=int, default=1000, help="paper: L (default 1000)")
+    ap.add_argument("--workers", type=int, default=500, help="paper: W (default 500)")
+    ap.add_argument("--tasks", type=int, default=900,
+                    help="paper: tasks per worker (default 900)")
+    ap.add_argument("--adapt", default=None, choices=("windowed", "fixed", "pooled"),
+                    help="warm-up scheme (fit_nuts adapt=; default: pooled for paper, "
+                         "windowed for medium, NumPyro only)")
+    ap.add_argument("--worker-level", default="approx", choices=("fixed", "approx"),
+                    help="paper: law of the workers' auxiliary magnitude (fit_nuts "
+                         "worker_level=; default approx)")
+    ap.add_argument("--refine-eta", action=argparse.BooleanOptionalAction, default=True,
+                    help="paper: refine the online worker concentrations by EM counts "
+                         "(fit_nuts refine_eta=; default on)")
     args = ap.parse_args(argv)
     defaults = {"warmstart": (300, 500), "medium": (300, 500), "paper": (300, 400)}
     args.tune = args.tune if args.tune is not None else defaults[args.what][0]
     args.draws = args.draws if args.draws is not None else defaults[args.what][1]
+    args.adapt = args.adapt or ("pooled" if args.what == "paper" else "windowed")
     from inference.nuts import configure_host_devices
     configure_host_devices()
     out = {"warmstart": bench_warmstart, "medium": bench_medium,

@@ -51,6 +51,8 @@ def configure_host_devices(n: int | None = None) -> bool:
     return True
 
 BACKENDS = ("numpyro", "pymc")
+#: Warm-up schemes of :func:`fit_nuts` (``adapt``).
+ADAPT = ("windowed", "fixed", "pooled")
 #: Above this many stored log-lik values (chains × draws × rankings) the pointwise
 #: log-likelihood is not stored by default (paper scale: 4·1000·450,000 ≈ 1.8e9 ≈ 7 GB).
 POINTWISE_LIMIT = 50_000_000
@@ -66,6 +68,10 @@ class NutsResult:
     idata: object
     gate: Gate
     timings: dict = field(default_factory=dict)
+    #: NumPyro only: the adapted sampler (:func:`adaptation_summary`): per-chain step size
+    #: and inverse mass diagonal beside the per-chain posterior variance of every
+    #: unconstrained coordinate — what tells a poorly adapted coordinate from a hard one.
+    adaptation: dict | None = None
 
 
 # ---------------------------------------------------------------- public API
@@ -77,7 +83,9 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
              init_jitter: float = 1.0, simplex: str = "gamma", level: str = "centered",
              seed_mass: bool = True, max_tree_depth: int = 10,
              prior_only: bool = False, predictive: bool | None = None,
-             dense_mass: bool = False) -> NutsResult:
+             dense_mass: bool = False, adapt: str = "windowed",
+             max_draws: int | None = None, worker_level: str = "fixed",
+             refine_eta: bool = False) -> NutsResult:
     """Sample ``model`` on ``data`` under ``priors`` with NUTS.
 
     Parameters
@@ -142,9 +150,35 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         ``dense_mass=True``; PyMC ``QuadPotentialFullAdapt``), seeded with the diagonal of
         the approximation's variances when ``approx`` is given. Worth it only when the
         posterior has strong linear correlations that a diagonal scaling cannot follow.
+    max_draws : int, optional
+        NumPyro: while the gate fails on R-hat or ESS alone, continue every chain for
+        another ``draws`` (the adapted kernel fixed) up to ``max_draws`` per chain
+        (:func:`_extend_sampling`); the DataTree's ``draws`` attr is the number kept.
+        Default: no extension.
     prior_only : bool
         Sample the prior alone (the data only give the shapes): the check of a sampler
         against the exact marginals of its prior (:mod:`validation.reference`).
+    adapt : {"windowed", "fixed", "pooled"}
+        NumPyro, diagonal mass, with ``approx``: how warm-up adapts. ``"windowed"`` (the
+        default) is Stan's schedule, each chain re-estimating its mass in doubling
+        windows; ``"fixed"`` keeps the mass seeded from the approximation and adapts the
+        step size only; ``"pooled"`` adapts the step size for half of ``tune`` with the
+        seeded mass, then replaces the mass by the variance of those warm-up draws pooled
+        over all chains and adapts the step size again (:func:`_staged_warmup`; the
+        paper-scale reference's setting). The posterior is the same; only the cost differs.
+    worker_level : {"fixed", "approx"}
+        NumPyro, Gamma simplex, with ``approx``: the law of each worker's auxiliary
+        magnitude ``log S`` (exact for any law): ``"fixed"`` sd
+        :data:`models.model_inputs.LEVEL_SD` for everyone, ``"approx"`` per worker the sd of
+        its pinned ``log η_t`` under the approximation
+        (:func:`inference.warmstart.worker_level_sd`), which removes the stiffest
+        directions when the data pin ``η`` tightly (hundreds of tasks per worker).
+    refine_eta : bool
+        COUPLE with ``approx``: replace the approximation's worker concentrations by
+        ``α + n_w``, the EM expected offset counts given its item means
+        (:func:`inference.warmstart.refine_worker_alpha`), before they choose the boost
+        mask, the starts and the seeded mass — for data where the one-pass update leaves
+        small components at their prior. Changes only the sampler's efficiency.
 
     Returns
     -------
@@ -160,6 +194,19 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         raise UsageError("precision must be 'float64' or 'float32'")
     if not (np.isfinite(init_jitter) and init_jitter >= 0):
         raise UsageError("init_jitter must be a finite number >= 0")
+    if adapt not in ADAPT:
+        raise UsageError(f"adapt must be one of {ADAPT}, got {adapt!r}")
+    if adapt != "windowed" and (backend != "numpyro" or dense_mass or approx is None):
+        raise UsageError(f"adapt={adapt!r} needs backend='numpyro', a diagonal mass and "
+                         "approx= (its mass is seeded from the approximation)")
+    if worker_level not in ("fixed", "approx"):
+        raise UsageError(f"worker_level must be 'fixed' or 'approx', got {worker_level!r}")
+    if worker_level == "approx" and (backend != "numpyro" or approx is None
+                                     or simplex != "gamma"):
+        raise UsageError("worker_level='approx' needs backend='numpyro', simplex='gamma' "
+                         "and approx=")
+    if refine_eta and (approx is None or model != "couple"):
+        raise UsageError("refine_eta needs model='couple' and approx=")
     if simplex not in ("gamma", "dirichlet") or level not in ("centered", "iid"):
         raise UsageError(f"simplex must be 'gamma' or 'dirichlet' and level 'centered' or "
                          f"'iid', got {simplex!r}, {level!r}")
@@ -174,10 +221,17 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         from models.model_inputs import boost_mask
 
         from .warmstart import approx_alpha, approx_draws
+        if refine_eta:
+            approx = _refined_approx(inputs, approx, data)
         if inputs.has_eta and simplex == "gamma":
             # entries the approximation says the data pin: one plain Gamma coordinate
-            param["boost"] = boost_mask(inputs.alpha, approx_alpha(inputs, approx,
-                                                                   data.workers))
+            a_post = approx_alpha(inputs, approx, data.workers)
+            param["boost"] = boost_mask(inputs.alpha, a_post)
+            if worker_level == "approx":
+                from models.model_inputs import INFORMED_ALPHA
+
+                from .warmstart import worker_level_sd
+                param["level_sd"] = worker_level_sd(a_post, a_post >= INFORMED_ALPHA)
         lam_d, leta_d = approx_draws(inputs, approx, data.items, data.workers,
                                      max(chains, 400 if seed_mass else chains), rng)
         draws_z = (lam_d, leta_d)
@@ -206,7 +260,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             seed=seed, starts=starts, inv_mass=inv_mass, progress=progress,
             precision=precision, chain_method=chain_method, pointwise=pointwise,
             param=param, max_tree_depth=max_tree_depth, prior_only=prior_only, keep=keep,
-            dense_mass=dense_mass)
+            dense_mass=dense_mass, adapt=adapt, max_draws=max_draws)
+        keep = timings.pop("kept_draws", keep)
     else:
         initvals = mass_values = None
         if draws_z is not None or init_values is not None:
@@ -222,23 +277,44 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     timings["total"] = time.perf_counter() - t0
     sampler = timings.pop("sampler", "numpyro")
     pp = timings.pop("predictive_draws", None)
+    adaptation = timings.pop("adaptation", None)
     idata = to_datatree(inputs, data, priors, post, stats, ll, backend=backend, pp=pp,
                         pp_draws=keep,
-                        extra_attrs={"chains": chains, "tune": tune, "draws": draws,
+                        extra_attrs={"chains": chains, "tune": tune,
+                                     "draws": int(post["lambda"].shape[1]),
                                      "target_accept": target_accept, "seed": seed,
                                      "precision": precision if backend == "numpyro"
                                      else "float64",
                                      "init": init_kind, "simplex": simplex, "level": level,
+                                     "adapt": adapt, "worker_level": worker_level,
+                                     "refine_eta": int(refine_eta),
                                      "prior_only": int(prior_only),
                                      **({"init_jitter": float(init_jitter)}
                                         if init_kind == "given" and backend == "numpyro"
                                         else {}),
                                      "sampler": sampler})
     gate = check(idata)
-    return NutsResult(idata=idata, gate=gate, timings=timings)
+    return NutsResult(idata=idata, gate=gate, timings=timings, adaptation=adaptation)
 
 
 # ---------------------------------------------------------------- init
+def _refined_approx(inputs: ModelInputs, approx, data: Rankings):
+    """A shallow copy of ``approx`` whose COUPLE worker concentrations are refined by
+    :func:`inference.warmstart.refine_worker_alpha` at its item means."""
+    import copy
+
+    from .warmstart import _positions, refine_worker_alpha
+
+    ix = _positions(approx.items, data.items, "item")
+    iw = _positions(approx.workers, data.workers, "worker")
+    alpha = np.array(approx.alpha, float)
+    alpha[iw, : inputs.K] = refine_worker_alpha(inputs, np.asarray(approx.mu, float)[ix],
+                                                inputs.alpha)
+    out = copy.copy(approx)
+    out.alpha = alpha
+    return out
+
+
 def _check_init(init: dict, inputs: ModelInputs) -> dict:
     """Validate a starting point and move it strictly inside the support."""
     out = {}
@@ -350,7 +426,8 @@ def numpyro_starts_from_draws(inputs: ModelInputs, lam_draws, log_eta_draws, cha
 
 def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, inv_mass,
                  progress, precision, chain_method, pointwise, param, max_tree_depth=10,
-                 prior_only=False, keep=None, dense_mass=False):
+                 prior_only=False, keep=None, dense_mass=False, adapt="windowed",
+                 max_draws=None):
     import jax
     from numpyro.infer import MCMC, NUTS, init_to_median
 
@@ -377,35 +454,51 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
             init_params = {k: jax.numpy.asarray(v, jax.numpy.float64) for k, v in starts.items()}
         if inv_mass is not None and dense_mass:
             inv_mass = np.diag(inv_mass)
-        kernel = NUTS(prog, target_accept_prob=target_accept,
-                      init_strategy=init_to_median(num_samples=15),
-                      inverse_mass_matrix=None if inv_mass is None
-                      else jax.numpy.asarray(inv_mass), max_tree_depth=max_tree_depth,
-                      dense_mass=dense_mass)
+        def make(mass, adapt_mass):
+            return NUTS(prog, target_accept_prob=target_accept,
+                        init_strategy=init_to_median(num_samples=15),
+                        inverse_mass_matrix=None if mass is None
+                        else jax.numpy.asarray(mass), max_tree_depth=max_tree_depth,
+                        dense_mass=dense_mass, adapt_mass_matrix=adapt_mass)
+
+        def make_mcmc(kernel, n_warm):
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="There are not enough devices")
+                return MCMC(kernel, num_warmup=n_warm, num_samples=draws, num_chains=chains,
+                            chain_method=chain_method, progress_bar=progress)
+
         z0 = None if starts is None else {k: (v if chains == 1 else v[0])
                                            for k, v in starts.items()}
         timings.update(gradient_timing(inputs, z=z0, param=param, loglik_dtype=loglik_dtype))
         extra = ("diverging", "energy", "num_steps", "accept_prob", "adapt_state.step_size",
                  "potential_energy")
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="There are not enough devices")
-            mcmc = MCMC(kernel, num_warmup=tune, num_samples=draws, num_chains=chains,
-                        chain_method=chain_method, progress_bar=progress)
         key = jax.random.PRNGKey(seed)
         t = time.perf_counter()
-        mcmc.warmup(key, extra_fields=("num_steps",), collect_warmup=True,
-                    init_params=init_params)
-        # JAX dispatches asynchronously: wait for the state, or the time lands in "sampling"
-        jax.block_until_ready(mcmc.post_warmup_state)
+        if adapt == "windowed":
+            mcmc = make_mcmc(make(inv_mass, True), tune)
+            mcmc.warmup(key, extra_fields=("num_steps",), collect_warmup=True,
+                        init_params=init_params)
+            # JAX dispatches asynchronously: wait for the state, or it lands in "sampling"
+            jax.block_until_ready(mcmc.post_warmup_state)
+            if tune > 0:
+                timings["warmup_gradients"] = float(np.asarray(
+                    mcmc.get_extra_fields()["num_steps"]).sum())
+        else:
+            mcmc = _staged_warmup(inputs, make, make_mcmc, key, tune, inv_mass, init_params,
+                                  param, adapt, timings)
         timings["warmup"] = time.perf_counter() - t
-        if tune > 0:
-            timings["warmup_gradients"] = float(np.asarray(
-                mcmc.get_extra_fields()["num_steps"]).sum())
         t = time.perf_counter()
         mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=extra)
         samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-        timings["sampling"] = time.perf_counter() - t
         ex = mcmc.get_extra_fields(group_by_chain=True)
+        samples, ex, rounds = _extend_sampling(mcmc, samples, ex, extra, chains, draws,
+                                               max_draws)
+        timings["sampling"] = time.perf_counter() - t
+        timings["sampling_rounds"] = float(rounds)
+        timings["adaptation"] = adaptation_summary(inputs, param, mcmc, samples, chains)
+        if keep is not None and rounds > 1:   # thin the longer run as fit_nuts would
+            keep = _thinned_draws(chains, rounds * draws)
+            timings["kept_draws"] = keep
         post = {k: np.asarray(samples[k], float) for k in ("lambda", "eta") if k in samples}
         n_steps = np.asarray(ex["num_steps"])
         timings["sampling_gradients"] = float(n_steps.sum())
@@ -432,6 +525,182 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
     finally:
         jax.config.update("jax_enable_x64", prev_x64)
     return post, stats, ll, timings
+
+
+def _extend_sampling(mcmc, samples: dict, ex: dict, extra, chains: int, draws: int,
+                     max_draws: int | None):
+    """More rounds of ``draws`` per chain while the gate fails on R-hat or ESS alone.
+
+    Why: a posterior with a rare transition (at the medium scale, a worker whose ``η_K``
+    has both a prior spike at 0 and a data mode near 0.7, ``docs/notes.md``) needs more
+    draws than a fixed budget guesses; the gate says so after the fact. Each round
+    continues every chain from its last state with the adapted kernel *fixed* (no
+    adaptation after warm-up), so the rounds together are one longer run of the same
+    Markov chains. Stops at ``max_draws`` per chain, or as soon as the gate passes, or
+    when it fails for a reason more draws cannot fix (divergences, low E-BFMI).
+    Returns the concatenated samples and extra fields, and the number of rounds."""
+    import jax
+
+    rounds = 1
+    if not max_draws or chains < 2:
+        return samples, ex, rounds
+    while (rounds + 1) * draws <= max_draws:
+        gate = _gate_of(samples, ex)
+        if gate.trusted or any("diverg" in r or "BFMI" in r for r in gate.reasons):
+            break
+        mcmc.post_warmup_state = mcmc.last_state
+        mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=extra)
+        more = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+        more_ex = mcmc.get_extra_fields(group_by_chain=True)
+        samples = {k: np.concatenate([np.asarray(samples[k]), np.asarray(more[k])], axis=1)
+                   for k in samples}
+        ex = {k: np.concatenate([np.asarray(ex[k]), np.asarray(more_ex[k])], axis=1)
+              for k in ex}
+        rounds += 1
+    return samples, ex, rounds
+
+
+def _gate_of(samples: dict, ex: dict) -> Gate:
+    """The gate (:func:`inference.gate.check`) on raw NumPyro draws ``(chain, draw, ...)``:
+    the model's parameters ``lambda`` (and ``eta``), divergences and energies."""
+    from arviz_base import from_dict
+
+    post = {k: np.asarray(samples[k], float) for k in ("lambda", "eta") if k in samples}
+    stats = {"diverging": np.asarray(ex["diverging"], bool),
+             "energy": np.asarray(ex["energy"], float)}
+    return check(from_dict({"posterior": post, "sample_stats": stats}))
+
+
+#: Share of ``tune`` spent in the first, step-size-only stage of ``adapt="pooled"``.
+POOLED_FIRST = 0.5
+
+
+def _staged_warmup(inputs, make, make_mcmc, key, tune, inv_mass, init_params, param, adapt,
+                   timings):
+    """Warm-up with a fixed diagonal mass per stage and only the step size adapted.
+
+    ``adapt="fixed"``: one stage, the seeded mass (the approximation's variances) kept.
+    ``adapt="pooled"``: a first stage (``POOLED_FIRST·tune`` iterations) from the seeded
+    mass; the variance of the second half of its draws, **pooled over all chains** and
+    computed on the sampler's unconstrained scale, becomes the mass of a second stage
+    that re-adapts the step size from the first stage's last states.
+
+    Why: Stan's windowed adaptation (NumPyro's default) re-estimates each chain's mass from
+    its own 25- and 50-draw windows; with thousands of coordinates the smallest of those
+    noisy variances sets the step size and the longest sets the trajectory, so a good
+    seeded mass is replaced by a worse one (``docs/notes.md``, paper scale). Pooling the
+    chains gives ``chains×`` more draws per estimate. Exactness does not depend on the
+    mass: warm-up draws are discarded and the mass and step size are fixed while
+    sampling, so the chains target the posterior whatever mass warm-up chose.
+
+    Returns the last stage's ``MCMC`` (its warm-up done); ``timings`` gains
+    ``warmup_gradients`` and, per stage, ``warmup_gradients_<i>``/``warmup_iters_<i>``.
+    """
+    import jax
+
+    if inv_mass is None:
+        raise UsageError(f"adapt={adapt!r} needs a seeded mass matrix: pass approx= "
+                         "(a warm start from an approximate posterior)")
+    n1 = tune if adapt == "fixed" else max(1, round(POOLED_FIRST * tune))
+    stages = [n1] + ([tune - n1] if adapt == "pooled" and tune - n1 > 0 else [])
+    mass, state, total = np.asarray(inv_mass, float), init_params, 0.0
+    for i, n in enumerate(stages):
+        key, sub = jax.random.split(key)
+        mcmc = make_mcmc(make(mass, False), n)
+        mcmc.warmup(sub, extra_fields=("num_steps",), collect_warmup=True, init_params=state)
+        jax.block_until_ready(mcmc.post_warmup_state)
+        steps = float(np.asarray(mcmc.get_extra_fields()["num_steps"]).sum())
+        timings[f"warmup_gradients_{i + 1}"], timings[f"warmup_iters_{i + 1}"] = steps, n
+        total += steps
+        if i + 1 < len(stages):
+            mass = pooled_variance(inputs, mcmc.get_samples(group_by_chain=True), param)
+            state = mcmc.last_state.z
+    timings["warmup_gradients"] = total
+    return mcmc
+
+
+def pooled_variance(inputs: ModelInputs, samples: dict, param: dict) -> np.ndarray:
+    """Diagonal inverse mass from warm-up draws ``{site: (chain, draw, ...)}``: the variance
+    of the second half of the draws on the unconstrained scale, pooled over chains, in
+    NumPyro's order (sites sorted by name, each raveled), regularised as Stan does
+    (``n/(n+5)·var + 1e-3·5/(n+5)``)."""
+    sites = _site_bijections(inputs, param)
+    vals = {k: np.asarray(v, float) for k, v in samples.items() if k in sites}
+    C, D = next(iter(vals.values())).shape[:2]
+    half = {k: v[:, D // 2:] for k, v in vals.items()}
+    z = _unconstrain(inputs, half, param)
+    n = C * (D - D // 2)
+    var = np.concatenate([z[k].reshape(n, -1).var(axis=0) for k in sorted(z)])
+    return (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
+
+
+def coordinate_names(inputs: ModelInputs, param: dict) -> list[str]:
+    """Names of NumPyro's unconstrained coordinates in its flattening order (sites sorted by
+    name, each raveled): ``lambda_mean``, ``lambda_c[i]`` (the zero-sum block's ``L − 1``
+    free coordinates), ``eta_g[w,t]``/``eta_u[w,t]``/``eta_e[w,t]`` (worker ``w``'s entry
+    ``t``, as :func:`models.model_inputs.boost_split` orders them), ``eta[...]`` otherwise."""
+    from models.model_inputs import boost_split
+
+    bij = _site_bijections(inputs, param)
+    sizes = {k: int(np.prod(np.shape(v))) for k, v in
+             _unconstrain(inputs, _prior_point(inputs, param), param).items()}
+    big, small = (boost_split(inputs.alpha, param.get("boost")) if inputs.has_eta
+                  else ((), ()))
+    names = []
+    for k in sorted(bij):
+        idx = {"eta_g": big, "eta_u": small, "eta_e": small}.get(k)
+        if idx is not None and len(idx) == 2 and len(idx[0]) == sizes[k]:
+            names += [f"{k}[{w},{t}]" for w, t in zip(*idx)]
+        elif sizes[k] == 1:
+            names.append(k)
+        else:
+            names += [f"{k}[{i}]" for i in range(sizes[k])]
+    return names
+
+
+def _prior_point(inputs: ModelInputs, param: dict) -> dict:
+    """One draw of the program's latent sites (only their shapes matter)."""
+    import jax
+    from numpyro import handlers
+
+    from models import numpyro_models as npm
+
+    with jax.enable_x64(True), handlers.seed(rng_seed=0):
+        tr = handlers.trace(npm.model).get_trace(inputs, prior_only=True, **param)
+    return {k: np.asarray(v["value"]) for k, v in tr.items()
+            if v["type"] == "sample" and not v.get("is_observed", False)}
+
+
+def adaptation_summary(inputs: ModelInputs, param: dict, mcmc, samples: dict,
+                       chains: int) -> dict:
+    """What NumPyro's warm-up adapted, against what the draws then showed.
+
+    ``step_size`` ``(chains,)``; ``inv_mass`` ``(chains, D)``: the diagonal of the adapted
+    inverse mass matrix; ``post_var`` ``(chains, D)``: each chain's variance of its draws
+    on the same unconstrained coordinates; ``names``: the ``D`` coordinates
+    (:func:`coordinate_names`). A well adapted diagonal has ``inv_mass ≈ post_var``; a
+    ratio far below 1 on a coordinate means its steps are too short there (slow drift), far
+    above 1 too long (small step size for everyone)."""
+    adapt = mcmc.post_warmup_state.adapt_state
+    step = np.atleast_1d(np.asarray(adapt.step_size, float))
+    imm = adapt.inverse_mass_matrix
+    blocks = [imm[k] for k in sorted(imm)] if isinstance(imm, dict) else [imm]
+    diag = []
+    for b in blocks:
+        b = np.asarray(b, float)
+        if chains == 1:
+            b = b[None]
+        diag.append(np.diagonal(b, axis1=-2, axis2=-1) if b.ndim == 3 else b)
+    inv_mass = np.concatenate(diag, axis=1)
+    sites = sorted(_site_bijections(inputs, param))
+    vals = {k: np.asarray(samples[k], float) for k in sites}
+    if chains == 1:
+        vals = {k: v[None] for k, v in vals.items()}
+    z = _unconstrain(inputs, vals, param)
+    C, D = next(iter(z.values())).shape[:2]
+    post_var = np.concatenate([z[k].reshape(C, D, -1).var(axis=1) for k in sites], axis=1)
+    return {"step_size": step, "inv_mass": inv_mass, "post_var": post_var,
+            "names": coordinate_names(inputs, param)}
 
 
 def gradient_timing(inputs: ModelInputs, reps: int = 5, *, z: dict | None = None,

@@ -54,15 +54,17 @@ BOOST_BELOW = 0.5
 LEVEL_SD = 0.3
 
 
-def level_log_ratio(log_s, alpha_sum, xp=np):
-    """``log f(S) − log Gamma(S; Σα, 1)`` with ``log S ~ Normal(0, LEVEL_SD²)`` (both as
+def level_log_ratio(log_s, alpha_sum, xp=np, sd=None):
+    """``log f(S) − log Gamma(S; Σα, 1)`` with ``log S ~ Normal(0, sd²)`` (both as
     densities of ``S``), the log weight that moves ``S``'s law from one to the other.
-    ``xp`` is the array module (NumPy, ``jax.numpy``, or ``pytensor.tensor``)."""
+    ``xp`` is the array module (NumPy, ``jax.numpy``, or ``pytensor.tensor``); ``sd``
+    (default :data:`LEVEL_SD`) may be one value per worker: any law of ``S`` is exact."""
     from math import lgamma, log, pi
 
     a = alpha_sum
+    sd = LEVEL_SD if sd is None else np.asarray(sd, float)
     lg = np.array([lgamma(float(v)) for v in np.ravel(a)]).reshape(np.shape(a))
-    log_f = -0.5 * (log_s / LEVEL_SD) ** 2 - log(LEVEL_SD) - 0.5 * log(2 * pi) - log_s
+    log_f = -0.5 * (log_s / sd) ** 2 - np.log(sd) - 0.5 * log(2 * pi) - log_s
     log_p = (a - 1.0) * log_s - xp.exp(log_s) - lg
     return log_f - log_p
 

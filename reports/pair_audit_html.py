@@ -36,7 +36,7 @@ AGG_H = ["n", "median |z|", "p90 |z|", "median sd ratio", "share close", "covera
 
 #: What each family is, for the tables.
 FAMILY_TEXT = {
-    "lambda": "item scores λ (EM/MAP estimate with Laplace's sd, η fixed)",
+    "lambda": "item scores λ (the estimate with Laplace's sd; EM: with η fixed)",
     "eta": "accuracies η (ρ_{w,c} per worker and category for crowdbt-domain) as the Beta "
            "of the EM responsibilities",
     "beta": "worker biases β towards the item shown first (Laplace's sd, η fixed)",

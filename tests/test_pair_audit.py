@@ -386,3 +386,58 @@ def test_warm_starts_are_in_the_point_methods_mode(monkeypatch):
         assert len(b.inits) == 3
         if b.kind == "ext":
             assert all(np.all(c["eta"] >= 0.5) for c in b.inits)
+
+
+# ------------------------------------------------------------------ the page
+def _fake_fits(fits, **kw):
+    """Stand-in for NUTS: iid draws around 0 / 0.8 of every site, 4 chains × 300."""
+    out = []
+    for k, f in enumerate(fits):
+        rng = np.random.default_rng(k)
+        d = {}
+        for site, axes in f.dims().items():
+            if site == "beta" and not (f.kind == "ext" and f.data.bias):
+                continue
+            if site == "gamma" and not f.data[1].shape[1]:
+                continue
+            shape = (4, 300) + tuple(len(v) for _, v in axes)
+            d[site] = (0.8 + 0.05 * rng.standard_normal(shape) if site == "eta"
+                       else 0.5 * rng.standard_normal(shape))
+        nuts = _nuts(d, f.backend)
+        nuts.stats = {"diverging": np.zeros((4, 300), bool),
+                      "energy": rng.standard_normal((4, 300))}
+        nuts.settings = {"chains": 4, "tune": 0, "draws": 300, "seed": 0}
+        out.append(nuts)
+    return out
+
+
+@pytest.mark.parametrize("which", ["crowdbt-domain", "contextual-bt"])
+def test_page_shows_the_reports_numbers(which, tmp_path, monkeypatch):
+    """The whole audit but the sampling (iid draws stand in for NUTS): the page holds the
+    gate verdict, every family's aggregates as metrics.json has them, the agreement, the
+    LOO table of the three models and the predictive checks."""
+    from reports.html import fmt
+    from reports.pair_audit_html import write_pair_report
+
+    monkeypatch.setattr(pa, "run_fits", _fake_fits)
+    opts = {"check_backends": True, "checks": True, "nuts_kw": {"chains": 4}}
+    if which == "contextual-bt":
+        t, X, _ = _ctx(n=80, p=1)
+        audit = pa.contextual_audit(t, X, covariates=("x0",), **opts)
+    else:
+        _, st, _, fit = _ext(which, n_pairs=80)
+        audit = pa.crowdbt_ext_audit(st, fit.worker_ab, categories=fit.categories, **opts)
+    rep = audit.report
+    assert rep["gate"]["trusted"] and rep["backend_agreement"]["agree"]
+    page = write_pair_report(tmp_path / "r.html", audit).read_text()
+    assert "Reference trusted" in page and "agree on all" in page
+    for fam, f in rep["families"].items():
+        a = f["aggregate"]
+        assert re.search(rf"<td>{re.escape(fam)}</td><td>{a['n']}</td>"
+                         rf"<td>{re.escape(fmt(a['median_abs_z']))}</td>", page), fam
+    loo = rep["checks"]["loo"]["tables"][0]
+    assert {r["model"] for r in loo["table"]} == {which, "crowdbt", "bt"}
+    for r in loo["table"]:
+        assert f"<td>{fmt(r['elpd'])}</td>" in page
+    assert set(rep["checks"]["ppc"]) == {which, "crowdbt", "bt"}
+    assert "What the model says" in page and "PSIS-LOO prefers" in page

@@ -193,6 +193,31 @@ ORDER_HEAD = ["pairs", "median |Δp|", "p90 |Δp|", "max |Δp|", "over-confidenc
               "share flipped", "median iid se"]
 
 
+def agreement_blocks(ag, prefix: str = "", extra: str = "") -> list[str]:
+    """The blocks that show a :class:`validation.reference.Agreement` (two PPLs' posteriors
+    compared parameter by parameter): heading, verdict, rule, the worst rows, the figure.
+    ``extra`` is appended to the rule's paragraph."""
+    from reports import figures as F
+
+    la, lb = ag.labels
+    return [heading(f"{prefix}{la} against {lb} (same data, same prior)"),
+            note(ag.verdict(), "ok" if ag.agree else "bad"),
+            paragraph(f"Standardised difference of the posterior means, "
+                      f"(m_{la} − m_{lb}) / √(MCSE_{la}² + MCSE_{lb}²), for every "
+                      f"scalar parameter; it is ~N(0, 1) when both samplers are "
+                      f"right. Threshold {ag.z_max:.2f}: a 1 % family-wise false "
+                      f"alarm rate over {ag.n_params} parameters (Bonferroni)." + extra),
+            table(ag.table.reindex(ag.table.z.abs().sort_values(ascending=False)
+                                   .index).head(8),
+                  ["param", f"mean_{la}", f"mean_{lb}", f"mcse_{la}", f"mcse_{lb}",
+                   "diff_in_sd", "z"],
+                  ["parameter", f"mean {la}", f"mean {lb}", f"MCSE {la}",
+                   f"MCSE {lb}", "difference / sd", "z"]),
+            figure(F.backend_agreement(ag),
+                   "Every parameter's standardised difference between the two "
+                   "PPLs; dashed: the threshold.")]
+
+
 def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
     """Assemble the audit page (the report sections of docs/guide.md) from the results of
     :func:`reports.audit.run_audit` and write it to ``path``."""
@@ -279,23 +304,7 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
                         "inside the envelope (ArviZ)."))
         ag = getattr(a, "agreement", None)
         if ag is not None:
-            la, lb = ag.labels
-            diag.add(heading(f"{a.model}: {la} against {lb} (same data, same prior)"),
-                     note(ag.verdict(), "ok" if ag.agree else "bad"),
-                     paragraph(f"Standardised difference of the posterior means, "
-                               f"(m_{la} − m_{lb}) / √(MCSE_{la}² + MCSE_{lb}²), for every "
-                               f"scalar parameter; it is ~N(0, 1) when both samplers are "
-                               f"right. Threshold {ag.z_max:.2f}: a 1 % family-wise false "
-                               f"alarm rate over {ag.n_params} parameters (Bonferroni)."),
-                     table(ag.table.reindex(ag.table.z.abs().sort_values(ascending=False)
-                                            .index).head(8),
-                           ["param", f"mean_{la}", f"mean_{lb}", f"mcse_{la}", f"mcse_{lb}",
-                            "diff_in_sd", "z"],
-                           ["parameter", f"mean {la}", f"mean {lb}", f"MCSE {la}",
-                            f"MCSE {lb}", "difference / sd", "z"]),
-                     figure(F.backend_agreement(ag),
-                            "Every parameter's standardised difference between the two "
-                            "PPLs; dashed: the threshold."))
+            diag.add(*agreement_blocks(ag, f"{a.model}: "))
         try:
             diag.add(figure(F.energy(a.nuts.idata),
                             "Energy: marginal vs transition distribution, E-BFMI per chain "

@@ -18,6 +18,7 @@ import pandas as pd
 from .html import (
     DEFINITIONS,
     Section,
+    agreement_blocks,
     figure,
     fmt,
     heading,
@@ -205,23 +206,8 @@ def write_pair_report(path, audit) -> object:
         diag.add(note(f"energy plot unavailable: {exc}"))
     ag = audit.agreement
     if ag is not None:
-        la, lb = ag.labels
-        diag.add(heading(f"{la} against {lb} (same data, same prior)"),
-                 note(ag.verdict(), "ok" if ag.agree else "bad"),
-                 paragraph(f"Standardised difference of the posterior means, (m_{la} − m_{lb}) "
-                           f"/ √(MCSE_{la}² + MCSE_{lb}²), for every scalar parameter; it is "
-                           f"~N(0, 1) when both samplers are right. Threshold {ag.z_max:.2f}: "
-                           f"a 1 % family-wise false alarm rate over {ag.n_params} parameters "
-                           f"(Bonferroni). The {lb} run: "
-                           + _verdict(rep["backend_agreement"]["other_gate"]) + "."),
-                 table(ag.table.reindex(ag.table.z.abs().sort_values(ascending=False)
-                                        .index).head(8),
-                       ["param", f"mean_{la}", f"mean_{lb}", f"mcse_{la}", f"mcse_{lb}",
-                        "diff_in_sd", "z"],
-                       ["parameter", f"mean {la}", f"mean {lb}", f"MCSE {la}", f"MCSE {lb}",
-                        "difference / sd", "z"]),
-                 figure(F.backend_agreement(ag), "Every parameter's standardised difference "
-                        "between the two PPLs; dashed: the threshold."))
+        diag.add(*agreement_blocks(ag, extra=f" The {ag.labels[1]} run: "
+                                   + _verdict(rep["backend_agreement"]["other_gate"]) + "."))
     # ---------------------------------------------------------------- approximation
     appr = Section(f"{approx.upper()} vs NUTS", anchor="approx")
     appr.add(paragraph("Per family, the approximation's marginal q against the NUTS draws "

@@ -134,7 +134,7 @@ def _creep(st, Z, theta, eta, ab) -> dict:
                                for g in worst]}
 
 
-def run_em_scale(args) -> dict:
+def run_em_scale(args, prev: dict | None = None) -> dict:
     from inference.batch import crowdbt_ext as ext
     from models import crowdbt_ext as cbx
 
@@ -149,14 +149,20 @@ def run_em_scale(args) -> dict:
         ab = cbx.group_beta(st, wab)
         Z = ext.design(st, 0.0, 1.0, 1.0)
         res = {"n_groups": st.n_groups, "solvers": {}}
+        old = ((prev or {}).get("models", {}).get(model, {}).get("solvers", {}))
         for name, kw in (("em", {"accelerate": False, "newton_below": None,
                                  "max_iter": args.em_cap}),
                          ("squarem", {"newton_below": None, "max_iter": args.squarem_cap}),
                          ("squarem+newton", {})):
+            if name not in args.em_solvers.split(","):
+                if name in old:                  # kept from the previous run, with its date
+                    res["solvers"][name] = old[name]
+                continue
             fit, tm = _timed(ext.fit_ext_em, st, wab, **kw)
             lam, beta = fit.mu, fit.beta
             theta = np.concatenate([lam, beta]) if st.bias else lam
-            r = {"iterations": fit.iterations, "newton_steps": fit.newton_steps,
+            r = {"date": datetime.now(UTC).isoformat(timespec="seconds"),
+                 "iterations": fit.iterations, "newton_steps": fit.newton_steps,
                  "converged": fit.converged, "grad_norm": fit.grad_norm,
                  "objective": fit.objective, "cap": kw.get("max_iter", 5000), **tm,
                  "trace": [[int(i), k, float(g)] for i, k, g in fit.trace]}
@@ -260,6 +266,8 @@ def main(argv=None) -> int:
                     help="em-scale: plain EM's step cap")
     ap.add_argument("--squarem-cap", type=int, default=1000,
                     help="em-scale: SQUAREM-alone's step cap")
+    ap.add_argument("--em-solvers", default="em,squarem,squarem+newton",
+                    help="em-scale: which solvers to run (the others are kept from --out)")
     ap.add_argument("--seed-order", type=int, default=0,
                     help="em-scale: seed of read-level's synthetic order and categories")
     args = ap.parse_args(argv)
@@ -282,7 +290,7 @@ def main(argv=None) -> int:
     cmd = " ".join([".venv/bin/python bench/bench_pair_models.py", *argv])
     now = datetime.now(UTC).isoformat(timespec="seconds")
     if "em-scale" in parts:
-        res["em_scale"] = run_em_scale(args)
+        res["em_scale"] = run_em_scale(args, prev.get("em_scale"))
         dated["em_scale"] = {"date": now, "command": cmd}
     if "preflib" in parts:
         res["preflib_covariates"] = run_preflib(args)

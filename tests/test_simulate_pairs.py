@@ -104,6 +104,7 @@ def test_pair_simulation_is_seeded(tmp_path):
     (["--model", "crowdbt-bias", "--tau", "2"], "--tau does not apply to --model crowdbt-bias"),
     (["--model", "contextual-bt", "--categories", "2"], "--categories does not apply"),
     (["--model", "crowdbt-domain", "--tasks", "3"], "--tasks does not apply"),
+    (["--model", "crowdbt-bias", "--setting", "expert"], "--setting does not apply"),
     (["--model", "couple", "--pairs", "10"], "--pairs is an option of the pair-table"),
     (["--model", "crowdbt-bias", "--eta-beta", "1"], "--eta-beta must be A,B"),
     (["--model", "crowdbt-domain", "--categories", "0"], "--categories must be >= 1"),

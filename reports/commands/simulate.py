@@ -52,8 +52,9 @@ def register(sub) -> None:
                "--kmax, --gold, --paper-scale or --format.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", choices=SIM_MODELS + PAIR_MODELS, default="couple")
-    p.add_argument("--setting", choices=tuple(WORKER_TYPES), default="amateur",
-                   help="worker type of every worker")
+    # no parser default, so that a --setting given to a pair-table model is seen (refused)
+    p.add_argument("--setting", choices=tuple(WORKER_TYPES), default=argparse.SUPPRESS,
+                   help="worker type of every worker (ranking models; default: amateur)")
     p.add_argument("--items", type=int, default=None,
                    help=f"number of items L (default 50; paper {PAPER_SCALE['n_items']})")
     p.add_argument("--workers", type=int, default=None,
@@ -124,6 +125,7 @@ def run(args) -> int:
         _positive(name, getattr(args, name))
     if args.model in PAIR_MODELS:
         return run_pairs(args)
+    args.setting = getattr(args, "setting", "amateur")
     given = [o for o in ("pairs", "eta_beta", "bias_sd", "categories", "n_covariates", "tau")
              if getattr(args, o, None) is not None]
     if given:
@@ -213,7 +215,8 @@ def _eta_beta(spec: str) -> tuple[float, float]:
 
 def _check_pair_args(args) -> None:
     """Refuse the ranking models' options and the other pair models' options."""
-    wrong = [o for o, given in (("tasks", args.tasks is not None),
+    wrong = [o for o, given in (("setting", hasattr(args, "setting")),
+                                ("tasks", args.tasks is not None),
                                 ("kmax", args.kmax is not None), ("gold", args.gold != 0),
                                 ("paper-scale", args.paper_scale),
                                 ("format", getattr(args, "fmt", "csv") != "csv"))

@@ -233,6 +233,8 @@ def bench_medium(args) -> list:
                       precision=args.precision if b == "numpyro" else "float64",
                       adapt=args.adapt if b == "numpyro" else "windowed",
                       max_draws=args.max_draws if b == "numpyro" else None)
+        if int(r.idata.attrs["draws"]) != args.draws:   # sampling extended (--max-draws)
+            cfg.update(draws=int(r.idata.attrs["draws"]), draws_per_round=args.draws)
         rec = {"what": "medium", **cfg, "L": d.n_items, "W": d.n_workers,
                "N": d.n_rankings, "start": "online (same draws for both back-ends)",
                "cpu_s": round(cpu_seconds() - c0, 1), "loadavg_before": load0,

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from jax.nn import log_sigmoid
@@ -164,9 +165,53 @@ def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):
 def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
     """``log Σ_{k! orderings} Eq. 4`` for the rankings of one length (``docs/design.md``).
 
-    Every ordering of each task is scored with :func:`couple_block` on a ``(k, P·n)``
-    layout; the ``P`` values per task are combined by logsumexp. Returns ``(n,)``.
+    Returns ``(n,)``. Stage ``i`` of ordering ``π`` (``m = k − i`` items left) contributes
+    ``Σ_{t<m} η_t p_{π(i+t)} / (S_i · Σ_{v<m} η_v)`` with ``p = exp(λ − max)`` and the
+    suffix sum ``S_i = Σ_{j≥i} p_{π(j)}`` ([Pan18], Eq. 4), so the sum over orderings is
+    a sum of products of ratios, computed in linear space:
+
+    * ``λ`` is gathered once per task (``(k, n)``); an ordering is a *static* reordering of
+      those ``k`` rows, so no ``k!``-fold gather (and no ``k!``-fold scatter-add in the
+      backward pass, which cost most of the gradient);
+    * the worker weights ``w^{(m)}_t = exp(log η_t − log Σ_{v<m} η_v)`` (``t < m``) are
+      each ``≤ 1`` and their largest is ``≥ 1/m``, so nothing underflows however small
+      ``η_t`` is (an underflowed ``w`` is an entry whose weight is ``< 1e-308``);
+    * ``p ∈ (0, 1]`` after the per-task shift, which cancels in every ratio.
+
+    Every ratio is a positive ``O(1)`` quantity (for ``λ`` spreads within a task below
+    ~50 in float64), so the sum is taken directly and its log returned. Measured 3.3x
+    cheaper per gradient than the log-space form over gathered orderings
+    (``bench/bench_couple_normalizer.py``), equal to it to ~1e-13.
     """
+    k, a, b = group.k, group.start, group.stop
+    x = lam[index[:k, a:b]]                                   # (k, n): one gather
+    p = jnp.exp(x - jax.lax.stop_gradient(x.max(axis=0)))
+    le = log_eta[worker[a:b], :k].T                           # (k, n)
+    lc = log_cum[worker[a:b], :k].T
+    w = {m: [jnp.exp(le[t] - lc[m - 1]) for t in range(m)] for m in range(2, k + 1)}
+    total = 0.0
+    for perm in np.asarray(group.perms):                      # static: k! orderings
+        q = [p[j] for j in perm]
+        suffix = [None] * (k - 1)
+        acc = q[k - 1]
+        for i in range(k - 2, -1, -1):
+            acc = acc + q[i]
+            suffix[i] = acc
+        prod = 1.0
+        for i in range(k - 1):
+            m = k - i
+            mix = w[m][0] * q[i]
+            for t in range(1, m):
+                mix = mix + w[m][t] * q[i + t]
+            prod = prod * (mix / suffix[i])
+        total = total + prod
+    return jnp.log(total)
+
+
+def couple_log_normalizer_gathered(lam, log_eta, log_cum, index, worker, group):
+    """The same as :func:`couple_log_normalizer`, the direct way: every ordering scored
+    with :func:`couple_block` in log space on a ``(k, k!·n)`` gathered layout, combined by
+    logsumexp. Kept as the reference the fast form is tested and measured against."""
     k, a, b = group.k, group.start, group.stop
     P, n = group.perms.shape[0], b - a
     cand = index[:k, a:b][group.perms.T].reshape(k, P * n)     # ordering p of task j

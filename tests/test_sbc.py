@@ -194,6 +194,25 @@ def test_config_errors():
         SbcConfig(chains=1, draws=50, n_ranks=100)
 
 
+def test_nuts_defaults_per_model():
+    """Normalised COUPLE runs 4 x (300 + 500) by default (its gradient sums over k!
+    orderings), the others 4 x (500 + 1000); explicit values win, and the resolved numbers
+    are in the replicate's cache key, so the pl/crowdbt keys are those of earlier studies."""
+    from validation.sbc import NUTS_DEFAULTS
+
+    c = SbcConfig(model="couple-normalized")
+    assert (c.tune, c.draws) == NUTS_DEFAULTS["couple-normalized"] == (300, 500)
+    assert c.spec(0)["tune"] == 300 and c.spec(0)["draws"] == 500
+    for m in ("pl", "crowdbt"):
+        c = SbcConfig(model=m)
+        assert (c.tune, c.draws) == (500, 1000)
+        assert c.spec(3) == SbcConfig(model=m, tune=500, draws=1000).spec(3)
+    c = SbcConfig(model="couple-normalized", tune=200, draws=700)
+    assert (c.tune, c.draws) == (200, 700)
+    with pytest.raises(ValueError, match="cannot thin"):
+        SbcConfig(model="couple-normalized", chains=1, draws=None, n_ranks=600)
+
+
 def test_lane_options_errors_and_cache_keys():
     """``lane_groups`` changes the schedule of a batch, not its draws: it is not part of a
     replicate's cache key; ``warmup_depth`` changes the chains: it is, but only when set,

@@ -110,34 +110,32 @@ def _cumlogsumexp(x, K):
 
 def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
     """``log Σ_{k! orderings} Eq. 4`` for the rankings of one length (docs/design.md, Models),
-    as the NumPyro twin :func:`models.numpyro_models.couple_log_normalizer` computes it: one
-    gather of ``λ`` per task, the orderings as static reorderings of its ``k`` rows, and
-    each stage's ratio ``Σ_{t<m} w^{(m)}_t p_{π(i+t)} / S_i`` in linear space with
-    ``p = exp(λ − max)`` and ``w^{(m)}_t = exp(log η_t − log Σ_{v<m} η_v) ≤ 1``."""
+    with the stage ratios of the NumPyro twin
+    (:func:`models.numpyro_models.couple_log_normalizer`): ``Σ_{t<m} w^{(m)}_t p_{π(i+t)} /
+    S_i`` in linear space, ``p = exp(λ − max)``, ``w^{(m)}_t = exp(log η_t − log Σ_{v<m}
+    η_v) ≤ 1``. ``λ`` is gathered once per task; the orderings are one constant-index take
+    of its ``k`` rows, ``(k, k!, n)``, so the graph has ``O(k²)`` nodes whatever ``k!``
+    (PyTensor compiles every replicate's graph anew: unrolling the orderings made that
+    compilation the largest part of a small fit)."""
     k, a, b = group.k, group.start, group.stop
     x = lam[index[:k, a:b]]                                   # (k, n): one gather
     p = pt.exp(x - zero_grad(pt.max(x, axis=0)))
+    q = p[np.asarray(group.perms).T]                          # (k, P, n): ordering rows
     le = log_eta[worker[a:b], :k].T                           # (k, n)
     lc = log_cum[worker[a:b], :k].T
-    w = {m: [pt.exp(le[t] - lc[m - 1]) for t in range(m)] for m in range(2, k + 1)}
-    rows = [p[j] for j in range(k)]
-    total = 0.0
-    for perm in np.asarray(group.perms):                      # static: k! orderings
-        q = [rows[j] for j in perm]
-        suffix = [None] * (k - 1)
-        acc = q[k - 1]
-        for i in range(k - 2, -1, -1):
-            acc = acc + q[i]
-            suffix[i] = acc
-        prod = 1.0
-        for i in range(k - 1):
-            m = k - i
-            mix = w[m][0] * q[i]
-            for t in range(1, m):
-                mix = mix + w[m][t] * q[i + t]
-            prod = prod * (mix / suffix[i])
-        total = total + prod
-    return pt.log(total)
+    suffix = [None] * (k - 1)
+    acc = q[k - 1]
+    for i in range(k - 2, -1, -1):
+        acc = acc + q[i]
+        suffix[i] = acc
+    prod = 1.0
+    for i in range(k - 1):
+        m = k - i
+        mix = pt.exp(le[0] - lc[m - 1])[None, :] * q[i]
+        for t in range(1, m):
+            mix = mix + pt.exp(le[t] - lc[m - 1])[None, :] * q[i + t]
+        prod = prod * (mix / suffix[i])
+    return pt.log(pt.sum(prod, axis=0))
 
 
 def couple_log_normalizer_gathered(lam, log_eta, log_cum, index, worker, group):

@@ -93,7 +93,7 @@ def test_numpyro_normalizer_brute_force_and_gathered(case):
         jax.config.update("jax_enable_x64", False)
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[3]])
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[3]])
 def test_pymc_normalizer_brute_force_and_gathered(case):
     import pytensor
     import pytensor.tensor as pt

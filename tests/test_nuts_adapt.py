@@ -1,4 +1,6 @@
-"""Warm-up schemes of ``fit_nuts(adapt=...)`` (:func:`inference.nuts._staged_warmup`).
+"""Warm-up schemes of ``fit_nuts(adapt=...)`` (:func:`inference.nuts._staged_warmup`), the
+per-worker law of the auxiliary magnitude (``worker_level``) and refined concentrations
+(``refine_eta``).
 
 The schemes change only how warm-up chooses the mass matrix and step size, never the
 target: the posterior of the staged schemes must agree with the default windowed route
@@ -81,21 +83,48 @@ def test_pooled_warmup_targets_the_same_posterior_as_the_default():
           "pointwise": False, "predictive": False}
     ref = nuts.fit_nuts(d, "couple", pr, **kw)
     res = {"pooled": nuts.fit_nuts(d, "couple", pr, adapt="pooled", **kw),
-           # the paper-scale reference's setting
-           "fixed": nuts.fit_nuts(d, "couple", pr, adapt="fixed", worker_level="approx",
-                                  refine_eta=True, **kw)}
-    assert res["fixed"].idata.attrs["worker_level"] == "approx"
+           # per-worker law of the auxiliary magnitude, refined concentrations
+           "windowed": nuts.fit_nuts(d, "couple", pr, worker_level="approx",
+                                     refine_eta=True, **kw)}
+    assert res["windowed"].idata.attrs["worker_level"] == "approx"
     for a, r in res.items():
         assert r.idata.attrs["adapt"] == a
         assert r.timings["warmup_gradients"] > 0
-        ag = backend_agreement(ref.idata, r.idata, labels=("windowed", a))
+        ag = backend_agreement(ref.idata, r.idata, labels=("default", a))
         assert ag.agree, ag.verdict()
     assert {"warmup_gradients_1", "warmup_gradients_2"} <= set(res["pooled"].timings)
     # the check can fail: the same posterior shifted by a few sd of one score disagrees
-    shifted = res["pooled"].idata.copy()
-    lam = shifted["posterior"]["lambda"]
-    shifted["posterior"]["lambda"] = lam + 0.5 * float(lam.std()) * (lam.item == lam.item[0])
-    assert not backend_agreement(ref.idata, shifted).agree
+    assert not backend_agreement(ref.idata, _shift_first_score(res["pooled"].idata)).agree
+
+
+def _shift_first_score(idata, by_sd: float = 0.5):
+    """A copy of ``idata`` with the first item's score shifted by ``by_sd`` posterior sd."""
+    out = idata.copy()
+    lam = out["posterior"]["lambda"]
+    x = lam.values.copy()
+    x[..., 0] += by_sd * x[..., 0].std()
+    out["posterior"]["lambda"] = lam.copy(data=x)
+    return out
+
+
+def test_shifted_copy_fails_the_agreement_check():
+    """The oracle of the slow test's last step, on exact draws: iid copies agree, a copy
+    with one score moved by half a posterior sd does not (and the original is intact)."""
+    from arviz_base import from_dict
+
+    from validation.reference import backend_agreement
+
+    rng = np.random.default_rng(0)
+    mk = lambda: from_dict({"posterior": {"lambda": rng.normal(size=(4, 500, 3))}},
+                           coords={"item": ["a", "b", "c"]}, dims={"lambda": ["item"]})
+    a, b = mk(), mk()
+    before = a["posterior"]["lambda"].values.copy()
+    assert backend_agreement(a, b).agree
+    assert not backend_agreement(a, _shift_first_score(b)).agree
+    np.testing.assert_array_equal(a["posterior"]["lambda"].values, before)
+    shifted = _shift_first_score(a)
+    np.testing.assert_array_equal(a["posterior"]["lambda"].values, before)
+    assert not backend_agreement(a, shifted).agree
 
 
 # ---------------------------------------------------------------- per-worker level, refined η

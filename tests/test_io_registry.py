@@ -129,7 +129,9 @@ def test_data_list_command_text_and_json(tmp_path, capsys, monkeypatch):
     assert "MISSING" in out and "description" in out
     assert cli.main(["data", "list", "--json"]) == 0
     sets = json.loads(capsys.readouterr().out)
-    assert {d["name"] for d in sets} == set(mio.DATASETS)
+    from models.io.pair_datasets import PAIR_DATASETS
+    assert {d["name"] for d in sets} == set(mio.DATASETS) | set(PAIR_DATASETS)
+    assert {d["name"] for d in sets if d["kind"] == "pairs"} == set(PAIR_DATASETS)
     assert not any(d["present"] for d in sets)
 
 

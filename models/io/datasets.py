@@ -227,16 +227,22 @@ def load_dataset(name: str, root: str | Path | None = None, **opts
     return REGISTRY[name].load(root, **opts)
 
 
-def list_datasets(root: str | Path | None = None) -> list[dict]:
-    """The registry as plain dicts: name, description, as loaded, truth, origin, folder,
-    options, and whether the files are present (``missing`` lists those that are not)."""
+def list_datasets(root: str | Path | None = None, *, pairs: bool = False) -> list[dict]:
+    """The registry as plain dicts: name, kind, description, as loaded, truth, origin,
+    folder, options, and whether the files are present (``missing`` lists those that are
+    not). ``pairs=True`` also lists the pair-table sets
+    (:data:`.pair_datasets.PAIR_DATASETS`, kind ``"pairs"``) after the rankings sets."""
+    sets = [("rankings", d) for d in REGISTRY.values()]
+    if pairs:
+        from .pair_datasets import PAIR_DATASETS   # imports this module: resolved late
+        sets += [("pairs", d) for d in PAIR_DATASETS.values()]
     out = []
-    for d in REGISTRY.values():
+    for kind, d in sets:
         missing = d.missing(root)
-        out.append({"name": d.name, "description": d.description, "as_loaded": d.as_loaded,
-                    "truth": d.truth, "origin": d.origin, "folder": str(d.path(root)),
-                    "options": list(d.options), "present": not missing,
-                    "missing": [str(p) for p in missing]})
+        out.append({"name": d.name, "kind": kind, "description": d.description,
+                    "as_loaded": d.as_loaded, "truth": d.truth, "origin": d.origin,
+                    "folder": str(d.path(root)), "options": list(d.options),
+                    "present": not missing, "missing": [str(p) for p in missing]})
     return out
 
 

@@ -37,7 +37,9 @@ def register(sub) -> None:
         "list", help="the shared real data sets, with descriptions and whether they are here",
         description="List the registered shared real data sets (the names FILE may take): "
                     "what each holds, its ground truth, where it comes from, and whether its "
-                    "files are present under $CROWDRANK_DATASETS or ../shared/datasets.")
+                    "files are present under $CROWDRANK_DATASETS or ../shared/datasets. "
+                    "Rankings sets come first; pair-table sets (for the pair-table models "
+                    "crowdbt-bias, crowdbt-domain and contextual-bt) after them.")
     ls.add_argument("--json", action="store_true", help="print JSON instead of text")
     ls.set_defaults(func=run_list)
     c = dsub.add_parser(
@@ -140,7 +142,9 @@ def format_list(sets: list[dict], root) -> str:
     lines = [f"shared data sets in {root} (set CROWDRANK_DATASETS to move them)", ""]
     for d in sets:
         state = "present" if d["present"] else f"MISSING ({len(d['missing'])} file(s))"
-        lines.append(f"{d['name']:<16}{state}")
+        kind = ("rankings" if d["kind"] == "rankings" else
+                "pair table: fit/audit --model crowdbt-bias|crowdbt-domain|contextual-bt")
+        lines.append(f"{d['name']:<22}{state}  [{kind}]")
         for key in ("description", "as_loaded", "truth", "origin"):
             lines.append(f"  {key.replace('_', ' '):<11} {d[key]}")
         if d["options"]:
@@ -153,7 +157,7 @@ def format_list(sets: list[dict], root) -> str:
 def run_list(args) -> int:
     from models.io import datasets_root, list_datasets
 
-    sets = list_datasets()
+    sets = list_datasets(pairs=True)
     print(json.dumps(sets, indent=2) if args.json else format_list(sets, datasets_root()))
     return 0
 

@@ -194,8 +194,8 @@ def test_contract_dataclass_fields():
     assert _contract_params("Priors")[0] == _fields(Priors)
     assert _contract_params("Gate")[0] == _fields(Gate)
     assert _contract_params("GridRun")[0] == _fields(GridRun)
-    assert {"idata", "gate", "timings"} == set(_fields(NutsResult))
-    for name in ("idata", "gate", "timings"):
+    assert {"idata", "gate", "timings", "adaptation"} == set(_fields(NutsResult))
+    for name in ("idata", "gate", "timings", "adaptation"):
         assert f"`NutsResult.{name}`" in CONTRACTS
     for name in ("verdict", "to_dict"):
         assert f"`.{name}()`" in CONTRACTS and callable(getattr(Gate, name))

@@ -909,8 +909,8 @@ DIAGNOSIS_FINDINGS = [
      "`fixedpoints` below). The fixed point is unique and it is the factorised "
      "approximation's: a Gaussian per item times a Dirichlet per worker, which cannot hold "
      "the posterior's coupling between a worker's η and the scores of the items that "
-     "worker ranked. (The malicious reference is "
-     "NOT trusted: its η fails the gate, its scores pass; the amateur one is trusted.)"),
+     "worker ranked. (Both references are trusted; the malicious one is NumPyro "
+     "4 × (500 + 7,500), its sampling extended in rounds until the gate passed.)"),
     ("- **Spammers: the approximations spread the scores too much** (slope 1.26 one-pass, "
      "1.40 for EP, 1.13 for EP over quadrature; ρ(z, score) positive: the extremes are "
      "over-estimated) and under-rate the few reliable stages (η¹ mean z −0.47, the worst "
@@ -919,8 +919,7 @@ DIAGNOSIS_FINDINGS = [
      "the prior α in the score step (`ep5 damping=0 score_alpha=prior`) gets as close "
      "(0.24, sd ratio 1.14) at 9×; against the default EP it is worse on expert and "
      "malicious workers (0.20, 0.39 against 0.12, 0.32) and a little better on amateurs "
-     "(0.40 against 0.45). This reference is NOT trusted (its "
-     "η fails the gate; the scores pass)."),
+     "(0.40 against 0.45). The reference is trusted (PyMC 4 × (500 + 2,000))."),
     ("- **The global-level / low-rank correction would not reach the box**: it changes the "
      "raw marginals (the common level's variance: raw sd ratio 0.83–0.90, level z ≈ 1 on "
      "the medium data) but not the centred ones the goal is set on, whose sd ratio is "

@@ -913,8 +913,8 @@ DIAGNOSIS_FINDINGS = [
      "4 × (500 + 7,500), its sampling extended in rounds until the gate passed.)"),
     ("- **Spammers: the approximations spread the scores too much** (slope 1.26 one-pass, "
      "1.40 for EP, 1.13 for EP over quadrature; ρ(z, score) positive: the extremes are "
-     "over-estimated) and under-rate the few reliable stages (η¹ mean z −0.47, the worst "
-     "workers at 0.75 against NUTS's 0.9). EP over quadrature halves the centred |z| "
+     "over-estimated) and under-rate the few reliable stages (η¹ mean z −0.48; the worst "
+     "worker, w5, at 0.67–0.71 against NUTS's 0.85). EP over quadrature halves the centred |z| "
      "(0.25–0.26) but costs 3,000–8,000× the one-pass; EP over the paper's update with "
      "the prior α in the score step (`ep5 damping=0 score_alpha=prior`) gets as close "
      "(0.24, sd ratio 1.14) at 9×; against the default EP it is worse on expert and "

@@ -479,6 +479,13 @@ def headline(results_dir: Path | str = RESULTS) -> str:
         p0 = paper[0]
         status = p0.get("status") or (f"{p0.get('end_to_end_s', float('nan')) / 60:.1f} min, "
                                       f"{'trusted' if p0.get('trusted') else 'NOT trusted'}")
+        probes = [r for r in paper if r.get("what") == "paper-probe"
+                  and r.get("leapfrog_per_draw")]
+        if probes:
+            status += ("; proxy with the paper's rankings per item and worker (L=100, W=50, "
+                       "T=900): " + ", ".join(f"{r.get('adapt')} {r['leapfrog_per_draw']:.0f}"
+                                              for r in probes)
+                       + " leapfrogs per draw, none trusted (docs/notes.md)")
         rows.append(["trusted COUPLE reference at paper scale (450,000 rankings, 4 chains)",
                      status, "≤ 20 min on 2 cores"])
     ws = _load(d, "reference_warmstart.json")
@@ -529,6 +536,9 @@ def headline(results_dir: Path | str = RESULTS) -> str:
         rows.append(["SBC (10 items, 4 workers, 100 rankings, geometric prior)",
                      "; ".join(_sbc(r) for r in runs) or "not measured",
                      "≥ 200 replicates each, calibrated, ≤ 30 min"])
+    fid = _load(d, "fidelity.json")
+    if fid and fid.get("goals"):
+        rows.extend(_fidelity_rows(fid["goals"]))
     online = _load(d, "online.json")
     if online:
         summ = next((r for r in online if r.get("what") == "summary"), {})
@@ -558,6 +568,37 @@ def headline(results_dir: Path | str = RESULTS) -> str:
     rows.extend(_replicate_rows(d))
     text = table(["what", "measured", "goal"], rows)
     return f"{BEGIN}\n{text.rstrip()}\n{END}"
+
+
+def _fidelity_rows(goals: dict) -> list[list]:
+    """The approximation study's two goals: the medium-scale box, and EP on BabyFace."""
+    rows = []
+    med = [(k.removeprefix("medium-"), g) for k, g in goals.items()
+           if k.startswith("medium-")]
+    if med:
+        def one(name, g):
+            c = g.get("closest_within_cost") or {}
+            inside = ", ".join(g.get("variants_in_goal") or []) or "none"
+            ref = "" if g.get("trusted") else ", reference NOT trusted"
+            return (f"{name}: in the box {inside}; closest {c.get('variant')} "
+                    f"{fmt(c.get('centred_abs_z'))} / {fmt(c.get('centred_sd_ratio'))}, "
+                    f"η¹ {fmt(c.get('eta1_abs_z'))} / {fmt(c.get('eta1_sd_ratio'))}, "
+                    f"{fmt(c.get('cpu_x_one_pass'))}×{ref}")
+        rows.append(["best online variant at medium scale (L=100, W=50): centred |z| / sd "
+                     "ratio, η¹ |z| / sd ratio, CPU × one-pass (docs/fidelity.md)",
+                     "; ".join(one(n, g) for n, g in med),
+                     "|z| ≤ 0.1, sd ratio in [0.9, 1.1], ≤ 10×"])
+    bf = goals.get("babyface")
+    if bf:
+        best = min(bf.items(), key=lambda kv: max(kv[1]["centred_z_ratio"],
+                                                  kv[1]["order_ratio"]))
+        ok = max(best[1]["centred_z_ratio"], best[1]["order_ratio"]) <= 0.5
+        rows.append(["EP on BabyFace against the one-pass: centred |z| and order "
+                     "sensitivity (ratio)",
+                     f"{best[0]}: {fmt(best[1]['centred_z_ratio'])}×, "
+                     f"{fmt(best[1]['order_ratio'])}× (halved: {'yes' if ok else 'no'})",
+                     "≤ 0.5× both"])
+    return rows
 
 
 def _replicate_rows(d: Path) -> list[list]:

@@ -21,6 +21,21 @@ from inference.nuts import configure_host_devices
 configure_host_devices()
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop each test module's compiled XLA programs when it ends. One process runs the
+    whole suite; without this it keeps every program it ever compiled, each holding
+    memory mappings, and near the kernel's per-process limit on mappings
+    (``vm.max_map_count``, 65,530 by default) XLA's compiler aborts mid-suite."""
+    yield
+    import gc
+    import sys
+
+    if "jax" in sys.modules:
+        sys.modules["jax"].clear_caches()
+    gc.collect()
 SHARED_DATASETS = Path(os.environ.get("CROWDRANK_DATASETS", ROOT.parent / "shared" / "datasets"))
 
 

@@ -148,12 +148,7 @@ def run(args) -> int:
     if not 2 <= base["kmax"] <= base["n_items"]:
         raise UsageError(f"need 2 <= --kmax <= --items, got kmax={base['kmax']}, "
                          f"items={base['n_items']}")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    say = (lambda *a: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr,
-                                                                  flush=True))
+    out, say = _out_and_log(args)
     n = base["n_workers"] * base["tasks_per_worker"]
     say(f"simulate: {args.model}, {args.setting} workers, L={base['n_items']}, "
         f"W={base['n_workers']}, T={base['tasks_per_worker']}, k<={base['kmax']}: "
@@ -261,12 +256,7 @@ def run_pairs(args) -> int:
     L = args.items if args.items is not None else 20
     W = args.workers if args.workers is not None else 10
     S = args.pairs if args.pairs is not None else 2000
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    say = (lambda *a: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr,
-                                                                  flush=True))
+    out, say = _out_and_log(args)
     say(f"simulate: {args.model}, L={L}, W={W}, {S:,} pairs (seed {args.seed}) ...")
     t0 = time.perf_counter()
     params: dict = {"n_items": L, "n_workers": W, "n_pairs": S}
@@ -331,3 +321,15 @@ def run_pairs(args) -> int:
     print(f"{table.n_pairs} pairs by {table.n_workers} workers over {table.n_items} items "
           f"({args.model}) -> {out}")
     return 0
+
+
+def _out_and_log(args):
+    """The --out folder (created; refused if it is a file) and the progress printer
+    (silent with --quiet), shared by the ranking and the pair-table routes."""
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    say = (lambda *a: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr,
+                                                                  flush=True))
+    return out, say

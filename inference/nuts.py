@@ -85,7 +85,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
              prior_only: bool = False, predictive: bool | None = None,
              dense_mass: bool = False, adapt: str = "windowed",
              max_draws: int | None = None, worker_level: str = "fixed",
-             refine_eta: bool = False) -> NutsResult:
+             refine_eta: bool = False, eta_update: str = "nuts",
+             gibbs_sweeps: int = 1) -> NutsResult:
     """Sample ``model`` on ``data`` under ``priors`` with NUTS.
 
     Parameters
@@ -183,6 +184,20 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         (:func:`inference.warmstart.refine_worker_alpha`), before they choose the boost
         mask, the starts and the seeded mass — for data where the one-pass update leaves
         small components at their prior. Changes only the sampler's efficiency.
+    eta_update : {"nuts", "gibbs"}
+        How the worker simplexes move. ``"nuts"`` (default): jointly with ``λ`` in NUTS
+        (``simplex``). ``"gibbs"`` (NumPyro, model ``"couple"``): NUTS moves ``λ`` given
+        ``η`` and each iteration first runs ``gibbs_sweeps`` sweeps of the exact Gibbs step
+        of ``η`` given ``λ`` (:mod:`inference.gibbs`; ``numpyro.infer.HMCGibbs``): the
+        gradient sees only ``λ``, and a worker whose ``η_t`` has a prior spike beside a data
+        mode is moved by exact conditional draws instead of a trajectory. ``simplex``,
+        ``worker_level`` and ``adapt`` keep their defaults; ``approx``, ``init``,
+        ``max_draws`` and ``refine_eta`` work (the seeded mass is ``λ``'s only);
+        ``NutsResult.adaptation`` is None. Other models (normalised COUPLE's ``k!``
+        normaliser breaks the augmentation) and PyMC raise :class:`UsageError`.
+    gibbs_sweeps : int
+        Sweeps of the Gibbs step per iteration (``eta_update="gibbs"``); each costs a few
+        gathers over the stages, no gradient.
 
     Returns
     -------
@@ -214,8 +229,12 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     if simplex not in ("gamma", "dirichlet") or level not in ("centered", "iid"):
         raise UsageError(f"simplex must be 'gamma' or 'dirichlet' and level 'centered' or "
                          f"'iid', got {simplex!r}, {level!r}")
+    _check_eta_update(eta_update, gibbs_sweeps, backend=backend, model=model,
+                      simplex=simplex, worker_level=worker_level, adapt=adapt,
+                      chain_method=chain_method)
+    gibbs = eta_update == "gibbs"
     inputs = model_inputs(model, data, priors)
-    param = {"simplex": simplex, "level": level}
+    param = {"simplex": "gibbs" if gibbs else simplex, "level": level}
     if prior_only:
         pointwise = predictive = False
     init_values = None if init is None else _check_init(init, inputs)
@@ -227,7 +246,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         from .warmstart import approx_alpha, approx_draws
         if refine_eta:
             approx = _refined_approx(inputs, approx, data)
-        if inputs.has_eta and simplex == "gamma":
+        if inputs.has_eta and simplex == "gamma" and not gibbs:
             # entries the approximation says the data pin: one plain Gamma coordinate
             a_post = approx_alpha(inputs, approx, data.workers)
             param["boost"] = boost_mask(inputs.alpha, a_post)
@@ -251,7 +270,13 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     keep = _thinned_draws(chains, draws) if predictive else None
     t0 = time.perf_counter()
     if backend == "numpyro":
-        if draws_z is not None:
+        if gibbs and draws_z is not None:
+            starts, inv_mass = gibbs_starts(inputs, *draws_z, chains, rng, level,
+                                            seed_mass=seed_mass)
+        elif gibbs and init_values is not None:
+            starts, inv_mass = gibbs_jittered_starts(inputs, init_values, chains, seed,
+                                                     init_jitter, level), None
+        elif draws_z is not None:
             starts, inv_mass = numpyro_starts_from_draws(inputs, *draws_z, chains, rng, param,
                                                          seed_mass=seed_mass)
         elif init_values is not None:
@@ -264,7 +289,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             seed=seed, starts=starts, inv_mass=inv_mass, progress=progress,
             precision=precision, chain_method=chain_method, pointwise=pointwise,
             param=param, max_tree_depth=max_tree_depth, prior_only=prior_only, keep=keep,
-            dense_mass=dense_mass, adapt=adapt, max_draws=max_draws)
+            dense_mass=dense_mass, adapt=adapt, max_draws=max_draws,
+            gibbs_sweeps=gibbs_sweeps)
         keep = timings.pop("kept_draws", keep)
     else:
         initvals = mass_values = None
@@ -292,6 +318,9 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
                                      "init": init_kind, "simplex": simplex, "level": level,
                                      "adapt": adapt, "worker_level": worker_level,
                                      "refine_eta": int(refine_eta),
+                                     "eta_update": eta_update,
+                                     **({"gibbs_sweeps": int(gibbs_sweeps)} if gibbs
+                                        else {}),
                                      "prior_only": int(prior_only),
                                      **({"init_jitter": float(init_jitter)}
                                         if init_kind == "given" and backend == "numpyro"
@@ -299,6 +328,95 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
                                      "sampler": sampler})
     gate = check(idata)
     return NutsResult(idata=idata, gate=gate, timings=timings, adaptation=adaptation)
+
+
+#: How :func:`fit_nuts` moves the worker simplexes (``eta_update``).
+ETA_UPDATE = ("nuts", "gibbs")
+
+
+def _check_eta_update(eta_update, gibbs_sweeps, *, backend, model, simplex, worker_level,
+                      adapt, chain_method):
+    """Reject the combinations the Gibbs route does not support, saying why."""
+    if eta_update not in ETA_UPDATE:
+        raise UsageError(f"eta_update must be one of {ETA_UPDATE}, got {eta_update!r}")
+    if eta_update != "gibbs":
+        return
+    if backend != "numpyro":
+        raise UsageError("eta_update='gibbs' needs backend='numpyro' (numpyro.infer.HMCGibbs; "
+                         "PyMC has no such step here)")
+    if model != "couple":
+        why = (" (its k!-ordering normaliser is not a product of stagewise mixtures, so "
+               "the offset/slack augmentation is not exact)" if model == "couple-normalized"
+               else " (the augmentation is COUPLE's stagewise mixture)")
+        raise UsageError(f"eta_update='gibbs' supports model='couple' only, got "
+                         f"{model!r}{why}")
+    if simplex != "gamma" or worker_level != "fixed" or adapt != "windowed":
+        raise UsageError("eta_update='gibbs' holds the worker table in its own site: leave "
+                         "simplex='gamma', worker_level='fixed' and adapt='windowed' at "
+                         "their defaults")
+    if chain_method == "vectorized":
+        raise UsageError("eta_update='gibbs' cannot vectorise chains (numpyro's Gibbs "
+                         "kernels take one key): use chain_method='parallel' or "
+                         "'sequential'")
+    if int(gibbs_sweeps) < 1:
+        raise UsageError("gibbs_sweeps must be >= 1")
+
+
+def _gibbs_values(inputs: ModelInputs, lam, log_eta, rng: np.random.Generator,
+                  level: str) -> dict:
+    """Sampler values of the Gibbs route for ``(λ, log η)`` (any leading batch dims): the
+    item sites as :func:`inference.warmstart.sampler_values`, and ``eta_log_g = log η +
+    log S`` with ``S ~ Gamma(Σα)`` drawn independently — exact, since ``g/S ~ Dir(α)`` is
+    independent of ``S = Σ g ~ Gamma(Σα)``."""
+    lam = np.asarray(lam, float)
+    out = {}
+    if level == "iid" or inputs.n_items < 2:
+        out["lambda"] = lam
+    else:
+        m = lam.mean(axis=-1)
+        out["lambda_mean"], out["lambda_c"] = m, lam - m[..., None]
+    log_eta = np.asarray(log_eta, float)
+    S = rng.gamma(np.asarray(inputs.alpha, float).sum(axis=1),
+                  size=log_eta.shape[:-1])
+    out["eta_log_g"] = log_eta + np.log(S)[..., None]
+    return out
+
+
+def gibbs_starts(inputs: ModelInputs, lam_draws, log_eta_draws, chains: int,
+                 rng: np.random.Generator, level: str, *, seed_mass: bool = True):
+    """:func:`numpyro_starts_from_draws` for the Gibbs route: chain starts from the first
+    ``chains`` draws (``eta_log_g`` on its own scale, the identity bijection) and the
+    seeded inverse mass of the NUTS block alone (the item sites, sorted by name)."""
+    param = {"simplex": "gibbs", "level": level}
+    z = _unconstrain(inputs, _gibbs_values(inputs, lam_draws, log_eta_draws, rng, level),
+                     param)
+    starts = {k: z[k][:chains] for k in sorted(z)}
+    if chains == 1:
+        starts = {k: v[0] for k, v in starts.items()}
+    inv_mass = None
+    if seed_mass and lam_draws.shape[0] >= 20:
+        n = lam_draws.shape[0]
+        var = np.concatenate([z[k].reshape(n, -1).var(axis=0) for k in sorted(z)
+                              if k != "eta_log_g"])
+        inv_mass = np.clip(var, 1e-4, 1e2)
+    return starts, inv_mass
+
+
+def gibbs_jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: int,
+                          jitter: float, level: str) -> dict:
+    """:func:`jittered_starts` for the Gibbs route (the jitter on the NUTS block only; the
+    worker table's own randomness is its ``S`` draw)."""
+    from .warmstart import point_log_eta
+
+    rng = np.random.default_rng([int(seed), 0x5EED])
+    lam = np.broadcast_to(np.asarray(init["lambda"], float), (chains, inputs.n_items))
+    leta = np.broadcast_to(point_log_eta(inputs, init.get("eta")),
+                           (chains, inputs.n_workers, inputs.K))
+    param = {"simplex": "gibbs", "level": level}
+    z = _unconstrain(inputs, _gibbs_values(inputs, lam, leta, rng, level), param)
+    out = {k: z[k] + (0.0 if k == "eta_log_g" else jitter)
+           * rng.uniform(-1.0, 1.0, size=z[k].shape) for k in sorted(z)}
+    return out if chains > 1 else {k: v[0] for k, v in out.items()}
 
 
 # ---------------------------------------------------------------- init
@@ -431,14 +549,17 @@ def numpyro_starts_from_draws(inputs: ModelInputs, lam_draws, log_eta_draws, cha
 def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, inv_mass,
                  progress, precision, chain_method, pointwise, param, max_tree_depth=10,
                  prior_only=False, keep=None, dense_mass=False, adapt="windowed",
-                 max_draws=None):
+                 max_draws=None, gibbs_sweeps=1):
     import jax
-    from numpyro.infer import MCMC, NUTS, init_to_median
+    from numpyro.infer import MCMC, NUTS, HMCGibbs, init_to_median
 
     from models import numpyro_models as npm
 
+    gibbs = param.get("simplex") == "gibbs"
     if chain_method is None:
-        chain_method = ("parallel" if jax.local_device_count() >= chains else "vectorized")
+        # numpyro's Gibbs kernels take one key: no vectorised chains
+        chain_method = ("parallel" if jax.local_device_count() >= chains
+                        else "sequential" if gibbs else "vectorized")
     timings = {}
     # 64-bit types on for the whole run, set globally rather than by a context manager:
     # the progress bar's host callback runs on another thread, which does not see a
@@ -459,11 +580,18 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
         if inv_mass is not None and dense_mass:
             inv_mass = np.diag(inv_mass)
         def make(mass, adapt_mass):
-            return NUTS(prog, target_accept_prob=target_accept,
+            nuts = NUTS(prog, target_accept_prob=target_accept,
                         init_strategy=init_to_median(num_samples=15),
                         inverse_mass_matrix=None if mass is None
                         else jax.numpy.asarray(mass), max_tree_depth=max_tree_depth,
                         dense_mass=dense_mass, adapt_mass_matrix=adapt_mass)
+            if not gibbs:
+                return nuts
+            # the worker table moves by the exact Gibbs step given λ (inference.gibbs);
+            # NUTS adapts and moves λ given η
+            from .gibbs import make_gibbs_fn
+            return HMCGibbs(nuts, gibbs_fn=make_gibbs_fn(inputs, gibbs_sweeps, prior_only),
+                            gibbs_sites=["eta_log_g"])
 
         def make_mcmc(kernel, n_warm):
             with warnings.catch_warnings():
@@ -474,19 +602,24 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
         z0 = None if starts is None else {k: (v if chains == 1 else v[0])
                                            for k, v in starts.items()}
         timings.update(gradient_timing(inputs, z=z0, param=param, loglik_dtype=loglik_dtype))
+        if gibbs:
+            timings.update(gibbs_timing(inputs, gibbs_sweeps, z=z0, level=param["level"]))
         extra = ("diverging", "energy", "num_steps", "accept_prob", "adapt_state.step_size",
                  "potential_energy")
+        # HMCGibbs keeps the NUTS block's state as ``hmc_state``
+        pre = "hmc_state." if gibbs else ""
+        extra = tuple(pre + f for f in extra)
         key = jax.random.PRNGKey(seed)
         t = time.perf_counter()
         if adapt == "windowed":
             mcmc = make_mcmc(make(inv_mass, True), tune)
-            mcmc.warmup(key, extra_fields=("num_steps",), collect_warmup=True,
+            mcmc.warmup(key, extra_fields=(pre + "num_steps",), collect_warmup=True,
                         init_params=init_params)
             # JAX dispatches asynchronously: wait for the state, or it lands in "sampling"
             jax.block_until_ready(mcmc.post_warmup_state)
             if tune > 0:
                 timings["warmup_gradients"] = float(np.asarray(
-                    mcmc.get_extra_fields()["num_steps"]).sum())
+                    mcmc.get_extra_fields()[pre + "num_steps"]).sum())
         else:
             mcmc = _staged_warmup(inputs, make, make_mcmc, key, tune, inv_mass, init_params,
                                   param, adapt, timings)
@@ -494,12 +627,15 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
         t = time.perf_counter()
         mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=extra)
         samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-        ex = mcmc.get_extra_fields(group_by_chain=True)
+        ex = _fields(mcmc, pre)
         samples, ex, rounds = _extend_sampling(mcmc, samples, ex, extra, chains, draws,
-                                               max_draws)
+                                               max_draws, pre)
         timings["sampling"] = time.perf_counter() - t
         timings["sampling_rounds"] = float(rounds)
-        timings["adaptation"] = adaptation_summary(inputs, param, mcmc, samples, chains)
+        if gibbs:
+            timings["gibbs_sweeps"] = float(gibbs_sweeps)
+        else:
+            timings["adaptation"] = adaptation_summary(inputs, param, mcmc, samples, chains)
         if keep is not None and rounds > 1:   # thin the longer run as fit_nuts would
             keep = _thinned_draws(chains, rounds * draws)
             timings["kept_draws"] = keep
@@ -531,8 +667,15 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
     return post, stats, ll, timings
 
 
+def _fields(mcmc, pre: str = "") -> dict:
+    """The run's extra fields ``(chain, draw)`` by their plain names (``pre`` stripped:
+    ``"hmc_state."`` for ``HMCGibbs``)."""
+    ex = mcmc.get_extra_fields(group_by_chain=True)
+    return {k[len(pre):] if pre and k.startswith(pre) else k: v for k, v in ex.items()}
+
+
 def _extend_sampling(mcmc, samples: dict, ex: dict, extra, chains: int, draws: int,
-                     max_draws: int | None):
+                     max_draws: int | None, pre: str = ""):
     """More rounds of ``draws`` per chain while the gate fails on R-hat or ESS alone.
 
     Why: a posterior with a rare transition (at the medium scale, a worker whose ``η_K``
@@ -555,7 +698,7 @@ def _extend_sampling(mcmc, samples: dict, ex: dict, extra, chains: int, draws: i
         mcmc.post_warmup_state = mcmc.last_state
         mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=extra)
         more = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-        more_ex = mcmc.get_extra_fields(group_by_chain=True)
+        more_ex = _fields(mcmc, pre)
         samples = {k: np.concatenate([np.asarray(samples[k]), np.asarray(more[k])], axis=1)
                    for k in samples}
         ex = {k: np.concatenate([np.asarray(ex[k]), np.asarray(more_ex[k])], axis=1)
@@ -722,7 +865,10 @@ def gradient_timing(inputs: ModelInputs, reps: int = 5, *, z: dict | None = None
     from models import numpyro_models as npm
 
     param = param or {}
-    if z is None:
+    if z is None and param.get("simplex") == "gibbs":
+        z = gibbs_jittered_starts(inputs, {"lambda": np.zeros(inputs.n_items)}, 1, 0, 0.0,
+                                  param.get("level", "centered"))
+    elif z is None:
         z = jittered_starts(inputs, {"lambda": np.zeros(inputs.n_items)}, 1, 0, 0.0, **param)
     kw = dict(param, loglik_dtype=loglik_dtype, pointwise=False)
     with jax.enable_x64(True):
@@ -736,6 +882,37 @@ def gradient_timing(inputs: ModelInputs, reps: int = 5, *, z: dict | None = None
         for _ in range(reps):
             jax.block_until_ready(vg(z))
     return {"compile": compile_s, "gradient_ms": 1e3 * (time.perf_counter() - t) / reps}
+
+
+def gibbs_timing(inputs: ModelInputs, sweeps: int = 1, reps: int = 5, *,
+                 z: dict | None = None, level: str = "centered") -> dict:
+    """Seconds to compile :func:`inference.gibbs.sweeps` and ms per call (``sweeps``
+    sweeps, one chain) at ``z`` (default: λ = 0 and a prior draw of the worker table): the
+    cost the Gibbs route adds to each iteration besides the gradients."""
+    import jax
+
+    from .gibbs import stage_tables
+    from .gibbs import sweeps as run_sweeps
+
+    tables = stage_tables(inputs)
+    alpha = np.asarray(inputs.alpha, float)
+    with jax.enable_x64(True):
+        # the cost barely depends on the point: λ = 0 (z holds unconstrained item sites)
+        lam = jax.numpy.zeros(inputs.n_items)
+        if z is None:
+            log_g = jax.random.loggamma(jax.random.PRNGKey(0), jax.numpy.asarray(alpha))
+        else:
+            log_g = jax.numpy.asarray(z["eta_log_g"], jax.numpy.float64)
+        fn = jax.jit(lambda key, lg, la: run_sweeps(key, lg, la, tables, alpha, sweeps))
+        key = jax.random.PRNGKey(1)
+        t = time.perf_counter()
+        jax.block_until_ready(fn(key, log_g, lam))
+        compile_s = time.perf_counter() - t
+        t = time.perf_counter()
+        for _ in range(reps):
+            jax.block_until_ready(fn(key, log_g, lam))
+    return {"gibbs_compile": compile_s,
+            "gibbs_ms": 1e3 * (time.perf_counter() - t) / reps}
 
 
 def _thinned_draws(chains: int, draws: int) -> np.ndarray:

@@ -71,7 +71,7 @@ from jax.nn import log_sigmoid
 from .model_inputs import ModelInputs, boost_split, level_log_ratio
 from .registry import get
 
-SIMPLEX = ("gamma", "dirichlet")
+SIMPLEX = ("gamma", "dirichlet", "gibbs")
 LEVEL = ("centered", "iid")
 
 
@@ -323,6 +323,15 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None, leve
         else:
             eta = numpyro.sample("eta", dist.Dirichlet(alpha).to_event(1))
         return log_eta_table(inputs, eta)
+    if simplex == "gibbs":
+        if crowdbt:
+            raise ValueError("simplex='gibbs' is COUPLE's (a Dirichlet worker table)")
+        # one plain site, log g_t with g_t ~ Gamma(α_t) independent (no boost, no level
+        # factor): NUTS never moves it; the exact Gibbs step of inference.gibbs does
+        log_g = numpyro.sample("eta_log_g", LogGamma(alpha).to_event(2))
+        log_eta = log_g - jax.scipy.special.logsumexp(log_g, axis=1, keepdims=True)
+        numpyro.deterministic("eta", jnp.exp(log_eta))
+        return log_eta
     big, small = boost_split(inputs.alpha, boost)
     log_g = jnp.zeros(alpha.shape, alpha.dtype)
     if big[0].size:
@@ -345,6 +354,31 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None, leve
     return log_eta
 
 
+class LogGamma(dist.Distribution):
+    """``y = log g`` with ``g ~ Gamma(α, 1)``: density ``exp(α y − e^y) / Γ(α)`` on the real
+    line. The worker table of ``simplex="gibbs"``: held in log space because for ``α ≪ 1``
+    ``g`` itself underflows (``log g ≈ −Exp(1)/α``; ``α = 0.0077`` gives ``log g`` below
+    ``−745`` with probability ~0.3 %); sampled by :func:`jax.random.loggamma`, exact for
+    small ``α``."""
+
+    arg_constraints = {"concentration": dist.constraints.positive}
+    support = dist.constraints.real
+    reparametrized_params = []
+
+    def __init__(self, concentration, validate_args=None):
+        self.concentration = jnp.asarray(concentration)
+        super().__init__(batch_shape=jnp.shape(self.concentration),
+                         validate_args=validate_args)
+
+    def sample(self, key, sample_shape=()):
+        shape = tuple(sample_shape) + self.batch_shape
+        return jax.random.loggamma(key, jnp.broadcast_to(self.concentration, shape))
+
+    def log_prob(self, value):
+        a = self.concentration
+        return a * value - jnp.exp(value) - jax.scipy.special.gammaln(a)
+
+
 def _acc_sum(v):
     """``Σ v``, accumulated in float64 whenever JAX has 64-bit types (see module doc)."""
     return jnp.sum(v.astype(jnp.float64) if jax.config.jax_enable_x64 else v)
@@ -358,8 +392,10 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
 
     Parameters
     ----------
-    simplex : {"gamma", "dirichlet"}
-        How ``η_w`` is sampled (module docstring); the model is the same.
+    simplex : {"gamma", "dirichlet", "gibbs"}
+        How ``η_w`` is sampled (module docstring); the model is the same. ``"gibbs"``
+        (COUPLE): one site ``eta_log_g`` (:class:`LogGamma`), moved only by the exact
+        Gibbs step of :mod:`inference.gibbs`, never by NUTS.
     level : {"centered", "iid"}
         How ``λ`` is sampled; the model is the same.
     fast : bool

@@ -1,0 +1,154 @@
+"""The exact Gibbs step of COUPLE's worker simplexes given the item scores (docs/design.md,
+"Sampling", "The Gibbs route for the worker simplexes").
+
+COUPLE's stage ``i`` of a ranking of length ``k`` by worker ``w`` ([Pan18], Eq. 3) has
+``m = k − i`` candidates ``c_t = ρ(i + t)``, ``t < m``, and probability
+
+    P_i = Σ_{t<m} η̄_t s_{i,t},   η̄_t = η_t / Σ_{v<m} η_v,   s_{i,t} = e^{λ_{c_t}} / Σ_{j≥i} e^{λ_{ρ(j)}}.
+
+With ``η = g / Σ g``, ``g_t ~ Gamma(α_t, 1)`` independent (then ``η ~ Dirichlet(α)``), the
+sum ``Σ g`` cancels and ``P_i = Σ_t g_t s_{i,t} / G_m`` with ``G_m = Σ_{v<m} g_v``. Two
+latent variables per stage make every factor a monomial in ``g`` — the Plackett–Luce
+augmentation of [CD12] (there for PL's own normaliser; here for COUPLE's mixture too):
+
+* ``z_i ∈ {0..m−1}``, the offset the worker took: ``p(z_i = t) ∝ g_t s_{i,t}``, whose sum
+  over ``t`` is the numerator of ``P_i``;
+* ``ξ_i ~ Exponential(rate G_m)``: ``1/G_m = ∫_0^∞ exp(−ξ G_m) dξ``.
+
+The joint density of ``(g, z, ξ)`` given ``λ`` is
+
+    Π_t g_t^{α_t − 1} e^{−g_t} · Π_i g_{z_i} s_{i,z_i} e^{−ξ_i G_{m_i}},
+
+whose ``(z, ξ)``-marginal is the model (prior × Π_i P_i), and whose conditionals are
+
+    z_i | g ~ Categorical(∝ g_t s_{i,t}, t < m_i),    ξ_i | g ~ Exponential(G_{m_i}),
+    g_t | z, ξ ~ Gamma(α_t + n_t, rate 1 + Ξ_t),                                  (G)
+
+with ``n_t = #{i : z_i = t}`` and ``Ξ_t = Σ_{i : m_i > t} ξ_i`` over the worker's stages
+(``g_t`` enters ``G_{m_i}`` exactly when ``t < m_i``). Drawing ``(z, ξ)`` given ``g`` and
+then ``g`` given ``(z, ξ)`` is a two-block Gibbs sweep of the augmented density, so it
+leaves ``p(g | λ, data)`` — and hence ``p(η | λ, data)`` — invariant; with no data
+(``n = Ξ = 0``) it draws ``g ~ Gamma(α)`` exactly, the exact Dirichlet however small
+``α_t`` is. Workers are independent given ``λ``: everything is vectorised over all stages
+with one segment sum per worker.
+
+Numerics: ``g`` is held as ``log g`` (for ``α ≪ 1`` ``g`` underflows); ``z`` is drawn by
+Gumbel-max on ``log g_t + λ_{c_t}`` (the stage's common denominator cancels), ``ξ`` as
+``Exp(1)·exp(−logsumexp(log g_{<m}))``, and ``log g`` by :func:`jax.random.loggamma`
+(exact for small shapes). The worker sums are float64 when JAX has 64-bit types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from models.model_inputs import ModelInputs
+
+
+@dataclass(frozen=True)
+class StageTables:
+    """COUPLE's stages grouped by their number of candidates ``m = 2..K``.
+
+    ``items[j]`` ``(n_m, m)``: the candidates ``ρ(i..k−1)`` of every stage with ``m`` items
+    left, in reported order; ``worker[j]`` ``(n_m,)``: its worker; ``m[j]`` the size."""
+
+    m: tuple
+    items: tuple
+    worker: tuple
+    n_workers: int
+    K: int
+
+
+def stage_tables(inputs: ModelInputs) -> StageTables:
+    """The stages of every ranking of ``inputs`` (COUPLE's length-sorted layout)."""
+    items, worker, sizes = [], [], []
+    for m in range(2, inputs.K + 1):
+        it = [inputs.index[k - m:k, a:b].T for k, a, b in inputs.blocks if k >= m]
+        wk = [inputs.worker[a:b] for k, a, b in inputs.blocks if k >= m]
+        if it and sum(x.shape[0] for x in it):
+            sizes.append(m)
+            items.append(np.ascontiguousarray(np.concatenate(it).astype(np.int32)))
+            worker.append(np.concatenate(wk).astype(np.int32))
+    return StageTables(tuple(sizes), tuple(items), tuple(worker), int(inputs.n_workers),
+                       int(inputs.K))
+
+
+def draw_offsets(key, log_g, lam, items, worker):
+    """``z_i | g, λ`` of (G): offset ``t < m`` with probability ``∝ g_t e^{λ_{c_t}}``,
+    by Gumbel-max on the log weights. ``items`` ``(n, m)``, ``worker`` ``(n,)``."""
+    m = items.shape[1]
+    logw = log_g[worker, :m] + lam[items]
+    return jnp.argmax(logw + jax.random.gumbel(key, logw.shape, logw.dtype), axis=1)
+
+
+def draw_slack(key, log_g, worker, m: int):
+    """``ξ_i | g ~ Exponential(rate G_m)``, ``G_m = Σ_{v<m} g_v`` of the stage's worker."""
+    log_G = jax.scipy.special.logsumexp(log_g[worker, :m], axis=1)
+    return jax.random.exponential(key, log_G.shape, log_G.dtype) * jnp.exp(-log_G)
+
+
+def augment(key, log_g, lam, tables: StageTables):
+    """One draw of ``(z, ξ)`` given ``(g, λ)``, reduced to what (G) reads: the per-worker
+    offset counts ``n`` ``(W, K)`` and slack sums ``Ξ`` ``(W, K)``."""
+    W, K = tables.n_workers, tables.K
+    n = jnp.zeros((W, K), log_g.dtype)
+    Xi = jnp.zeros((W, K), log_g.dtype)
+    keys = jax.random.split(key, 2 * max(len(tables.m), 1))
+    for j, (m, it, wk) in enumerate(zip(tables.m, tables.items, tables.worker)):
+        it, wk = jnp.asarray(it), jnp.asarray(wk)
+        z = draw_offsets(keys[2 * j], log_g, lam, it, wk)
+        n = n + jax.ops.segment_sum(jax.nn.one_hot(z, K, dtype=log_g.dtype), wk,
+                                    num_segments=W)
+        xi = draw_slack(keys[2 * j + 1], log_g, wk, m)
+        # ξ_i enters the rate of every g_t with t < m_i
+        s = jax.ops.segment_sum(xi, wk, num_segments=W)
+        Xi = Xi + s[:, None] * (jnp.arange(K) < m)
+    return n, Xi
+
+
+def draw_log_g(key, alpha, n, Xi):
+    """``log g`` with ``g_t ~ Gamma(α_t + n_t, rate 1 + Ξ_t)`` (G), in log space."""
+    a = jnp.asarray(alpha, n.dtype) + n
+    return jax.random.loggamma(key, a) - jnp.log1p(Xi)
+
+
+def sweep(key, log_g, lam, tables: StageTables, alpha):
+    """One exact Gibbs sweep ``g → (z, ξ) → g`` given ``λ``; returns the new ``log g``."""
+    k_aug, k_g = jax.random.split(key)
+    n, Xi = augment(k_aug, log_g, lam, tables)
+    return draw_log_g(k_g, alpha, n, Xi)
+
+
+def sweeps(key, log_g, lam, tables: StageTables, alpha, n_sweeps: int = 1):
+    """``n_sweeps`` sweeps in one ``fori_loop`` (no gradient: each costs a few gathers)."""
+    def body(i, lg):
+        return sweep(jax.random.fold_in(key, i), lg, lam, tables, alpha)
+    return jax.lax.fori_loop(0, int(n_sweeps), body, log_g)
+
+
+def scores_of(sites: dict):
+    """``λ`` from the sampler's item sites (``lambda``, or ``lambda_mean + lambda_c``)."""
+    if "lambda" in sites:
+        return sites["lambda"]
+    return sites["lambda_mean"][..., None] + sites["lambda_c"]
+
+
+def make_gibbs_fn(inputs: ModelInputs, n_sweeps: int = 1, prior_only: bool = False):
+    """The ``gibbs_fn`` of :class:`numpyro.infer.HMCGibbs` for the site ``eta_log_g`` of
+    :func:`models.numpyro_models.model` (``simplex="gibbs"``): ``n_sweeps`` sweeps of (G)
+    given the current ``λ``. ``prior_only`` leaves the stages out (the exact prior)."""
+    tables = stage_tables(inputs)
+    if prior_only:
+        tables = StageTables((), (), (), tables.n_workers, tables.K)
+    alpha = np.asarray(inputs.alpha, float)
+
+    def gibbs_fn(rng_key, gibbs_sites, hmc_sites):
+        log_g = gibbs_sites["eta_log_g"]
+        lam = jnp.asarray(scores_of(hmc_sites), log_g.dtype)
+        return {"eta_log_g": sweeps(rng_key, log_g, lam, tables, alpha, n_sweeps)}
+
+    return gibbs_fn

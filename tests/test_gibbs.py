@@ -1,0 +1,218 @@
+"""The exact Gibbs step of COUPLE's worker simplexes (inference.gibbs) and the Gibbs route of
+``fit_nuts(eta_update="gibbs")``.
+
+Oracles: the exact Dirichlet marginals (prior only); the exact conditional
+``p(η | λ, data)`` of one worker by self-normalised importance sampling from its Dirichlet
+prior, with the stage probabilities written out directly from [Pan18], Eq. 3 (no code of
+the step shared); the default NUTS route on the same data (posterior agreement within MCSE).
+Deliberately wrong steps (the slack dropped from the rate, a count off by one) must fail
+the conditional test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inference import nuts
+from models.errors import UsageError
+from models.priors import Priors
+from models.simulate import simulate
+from validation.reference import simplex_prior_check
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+from inference import gibbs as G  # noqa: E402
+
+ALPHA4 = 10 * 6.0 ** -np.arange(1, 5)            # the paper's geometric prior, α_4 ≈ 0.0077
+
+
+def _tiny():
+    d = simulate("couple", n_items=4, n_workers=2, tasks_per_worker=4, kmax=4, seed=1).rankings
+    return d, Priors.geometric(d.workers, 4)
+
+
+def _chain(step, key, log_g0, n):
+    """``n`` iterations of ``step(key, log_g)``, every state kept ``(n, ...)``."""
+    def body(lg, k):
+        lg = step(k, lg)
+        return lg, lg
+    with jax.enable_x64(True):
+        _, out = jax.jit(lambda k, lg: jax.lax.scan(body, lg, jax.random.split(k, n)))(
+            key, log_g0)
+        return np.asarray(out)
+
+
+def _eta(log_g):
+    return np.exp(log_g - np.logaddexp.reduce(log_g, axis=-1, keepdims=True))
+
+
+# ---------------------------------------------------------------- prior only
+def test_prior_only_step_draws_the_exact_dirichlet():
+    """No stages: n = Ξ = 0, so each sweep draws g ~ Gamma(α) afresh, η ~ Dir(α) exactly —
+    including P(log η_4 < −20) under α_4 = 0.0077 (the spike a clipping transform misses)."""
+    d, pr = _tiny()
+    from models.model_inputs import model_inputs
+
+    inp = model_inputs("couple", d, pr)
+    fn = G.make_gibbs_fn(inp, 1, prior_only=True)
+    lam = {"lambda": jnp.zeros(inp.n_items)}
+    step = lambda k, lg: fn(rng_key=k, gibbs_sites={"eta_log_g": lg}, hmc_sites=lam)["eta_log_g"]
+    with jax.enable_x64(True):
+        lg0 = jnp.zeros((inp.n_workers, inp.K))
+    eta = _eta(_chain(step, jax.random.PRNGKey(0), lg0, 4000))      # (4000, W, K)
+    for w in range(inp.n_workers):
+        res = simplex_prior_check(eta[:, w, :].reshape(4, 1000, -1), pr.alpha[w])
+        assert res.passed, res.reasons
+
+
+@pytest.mark.slow
+def test_fit_nuts_gibbs_prior_only_matches_exact_prior():
+    d, pr = _tiny()
+    r = nuts.fit_nuts(d, "couple", pr, chains=2, tune=100, draws=1000, seed=3, progress=False,
+                      prior_only=True, eta_update="gibbs", chain_method="sequential")
+    eta = np.asarray(r.idata["posterior"]["eta"].values)
+    for w in range(d.n_workers):
+        res = simplex_prior_check(eta[:, :, w, :], pr.alpha[w])
+        assert res.passed, res.reasons
+    assert r.idata.attrs["eta_update"] == "gibbs"
+
+
+# ---------------------------------------------------------------- the conditional
+LAM = np.array([1.2, 0.4, -0.3, -1.1])
+ALPHA3 = np.array([2.0, 0.6, 0.15])
+#: one worker's rankings (item indices in reported order), lengths 3 and 2
+RANKS = [[0, 1, 2], [1, 0, 3], [2, 0, 1], [0, 2, 3], [3, 1, 0], [1, 3], [0, 3], [2, 1],
+         [3, 0], [1, 2, 0]]
+
+
+def _tables():
+    by_m = {}
+    for r in RANKS:
+        k = len(r)
+        for i in range(k - 1):
+            by_m.setdefault(k - i, []).append(r[i:])
+    ms = tuple(sorted(by_m))
+    return G.StageTables(ms, tuple(np.array(by_m[m], np.int32) for m in ms),
+                         tuple(np.zeros(len(by_m[m]), np.int32) for m in ms), 1, 3)
+
+
+def _exact_conditional(n=400_000, seed=0):
+    """Self-normalised importance sampling from Dir(α): weights Π_i P_i(η) of Eq. 3, each
+    stage written out: P_i = Σ_{t<m} η_t e^{λ_{c_t}} / (Σ_{v<m} η_v · Σ_{t<m} e^{λ_{c_t}})."""
+    rng = np.random.default_rng(seed)
+    eta = rng.dirichlet(ALPHA3, size=n)
+    eta = np.maximum(eta, 1e-300)
+    logw = np.zeros(n)
+    for r in RANKS:
+        for i in range(len(r) - 1):
+            c = r[i:]
+            m = len(c)
+            e = np.exp(LAM[c])
+            logw += np.log(eta[:, :m] @ e) - np.log(eta[:, :m].sum(1)) - np.log(e.sum())
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    ess = 1.0 / np.sum(w ** 2)
+    f = np.column_stack([eta, eta[:, 2] < 0.01])                      # E[η_t], P(η_3 < .01)
+    mean = w @ f
+    se = np.sqrt(w @ (f - mean) ** 2 / ess)
+    return mean, se
+
+
+def _step(kind):
+    tables = _tables()
+    lam = jnp.asarray(LAM)
+
+    def step(key, lg):
+        k1, k2 = jax.random.split(key)
+        n, Xi = G.augment(k1, lg, lam, tables)
+        if kind == "no_slack":            # wrong: the rate forgets the normalisers 1/G_m
+            Xi = 0.0 * Xi
+        elif kind == "count_off_by_one":  # wrong: one offset too many on entry 2
+            n = n.at[:, 2].add(1.0)
+        return G.draw_log_g(k2, ALPHA3[None], n, Xi)
+    return step
+
+
+def _z_scores(kind, n=20_000):
+    import arviz as az
+
+    with jax.enable_x64(True):
+        lg0 = jnp.log(jnp.asarray(ALPHA3 / ALPHA3.sum()))[None]
+    eta = _eta(_chain(_step(kind), jax.random.PRNGKey(7), lg0, n))[:, 0, :]
+    f = np.column_stack([eta, eta[:, 2] < 0.01])
+    mean_is, se_is = _exact_conditional()
+    z = []
+    for j in range(f.shape[1]):
+        x = f[:, j].reshape(4, -1)
+        ess = float(az.ess(x))                       # 4 pseudo-chains of 5,000
+        se = np.sqrt(f[:, j].var() / max(ess, 1.0) + se_is[j] ** 2)
+        z.append((f[:, j].mean() - mean_is[j]) / se)
+    return np.array(z)
+
+
+@pytest.mark.parametrize("kind,exact", [("exact", True), ("no_slack", False),
+                                        ("count_off_by_one", False)])
+def test_step_leaves_the_exact_conditional_invariant(kind, exact):
+    """One worker, λ fixed, 10 rankings of lengths 3 and 2 under α = (2, 0.6, 0.15): the
+    long-run Gibbs draws of η match p(η | λ, data) (E[η_t] and P(η_3 < 0.01)) within MC
+    error; a step with a wrong rate or count does not."""
+    z = _z_scores(kind)
+    if exact:
+        assert np.all(np.abs(z) < 4.0), z
+    else:
+        assert np.max(np.abs(z)) > 6.0, z
+
+
+def test_stage_tables_count_every_stage():
+    """Σ over m of the stages with m candidates is Σ_rankings (k − 1), each stage's
+    candidates are the ranking's reported suffix of length m."""
+    d, pr = _tiny()
+    from models.model_inputs import model_inputs
+
+    inp = model_inputs("couple", d, pr)
+    t = G.stage_tables(inp)
+    total = sum(len(w) for w in t.worker)
+    expect = int(sum(k - 1 for k, a, b in inp.blocks for _ in range(b - a)))
+    assert total == expect
+    for m, it in zip(t.m, t.items):
+        assert it.shape[1] == m
+
+
+# ---------------------------------------------------------------- fit_nuts
+def test_unsupported_combinations_raise_usage_errors():
+    d, pr = _tiny()
+    for model, kw in [("couple", {"backend": "pymc"}),
+                      ("couple-normalized", {}),
+                      ("crowdbt", {}),
+                      ("couple", {"simplex": "dirichlet"}),
+                      ("couple", {"chain_method": "vectorized"}),
+                      ("couple", {"gibbs_sweeps": 0})]:
+        # the combination is refused before the data or priors are read
+        with pytest.raises(UsageError):
+            nuts.fit_nuts(d, model, pr, chains=1, tune=2, draws=2, progress=False,
+                          eta_update="gibbs", **kw)
+    with pytest.raises(UsageError):
+        nuts.fit_nuts(d, "couple", pr, chains=1, tune=2, draws=2, progress=False,
+                      eta_update="hmc")
+
+
+@pytest.mark.slow
+def test_gibbs_route_agrees_with_default_nuts():
+    """Tiny COUPLE data: the Gibbs route (NUTS on λ, 2 exact sweeps of η per iteration)
+    and the default joint NUTS agree parameter by parameter within MCSE; the check can
+    fail (one score shifted by half a posterior sd)."""
+    from test_nuts_adapt import _shift_first_score
+
+    from validation.reference import backend_agreement
+
+    d, pr = _tiny()
+    kw = {"chains": 4, "tune": 200, "draws": 500, "seed": 1, "progress": False,
+          "pointwise": False, "predictive": False}
+    ref = nuts.fit_nuts(d, "couple", pr, **kw)
+    gib = nuts.fit_nuts(d, "couple", pr, eta_update="gibbs", gibbs_sweeps=2, **kw)
+    assert gib.timings["gibbs_ms"] > 0
+    ag = backend_agreement(ref.idata, gib.idata, labels=("nuts", "gibbs"))
+    assert ag.agree, ag.verdict()
+    assert not backend_agreement(ref.idata, _shift_first_score(gib.idata)).agree

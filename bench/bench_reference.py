@@ -24,6 +24,11 @@ Writes ``bench/results/reference_<what>.json``::
         [--setting amateur] [--tune 300 --draws 500] [--dense] [--target-accept 0.8]
         [--precision float64] [--append]
     python bench/bench_reference.py paper [--tune 300 --draws 400]
+        [--eta-update gibbs --gibbs-sweeps 2]
+
+``paper --eta-update gibbs``: NUTS on the scores within the exact Gibbs step of the worker
+simplexes (``fit_nuts(eta_update="gibbs")``, :mod:`inference.gibbs`); the record adds the
+Gibbs step's cost per iteration (``gibbs_ms``, all its sweeps, one chain) and its share.
 """
 
 from __future__ import annotations
@@ -286,7 +291,9 @@ def bench_paper(args) -> list:
            else "paper-probe", "model": "couple", "prior": "geometric:a0=10,a=6",
            "chains": args.chains, "tune": args.tune, "draws": args.draws,
            "precision": "float32", "adapt": args.adapt, "worker_level": args.worker_level,
-           "refine_eta": args.refine_eta, "start": "online (approx draws, "
+           "refine_eta": args.refine_eta, "eta_update": args.eta_update,
+           **({"gibbs_sweeps": args.gibbs_sweeps} if args.eta_update == "gibbs" else {}),
+           "start": "online (approx draws, "
            "seeded mass)", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "command": "python bench/bench_reference.py " + " ".join(sys.argv[1:]),
            "machine": platform.machine(), **env()}
@@ -303,9 +310,17 @@ def bench_paper(args) -> list:
     r, wall = fit(d, "couple", pr, chains=args.chains, tune=args.tune, draws=args.draws,
                   seed=args.seed, approx=on, precision="float32", pointwise=False,
                   predictive=False, adapt=args.adapt, worker_level=args.worker_level,
-                  refine_eta=args.refine_eta)
+                  refine_eta=args.refine_eta, eta_update=args.eta_update,
+                  gibbs_sweeps=args.gibbs_sweeps)
     rec.update(summarise(r, wall))
     tm = r.timings
+    if "gibbs_ms" in tm:
+        # one call per iteration per chain; the chains share the cores, so this is the
+        # serial estimate of the step's CPU share
+        its = args.chains * (args.tune + args.draws)
+        rec["gibbs_step_s_est"] = round(tm["gibbs_ms"] * its / 1e3, 1)
+        rec["gradient_s_est"] = round(tm["gradient_ms"] * (tm.get("warmup_gradients", 0)
+                                                           + tm["sampling_gradients"]) / 1e3, 1)
     rec["leapfrog_per_warmup_iteration"] = round(tm.get("warmup_gradients", 0)
                                                  / max(1, args.chains * args.tune), 1)
     for i in (1, 2):
@@ -361,6 +376,12 @@ def main(argv=None) -> int:
     ap.add_argument("--refine-eta", action=argparse.BooleanOptionalAction, default=False,
                     help="paper: refine the online worker concentrations by EM counts "
                          "(fit_nuts refine_eta=; default off)")
+    ap.add_argument("--eta-update", default="nuts", choices=("nuts", "gibbs"),
+                    help="paper: how the worker simplexes move (fit_nuts eta_update=; "
+                         "default nuts, jointly with the scores)")
+    ap.add_argument("--gibbs-sweeps", type=int, default=1,
+                    help="paper, --eta-update gibbs: exact Gibbs sweeps of the worker "
+                         "simplexes per iteration (default 1)")
     args = ap.parse_args(argv)
     defaults = {"warmstart": (300, 500), "medium": (300, 500), "paper": (300, 400)}
     args.tune = args.tune if args.tune is not None else defaults[args.what][0]

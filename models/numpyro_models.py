@@ -20,6 +20,9 @@ always ``λ_r ~ Normal(mu0, sigma0²)`` iid and ``η_w ~ Dirichlet(α_w)`` (COUP
   enters the likelihood without ever being clamped. ``simplex="dirichlet"`` is NumPyro's
   own Dirichlet/Beta (stick-breaking), kept for comparison: for ``α_t ≪ 1`` its transform
   clips the simplex and inflates ``E[η_t]`` several-fold without a divergence.
+  ``simplex="gibbs"`` (COUPLE): one site ``eta_log_g`` = ``log g``, ``g_t ~ Gamma(α_t)``
+  (:class:`LogGamma`), that NUTS never moves: the exact Gibbs step of
+  :mod:`inference.gibbs` does (``fit_nuts(eta_update="gibbs")``).
 * ``level="centered"``: ``λ = m·1 + λ_c`` with ``m ~ Normal(mu0, sigma0²/L)`` (site
   ``lambda_mean``) and ``λ_c ~ ZeroSumNormal(sigma0)`` (site ``lambda_c``), the same prior
   as iid ``Normal(mu0, sigma0²)``; the likelihood sees only ``λ_c``, so the narrow ridge

@@ -216,3 +216,29 @@ def test_gibbs_route_agrees_with_default_nuts():
     ag = backend_agreement(ref.idata, gib.idata, labels=("nuts", "gibbs"))
     assert ag.agree, ag.verdict()
     assert not backend_agreement(ref.idata, _shift_first_score(gib.idata)).agree
+
+
+@pytest.mark.slow
+def test_cli_fit_nuts_eta_update_gibbs(tmp_path, capsys):
+    """``crowdrank fit --method nuts --eta-update gibbs`` runs the Gibbs route (tiny sizes:
+    the plumbing, not the posterior) and refuses it for a model it does not support."""
+    from models.io import write_rankings
+    from reports.cli import main
+
+    d, _ = _tiny()
+    f = tmp_path / "r.csv"
+    write_rankings(d, f)
+    rc = main(["fit", str(f), "--method", "nuts", "--model", "couple", "--chains", "2",
+               "--tune", "20", "--draws", "20", "--eta-update", "gibbs", "--gibbs-sweeps",
+               "3", "--out", str(tmp_path / "o"), "--no-progress"])
+    assert rc == 0
+    back = nuts.read_nuts(tmp_path / "o" / "posterior.nc")
+    assert back.attrs["eta_update"] == "gibbs" and int(back.attrs["gibbs_sweeps"]) == 3
+    eta = np.asarray(back["posterior"]["eta"].values)
+    assert np.allclose(eta.sum(-1), 1.0)
+    capsys.readouterr()
+    rc = main(["fit", str(f), "--method", "nuts", "--model", "couple-normalized",
+               "--chains", "1", "--tune", "2", "--draws", "2", "--eta-update", "gibbs",
+               "--out", str(tmp_path / "o2"), "--no-progress"])
+    assert rc != 0
+    assert "couple" in capsys.readouterr().err

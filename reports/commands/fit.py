@@ -56,6 +56,11 @@ def register(sub) -> None:
     n.add_argument("--target-accept", type=float, default=0.8)
     n.add_argument("--precision", choices=("float64", "float32"), default="float64",
                    help="NumPyro floating point: float32 is ~2x faster per gradient")
+    n.add_argument("--eta-update", choices=("nuts", "gibbs"), default="nuts",
+                   help="COUPLE, NumPyro: move the worker simplexes by an exact Gibbs step "
+                        "given the scores, NUTS on the scores only (docs/design.md 5.3a)")
+    n.add_argument("--gibbs-sweeps", type=int, default=1,
+                   help="--eta-update gibbs: Gibbs sweeps of the simplexes per iteration")
     n.add_argument("--init-from", default=None,
                    help="an online posterior.json: each chain starts at its own draw of it, "
                         "the mass matrix from its variances (a warm start)")

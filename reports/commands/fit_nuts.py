@@ -108,7 +108,9 @@ def run(args, data, priors) -> int:
         tune=int(args.tune), draws=int(args.draws), target_accept=float(args.target_accept),
         seed=int(args.seed), init=init, approx=approx,
         progress=not getattr(args, "no_progress", False),
-        precision=getattr(args, "precision", None) or "float64")
+        precision=getattr(args, "precision", None) or "float64",
+        eta_update=getattr(args, "eta_update", None) or "nuts",
+        gibbs_sweeps=int(getattr(args, "gibbs_sweeps", None) or 1))
     paths = write_nuts(result, args.out)
     t = result.timings
     print(f"NUTS ({args.backend}, {args.model}): {data.n_rankings} rankings, "

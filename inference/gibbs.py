@@ -78,11 +78,13 @@ def stage_tables(inputs: ModelInputs) -> StageTables:
 
 
 def draw_offsets(key, log_g, lam, items, worker):
-    """``z_i | g, λ`` of (G): offset ``t < m`` with probability ``∝ g_t e^{λ_{c_t}}``,
-    by Gumbel-max on the log weights. ``items`` ``(n, m)``, ``worker`` ``(n,)``."""
+    """``z_i | g, λ`` of (G): offset ``t < m`` with probability ``∝ g_t e^{λ_{c_t}}``, by
+    inverse CDF of the normalised weights (one uniform per stage: random bits dominate the
+    step's cost). ``items`` ``(n, m)``, ``worker`` ``(n,)``."""
     m = items.shape[1]
-    logw = log_g[worker, :m] + lam[items]
-    return jnp.argmax(logw + jax.random.gumbel(key, logw.shape, logw.dtype), axis=1)
+    p = jax.nn.softmax(log_g[worker, :m] + lam[items], axis=1)
+    u = jax.random.uniform(key, p.shape[:1], p.dtype)
+    return jnp.sum(jnp.cumsum(p[:, :-1], axis=1) < u[:, None], axis=1)
 
 
 def draw_slack(key, log_g, worker, m: int):
@@ -130,6 +132,52 @@ def sweeps(key, log_g, lam, tables: StageTables, alpha, n_sweeps: int = 1):
     return jax.lax.fori_loop(0, int(n_sweeps), body, log_g)
 
 
+def worker_loglik(log_g, lam, tables: StageTables):
+    """``Σ_i log P_i`` per worker ``(W,)`` ([Pan18], Eq. 3), ``z`` and ``ξ`` summed out,
+    without the stages' ``log Σ_{j≥i} e^{λ_{ρ(j)}}`` (free of ``g``: it cancels in every
+    ratio the jump takes)."""
+    out = jnp.zeros(tables.n_workers, log_g.dtype)
+    for m, it, wk in zip(tables.m, tables.items, tables.worker):
+        it, wk = jnp.asarray(it), jnp.asarray(wk)
+        lg = log_g[wk, :m]
+        v = (jax.scipy.special.logsumexp(lg + lam[it], axis=1)
+             - jax.scipy.special.logsumexp(lg, axis=1))
+        out = out + jax.ops.segment_sum(v, wk, num_segments=tables.n_workers)
+    return out
+
+
+def _log_eta(log_g):
+    return log_g - jax.scipy.special.logsumexp(log_g, axis=1, keepdims=True)
+
+
+def jump(key, log_g, lam, tables: StageTables, alpha, beta):
+    """An independence Metropolis–Hastings move of every worker's row, exact given ``λ``:
+    propose ``η' ~ Dirichlet(β_w)`` (a fixed, data-informed proposal, e.g. ``α + n̂/2``
+    from expected offset counts) and ``S' ~ Gamma(Σα_w)``, ``g' = S'η'``. The target of
+    ``g`` is ``Dir(η; α)·Gamma(S; Σα)·L_w(η)`` and the proposal ``Dir(η'; β)·Gamma(S'; Σα)``
+    (the same Jacobian), so ``S`` cancels and the log ratio is
+
+        [ℓ_w(η') + Σ_t (α_t − β_t) log η'_t] − [the same at η].
+
+    Why: the sweep (G) leaves an entry stuck in its prior spike (``g_t ~ 1e−50``: no stage
+    picks offset ``t``, so ``n_t = 0`` and the next draw is from the spike again) for
+    hundreds of sweeps; this move jumps straight to the data mode when ``β`` covers it, and
+    is exact whatever ``β`` is (a poor ``β`` only lowers its acceptance)."""
+    k_eta, k_s, k_u = jax.random.split(key, 3)
+    alpha = jnp.asarray(alpha, log_g.dtype)
+    beta = jnp.asarray(beta, log_g.dtype)
+    le_new = _log_eta(jax.random.loggamma(k_eta, beta))
+    log_s = jax.random.loggamma(k_s, alpha.sum(axis=1))
+    le_old = _log_eta(log_g)
+
+    def score(le):
+        return worker_loglik(le, lam, tables) + jnp.sum((alpha - beta) * le, axis=1)
+
+    log_r = score(le_new) - score(le_old)
+    ok = jnp.log(jax.random.uniform(k_u, log_r.shape, log_r.dtype)) < log_r
+    return jnp.where(ok[:, None], le_new + log_s[:, None], log_g)
+
+
 def scores_of(sites: dict):
     """``λ`` from the sampler's item sites (``lambda``, or ``lambda_mean + lambda_c``)."""
     if "lambda" in sites:
@@ -137,10 +185,12 @@ def scores_of(sites: dict):
     return sites["lambda_mean"][..., None] + sites["lambda_c"]
 
 
-def make_gibbs_fn(inputs: ModelInputs, n_sweeps: int = 1, prior_only: bool = False):
+def make_gibbs_fn(inputs: ModelInputs, n_sweeps: int = 1, prior_only: bool = False,
+                  beta=None):
     """The ``gibbs_fn`` of :class:`numpyro.infer.HMCGibbs` for the site ``eta_log_g`` of
-    :func:`models.numpyro_models.model` (``simplex="gibbs"``): ``n_sweeps`` sweeps of (G)
-    given the current ``λ``. ``prior_only`` leaves the stages out (the exact prior)."""
+    :func:`models.numpyro_models.model` (``simplex="gibbs"``): with ``beta`` ``(W, K)``
+    first one :func:`jump`, then ``n_sweeps`` sweeps of (G), all given the current ``λ``.
+    ``prior_only`` leaves the stages out (the exact prior)."""
     tables = stage_tables(inputs)
     if prior_only:
         tables = StageTables((), (), (), tables.n_workers, tables.K)
@@ -149,6 +199,9 @@ def make_gibbs_fn(inputs: ModelInputs, n_sweeps: int = 1, prior_only: bool = Fal
     def gibbs_fn(rng_key, gibbs_sites, hmc_sites):
         log_g = gibbs_sites["eta_log_g"]
         lam = jnp.asarray(scores_of(hmc_sites), log_g.dtype)
+        if beta is not None:
+            k_jump, rng_key = jax.random.split(rng_key)
+            log_g = jump(k_jump, log_g, lam, tables, alpha, beta)
         return {"eta_log_g": sweeps(rng_key, log_g, lam, tables, alpha, n_sweeps)}
 
     return gibbs_fn

@@ -193,7 +193,10 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         mode is moved by exact conditional draws instead of a trajectory. ``simplex``,
         ``worker_level`` and ``adapt`` keep their defaults; ``approx``, ``init``,
         ``max_draws`` and ``refine_eta`` work (the seeded mass is ``λ``'s only);
-        ``NutsResult.adaptation`` is None. Other models (normalised COUPLE's ``k!``
+        ``NutsResult.adaptation`` is None. With ``approx`` each iteration also makes one
+        exact independence Metropolis–Hastings jump of every worker's row
+        (:func:`inference.gibbs.jump`, proposal :func:`gibbs_jump_proposal`), which frees
+        an entry stuck in its prior spike; without ``approx``, no jump. Other models (normalised COUPLE's ``k!``
         normaliser breaks the augmentation) and PyMC raise :class:`UsageError`.
     gibbs_sweeps : int
         Sweeps of the Gibbs step per iteration (``eta_update="gibbs"``); each costs a few
@@ -238,7 +241,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     if prior_only:
         pointwise = predictive = False
     init_values = None if init is None else _check_init(init, inputs)
-    starts, draws_z = None, None
+    starts, draws_z, jump_beta = None, None, None
     rng = np.random.default_rng([int(seed), 0x5EED])
     if approx is not None:
         from models.model_inputs import boost_mask
@@ -246,6 +249,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         from .warmstart import approx_alpha, approx_draws
         if refine_eta:
             approx = _refined_approx(inputs, approx, data)
+        if gibbs:
+            jump_beta = gibbs_jump_proposal(inputs, approx, data)
         if inputs.has_eta and simplex == "gamma" and not gibbs:
             # entries the approximation says the data pin: one plain Gamma coordinate
             a_post = approx_alpha(inputs, approx, data.workers)
@@ -290,7 +295,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             precision=precision, chain_method=chain_method, pointwise=pointwise,
             param=param, max_tree_depth=max_tree_depth, prior_only=prior_only, keep=keep,
             dense_mass=dense_mass, adapt=adapt, max_draws=max_draws,
-            gibbs_sweeps=gibbs_sweeps)
+            gibbs_sweeps=gibbs_sweeps, jump_beta=jump_beta)
         keep = timings.pop("kept_draws", keep)
     else:
         initvals = mass_values = None
@@ -319,8 +324,9 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
                                      "adapt": adapt, "worker_level": worker_level,
                                      "refine_eta": int(refine_eta),
                                      "eta_update": eta_update,
-                                     **({"gibbs_sweeps": int(gibbs_sweeps)} if gibbs
-                                        else {}),
+                                     **({"gibbs_sweeps": int(gibbs_sweeps),
+                                         "gibbs_jump": int(jump_beta is not None)}
+                                        if gibbs else {}),
                                      "prior_only": int(prior_only),
                                      **({"init_jitter": float(init_jitter)}
                                         if init_kind == "given" and backend == "numpyro"
@@ -360,6 +366,25 @@ def _check_eta_update(eta_update, gibbs_sweeps, *, backend, model, simplex, work
                          "'sequential'")
     if int(gibbs_sweeps) < 1:
         raise UsageError("gibbs_sweeps must be >= 1")
+
+
+#: The Gibbs route's jump proposal ``Dirichlet(α + JUMP_SHRINK·n̂)``: half the expected
+#: counts, a proposal wider than the conditional (an independence proposal must not be
+#: narrower than its target in any direction, or the chain sticks where it is too thin).
+JUMP_SHRINK = 0.5
+
+
+def gibbs_jump_proposal(inputs: ModelInputs, approx, data: Rankings) -> np.ndarray:
+    """``β = α + JUMP_SHRINK·n̂`` ``(W, K)``: the proposal of :func:`inference.gibbs.jump`,
+    ``n̂`` the EM expected offset counts at the approximation's item means
+    (:func:`inference.warmstart.refine_worker_alpha`). Fixed before sampling (it depends on
+    the data and the approximation only), as an independence proposal must be."""
+    from .warmstart import _positions, refine_worker_alpha
+
+    ix = _positions(approx.items, data.items, "item")
+    a0 = np.asarray(inputs.alpha, float)
+    n_hat = refine_worker_alpha(inputs, np.asarray(approx.mu, float)[ix], a0) - a0
+    return a0 + JUMP_SHRINK * np.maximum(n_hat, 0.0)
 
 
 def _gibbs_values(inputs: ModelInputs, lam, log_eta, rng: np.random.Generator,
@@ -549,7 +574,7 @@ def numpyro_starts_from_draws(inputs: ModelInputs, lam_draws, log_eta_draws, cha
 def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, inv_mass,
                  progress, precision, chain_method, pointwise, param, max_tree_depth=10,
                  prior_only=False, keep=None, dense_mass=False, adapt="windowed",
-                 max_draws=None, gibbs_sweeps=1):
+                 max_draws=None, gibbs_sweeps=1, jump_beta=None):
     import jax
     from numpyro.infer import MCMC, NUTS, HMCGibbs, init_to_median
 
@@ -590,7 +615,8 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
             # the worker table moves by the exact Gibbs step given λ (inference.gibbs);
             # NUTS adapts and moves λ given η
             from .gibbs import make_gibbs_fn
-            return HMCGibbs(nuts, gibbs_fn=make_gibbs_fn(inputs, gibbs_sweeps, prior_only),
+            return HMCGibbs(nuts, gibbs_fn=make_gibbs_fn(inputs, gibbs_sweeps, prior_only,
+                                                         jump_beta),
                             gibbs_sites=["eta_log_g"])
 
         def make_mcmc(kernel, n_warm):

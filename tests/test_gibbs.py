@@ -120,12 +120,20 @@ def _exact_conditional(n=400_000, seed=0):
     return mean, se
 
 
+#: a deliberately mediocre proposal for the jump (its exactness must not depend on it)
+BETA3 = np.array([[6.0, 3.0, 1.0]])
+
+
 def _step(kind):
     tables = _tables()
     lam = jnp.asarray(LAM)
 
     def step(key, lg):
         k1, k2 = jax.random.split(key)
+        if kind == "jump":                # the independence MH move alone
+            return G.jump(k1, lg, lam, tables, ALPHA3[None], BETA3)
+        if kind == "jump_uncorrected":    # wrong: the proposal's density left out
+            return G.jump(k1, lg, lam, tables, BETA3, BETA3)
         n, Xi = G.augment(k1, lg, lam, tables)
         if kind == "no_slack":            # wrong: the rate forgets the normalisers 1/G_m
             Xi = 0.0 * Xi
@@ -153,11 +161,13 @@ def _z_scores(kind, n=20_000):
 
 
 @pytest.mark.parametrize("kind,exact", [("exact", True), ("no_slack", False),
-                                        ("count_off_by_one", False)])
+                                        ("count_off_by_one", False), ("jump", True),
+                                        ("jump_uncorrected", False)])
 def test_step_leaves_the_exact_conditional_invariant(kind, exact):
     """One worker, λ fixed, 10 rankings of lengths 3 and 2 under α = (2, 0.6, 0.15): the
     long-run Gibbs draws of η match p(η | λ, data) (E[η_t] and P(η_3 < 0.01)) within MC
-    error; a step with a wrong rate or count does not."""
+    error; so do those of the independence jump alone; a step with a wrong rate or count,
+    or a jump that forgets its proposal's density, does not."""
     z = _z_scores(kind)
     if exact:
         assert np.all(np.abs(z) < 4.0), z

@@ -17,12 +17,15 @@ Vectorised over rankings, one dense block per ranking length (see
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from pytensor.gradient import zero_grad
 
-from .model_inputs import ModelInputs, boost_split, level_log_ratio
+from .model_inputs import ModelInputs, PermGroup, boost_split, level_log_ratio
 from .registry import get
 
 
@@ -303,3 +306,93 @@ def observed_rankings(inputs: ModelInputs, lam, log_eta=None):
     return pm.CustomDist("rankings", *params, logp=logp, random=random,
                          signature=f"(l),{eta_sig}(n,j)->(n,j)", observed=inputs.order,
                          dtype="int64")
+
+
+# ----------------------------------------------------------------------------- one graph, many data sets
+@dataclass(frozen=True, eq=False)
+class _SharedInputs(ModelInputs):
+    """:class:`ModelInputs` whose ``index``, ``worker`` and block bounds are PyTensor shared
+    variables (``K`` kept as a Python int: the column functions slice with it)."""
+
+    static_K: int = 0
+
+    @property
+    def K(self) -> int:
+        return self.static_K
+
+
+def layout_key(inputs: ModelInputs) -> tuple:
+    """What fixes the *graph* of :func:`build_shared_model`: the model, the sizes, the
+    ranking lengths present and the prior. Two data sets with equal keys share one compiled
+    model; the number of rankings of each length and the rankings themselves may differ."""
+    alpha = None if inputs.alpha is None else np.asarray(inputs.alpha, float)
+    return (inputs.model, int(inputs.n_items), int(inputs.n_workers), int(inputs.K),
+            tuple(int(k) for k, _, _ in inputs.blocks),
+            None if alpha is None else (alpha.shape, alpha.tobytes()),
+            float(inputs.mu0), float(inputs.sigma0))
+
+
+class SharedData:
+    """The observed layout of a :func:`build_shared_model` graph: ``set(inputs)`` puts a
+    new data set's columns into the shared variables (no recompilation)."""
+
+    def __init__(self, inputs: ModelInputs):
+        import pytensor
+
+        self.key = layout_key(inputs)
+        K = inputs.K
+        self.index = pytensor.shared(np.asarray(inputs.index, np.int32), name="rank_index",
+                                     shape=(K, None))
+        self.worker = pytensor.shared(np.asarray(inputs.worker, np.int32), name="rank_worker",
+                                      shape=(None,))
+        # one (start, stop) pair of int64 scalars per ranking length
+        self.bounds = [(pytensor.shared(np.int64(a), name=f"start_k{k}"),
+                        pytensor.shared(np.int64(b), name=f"stop_k{k}"))
+                       for k, a, b in inputs.blocks]
+        blocks = tuple((k, s, e) for (k, _, _), (s, e) in zip(inputs.blocks, self.bounds))
+        perms = {g.k: g.perms for g in inputs.groups}
+        groups = tuple(PermGroup(k, s, e, perms[k]) for k, s, e in blocks if k in perms)
+        fields = {f.name: getattr(inputs, f.name) for f in dataclasses.fields(ModelInputs)}
+        fields.update(index=self.index, worker=self.worker, blocks=blocks, groups=groups,
+                      order=None, obs_worker=None)
+        self.symbolic = _SharedInputs(static_K=K, **fields)
+        self.set(inputs)
+
+    def set(self, inputs: ModelInputs) -> None:
+        """Load ``inputs`` (same :func:`layout_key`, else ``ValueError``)."""
+        key = layout_key(inputs)
+        if key != self.key:
+            raise ValueError(f"data layout {key[:5]} does not match the compiled model's "
+                             f"{self.key[:5]} (or the prior differs)")
+        self.index.set_value(np.asarray(inputs.index, np.int32))
+        self.worker.set_value(np.asarray(inputs.worker, np.int32))
+        for (s, e), (_, a, b) in zip(self.bounds, inputs.blocks):
+            s.set_value(np.int64(a))
+            e.set_value(np.int64(b))
+
+
+def build_shared_model(inputs: ModelInputs, *, simplex: str = "gamma",
+                       level: str = "centered", boost=None) -> tuple[pm.Model, SharedData]:
+    """The model of :func:`build_model` with the observed layout in shared variables, so that
+    one compiled log density (and its gradient) serves every data set of the same
+    :func:`layout_key` (SBC's replicates: :mod:`inference.pymc_reuse`).
+
+    The free variables, their priors and the likelihood are :func:`build_model`'s; the
+    likelihood enters as the ``pm.Potential`` ``rankings`` — the sum of the same column
+    log-likelihoods (:func:`column_loglik`) that the observed ``pm.CustomDist`` sums — so
+    the log density is the same function of the parameters (tested at random points against
+    :func:`build_model`). What it lacks is the observed site itself (no pointwise
+    log-likelihood, no posterior predictive): SBC needs neither.
+    """
+    if simplex not in ("gamma", "dirichlet") or level not in ("centered", "iid"):
+        raise ValueError(f"bad parametrisation simplex={simplex!r}, level={level!r}")
+    data = SharedData(inputs)
+    coords = {"item": list(range(inputs.n_items))}
+    if inputs.has_eta:
+        coords["worker"] = list(range(inputs.n_workers))
+        coords["stage"] = list(range(1, inputs.K + 1))
+    with pm.Model(coords=coords) as model:
+        lam = item_scores(inputs, level)
+        log_eta = worker_log_eta(inputs, simplex, boost) if inputs.has_eta else None
+        pm.Potential("rankings", pt.sum(column_loglik(data.symbolic, lam, log_eta=log_eta)))
+    return model, data

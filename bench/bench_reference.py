@@ -24,7 +24,7 @@ Writes ``bench/results/reference_<what>.json``::
         [--setting amateur] [--tune 300 --draws 500] [--dense] [--target-accept 0.8]
         [--precision float64] [--append]
     python bench/bench_reference.py paper [--tune 300 --draws 400]
-        [--eta-update gibbs --gibbs-sweeps 2]
+        [--eta-update gibbs --gibbs-sweeps 2 --gibbs-walk 0]
 
 ``paper --eta-update gibbs``: NUTS on the scores within the exact Gibbs step of the worker
 simplexes (``fit_nuts(eta_update="gibbs")``, :mod:`inference.gibbs`); the record adds the
@@ -292,7 +292,8 @@ def bench_paper(args) -> list:
            "chains": args.chains, "tune": args.tune, "draws": args.draws,
            "precision": "float32", "adapt": args.adapt, "worker_level": args.worker_level,
            "refine_eta": args.refine_eta, "eta_update": args.eta_update,
-           **({"gibbs_sweeps": args.gibbs_sweeps} if args.eta_update == "gibbs" else {}),
+           **({"gibbs_sweeps": args.gibbs_sweeps, "gibbs_walk": args.gibbs_walk}
+              if args.eta_update == "gibbs" else {}),
            "start": "online (approx draws, "
            "seeded mass)", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "command": "python bench/bench_reference.py " + " ".join(sys.argv[1:]),
@@ -311,7 +312,7 @@ def bench_paper(args) -> list:
                   seed=args.seed, approx=on, precision="float32", pointwise=False,
                   predictive=False, adapt=args.adapt, worker_level=args.worker_level,
                   refine_eta=args.refine_eta, eta_update=args.eta_update,
-                  gibbs_sweeps=args.gibbs_sweeps)
+                  gibbs_sweeps=args.gibbs_sweeps, gibbs_walk=args.gibbs_walk)
     rec.update(summarise(r, wall))
     tm = r.timings
     if "gibbs_ms" in tm:
@@ -382,6 +383,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gibbs-sweeps", type=int, default=1,
                     help="paper, --eta-update gibbs: exact Gibbs sweeps of the worker "
                          "simplexes per iteration (default 1)")
+    ap.add_argument("--gibbs-walk", type=int, default=0,
+                    help="paper, --eta-update gibbs: random-walk Metropolis steps of each "
+                         "worker's simplex per iteration after the sweeps (default 0)")
     args = ap.parse_args(argv)
     defaults = {"warmstart": (300, 500), "medium": (300, 500), "paper": (300, 400)}
     args.tune = args.tune if args.tune is not None else defaults[args.what][0]

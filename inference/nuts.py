@@ -86,7 +86,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
              dense_mass: bool = False, adapt: str = "windowed",
              max_draws: int | None = None, worker_level: str = "fixed",
              refine_eta: bool = False, eta_update: str = "nuts",
-             gibbs_sweeps: int = 1) -> NutsResult:
+             gibbs_sweeps: int = 1, gibbs_walk: int = 0) -> NutsResult:
     """Sample ``model`` on ``data`` under ``priors`` with NUTS.
 
     Parameters
@@ -201,6 +201,10 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     gibbs_sweeps : int
         Sweeps of the Gibbs step per iteration (``eta_update="gibbs"``); each costs a few
         gathers over the stages, no gradient.
+    gibbs_walk : int
+        ``eta_update="gibbs"``: random-walk Metropolis steps of each worker's row per
+        iteration after the sweeps (:func:`inference.gibbs.walk`; exact, one likelihood
+        pass each, no gradient). Default 0.
 
     Returns
     -------
@@ -232,7 +236,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     if simplex not in ("gamma", "dirichlet") or level not in ("centered", "iid"):
         raise UsageError(f"simplex must be 'gamma' or 'dirichlet' and level 'centered' or "
                          f"'iid', got {simplex!r}, {level!r}")
-    _check_eta_update(eta_update, gibbs_sweeps, backend=backend, model=model,
+    _check_eta_update(eta_update, gibbs_sweeps, gibbs_walk, backend=backend, model=model,
                       simplex=simplex, worker_level=worker_level, adapt=adapt,
                       chain_method=chain_method)
     gibbs = eta_update == "gibbs"
@@ -295,7 +299,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             precision=precision, chain_method=chain_method, pointwise=pointwise,
             param=param, max_tree_depth=max_tree_depth, prior_only=prior_only, keep=keep,
             dense_mass=dense_mass, adapt=adapt, max_draws=max_draws,
-            gibbs_sweeps=gibbs_sweeps, jump_beta=jump_beta)
+            gibbs_sweeps=gibbs_sweeps, jump_beta=jump_beta, gibbs_walk=gibbs_walk)
         keep = timings.pop("kept_draws", keep)
     else:
         initvals = mass_values = None
@@ -325,6 +329,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
                                      "refine_eta": int(refine_eta),
                                      "eta_update": eta_update,
                                      **({"gibbs_sweeps": int(gibbs_sweeps),
+                                         "gibbs_walk": int(gibbs_walk),
                                          "gibbs_jump": int(jump_beta is not None)}
                                         if gibbs else {}),
                                      "prior_only": int(prior_only),
@@ -340,7 +345,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
 ETA_UPDATE = ("nuts", "gibbs")
 
 
-def _check_eta_update(eta_update, gibbs_sweeps, *, backend, model, simplex, worker_level,
+def _check_eta_update(eta_update, gibbs_sweeps, gibbs_walk=0, *, backend, model, simplex, worker_level,
                       adapt, chain_method):
     """Reject the combinations the Gibbs route does not support, saying why."""
     if eta_update not in ETA_UPDATE:
@@ -364,8 +369,8 @@ def _check_eta_update(eta_update, gibbs_sweeps, *, backend, model, simplex, work
         raise UsageError("eta_update='gibbs' cannot vectorise chains (numpyro's Gibbs "
                          "kernels take one key): use chain_method='parallel' or "
                          "'sequential'")
-    if int(gibbs_sweeps) < 1:
-        raise UsageError("gibbs_sweeps must be >= 1")
+    if int(gibbs_sweeps) < 1 or int(gibbs_walk) < 0:
+        raise UsageError("gibbs_sweeps must be >= 1 and gibbs_walk >= 0")
 
 
 #: The Gibbs route's jump proposal ``Dirichlet(α + JUMP_SHRINK·n̂)``: half the expected
@@ -574,7 +579,7 @@ def numpyro_starts_from_draws(inputs: ModelInputs, lam_draws, log_eta_draws, cha
 def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, inv_mass,
                  progress, precision, chain_method, pointwise, param, max_tree_depth=10,
                  prior_only=False, keep=None, dense_mass=False, adapt="windowed",
-                 max_draws=None, gibbs_sweeps=1, jump_beta=None):
+                 max_draws=None, gibbs_sweeps=1, jump_beta=None, gibbs_walk=0):
     import jax
     from numpyro.infer import MCMC, NUTS, HMCGibbs, init_to_median
 
@@ -616,7 +621,7 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
             # NUTS adapts and moves λ given η
             from .gibbs import make_gibbs_fn
             return HMCGibbs(nuts, gibbs_fn=make_gibbs_fn(inputs, gibbs_sweeps, prior_only,
-                                                         jump_beta),
+                                                         jump_beta, gibbs_walk),
                             gibbs_sites=["eta_log_g"])
 
         def make_mcmc(kernel, n_warm):
@@ -629,7 +634,8 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
                                            for k, v in starts.items()}
         timings.update(gradient_timing(inputs, z=z0, param=param, loglik_dtype=loglik_dtype))
         if gibbs:
-            timings.update(gibbs_timing(inputs, gibbs_sweeps, z=z0, level=param["level"]))
+            timings.update(gibbs_timing(inputs, gibbs_sweeps, z=z0, level=param["level"],
+                                        walk_steps=gibbs_walk))
         extra = ("diverging", "energy", "num_steps", "accept_prob", "adapt_state.step_size",
                  "potential_energy")
         # HMCGibbs keeps the NUTS block's state as ``hmc_state``
@@ -911,13 +917,15 @@ def gradient_timing(inputs: ModelInputs, reps: int = 5, *, z: dict | None = None
 
 
 def gibbs_timing(inputs: ModelInputs, sweeps: int = 1, reps: int = 5, *,
-                 z: dict | None = None, level: str = "centered") -> dict:
+                 z: dict | None = None, level: str = "centered",
+                 walk_steps: int = 0) -> dict:
     """Seconds to compile :func:`inference.gibbs.sweeps` and ms per call (``sweeps``
     sweeps, one chain) at ``z`` (default: λ = 0 and a prior draw of the worker table): the
-    cost the Gibbs route adds to each iteration besides the gradients."""
+    cost the Gibbs route adds to each iteration besides the gradients (with
+    ``walk_steps`` random-walk steps after the sweeps; the jump not included)."""
     import jax
 
-    from .gibbs import stage_tables
+    from .gibbs import stage_tables, walk
     from .gibbs import sweeps as run_sweeps
 
     tables = stage_tables(inputs)
@@ -929,7 +937,10 @@ def gibbs_timing(inputs: ModelInputs, sweeps: int = 1, reps: int = 5, *,
             log_g = jax.random.loggamma(jax.random.PRNGKey(0), jax.numpy.asarray(alpha))
         else:
             log_g = jax.numpy.asarray(z["eta_log_g"], jax.numpy.float64)
-        fn = jax.jit(lambda key, lg, la: run_sweeps(key, lg, la, tables, alpha, sweeps))
+        def step(key, lg, la):
+            lg = run_sweeps(key, lg, la, tables, alpha, sweeps)
+            return walk(key, lg, la, tables, alpha, walk_steps) if walk_steps else lg
+        fn = jax.jit(step)
         key = jax.random.PRNGKey(1)
         t = time.perf_counter()
         jax.block_until_ready(fn(key, log_g, lam))

@@ -134,6 +134,10 @@ def _step(kind):
             return G.jump(k1, lg, lam, tables, ALPHA3[None], BETA3)
         if kind == "jump_uncorrected":    # wrong: the proposal's density left out
             return G.jump(k1, lg, lam, tables, BETA3, BETA3)
+        if kind == "walk":                # the random-walk steps alone
+            return G.walk(k1, lg, lam, tables, ALPHA3[None], 3)
+        if kind == "walk_wrong_prior":    # wrong: the walk targets another prior (3α)
+            return G.walk(k1, lg, lam, tables, 3.0 * ALPHA3[None], 3)
         n, Xi = G.augment(k1, lg, lam, tables)
         if kind == "no_slack":            # wrong: the rate forgets the normalisers 1/G_m
             Xi = 0.0 * Xi
@@ -162,12 +166,14 @@ def _z_scores(kind, n=20_000):
 
 @pytest.mark.parametrize("kind,exact", [("exact", True), ("no_slack", False),
                                         ("count_off_by_one", False), ("jump", True),
-                                        ("jump_uncorrected", False)])
+                                        ("jump_uncorrected", False), ("walk", True),
+                                        ("walk_wrong_prior", False)])
 def test_step_leaves_the_exact_conditional_invariant(kind, exact):
     """One worker, λ fixed, 10 rankings of lengths 3 and 2 under α = (2, 0.6, 0.15): the
     long-run Gibbs draws of η match p(η | λ, data) (E[η_t] and P(η_3 < 0.01)) within MC
-    error; so do those of the independence jump alone; a step with a wrong rate or count,
-    or a jump that forgets its proposal's density, does not."""
+    error; so do those of the independence jump alone and of the random walk alone; a step
+    with a wrong rate or count, a jump that forgets its proposal's density, or a walk on
+    another prior, does not."""
     z = _z_scores(kind)
     if exact:
         assert np.all(np.abs(z) < 4.0), z
@@ -198,7 +204,8 @@ def test_unsupported_combinations_raise_usage_errors():
                       ("crowdbt", {}),
                       ("couple", {"simplex": "dirichlet"}),
                       ("couple", {"chain_method": "vectorized"}),
-                      ("couple", {"gibbs_sweeps": 0})]:
+                      ("couple", {"gibbs_sweeps": 0}),
+                      ("couple", {"gibbs_walk": -1})]:
         # the combination is refused before the data or priors are read
         with pytest.raises(UsageError):
             nuts.fit_nuts(d, model, pr, chains=1, tune=2, draws=2, progress=False,
@@ -210,19 +217,23 @@ def test_unsupported_combinations_raise_usage_errors():
 
 @pytest.mark.slow
 def test_gibbs_route_agrees_with_default_nuts():
-    """Tiny COUPLE data: the Gibbs route (NUTS on λ, 2 exact sweeps of η per iteration)
-    and the default joint NUTS agree parameter by parameter within MCSE; the check can
+    """Tiny COUPLE data: the Gibbs route (NUTS on λ, the jump and 2 exact sweeps of η per
+    iteration) and the default joint NUTS agree parameter by parameter within MCSE; the check can
     fail (one score shifted by half a posterior sd)."""
     from test_nuts_adapt import _shift_first_score
 
     from validation.reference import backend_agreement
 
+    from inference.online import fit_online
+
     d, pr = _tiny()
     kw = {"chains": 4, "tune": 200, "draws": 500, "seed": 1, "progress": False,
           "pointwise": False, "predictive": False}
     ref = nuts.fit_nuts(d, "couple", pr, **kw)
-    gib = nuts.fit_nuts(d, "couple", pr, eta_update="gibbs", gibbs_sweeps=2, **kw)
-    assert gib.timings["gibbs_ms"] > 0
+    # warm-started: the route then also makes its independence jump every iteration
+    gib = nuts.fit_nuts(d, "couple", pr, eta_update="gibbs", gibbs_sweeps=2,
+                        approx=fit_online(d, "couple", pr, progress=False), **kw)
+    assert gib.timings["gibbs_ms"] > 0 and gib.idata.attrs["gibbs_jump"] == 1
     ag = backend_agreement(ref.idata, gib.idata, labels=("nuts", "gibbs"))
     assert ag.agree, ag.verdict()
     assert not backend_agreement(ref.idata, _shift_first_score(gib.idata)).agree

@@ -24,6 +24,40 @@ configure_host_devices()
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _session_compilation_cache() -> None:
+    """Let identical XLA programs compiled by different tests of this run be compiled once.
+
+    Why: ``fit_nuts`` builds its model closure afresh on every call, so JAX's in-memory
+    caches never see the same function twice, and a test that samples the same model
+    twice (an extended run beside its first round, a warm-up scheme beside the default,
+    the same tiny data set in several tests) recompiled NUTS's warm-up and sampling loops
+    each time — most of a small test's cost. JAX's persistent cache is keyed on the
+    program itself (its HLO, the compile options, the JAX version), so a hit is the same
+    executable; the draws do not change. The cache lives in a fresh temporary folder
+    removed when the run ends: every run starts cold, as on CI, and nothing is shared with
+    other runs or with the README commands' subprocesses. Only compiles above
+    :data:`CACHE_MIN_COMPILE_S` are written (the many tiny eager ones cost more to store
+    than to redo). ``CROWDRANK_TEST_JAX_CACHE=0`` turns it off."""
+    if os.environ.get("CROWDRANK_TEST_JAX_CACHE", "1") == "0":
+        return
+    import atexit
+    import shutil
+    import tempfile
+
+    import jax
+
+    folder = tempfile.mkdtemp(prefix="crowdrank-test-xla-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    jax.config.update("jax_compilation_cache_dir", folder)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_S)
+
+
+#: compile time (s) above which a program is written to the run's compilation cache
+CACHE_MIN_COMPILE_S = 0.3
+
+_session_compilation_cache()
+
+
 #: mappings above which a module's end drops the compiled programs (the kernel's default
 #: per-process limit, ``vm.max_map_count``, is 65,530; one module adds up to ~19,000)
 MAX_MAPPINGS = 30_000

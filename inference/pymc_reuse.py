@@ -122,7 +122,7 @@ class ReusedNuts:
         pm = self._pm
         if chains < 1 or draws < 1 or tune < 0:
             raise ValueError("need chains >= 1, draws >= 1 and tune >= 0")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         self.data.set(inputs)
         # pm.sample's streams: one generator per chain, and one integer seed drawn from each
         rngs = np.random.default_rng(seed).spawn(chains)
@@ -138,6 +138,7 @@ class ReusedNuts:
         initial_state = step.sampling_state
         rec = [_Recorder(draws) for _ in range(chains)]
         t_warm = 0.0
+        c_loop = time.process_time()
         for c in range(chains):
             step.sampling_state = initial_state        # as pm.sample's sequential chains
             tc = time.perf_counter()
@@ -147,6 +148,7 @@ class ReusedNuts:
                 if i == tune - 1:
                     t_warm += time.perf_counter() - tc
         t_loop = time.perf_counter() - t0
+        c_loop = time.process_time() - c_loop
         post = self._deterministics(rec, inputs.has_eta)
         stats = {name: np.stack([r.stats[key] for r in rec])
                  for name, key in (("diverging", "diverging"), ("energy", "energy"),
@@ -158,7 +160,9 @@ class ReusedNuts:
         timings = {"warmup": t_warm, "sampling": t_loop - t_warm,
                    "warmup_gradients": float(sum(r.tune_steps for r in rec)),
                    "sampling_gradients": float(stats["n_steps"].sum()),
+                   "loop_cpu": c_loop,
                    "deterministics": time.perf_counter() - t0 - t_loop,
+                   "cpu": time.process_time() - c0,
                    "reused_compile": int(self.fits > 1)}
         return post, stats, timings
 

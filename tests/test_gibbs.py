@@ -5,8 +5,9 @@ Oracles: the exact Dirichlet marginals (prior only); the exact conditional
 ``p(η | λ, data)`` of one worker by self-normalised importance sampling from its Dirichlet
 prior, with the stage probabilities written out directly from [Pan18], Eq. 3 (no code of
 the step shared); the default NUTS route on the same data (posterior agreement within MCSE).
-Deliberately wrong steps (the slack dropped from the rate, a count off by one) must fail
-the conditional test.
+The same conditional test holds for the route's two Metropolis moves (the independence
+jump, the random walk). Deliberately wrong steps (the slack dropped from the rate, a count
+off by one, a jump without its proposal's density, a walk on another prior) must fail it.
 """
 
 from __future__ import annotations

@@ -32,8 +32,13 @@ leaves ``p(g | λ, data)`` — and hence ``p(η | λ, data)`` — invariant; wit
 ``α_t`` is. Workers are independent given ``λ``: everything is vectorised over all stages
 with one segment sum per worker.
 
+Two Metropolis moves of the same conditional complement the sweep (:func:`jump`, an
+independence proposal that frees an entry stuck in its prior spike; :func:`walk`, random-walk
+steps on the observed-data scale); each is exact on its own (``tests/test_gibbs.py``).
+
 Numerics: ``g`` is held as ``log g`` (for ``α ≪ 1`` ``g`` underflows); ``z`` is drawn by
-Gumbel-max on ``log g_t + λ_{c_t}`` (the stage's common denominator cancels), ``ξ`` as
+inverse CDF of the softmax of ``log g_t + λ_{c_t}`` (the stage's common denominator
+cancels), ``ξ`` as
 ``Exp(1)·exp(−logsumexp(log g_{<m}))``, and ``log g`` by :func:`jax.random.loggamma`
 (exact for small shapes). The worker sums are float64 when JAX has 64-bit types.
 """

@@ -13,6 +13,8 @@ the machine may be shared (then the CPU seconds, not the wall time, say what an 
 machine would need).
 
     nice -n 10 python bench/bench_sbc.py --models pl crowdbt couple-normalized --budget-s 1800
+    nice -n 10 python bench/bench_sbc.py --models couple-normalized --backend pymc \
+        --label reused --budget-s 3600 --step 200 --max-sims 200 --processes 2
 """
 
 from __future__ import annotations
@@ -95,6 +97,9 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
         "settings": {k: summary["config"][k] for k in (
             "n_items", "n_workers", "tasks_per_worker", "kmax", "worker_prior", "chains",
             "tune", "draws", "n_ranks", "seed")},
+        # PyMC: one compiled model per worker process (inference.pymc_reuse), or one per
+        # replicate (the route before; label "sequential" in results/sbc.json)
+        "pymc_reuse": summary["config"].get("pymc_reuse") if backend == "pymc" else None,
     }
     for key in ("nuts", "online"):
         if key in summary:

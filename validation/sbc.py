@@ -37,7 +37,9 @@ Uniformity tests
 
 Every replicate is one spec of :func:`validation.experiments.run_grid` (cached, resumable,
 run in parallel processes); with NumPyro, batches of replicates (:data:`DEFAULT_BATCH`) are
-fitted in one vmapped program (:mod:`inference.batched`) and the batch is the cached unit.
+fitted in one vmapped program (:mod:`inference.batched`) and the batch is the cached unit;
+with PyMC, each worker process compiles the model once and loads every replicate's rankings
+into it (:mod:`inference.pymc_reuse`, ``SbcConfig.pymc_reuse``).
 Every random choice derives from ``(seed, sim)``.
 """
 

@@ -71,7 +71,7 @@ def test_prior_only_step_draws_the_exact_dirichlet():
 @pytest.mark.slow
 def test_fit_nuts_gibbs_prior_only_matches_exact_prior():
     d, pr = _tiny()
-    r = nuts.fit_nuts(d, "couple", pr, chains=2, tune=100, draws=1000, seed=3, progress=False,
+    r = nuts.fit_nuts(d, "couple", pr, chains=2, tune=50, draws=1000, seed=3, progress=False,
                       prior_only=True, eta_update="gibbs", chain_method="sequential")
     eta = np.asarray(r.idata["posterior"]["eta"].values)
     for w in range(d.n_workers):
@@ -228,7 +228,7 @@ def test_gibbs_route_agrees_with_default_nuts():
     from inference.online import fit_online
 
     d, pr = _tiny()
-    kw = {"chains": 4, "tune": 200, "draws": 500, "seed": 1, "progress": False,
+    kw = {"chains": 4, "tune": 150, "draws": 300, "seed": 1, "progress": False,
           "pointwise": False, "predictive": False}
     ref = nuts.fit_nuts(d, "couple", pr, **kw)
     # warm-started: the route then also makes its independence jump every iteration

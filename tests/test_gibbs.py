@@ -135,6 +135,10 @@ def _step(kind):
             return G.jump(k1, lg, lam, tables, ALPHA3[None], BETA3)
         if kind == "jump_uncorrected":    # wrong: the proposal's density left out
             return G.jump(k1, lg, lam, tables, BETA3, BETA3)
+        if kind == "entry_jump":          # the per-entry mode-jumping update alone
+            return G.entry_jump(k1, lg, lam, tables, ALPHA3[None], BETA3)
+        if kind == "entry_jump_wrong":    # wrong: proposes from 3α but corrects with α
+            return _entry_jump_wrong(k1, lg, lam, tables)
         if kind == "walk":                # the random-walk steps alone
             return G.walk(k1, lg, lam, tables, ALPHA3[None], 3)
         if kind == "walk_wrong_prior":    # wrong: the walk targets another prior (3α)
@@ -146,6 +150,16 @@ def _step(kind):
             n = n.at[:, 2].add(1.0)
         return G.draw_log_g(k2, ALPHA3[None], n, Xi)
     return step
+
+
+def _entry_jump_wrong(key, lg, lam, tables):
+    # the proposal's prior half drawn from LogGamma(3α) while log_q still says LogGamma(α)
+    orig = jax.random.loggamma
+    try:
+        jax.random.loggamma = lambda k, a: orig(k, 3.0 * a)
+        return G.entry_jump(key, lg, lam, tables, ALPHA3[None], BETA3)
+    finally:
+        jax.random.loggamma = orig
 
 
 def _z_scores(kind, n=20_000):
@@ -168,7 +182,8 @@ def _z_scores(kind, n=20_000):
 @pytest.mark.parametrize("kind,exact", [("exact", True), ("no_slack", False),
                                         ("count_off_by_one", False), ("jump", True),
                                         ("jump_uncorrected", False), ("walk", True),
-                                        ("walk_wrong_prior", False)])
+                                        ("walk_wrong_prior", False),
+                                        ("entry_jump", True), ("entry_jump_wrong", False)])
 def test_step_leaves_the_exact_conditional_invariant(kind, exact):
     """One worker, λ fixed, 10 rankings of lengths 3 and 2 under α = (2, 0.6, 0.15): the
     long-run Gibbs draws of η match p(η | λ, data) (E[η_t] and P(η_3 < 0.01)) within MC

@@ -190,10 +190,10 @@ def test_reused_route_agrees_with_fit_nuts_within_mcse():
     from inference.nuts import fit_nuts
     from inference.pymc_reuse import ReusedNuts
 
-    a, pa = _inputs(sim=3, tasks_per_worker=8)
-    post, _, _ = ReusedNuts(a).fit(a, chains=4, tune=300, draws=500, seed=1)
+    a, pa = _inputs(sim=3)
+    post, _, _ = ReusedNuts(a).fit(a, chains=4, tune=200, draws=300, seed=1)
     ref = fit_nuts(pa["data"], "couple-normalized", pa["priors"], backend="pymc", chains=4,
-                   tune=300, draws=500, seed=2, progress=False, chain_method="sequential",
+                   tune=200, draws=300, seed=2, progress=False, chain_method="sequential",
                    pointwise=False, predictive=False)
     for name in ("lambda", "eta"):
         x = post[name]

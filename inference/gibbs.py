@@ -240,10 +240,13 @@ WALK_SCALES = (0.03, 0.15, 0.6, 2.5)
 def walk(key, log_g, lam, tables: StageTables, alpha, n_steps: int):
     """``n_steps`` random-walk Metropolis steps on each worker's ``log g`` given ``λ``, the
     ``(z, ξ)``-marginal target ``Σ_t (α_t y_t − e^{y_t}) + ℓ_w(η)`` (``y = log g``). Each
-    step moves one entry ``t`` (drawn uniformly) of every worker by ``scale·N(0, 1)``, the
-    scale drawn from :data:`WALK_SCALES` — a symmetric proposal whose choices do not
-    depend on the state, so each step is exact; workers accept independently (the target
-    factorises over workers given ``λ``). Why: the sweep (G) moves an entry by about its
+    step moves, for every worker, either one entry ``t`` or the prefix ``y_0..y_t`` together
+    (``t`` and the kind drawn uniformly) by ``scale·N(0, 1)``, the scale drawn from
+    :data:`WALK_SCALES` — a symmetric proposal whose choices do not depend on the state, so
+    each step is exact; workers accept independently (the target factorises over workers
+    given ``λ``). The prefix moves follow COUPLE's nested normalisers ``G_2 ⊂ G_3 ⊂ …``:
+    they change a prefix's mass against the rest while keeping the ratios inside it, the
+    direction in which two small entries whose ratio the data pin are correlated. Why: the sweep (G) moves an entry by about its
     complete-data sd, while the data identify the offsets of a stage only weakly (the
     softmax weights of the candidates overlap), so the sweep's autocorrelation is high;
     these steps move on the observed-data scale."""
@@ -257,11 +260,13 @@ def walk(key, log_g, lam, tables: StageTables, alpha, n_steps: int):
 
     def body(i, carry):
         lg, cur = carry
-        k_t, k_s, k_n, k_u = jax.random.split(jax.random.fold_in(key, i), 4)
+        k_t, k_s, k_n, k_u, k_k = jax.random.split(jax.random.fold_in(key, i), 5)
         t = jax.random.randint(k_t, (), 0, K)
         sc = scales[jax.random.randint(k_s, (), 0, scales.shape[0])]
         step = sc * jax.random.normal(k_n, (W,), lg.dtype)
-        prop = lg.at[:, t].add(step)
+        ar = jnp.arange(K)
+        mask = jnp.where(jax.random.bernoulli(k_k), ar <= t, ar == t)
+        prop = lg + step[:, None] * mask
         new = target(prop)
         ok = jnp.log(jax.random.uniform(k_u, (W,), lg.dtype)) < new - cur
         return jnp.where(ok[:, None], prop, lg), jnp.where(ok, new, cur)

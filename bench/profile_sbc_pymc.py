@@ -82,9 +82,9 @@ def _gradient_us(model_or_func, x, reps: int = 2000) -> float:
 
 def profile_route(route: str, warm: int, reps: int, seed: int) -> dict:
     import numpy as np
-    import pymc.sampling.mcmc as mcmc
+    from pymc.sampling import mcmc
 
-    import inference.nuts as nuts
+    from inference import nuts
     from models import pymc_models as pmm
     from models.model_inputs import model_inputs
     from validation import sbc
@@ -164,7 +164,7 @@ def profile_route(route: str, warm: int, reps: int, seed: int) -> dict:
         for mod, name, orig in reversed(patches):
             setattr(mod, name, orig)
     meas = [r for r in out["replicates"] if not r["warm_up_replicate"]]
-    mean = lambda xs: round(sum(xs) / len(xs), 3)  # noqa: E731
+    mean = lambda xs: round(sum(xs) / len(xs), 3)
     keys = sorted({k for r in meas for k in r["phases_wall_s"]})
     ckeys = sorted({k for r in meas for k in r["phases_cpu_s"]})
     out["measured_mean"] = {

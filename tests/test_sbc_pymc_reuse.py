@@ -37,8 +37,9 @@ def logp_dlogp(model, mode=None):
 
 
 def _inputs(model="couple-normalized", sim=0, **kw):
-    cfg = dict(model=model, backend="pymc", sims=2, n_items=6, n_workers=3,
-               tasks_per_worker=6, kmax=3, chains=2, tune=60, draws=60, n_ranks=20)
+    cfg = {"model": model, "backend": "pymc", "sims": 2, "n_items": 6, "n_workers": 3,
+           "tasks_per_worker": 6, "kmax": 3, "chains": 2, "tune": 60, "draws": 60,
+           "n_ranks": 20}
     cfg.update(kw)
     prep = _prepare(SbcConfig(**cfg).spec(sim))
     return model_inputs(model, prep["data"], prep["priors"]), prep
@@ -129,10 +130,10 @@ def test_reused_sampler_reproduces_a_fresh_one_exactly(couple_sets):
 
     (a, _), (b, _) = couple_sets
     clear_cache()
-    kw = dict(chains=2, tune=60, draws=40, seed=11)
+    kw = {"chains": 2, "tune": 60, "draws": 40, "seed": 11}
     s1, cached = reused_nuts(a)
     assert not cached
-    post_a, stats_a, _ = s1.fit(a, **kw)
+    post_a, _, _ = s1.fit(a, **kw)
     s1b, cached = reused_nuts(b)
     assert cached and s1b is s1
     post_b, stats_b, tim = s1.fit(b, **kw)
@@ -198,7 +199,7 @@ def test_reused_route_agrees_with_fit_nuts_within_mcse():
     for name in ("lambda", "eta"):
         x = post[name]
         y = np.asarray(ref.idata["posterior"][name].values)
-        flat = lambda v: v.reshape(v.shape[0], v.shape[1], -1)  # noqa: E731
+        flat = lambda v: v.reshape(v.shape[0], v.shape[1], -1)
         mx, my = flat(x).mean((0, 1)), flat(y).mean((0, 1))
         se = np.hypot(np.asarray(azs.mcse(flat(x), method="mean", chain_axis=0, draw_axis=1)),
                       np.asarray(azs.mcse(flat(y), method="mean", chain_axis=0, draw_axis=1)))

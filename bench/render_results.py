@@ -517,7 +517,16 @@ def headline(results_dir: Path | str = RESULTS) -> str:
                          for (m, st), by in best.items()), "both, side by side"])
     sbc = _load(d, "sbc.json")
     if sbc:
-        runs = sbc.get("runs", [])
+        # One run per model and back-end: a later route (e.g. PyMC's re-used compiled
+        # model) supersedes an earlier probe; a run that reached 200 replicates beats one
+        # that did not, whatever their order in the file.
+        last: dict = {}
+        for r in sbc.get("runs", []):
+            key = (r["model"], r["backend"])
+            if key not in last or r.get("reached_200_replicates") or not last[key].get(
+                    "reached_200_replicates"):
+                last[key] = r
+        runs = list(last.values())
         def _sbc(r):
             if not r.get("replicates"):
                 return (f"{r['model']}/{r['backend']}: no replicate finished (stopped by hand; "

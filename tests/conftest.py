@@ -46,16 +46,30 @@ def _session_compilation_cache() -> None:
 
     import jax
 
-    folder = tempfile.mkdtemp(prefix="crowdrank-test-xla-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    jax.config.update("jax_compilation_cache_dir", folder)
+    global _CACHE_DIR
+    _CACHE_DIR = tempfile.mkdtemp(prefix="crowdrank-test-xla-")
+    atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
+    jax.config.update("jax_compilation_cache_dir", _CACHE_DIR)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_S)
 
 
 #: compile time (s) above which a program is written to the run's compilation cache
 CACHE_MIN_COMPILE_S = 0.3
+_CACHE_DIR: str | None = None
 
 _session_compilation_cache()
+
+
+@pytest.fixture
+def worker_compilation_cache(monkeypatch):
+    """Worker processes this test starts (a Dask ``LocalCluster``) read and write the run's
+    compilation cache too, through JAX's environment variables: a worker then loads the
+    executable the test's in-process run compiled for the same program instead of
+    compiling it again. Only for tests comparing an in-process run with the same work in
+    worker processes; the README commands' subprocesses never get it."""
+    if _CACHE_DIR is not None:
+        monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", _CACHE_DIR)
+        monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(CACHE_MIN_COMPILE_S))
 
 
 #: mappings above which a module's end drops the compiled programs (the kernel's default

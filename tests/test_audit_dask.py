@@ -25,7 +25,7 @@ def _strip(x):
 
 
 @pytest.mark.slow
-def test_audit_on_a_local_cluster_equals_the_audit_in_process(tmp_path):
+def test_audit_on_a_local_cluster_equals_the_audit_in_process(tmp_path, worker_compilation_cache):
     """One audited model and one checks-only model (two NUTS fits, one task of each kind)
     on a LocalCluster of two worker *processes* (so every argument and result crosses a
     pickle boundary) give the metrics, parameter table and written fits of the in-process

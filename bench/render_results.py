@@ -476,16 +476,33 @@ def headline(results_dir: Path | str = RESULTS) -> str:
                        "≤ 480 s, trusted")]
     paper = _load(d, "reference_paper.json")
     if paper:
-        p0 = paper[0]
-        status = p0.get("status") or (f"{p0.get('end_to_end_s', float('nan')) / 60:.1f} min, "
-                                      f"{'trusted' if p0.get('trusted') else 'NOT trusted'}")
+        def _route(r):
+            return ("Gibbs route" if r.get("eta_update") == "gibbs"
+                    else f"joint NUTS ({r.get('adapt') or 'windowed'})")
+
+        def _full(r):
+            if r.get("status"):
+                return f"{_route(r)}: {r['status']}"
+            return (f"{_route(r)} {r['chains']} × ({r['tune']} + {r['draws']}): "
+                    f"{r.get('end_to_end_s', float('nan')) / 60:.1f} min end to end, "
+                    f"{'trusted' if r.get('trusted') else 'NOT trusted'} (R-hat "
+                    f"{float(r['gate'].split('R-hat max ')[-1].split(',')[0]):.2f}, "
+                    f"{r.get('leapfrog_per_draw', float('nan')):.0f} leapfrogs per draw)")
+
+        status = "; ".join(_full(r) for r in paper if r.get("what") == "paper")
         probes = [r for r in paper if r.get("what") == "paper-probe"
                   and r.get("leapfrog_per_draw")]
         if probes:
+            by: dict = {}
+            for r in probes:
+                by.setdefault(_route(r).split(" (")[0], []).append(r)
             status += ("; proxy with the paper's rankings per item and worker (L=100, W=50, "
-                       "T=900): " + ", ".join(f"{r.get('adapt')} {r['leapfrog_per_draw']:.0f}"
-                                              for r in probes)
-                       + " leapfrogs per draw, none trusted (docs/notes.md)")
+                       "T=900): " + ", ".join(
+                           f"{k} {min(r['leapfrog_per_draw'] for r in rs):.0f}–"
+                           f"{max(r['leapfrog_per_draw'] for r in rs):.0f} leapfrogs per draw "
+                           f"(best min bulk ESS {max(r.get('ess_bulk_min') or 0 for r in rs):.0f})"
+                           for k, rs in by.items())
+                       + ", none trusted (docs/design.md 5.3a)")
         rows.append(["trusted COUPLE reference at paper scale (450,000 rankings, 4 chains)",
                      status, "≤ 20 min on 2 cores"])
     ws = _load(d, "reference_warmstart.json")

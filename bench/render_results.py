@@ -551,9 +551,10 @@ def headline(results_dir: Path | str = RESULTS) -> str:
             wall = r.get("measured_200_replicates_wall_s")
             cost = (f"{wall / 60:.0f} min measured (load {r['loadavg_after'][0]:.0f})"
                     if wall is not None and r.get("reached_200_replicates") else
-                    f"200 extrapolated to "
-                    f"{r['extrapolated_200_replicates_s_on_2_idle_cores_from_cpu'] / 60:.0f}"
-                    f" min from CPU s")
+                    f"≈ {r['extrapolated_200_replicates_s_on_2_idle_cores_from_cpu'] / 60:.0f}"
+                    f" min on 2 idle cores from CPU s"
+                    + (" (no single run)" if r.get("reached_200_replicates") else
+                       " for 200"))
             gate = r.get("gate") or {}
             return (f"{r['model']}/{r['backend']}: {r['replicates']} replicates, {cost}, "
                     f"gate {gate.get('passed', '?')}/{r['replicates']}, "

@@ -487,7 +487,20 @@ def headline(results_dir: Path | str = RESULTS) -> str:
                     f"{r.get('end_to_end_s', float('nan')) / 60:.1f} min end to end, "
                     f"{'trusted' if r.get('trusted') else 'NOT trusted'} (R-hat "
                     f"{float(r['gate'].split('R-hat max ')[-1].split(',')[0]):.2f}, "
-                    f"{r.get('leapfrog_per_draw', float('nan')):.0f} leapfrogs per draw)")
+                    f"{r.get('leapfrog_per_draw', float('nan')):.0f} leapfrogs per draw"
+                    + _split(r) + ")")
+
+        def _split(r):
+            # where the time went: compile, warm-up, sampling, and the Gibbs moves' share
+            t = r.get("timings_s") or {}
+            if not t:
+                return ""
+            out = (f"; compile {t.get('compile', 0) + t.get('gibbs_compile', 0):.0f} s, "
+                   f"warm-up {t.get('warmup', 0):.0f} s, sampling {t.get('sampling', 0):.0f} s")
+            g, d = r.get("gibbs_step_s_est"), r.get("gradient_s_est")
+            if g and d:
+                out += f", simplex moves ≈ {100 * g / (g + d):.0f} % of the work"
+            return out
 
         status = "; ".join(_full(r) for r in paper if r.get("what") == "paper")
         probes = [r for r in paper if r.get("what") == "paper-probe"

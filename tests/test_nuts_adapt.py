@@ -79,7 +79,7 @@ def test_pooled_warmup_targets_the_same_posterior_as_the_default():
 
     d, pr = _tiny()
     on = fit_online(d, "couple", pr, progress=False)
-    kw = {"chains": 4, "tune": 200, "draws": 400, "seed": 1, "approx": on, "progress": False,
+    kw = {"chains": 2, "tune": 200, "draws": 400, "seed": 1, "approx": on, "progress": False,
           "pointwise": False, "predictive": False}
     ref = nuts.fit_nuts(d, "couple", pr, **kw)
     res = {"pooled": nuts.fit_nuts(d, "couple", pr, adapt="pooled", **kw),

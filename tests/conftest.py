@@ -36,10 +36,15 @@ def _quick_xla_compiles() -> None:
     oracles do not move. The processes a test starts (the README commands) get the
     environment back as it was and compile as users' runs do; workers compared with this
     process get the flag through ``worker_compilation_cache``.
-    ``CROWDRANK_TEST_XLA_O0=0``, or a level already in ``XLA_FLAGS``, keeps XLA's default."""
+    Off by default; ``CROWDRANK_TEST_XLA_O0=1`` turns it on (a level already in
+    ``XLA_FLAGS`` wins). Why off: the whole suite took 14.7 min idle with it (17.7 without),
+    but draws differ from the default level's by ~1e-6, which changes every chain's
+    trajectory, and ``tests/test_nuts_adapt.py``'s prior-only check of the smallest
+    simplex entry then failed (E[η_4] 0.00126 vs 0.00386). That check is seed-fragile at
+    its size (docs/testing.md), so the flag waits until it is made robust."""
     global _XLA_O0
     flags = os.environ.get("XLA_FLAGS", "")
-    if os.environ.get("CROWDRANK_TEST_XLA_O0", "1") == "0" or "optimization_level" in flags:
+    if os.environ.get("CROWDRANK_TEST_XLA_O0", "0") != "1" or "optimization_level" in flags:
         return
     os.environ["XLA_FLAGS"] = f"{flags} {_O0_FLAG}".strip()
     try:

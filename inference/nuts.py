@@ -401,13 +401,9 @@ def _gibbs_values(inputs: ModelInputs, lam, log_eta, rng: np.random.Generator,
     item sites as :func:`inference.warmstart.sampler_values`, and ``eta_log_g = log η +
     log S`` with ``S ~ Gamma(Σα)`` drawn independently — exact, since ``g/S ~ Dir(α)`` is
     independent of ``S = Σ g ~ Gamma(Σα)``."""
-    lam = np.asarray(lam, float)
-    out = {}
-    if level == "iid" or inputs.n_items < 2:
-        out["lambda"] = lam
-    else:
-        m = lam.mean(axis=-1)
-        out["lambda_mean"], out["lambda_c"] = m, lam - m[..., None]
+    from .warmstart import item_values
+
+    out = item_values(inputs, lam, level)
     log_eta = np.asarray(log_eta, float)
     S = rng.gamma(np.asarray(inputs.alpha, float).sum(axis=1),
                   size=log_eta.shape[:-1])
@@ -423,16 +419,8 @@ def gibbs_starts(inputs: ModelInputs, lam_draws, log_eta_draws, chains: int,
     param = {"simplex": "gibbs", "level": level}
     z = _unconstrain(inputs, _gibbs_values(inputs, lam_draws, log_eta_draws, rng, level),
                      param)
-    starts = {k: z[k][:chains] for k in sorted(z)}
-    if chains == 1:
-        starts = {k: v[0] for k, v in starts.items()}
-    inv_mass = None
-    if seed_mass and lam_draws.shape[0] >= 20:
-        n = lam_draws.shape[0]
-        var = np.concatenate([z[k].reshape(n, -1).var(axis=0) for k in sorted(z)
-                              if k != "eta_log_g"])
-        inv_mass = np.clip(var, 1e-4, 1e2)
-    return starts, inv_mass
+    return _starts_and_mass(z, chains, seed_mass, mass_sites=[k for k in sorted(z)
+                                                              if k != "eta_log_g"])
 
 
 def gibbs_jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: int,
@@ -566,13 +554,20 @@ def numpyro_starts_from_draws(inputs: ModelInputs, lam_draws, log_eta_draws, cha
 
     vals = sampler_values(inputs, lam_draws, log_eta_draws, rng, **param)
     z = _unconstrain(inputs, vals, param)
+    return _starts_and_mass(z, chains, seed_mass, mass_sites=sorted(z))
+
+
+def _starts_and_mass(z: dict, chains: int, seed_mass: bool, mass_sites: list):
+    """Chain starts (the first ``chains`` draws of every site in ``z``, unconstrained) and,
+    from 20 draws on, the initial inverse mass: each draw-variance of ``mass_sites``'
+    coordinates, in NumPyro's order (sites sorted by name, each raveled)."""
     starts = {k: z[k][:chains] for k in sorted(z)}
     if chains == 1:
         starts = {k: v[0] for k, v in starts.items()}
+    n = next(iter(z.values())).shape[0]
     inv_mass = None
-    if seed_mass and lam_draws.shape[0] >= 20:
-        n = lam_draws.shape[0]
-        var = np.concatenate([z[k].reshape(n, -1).var(axis=0) for k in sorted(z)])
+    if seed_mass and n >= 20:
+        var = np.concatenate([z[k].reshape(n, -1).var(axis=0) for k in mass_sites])
         # a coordinate the draws barely move (or move wildly) must not freeze or blow up
         # the first adaptation window
         inv_mass = np.clip(var, 1e-4, 1e2)

@@ -68,6 +68,16 @@ def augment(rng: np.random.Generator, log_eta: np.ndarray, alpha: np.ndarray,
     return out
 
 
+def item_values(inputs: ModelInputs, lam, level: str = "centered") -> dict:
+    """The item sites' constrained values for scores ``lam`` ``(..., L)``: ``lambda``
+    (``level="iid"``, or a single item) or ``lambda_mean`` and ``lambda_c`` (centred)."""
+    lam = np.asarray(lam, float)
+    if level == "iid" or inputs.n_items < 2:
+        return {"lambda": lam}
+    m = lam.mean(axis=-1)
+    return {"lambda_mean": m, "lambda_c": lam - m[..., None]}
+
+
 def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | None,
                    rng: np.random.Generator, *, simplex: str = "gamma",
                    level: str = "centered", boost=None, level_sd=None) -> dict:
@@ -77,14 +87,7 @@ def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | N
     (CrowdBT: ``[log η, log(1 − η)]``) or ``None`` (PL/BT). Leading batch dimensions are
     kept (one set of values per draw).
     """
-    lam = np.asarray(lam, float)
-    out = {}
-    if level == "iid" or inputs.n_items < 2:
-        out["lambda"] = lam
-    else:
-        m = lam.mean(axis=-1)
-        out["lambda_mean"] = m
-        out["lambda_c"] = lam - m[..., None]
+    out = item_values(inputs, lam, level)
     family = inputs.spec.worker_prior
     if family == "gamma":
         # a Gamma reliability is one positive site ``eta`` (W,), whatever ``simplex``

@@ -240,6 +240,12 @@ def bench_medium(args) -> list:
                       max_draws=args.max_draws if b == "numpyro" else None)
         if int(r.idata.attrs["draws"]) != args.draws:   # sampling extended (--max-draws)
             cfg.update(draws=int(r.idata.attrs["draws"]), draws_per_round=args.draws)
+        # the rounds are one longer run of the same chains: ESS is over all its draws and
+        # "sampling" (the ESS/s denominator) times all rounds with their gate checks
+        cfg["ess_per_s_basis"] = (
+            f"ESS over all {int(r.idata.attrs['draws'])} draws per chain "
+            f"({int(r.timings.get('sampling_rounds', 1))} round(s) of {args.draws}) "
+            "/ the sampling seconds of all rounds; warm-up and compile excluded")
         rec = {"what": "medium", **cfg, "L": d.n_items, "W": d.n_workers,
                "N": d.n_rankings, "start": "online (same draws for both back-ends)",
                "cpu_s": round(cpu_seconds() - c0, 1), "loadavg_before": load0,
@@ -292,7 +298,8 @@ def bench_paper(args) -> list:
            "chains": args.chains, "tune": args.tune, "draws": args.draws,
            "precision": "float32", "adapt": args.adapt, "worker_level": args.worker_level,
            "refine_eta": args.refine_eta, "eta_update": args.eta_update,
-           **({"gibbs_sweeps": args.gibbs_sweeps, "gibbs_walk": args.gibbs_walk}
+           **({"gibbs_sweeps": args.gibbs_sweeps, "gibbs_walk": args.gibbs_walk,
+               "gibbs_mode_jump": args.gibbs_mode_jump}
               if args.eta_update == "gibbs" else {}),
            "start": "online (approx draws, "
            "seeded mass)", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -312,7 +319,8 @@ def bench_paper(args) -> list:
                   seed=args.seed, approx=on, precision="float32", pointwise=False,
                   predictive=False, adapt=args.adapt, worker_level=args.worker_level,
                   refine_eta=args.refine_eta, eta_update=args.eta_update,
-                  gibbs_sweeps=args.gibbs_sweeps, gibbs_walk=args.gibbs_walk)
+                  gibbs_sweeps=args.gibbs_sweeps, gibbs_walk=args.gibbs_walk,
+                  gibbs_mode_jump=args.gibbs_mode_jump)
     rec.update(summarise(r, wall))
     tm = r.timings
     if "gibbs_ms" in tm:
@@ -334,6 +342,11 @@ def bench_paper(args) -> list:
     rec["cpu_s"] = round(cpu_seconds() - c0, 1)
     rec["loadavg_before"] = load0
     rec["goal_s"] = 1200
+    if args.save:
+        # the draws themselves, for diagnosing the slow parameters afterwards
+        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
+        r.idata.to_netcdf(args.save)
+        rec["saved_draws"] = args.save
     print(json.dumps({k: v for k, v in rec.items() if k not in ("diagnosis",)}), flush=True)
     return [rec]
 
@@ -360,7 +373,8 @@ def main(argv=None) -> int:
     ap.add_argument("--precision", default="float64", choices=("float64", "float32"))
     ap.add_argument("--save", default=None,
                     help="medium: also keep the run as a fidelity reference in this "
-                         "folder (e.g. out/fidelity/medium-amateur)")
+                         "folder (e.g. out/fidelity/medium-amateur); paper: write the "
+                         "draws (InferenceData) to this NetCDF file")
     ap.add_argument("--append", action="store_true",
                     help="add the records to the JSON instead of replacing it")
     ap.add_argument("--out", default=None)
@@ -383,6 +397,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gibbs-sweeps", type=int, default=1,
                     help="paper, --eta-update gibbs: exact Gibbs sweeps of the worker "
                          "simplexes per iteration (default 1)")
+    ap.add_argument("--gibbs-mode-jump", action="store_true",
+                    help="paper, --eta-update gibbs: one two-mode independence move of "
+                         "each worker's row per iteration (fit_nuts gibbs_mode_jump=)")
     ap.add_argument("--gibbs-walk", type=int, default=0,
                     help="paper, --eta-update gibbs: random-walk Metropolis steps of each "
                          "worker's simplex per iteration after the sweeps (default 0)")

@@ -274,6 +274,131 @@ def walk(key, log_g, lam, tables: StageTables, alpha, n_steps: int):
     return jax.lax.fori_loop(0, int(n_steps), body, (log_g, target(log_g)))[0]
 
 
+#: Degrees of freedom and scale inflation of :func:`mode_jump`'s multivariate-t components
+#: (heavier tails and a wider scale than the Laplace fit: the fit is made at one ``λ``, the
+#: chain's ``λ`` wanders around it).
+MODE_JUMP_DF = 5.0
+MODE_JUMP_INFLATE = 1.5
+#: Newton steps of :func:`mode_fit` (from a fixed start; each step is one gradient and
+#: ``K`` Hessian-vector products of the worker target).
+MODE_FIT_STEPS = 12
+
+
+def _masked_target(y, lam, tables: StageTables, alpha, active):
+    """The ``(z, ξ)``-marginal target of ``y = log g`` per worker with the entries outside
+    ``active`` ``(K,)`` removed (``g_t = 0``: the prior spike's limit, where the likelihood
+    no longer depends on ``g_t``)."""
+    lg = jnp.where(active, y, -jnp.inf)
+    prior = jnp.where(active, alpha * y - jnp.exp(y), 0.0)
+    return worker_loglik(lg, lam, tables) + jnp.sum(prior, axis=1)
+
+
+def _newton_fit(y0, lam, tables: StageTables, alpha, active, steps: int):
+    """Damped Newton ascent of :func:`_masked_target` for every worker at once (the target
+    is a sum over workers, so each worker's ``K × K`` Hessian block is read off ``K``
+    Hessian-vector products along one entry of every worker); returns the end point and
+    the negative Hessian there (inactive entries: identity)."""
+    W, K = y0.shape
+    eye = jnp.eye(K, dtype=y0.dtype)
+    grad = jax.grad(lambda y: jnp.sum(_masked_target(y, lam, tables, alpha, active)))
+
+    def neg_hess(y):
+        cols = [jax.jvp(grad, (y,), (jnp.broadcast_to(eye[t], y.shape),))[1]
+                for t in range(K)]
+        h = -jnp.stack(cols, axis=2)                       # (W, K, K)
+        h = 0.5 * (h + jnp.swapaxes(h, 1, 2))
+        mask = active[:, None] & active[None, :]
+        # a floor on the curvature: an entry with a flat target (nearly in its spike) must
+        # not send the fit to -inf; the fit only shapes a proposal, exactness is untouched
+        return jnp.where(mask, h, 0.0) + eye * jnp.where(active, 1e-3, 1.0)
+
+    def body(i, y):
+        g = jnp.where(active, grad(y), 0.0)
+        step = jnp.linalg.solve(neg_hess(y), g[..., None])[..., 0]
+        y = y + jnp.clip(step, -2.0, 2.0)
+        return jnp.clip(y, -40.0, 20.0)
+
+    y = jax.lax.fori_loop(0, int(steps), body, y0)
+    return y, neg_hess(y)
+
+
+def mode_fit(lam, tables: StageTables, alpha, y0, steps: int = MODE_FIT_STEPS):
+    """The two components of :func:`mode_jump`'s proposal, fitted at ``λ``: the data mode
+    (all ``K`` entries) and the spike mode (the last entry — the smallest ``α`` under the
+    geometric prior — removed), each as ``(location, Cholesky factor of the scale)`` of a
+    multivariate t in ``y = log g`` with scale ``MODE_JUMP_INFLATE² · (−H)^{-1}``. ``y0``
+    ``(W, K)``: the Newton start (e.g. ``log`` of a data-informed Dirichlet mean)."""
+    alpha = jnp.asarray(alpha, y0.dtype)
+    K = y0.shape[1]
+    out = []
+    for active in (np.ones(K, bool), np.arange(K) < K - 1):
+        mu, h = _newton_fit(y0, lam, tables, alpha, active, steps)
+        d = int(active.sum())
+        cov = jnp.linalg.inv(h[:, :d, :d]) * MODE_JUMP_INFLATE ** 2
+        out.append((mu[:, :d], jnp.linalg.cholesky(cov)))
+    return tuple(out)
+
+
+def _t_logpdf(y, mu, chol, df):
+    """Multivariate t log density, location ``mu``, scale ``chol cholᵀ``, per worker."""
+    d = y.shape[-1]
+    z = jax.scipy.linalg.solve_triangular(chol, (y - mu)[..., None], lower=True)[..., 0]
+    q = jnp.sum(z * z, axis=-1)
+    gl = jax.scipy.special.gammaln
+    return (gl((df + d) / 2) - gl(df / 2) - 0.5 * d * jnp.log(df * jnp.pi)
+            - jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
+            - 0.5 * (df + d) * jnp.log1p(q / df))
+
+
+def _t_draw(key, mu, chol, df):
+    k_z, k_c = jax.random.split(key)
+    z = jax.random.normal(k_z, mu.shape, mu.dtype)
+    w = 2.0 * jax.random.gamma(k_c, df / 2, mu.shape[:1], mu.dtype) / df
+    return mu + jnp.einsum("wij,wj->wi", chol, z) / jnp.sqrt(w)[:, None]
+
+
+def mode_jump(key, log_g, lam, tables: StageTables, alpha, fit, df: float = MODE_JUMP_DF):
+    """An independence Metropolis–Hastings move of every worker's whole row ``y = log g``
+    given ``λ``, from a two-component mixture that covers both modes of an entry with a
+    prior spike beside a data mode:
+
+        q(y) = ½ t_K(y; μ_D, Σ_D) + ½ t_{K−1}(y_{<K−1}; μ_S, Σ_S) · LogGamma(y_{K−1}; α_{K−1}),
+
+    ``(μ_D, Σ_D)`` the Laplace fit of the data mode, ``(μ_S, Σ_S)`` that of the others with
+    the last entry in its spike, whose own proposal is its prior (inside the spike the
+    likelihood no longer depends on it); ``fit`` from :func:`mode_fit`, fixed (it may
+    depend on ``λ``, never on ``y``). The log ratio is
+    ``[π(y') − log q(y')] − [π(y) − log q(y)]`` with ``π`` the ``(z, ξ)``-marginal target
+    ``Σ_t (α_t y_t − e^{y_t}) + ℓ_w(η)`` of :func:`walk`; the mixture's density is
+    evaluated exactly at both points (both components at each). Why: at a posterior ``λ``
+    the route's other moves cross between a worker's spike and data modes once every ~40
+    iterations (``docs/design.md``, Sect. 5.3a), the row jump's ``Dirichlet(β)`` and the
+    entry jump's data half are centred where the approximation put the row (in the spike),
+    and a move of the spiked entry alone is refused because the others must shift too."""
+    alpha = jnp.asarray(alpha, log_g.dtype)
+    (mu_d, ch_d), (mu_s, ch_s) = fit
+    W, K = log_g.shape
+    a_last = alpha[:, K - 1]
+
+    def log_q(y):
+        spike = (_t_logpdf(y[:, :K - 1], mu_s, ch_s, df)
+                 + a_last * y[:, K - 1] - jnp.exp(y[:, K - 1])
+                 - jax.scipy.special.gammaln(a_last))
+        return jnp.logaddexp(_t_logpdf(y, mu_d, ch_d, df), spike) - jnp.log(2.0)
+
+    def target(y):
+        return worker_loglik(y, lam, tables) + jnp.sum(alpha * y - jnp.exp(y), axis=1)
+
+    k_c, k_d, k_s, k_p, k_u = jax.random.split(key, 5)
+    y_d = _t_draw(k_d, mu_d, ch_d, df)
+    y_s = jnp.concatenate([_t_draw(k_s, mu_s, ch_s, df),
+                           jax.random.loggamma(k_p, a_last)[:, None]], axis=1)
+    prop = jnp.where(jax.random.bernoulli(k_c, 0.5, (W,))[:, None], y_d, y_s)
+    log_r = (target(prop) - log_q(prop)) - (target(log_g) - log_q(log_g))
+    ok = jnp.log(jax.random.uniform(k_u, (W,), log_g.dtype)) < log_r
+    return jnp.where(ok[:, None], prop, log_g), ok
+
+
 def scores_of(sites: dict):
     """``λ`` from the sampler's item sites (``lambda``, or ``lambda_mean + lambda_c``)."""
     if "lambda" in sites:
@@ -282,20 +407,34 @@ def scores_of(sites: dict):
 
 
 def make_gibbs_fn(inputs: ModelInputs, n_sweeps: int = 1, prior_only: bool = False,
-                  beta=None, walk_steps: int = 0):
+                  beta=None, walk_steps: int = 0, mode_center=None):
     """The ``gibbs_fn`` of :class:`numpyro.infer.HMCGibbs` for the site ``eta_log_g`` of
     :func:`models.numpyro_models.model` (``simplex="gibbs"``): with ``beta`` ``(W, K)``
     first one :func:`jump` and one :func:`entry_jump`, then ``n_sweeps`` sweeps of (G), then ``walk_steps`` steps of
     :func:`walk`, all given the current ``λ`` (each leaves ``p(g | λ, data)`` invariant).
-    ``prior_only`` leaves the stages out (the exact prior)."""
+    ``prior_only`` leaves the stages out (the exact prior). With ``mode_center`` (a ``λ``
+    ``(L,)``, e.g. the approximation's means) each iteration starts with one
+    :func:`mode_jump`, its mixture fitted once at that ``λ`` (:func:`mode_fit`; Newton from
+    ``log β`` when ``beta`` is given)."""
     tables = stage_tables(inputs)
     if prior_only:
         tables = StageTables((), (), (), tables.n_workers, tables.K)
     alpha = np.asarray(inputs.alpha, float)
+    fit = None
+    if mode_center is not None and not prior_only:
+        start = alpha if beta is None else np.asarray(beta, float)
+        y0 = np.log(start / start.sum(axis=1, keepdims=True) * alpha.sum(axis=1, keepdims=True))
+        fit = jax.jit(lambda lam, y: mode_fit(lam, tables, alpha, y))(
+            jnp.asarray(mode_center, float), jnp.asarray(y0, float))
 
     def gibbs_fn(rng_key, gibbs_sites, hmc_sites):
         log_g = gibbs_sites["eta_log_g"]
         lam = jnp.asarray(scores_of(hmc_sites), log_g.dtype)
+        if fit is not None:
+            k_mode, rng_key = jax.random.split(rng_key)
+            log_g = mode_jump(k_mode, log_g, lam, tables, alpha,
+                              jax.tree_util.tree_map(lambda a: jnp.asarray(a, log_g.dtype),
+                                                     fit))[0]
         if beta is not None:
             k_jump, k_entry, rng_key = jax.random.split(rng_key, 3)
             log_g = jump(k_jump, log_g, lam, tables, alpha, beta)

@@ -86,7 +86,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
              dense_mass: bool = False, adapt: str = "windowed",
              max_draws: int | None = None, worker_level: str = "fixed",
              refine_eta: bool = False, eta_update: str = "nuts",
-             gibbs_sweeps: int = 1, gibbs_walk: int = 0) -> NutsResult:
+             gibbs_sweeps: int = 1, gibbs_walk: int = 0,
+             gibbs_mode_jump: bool = False) -> NutsResult:
     """Sample ``model`` on ``data`` under ``priors`` with NUTS.
 
     Parameters
@@ -208,6 +209,11 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         ``eta_update="gibbs"``: random-walk Metropolis steps of each worker's row per
         iteration after the sweeps (:func:`inference.gibbs.walk`; exact, one likelihood
         pass each, no gradient). Default 0.
+    gibbs_mode_jump : bool
+        ``eta_update="gibbs"`` with ``approx``: each iteration first one independence
+        Metropolis–Hastings move of every worker's row from a two-mode mixture (data mode;
+        last entry in its prior spike) fitted once by Newton at the approximation's scores
+        (:func:`inference.gibbs.mode_jump`; exact whatever the fit). Default off.
 
     Returns
     -------
@@ -248,7 +254,10 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     if prior_only:
         pointwise = predictive = False
     init_values = None if init is None else _check_init(init, inputs)
-    starts, draws_z, jump_beta = None, None, None
+    starts, draws_z, jump_beta, mode_center = None, None, None, None
+    if gibbs_mode_jump and not (gibbs and approx is not None):
+        raise UsageError("gibbs_mode_jump needs eta_update='gibbs' and approx= (the "
+                         "mixture is fitted at the approximation's scores)")
     rng = np.random.default_rng([int(seed), 0x5EED])
     if approx is not None:
         from models.model_inputs import boost_mask
@@ -258,6 +267,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             approx = _refined_approx(inputs, approx, data)
         if gibbs:
             jump_beta = gibbs_jump_proposal(inputs, approx, data)
+            if gibbs_mode_jump:
+                mode_center = gibbs_mode_center(approx, data)
         if inputs.has_eta and simplex == "gamma" and not gibbs:
             # entries the approximation says the data pin: one plain Gamma coordinate
             a_post = approx_alpha(inputs, approx, data.workers)
@@ -302,7 +313,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             precision=precision, chain_method=chain_method, pointwise=pointwise,
             param=param, max_tree_depth=max_tree_depth, prior_only=prior_only, keep=keep,
             dense_mass=dense_mass, adapt=adapt, max_draws=max_draws,
-            gibbs_sweeps=gibbs_sweeps, jump_beta=jump_beta, gibbs_walk=gibbs_walk)
+            gibbs_sweeps=gibbs_sweeps, jump_beta=jump_beta, gibbs_walk=gibbs_walk,
+            mode_center=mode_center)
         keep = timings.pop("kept_draws", keep)
     else:
         initvals = mass_values = None
@@ -333,7 +345,8 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
                                      "eta_update": eta_update,
                                      **({"gibbs_sweeps": int(gibbs_sweeps),
                                          "gibbs_walk": int(gibbs_walk),
-                                         "gibbs_jump": int(jump_beta is not None)}
+                                         "gibbs_jump": int(jump_beta is not None),
+                                         "gibbs_mode_jump": int(mode_center is not None)}
                                         if gibbs else {}),
                                      "prior_only": int(prior_only),
                                      **({"init_jitter": float(init_jitter)}
@@ -393,6 +406,14 @@ def gibbs_jump_proposal(inputs: ModelInputs, approx, data: Rankings) -> np.ndarr
     a0 = np.asarray(inputs.alpha, float)
     n_hat = refine_worker_alpha(inputs, np.asarray(approx.mu, float)[ix], a0) - a0
     return a0 + JUMP_SHRINK * np.maximum(n_hat, 0.0)
+
+
+def gibbs_mode_center(approx, data: Rankings) -> np.ndarray:
+    """The approximation's item means in ``data``'s item order: where
+    :func:`inference.gibbs.mode_fit` fits the mode jump's mixture (fixed before sampling)."""
+    from .warmstart import _positions
+
+    return np.asarray(approx.mu, float)[_positions(approx.items, data.items, "item")]
 
 
 def _gibbs_values(inputs: ModelInputs, lam, log_eta, rng: np.random.Generator,
@@ -577,7 +598,8 @@ def _starts_and_mass(z: dict, chains: int, seed_mass: bool, mass_sites: list):
 def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, inv_mass,
                  progress, precision, chain_method, pointwise, param, max_tree_depth=10,
                  prior_only=False, keep=None, dense_mass=False, adapt="windowed",
-                 max_draws=None, gibbs_sweeps=1, jump_beta=None, gibbs_walk=0):
+                 max_draws=None, gibbs_sweeps=1, jump_beta=None, gibbs_walk=0,
+                 mode_center=None):
     import jax
     from numpyro.infer import MCMC, NUTS, HMCGibbs, init_to_median
 
@@ -619,7 +641,7 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
             # NUTS adapts and moves λ given η
             from .gibbs import make_gibbs_fn
             return HMCGibbs(nuts, gibbs_fn=make_gibbs_fn(inputs, gibbs_sweeps, prior_only,
-                                                         jump_beta, gibbs_walk),
+                                                         jump_beta, gibbs_walk, mode_center),
                             gibbs_sites=["eta_log_g"])
 
         def make_mcmc(kernel, n_warm):

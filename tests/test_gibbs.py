@@ -139,6 +139,10 @@ def _step(kind):
             return G.entry_jump(k1, lg, lam, tables, ALPHA3[None], BETA3)
         if kind == "entry_jump_wrong":    # wrong: proposes from 3α but corrects with α
             return _entry_jump_wrong(k1, lg, lam, tables)
+        if kind == "mode_jump":           # the two-mode independence move alone
+            return G.mode_jump(k1, lg, lam, tables, ALPHA3[None], _mode_fit())[0]
+        if kind == "mode_jump_wrong":     # wrong: spike half drawn from LogGamma(3α_3)
+            return _mode_jump_wrong(k1, lg, lam, tables)
         if kind == "walk":                # the random-walk steps alone
             return G.walk(k1, lg, lam, tables, ALPHA3[None], 3)
         if kind == "walk_wrong_prior":    # wrong: the walk targets another prior (3α)
@@ -158,6 +162,22 @@ def _entry_jump_wrong(key, lg, lam, tables):
     try:
         jax.random.loggamma = lambda k, a: orig(k, 3.0 * a)
         return G.entry_jump(key, lg, lam, tables, ALPHA3[None], BETA3)
+    finally:
+        jax.random.loggamma = orig
+
+
+def _mode_fit():
+    """The mode jump's mixture, fitted at the test's λ from the mediocre ``BETA3``."""
+    y0 = np.log(BETA3 / BETA3.sum() * ALPHA3.sum())
+    return G.mode_fit(jnp.asarray(LAM), _tables(), ALPHA3[None], jnp.asarray(y0))
+
+
+def _mode_jump_wrong(key, lg, lam, tables):
+    # the spike half's last entry drawn from LogGamma(3α) while log_q still says LogGamma(α)
+    orig = jax.random.loggamma
+    try:
+        jax.random.loggamma = lambda k, a: orig(k, 3.0 * a)
+        return G.mode_jump(key, lg, lam, tables, ALPHA3[None], _mode_fit())[0]
     finally:
         jax.random.loggamma = orig
 
@@ -183,7 +203,8 @@ def _z_scores(kind, n=10_000):
                                         ("count_off_by_one", False), ("jump", True),
                                         ("jump_uncorrected", False), ("walk", True),
                                         ("walk_wrong_prior", False),
-                                        ("entry_jump", True), ("entry_jump_wrong", False)])
+                                        ("entry_jump", True), ("entry_jump_wrong", False),
+                                        ("mode_jump", True), ("mode_jump_wrong", False)])
 def test_step_leaves_the_exact_conditional_invariant(kind, exact):
     """One worker, λ fixed, 10 rankings of lengths 3 and 2 under α = (2, 0.6, 0.15): the
     long-run Gibbs draws of η match p(η | λ, data) (E[η_t] and P(η_3 < 0.01)) within MC

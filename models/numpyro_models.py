@@ -71,6 +71,7 @@ import numpyro
 import numpyro.distributions as dist
 from jax.nn import log_sigmoid
 
+from .couple_normalizer import ordering_stage_product
 from .model_inputs import ModelInputs, boost_split, level_log_ratio
 from .registry import get
 
@@ -171,7 +172,8 @@ def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
     Returns ``(n,)``. Stage ``i`` of ordering ``π`` (``m = k − i`` items left) contributes
     ``Σ_{t<m} η_t p_{π(i+t)} / (S_i · Σ_{v<m} η_v)`` with ``p = exp(λ − max)`` and the
     suffix sum ``S_i = Σ_{j≥i} p_{π(j)}`` ([Pan18], Eq. 4), so the sum over orderings is
-    a sum of products of ratios, computed in linear space:
+    a sum of products of ratios, computed in linear space
+    (:func:`models.couple_normalizer.ordering_stage_product`, shared with PyMC):
 
     * ``λ`` is gathered once per task (``(k, n)``); an ordering is a *static* reordering of
       those ``k`` rows, so no ``k!``-fold gather (and no ``k!``-fold scatter-add in the
@@ -194,20 +196,8 @@ def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
     w = {m: [jnp.exp(le[t] - lc[m - 1]) for t in range(m)] for m in range(2, k + 1)}
     total = 0.0
     for perm in np.asarray(group.perms):                      # static: k! orderings
-        q = [p[j] for j in perm]
-        suffix = [None] * (k - 1)
-        acc = q[k - 1]
-        for i in range(k - 2, -1, -1):
-            acc = acc + q[i]
-            suffix[i] = acc
-        prod = 1.0
-        for i in range(k - 1):
-            m = k - i
-            mix = w[m][0] * q[i]
-            for t in range(1, m):
-                mix = mix + w[m][t] * q[i + t]
-            prod = prod * (mix / suffix[i])
-        total = total + prod
+        total = total + ordering_stage_product([p[j] for j in perm],
+                                               lambda m, t: w[m][t], k)
     return jnp.log(total)
 
 

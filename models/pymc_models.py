@@ -25,6 +25,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.gradient import zero_grad
 
+from .couple_normalizer import ordering_stage_product
 from .model_inputs import ModelInputs, PermGroup, boost_split, level_log_ratio
 from .registry import get
 
@@ -113,9 +114,9 @@ def _cumlogsumexp(x, K):
 
 def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
     """``log Σ_{k! orderings} Eq. 4`` for the rankings of one length (docs/design.md, Models),
-    with the stage ratios of the NumPyro twin
-    (:func:`models.numpyro_models.couple_log_normalizer`): ``Σ_{t<m} w^{(m)}_t p_{π(i+t)} /
-    S_i`` in linear space, ``p = exp(λ − max)``, ``w^{(m)}_t = exp(log η_t − log Σ_{v<m}
+    with the stage ratios shared with the NumPyro twin
+    (:func:`models.couple_normalizer.ordering_stage_product`): ``Σ_{t<m} w^{(m)}_t
+    p_{π(i+t)} / S_i`` in linear space, ``p = exp(λ − max)``, ``w^{(m)}_t = exp(log η_t − log Σ_{v<m}
     η_v) ≤ 1``. ``λ`` is gathered once per task; the orderings are one constant-index take
     of its ``k`` rows, ``(k, k!, n)``, so the graph has ``O(k²)`` nodes whatever ``k!``
     (PyTensor compiles every replicate's graph anew: unrolling the orderings made that
@@ -126,18 +127,7 @@ def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
     q = p[np.asarray(group.perms).T]                          # (k, P, n): ordering rows
     le = log_eta[worker[a:b], :k].T                           # (k, n)
     lc = log_cum[worker[a:b], :k].T
-    suffix = [None] * (k - 1)
-    acc = q[k - 1]
-    for i in range(k - 2, -1, -1):
-        acc = acc + q[i]
-        suffix[i] = acc
-    prod = 1.0
-    for i in range(k - 1):
-        m = k - i
-        mix = pt.exp(le[0] - lc[m - 1])[None, :] * q[i]
-        for t in range(1, m):
-            mix = mix + pt.exp(le[t] - lc[m - 1])[None, :] * q[i + t]
-        prod = prod * (mix / suffix[i])
+    prod = ordering_stage_product(q, lambda m, t: pt.exp(le[t] - lc[m - 1])[None, :], k)
     return pt.log(pt.sum(prod, axis=0))
 
 

@@ -44,6 +44,26 @@ def _ess_bulk(draws: np.ndarray) -> np.ndarray:
     return np.asarray(azs.ess(draws, method="bulk", chain_axis=0, draw_axis=1), float)
 
 
+def _ess_mean(draws: np.ndarray) -> np.ndarray:
+    import arviz_stats as azs
+
+    return np.asarray(azs.ess(draws, method="mean", chain_axis=0, draw_axis=1), float)
+
+
+def _excursions(above: np.ndarray) -> np.ndarray:
+    """Number of maximal runs of ``True`` along the draw axis of ``above`` ``(chain, draw,
+    P)``, summed over chains: how many separate visits the chains paid to the tail."""
+    starts = above[:, 1:] & ~above[:, :-1]
+    return (starts.sum(axis=1) + above[:, 0]).sum(axis=0)
+
+
+def _indicator_ess(ind: np.ndarray, n: int) -> np.ndarray:
+    """ESS of indicator draws, in ``[1, n]``; an indicator that never changes has no
+    autocorrelation estimate (NaN) and counts as ``n`` (its z is then set by the count)."""
+    ess = np.nan_to_num(_ess_mean(ind), nan=float(n))
+    return np.clip(ess, 1.0, float(n))
+
+
 # ------------------------------------------------------------------ prior-only check
 @dataclass
 class PriorCheck:
@@ -58,8 +78,38 @@ class PriorCheck:
 
 
 def simplex_prior_check(eta: np.ndarray, alpha: np.ndarray, *, log_threshold: float = -20.0,
-                        z_max: float = 5.0) -> PriorCheck:
+                        z_max: float = 5.0, upper_p: float = 0.01) -> PriorCheck:
     """Compare prior-only draws of one Dirichlet simplex with its exact marginals.
+
+    Three statistics per entry ``t``, each a z against its exact value under
+    ``η_t ~ Beta(α_t, Σα − α_t)``:
+
+    * ``z_mean``, the mean. Its standard error is the *exact* sd of ``η_t`` over the square
+      root of an effective sample size (a score test [Rao48]: the variance is the null's, not
+      the draws'). For a small ``α_t`` the mean is carried by rare draws in the upper tail
+      (``α_4 = 0.0077``: ~80 % of ``E[η_4]`` from the ~1 % of draws with ``η_4 > 0.1``), and
+      a sample sd is carried by the same draws, so a run that visited the tail too rarely
+      had both a small mean and a small MCSE: the self-normalised z of ArviZ's MCSE has a
+      heavy lower tail (2 × 1,000 NUTS draws: |z| > 5 on 1 % of runs, down to z = −8.7,
+      against none in 1,000 runs of the exact-variance z). The effective size is the
+      smaller of ArviZ's ESS of ``η_t`` and the ESS of the tail-visit indicator below
+      [Vehtari21], since for a tail-carried mean the independent units are the visits.
+      ArviZ's own MCSE is kept in the row (``mcse_arviz``) for comparison.
+    * ``z_above``, the upper tail: the share of draws above the exact ``1 − upper_p``
+      quantile of ``η_t``, against ``upper_p``, with the indicator's own ESS. The row also
+      counts the separate visits (``excursions``: maximal runs of consecutive draws above
+      the quantile) and their iid expectation: the effective number of tail visits on which
+      the mean rests is ``ess_above · upper_p``.
+    * ``z_tail``, the lower tail ``P(log η_t < log_threshold)``: with the paper's geometric
+      prior most of the mass of the smallest component lies below ``−20``, which a clipping
+      transform cannot represent. Its MCSE comes from the indicator's bulk ESS, floored at
+      the binomial error of 100 draws.
+
+    What this can see at a given size is limited by the tail's rarity, not by the sampler
+    (docs/design.md §5.1): at 2 × 1,000 draws about 20 draws are expected above the 0.99
+    quantile, so the mean and ``z_above`` cannot tell a halved tail rate from chance; the
+    lower-tail statistic catches a wrong ``α_t`` by far more (a ×2 or ×0.5 error moves
+    ``P(log η_4 < −20)`` by ≳ 9 standard errors).
 
     Parameters
     ----------
@@ -67,43 +117,67 @@ def simplex_prior_check(eta: np.ndarray, alpha: np.ndarray, *, log_threshold: fl
         Draws of ``η ~ Dirichlet(α)`` (one worker; CrowdBT: ``[η, 1 − η]``).
     alpha : (K,)
     log_threshold : float
-        The tail statistic is ``P(log η_t < log_threshold)`` for every ``t``; with the paper's
-        geometric prior most of the mass of the smallest component lies below ``−20``, which
-        a clipping transform cannot represent.
+        The lower-tail statistic is ``P(log η_t < log_threshold)`` for every ``t``.
     z_max : float
-        A deviation larger than ``z_max`` Monte Carlo standard errors fails.
+        A deviation larger than ``z_max`` standard errors fails.
+    upper_p : float
+        The upper-tail statistic counts draws above the exact ``1 − upper_p`` quantile.
     """
     eta = np.asarray(eta, float)
     alpha = np.asarray(alpha, float)
     if eta.ndim != 3 or eta.shape[2] != alpha.size:
         raise ValueError(f"eta must be (chain, draw, {alpha.size}), got {eta.shape}")
+    if not 0.0 < upper_p < 0.5:
+        raise ValueError(f"upper_p must lie in (0, 0.5), got {upper_p}")
     S = alpha.sum()
+    n = eta.shape[0] * eta.shape[1]
     mean_exact = alpha / S
-    mcse = _mcse_mean(eta)
+    sd_exact = np.sqrt(alpha * (S - alpha) / (S ** 2 * (S + 1.0)))
+    mcse_arviz = _mcse_mean(eta)
+    ess_eta = np.clip(np.nan_to_num(_ess_mean(eta), nan=1.0), 1.0, float(n))
+    # the upper tail: visits above the exact (1 − upper_p) quantile
+    q_upper = stats.beta.isf(upper_p, alpha, S - alpha)
+    above = eta > q_upper
+    ess_above = _indicator_ess(above.astype(float), n)
+    exc = _excursions(above)
+    exc_iid = n * upper_p * (1 - upper_p) + eta.shape[0] * upper_p
+    ess_used = np.minimum(ess_eta, ess_above)
+    mcse = sd_exact / np.sqrt(ess_used)
+    # the lower tail: mass below exp(log_threshold)
     with np.errstate(divide="ignore"):
         below = (np.log(eta) < log_threshold).astype(float)
     p_exact = stats.beta.cdf(math.exp(log_threshold), alpha, S - alpha)
     # the indicator's MCSE from its own ESS; floor at the binomial error of 100 draws so a
     # run whose indicator never changes (a clipped tail) is not judged infinitely precise
     ess_b = np.nan_to_num(_ess_bulk(below), nan=1.0)
-    n = eta.shape[0] * eta.shape[1]
     rows, reasons = [], []
     for t in range(alpha.size):
         m = float(eta[..., t].mean())
-        z_mean = (m - mean_exact[t]) / max(float(mcse[t]), 1e-12)
+        z_mean = (m - mean_exact[t]) / max(float(mcse[t]), 1e-300)
+        p_up = float(above[..., t].mean())
+        z_above = (p_up - upper_p) / math.sqrt(upper_p * (1 - upper_p) / ess_above[t])
         p_hat = float(below[..., t].mean())
         se_p = math.sqrt(max(p_exact[t] * (1 - p_exact[t]), 1.0 / n)
                          / max(min(ess_b[t], n), 1.0))
         z_tail = (p_hat - p_exact[t]) / max(se_p, 1e-12)
-        ok = abs(z_mean) <= z_max and abs(z_tail) <= z_max
+        ok = abs(z_mean) <= z_max and abs(z_tail) <= z_max and abs(z_above) <= z_max
         rows.append({"t": t + 1, "alpha": float(alpha[t]), "mean_exact": float(mean_exact[t]),
-                     "mean_draws": m, "mcse": float(mcse[t]), "z_mean": _finite(z_mean),
+                     "mean_draws": m, "sd_exact": float(sd_exact[t]), "ess_eta": float(ess_eta[t]),
+                     "mcse": float(mcse[t]), "mcse_arviz": float(mcse_arviz[t]),
+                     "z_mean": _finite(z_mean),
+                     "q_upper": float(q_upper[t]), "p_above_draws": p_up,
+                     "excursions": int(exc[t]), "excursions_iid": float(exc_iid),
+                     "ess_above": float(ess_above[t]),
+                     "tail_visits_effective": float(ess_above[t] * upper_p),
+                     "z_above": _finite(z_above),
                      "p_below_exact": float(p_exact[t]), "p_below_draws": p_hat,
                      "z_tail": _finite(z_tail), "passed": bool(ok)})
         if not ok:
             reasons.append(f"η_{t + 1}: E {m:.5f} vs exact {mean_exact[t]:.5f} "
-                           f"(z {z_mean:+.1f}); P(log η < {log_threshold:g}) {p_hat:.3f} vs "
-                           f"exact {p_exact[t]:.3f} (z {z_tail:+.1f})")
+                           f"(z {z_mean:+.1f}); P(η > {q_upper[t]:.3g}) {p_up:.4f} vs "
+                           f"exact {upper_p:g} (z {z_above:+.1f}, {int(exc[t])} visits, "
+                           f"{exc_iid:.0f} expected iid); P(log η < {log_threshold:g}) "
+                           f"{p_hat:.3f} vs exact {p_exact[t]:.3f} (z {z_tail:+.1f})")
     return PriorCheck(passed=not reasons, rows=rows, reasons=reasons)
 
 

@@ -305,6 +305,17 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
         ag = getattr(a, "agreement", None)
         if ag is not None:
             diag.add(*agreement_blocks(ag, f"{a.model}: "))
+        tv = models[a.model].get("tail_visits")
+        if tv:
+            worst = tv["worst"][0]
+            diag.add(note(
+                f"{a.model}: E[η] of the {tv['entries']} prior-dominated simplex entries "
+                f"(α < {tv['prior_below']:g}) rests on {tv['effective_min']:.0f} to "
+                f"{tv['effective_median']:.0f} (fewest, median) effective visits to their "
+                f"upper {100 * tv['upper_p']:g} % tail ({tv['effective_iid']:.0f} for iid "
+                f"draws; fewest: {worst['entry']}, {worst['visits']} separate visits). "
+                "Informational, not part of the gate: such a mean is carried by those rare "
+                "draws, so its error is that of a count of this size."))
         try:
             diag.add(figure(F.energy(a.nuts.idata),
                             "Energy: marginal vs transition distribution, E-BFMI per chain "

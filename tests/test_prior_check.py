@@ -116,3 +116,49 @@ def test_a_sampler_that_misses_the_upper_tail_fails_at_8000_draws():
 def test_upper_p_is_checked():
     with pytest.raises(ValueError, match="upper_p"):
         simplex_prior_check(_iid(np.random.default_rng(0), ALPHA), ALPHA, upper_p=0.7)
+
+
+# ------------------------------------------------------------------ tail visits of a fit
+def test_tail_visits_counts_and_effective_number():
+    """iid draws: ~n·p effective visits; the same draws each held for 5 steps (a sticky
+    chain with the same marginal) count as ~1/5 as many; the visits against a loop; entries
+    with α ≥ 0.5 are left out."""
+    from validation.reference import tail_visits
+
+    rng = np.random.default_rng(5)
+    alpha = np.stack([ALPHA, ALPHA[::-1]])                          # (W=2, K=4)
+    from inference.warmstart import log_dirichlet_draws
+
+    eta = np.exp(log_dirichlet_draws(rng, alpha, 4000)).reshape(2, 2000, 2, 4)
+    res = tail_visits(eta, alpha)
+    assert res["entries"] == 6 and res["effective_iid"] == pytest.approx(40.0)
+    assert 0.6 * 40 < res["effective_median"] < 1.4 * 40
+    w0 = res["worst"][0]
+    w, t = map(int, w0["entry"][4:-1].split(","))
+    x = eta[:, :, w, t]
+    above = x > np.quantile(x, 0.99)
+    assert w0["visits"] == sum(_runs_by_loop(c) for c in above)
+    assert alpha[w, t] < 0.5 and w0["alpha"] == alpha[w, t]
+    sticky = np.repeat(eta[:, :400], 5, axis=1)                     # same length, held 5×
+    st = tail_visits(sticky, alpha)
+    assert st["effective_median"] < 0.4 * res["effective_median"]
+    assert tail_visits(eta, np.full((2, 4), 1.0)) is None
+
+
+def test_tail_visits_of_a_crowdbt_and_a_couple_posterior():
+    from arviz_base import from_dict
+
+    from models.priors import Priors
+    from validation.reference import tail_visits_of
+
+    rng = np.random.default_rng(2)
+    pr = Priors.geometric(["a", "b"], 4)
+    eta = rng.dirichlet([1.0] * 4, size=(2, 500, 2))
+    idata = from_dict({"posterior": {"eta": eta}}, dims={"eta": ["worker", "stage"]})
+    res = tail_visits_of(idata, "couple", pr)
+    assert res["entries"] == int((pr.alpha < 0.5).sum())
+    b = from_dict({"posterior": {"eta": rng.beta(2, 2, size=(2, 500, 2))}},
+                  dims={"eta": ["worker"]})
+    res_b = tail_visits_of(b, "crowdbt", pr)                         # (a, b) = (1.67, 0.28)
+    assert res_b["entries"] == int((pr.beta() < 0.5).sum())
+    assert tail_visits_of(b, "bt", pr) is None

@@ -574,6 +574,8 @@ def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, extra_mode
 def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,
                   audits: Sequence[ModelAudit], seconds: float) -> dict:
     """The content of ``metrics.json`` (everything but per-parameter rows)."""
+    from validation.reference import tail_visits_of
+
     models = {}
     for a in audits:
         main = a.comparisons[0].to_dict()
@@ -597,6 +599,9 @@ def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,
                          for c, o in zip(a.comparisons, a.variant_opts)],
             "timings": {"nuts": dict(a.nuts.timings), "online": a.online_seconds},
             "online_clamped": dict(getattr(a.online, "clamped", {}) or {}),
+            # informational, not a gate criterion: how many independent upper-tail visits
+            # the means of prior-dominated simplex entries rest on (docs/design.md §5.1)
+            "tail_visits": tail_visits_of(a.nuts.idata, a.model, priors),
             "backend_agreement": None if a.agreement is None else {
                 **a.agreement.to_dict(),
                 "other_gate": _gate_dict(getattr(a.agreement, "other_gate", None))},

@@ -270,3 +270,70 @@ def backend_agreement(idata_a, idata_b, *, alpha: float = 0.01, labels=("numpyro
     return Agreement(agree=not bad.any(), z_max=z_max, n_params=P,
                      n_disagree=int(bad.sum()), worst=worst, labels=tuple(labels),
                      table=table)
+
+
+# ------------------------------------------------------------------ tail visits (informational)
+def tail_visits(eta: np.ndarray, alpha: np.ndarray, *, prior_below: float = 0.5,
+                upper_p: float = 0.01, n_worst: int = 5) -> dict | None:
+    """On how many independent tail visits do the means of prior-dominated simplex entries
+    rest? An informational diagnostic of a NUTS run, not a gate criterion.
+
+    For an entry with a small concentration ``α_t`` (``< prior_below``, the entries the
+    sampler boosts) the posterior is close to its prior, whose mean is carried by rare draws
+    in the upper tail (``Beta(0.0077, 1.99)``: ~80 % of the mean from ~1 % of the draws), so
+    its estimate is as good as the number of separate visits to that tail
+    (docs/design.md §5.1). Per entry: the draws above their own pooled ``1 − upper_p``
+    quantile, the number of separate visits (maximal runs of consecutive draws, summed over
+    chains) and the effective number, ``upper_p`` times the ESS of the indicator
+    [Vehtari21] (iid draws: ``n·upper_p``).
+
+    Parameters
+    ----------
+    eta : (chain, draw, W, K)
+    alpha : (W, K)
+        The prior concentrations of each row.
+
+    Returns ``None`` when no entry is prior-dominated, else a JSON-safe dict with the number
+    of entries, the smallest and the median effective number, the iid expectation and the
+    ``n_worst`` entries with the fewest effective visits.
+    """
+    eta = np.asarray(eta, float)
+    alpha = np.asarray(alpha, float)
+    if eta.ndim != 4 or eta.shape[2:] != alpha.shape:
+        raise ValueError(f"eta must be (chain, draw, {alpha.shape[0]}, {alpha.shape[1]}), "
+                         f"got {eta.shape}")
+    w_idx, t_idx = np.nonzero(alpha < prior_below)
+    if w_idx.size == 0:
+        return None
+    x = eta[:, :, w_idx, t_idx]                                   # (chain, draw, P)
+    n = x.shape[0] * x.shape[1]
+    q = np.quantile(x, 1.0 - upper_p, axis=(0, 1))
+    above = x > q
+    visits = _excursions(above)
+    eff = _indicator_ess(above.astype(float), n) * above.mean(axis=(0, 1))
+    order = np.argsort(eff)
+    return {"upper_p": upper_p, "prior_below": prior_below, "entries": int(w_idx.size),
+            "draws": int(n), "effective_iid": float(n * upper_p),
+            "effective_min": float(eff.min()), "effective_median": float(np.median(eff)),
+            "worst": [{"entry": f"eta[{w_idx[i]},{t_idx[i]}]", "alpha": float(alpha[w_idx[i],
+                                                                                 t_idx[i]]),
+                       "visits": int(visits[i]), "effective": float(eff[i])}
+                      for i in order[:n_worst]]}
+
+
+def tail_visits_of(idata, model: str, priors) -> dict | None:
+    """:func:`tail_visits` of a fit's worker simplexes: COUPLE's ``η_w ~ Dirichlet(α_w)``,
+    CrowdBT's ``η_w ~ Beta(a_w, b_w)`` as the two-entry simplex ``[η, 1 − η]``; ``None``
+    for models without one (or a posterior without ``eta``)."""
+    from models.registry import get
+
+    family = get(model).worker_prior
+    if family not in ("dirichlet", "beta") or "eta" not in idata["posterior"]:
+        return None
+    da = idata["posterior"]["eta"]
+    eta = np.asarray(da.transpose("chain", "draw", *[d for d in da.dims
+                                                     if d not in ("chain", "draw")]).values,
+                     float)
+    if family == "beta":
+        return tail_visits(np.stack([eta, 1.0 - eta], axis=-1), priors.beta())
+    return tail_visits(eta, np.asarray(priors.alpha, float)[:, :eta.shape[-1]])

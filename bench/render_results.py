@@ -539,10 +539,12 @@ def headline(results_dir: Path | str = RESULTS) -> str:
             if prev is None or r["trusted"] or not prev["trusted"]:
                 best[key][r["backend"]] = r
         rows.append(["NUTS at medium scale (L=100, W=50, 5,000 rankings): min bulk ESS per "
-                     "s, each back-end's last trusted run (else its last run)",
+                     "s of sampling (all rounds) and per CPU-s (load-independent), each "
+                     "back-end's last trusted run (else its last run)",
                      "; ".join(f"{m}/{st}: " + ", ".join(
-                         f"{b} {r['tune']}+{f'{r['draws'] // r['draws_per_round']}×{r['draws_per_round']}' if r.get('draws_per_round') else r['draws']} {r['ess_bulk_per_s']:.2f}/s "
-                         f"({'trusted' if r['trusted'] else 'not trusted'})"
+                         f"{b} {r['tune']}+{f'{r['draws'] // r['draws_per_round']}×{r['draws_per_round']}' if r.get('draws_per_round') else r['draws']} {r['ess_bulk_per_s']:.2f}/s"
+                         + (f", {r['ess_bulk_per_cpu_s']:.2f}/CPU-s" if r.get('ess_bulk_per_cpu_s') else "")
+                         + f" ({'trusted' if r['trusted'] else 'not trusted'})"
                          for b, r in sorted(by.items()))
                          for (m, st), by in best.items()), "both, side by side"])
     sbc = _load(d, "sbc.json")

@@ -12,9 +12,14 @@ Dirichlet draws of the same size, and the check's power against planted errors (
 with ``α_4`` doubled or halved, draws whose upper-tail visits are thinned, NumPyro's
 stick-breaking Dirichlet).
 
-    nice -n 10 python bench/bench_simplex_tail.py --seeds 100 --iid-repeats 500
+    nice -n 10 python bench/bench_simplex_tail.py --seeds 100 --iid-repeats 500 \
+        --power-repeats 200 --pymc-seeds 4
+    nice -n 10 python bench/bench_simplex_tail.py --sequential-seeds 25 --sequential-only
+    nice -n 10 python bench/bench_simplex_tail.py --remedy-only --seeds 100
 
-writes ``bench/results/simplex_tail.json`` (machine, date, CPU seconds, load average and the
+(the second adds the tests' own sequential form for seeds 0–24, default level and the
+per-worker level test's; the third a candidate remedy, the boost's ``e_t`` through a probit
+coordinate, both merged into the file the first one wrote) writes ``bench/results/simplex_tail.json`` (machine, date, CPU seconds, load average and the
 command beside every figure).
 """
 
@@ -75,6 +80,57 @@ def numpyro_sweep(seeds: int, precision: str, level_sd: float | None, simplex: s
     return eta, info
 
 
+def probit_simplex_model(alpha: np.ndarray, level_sd: float | None = None):
+    """A candidate remedy, prior only: the boost's ``e_t ~ Exponential(1)`` through a probit
+    coordinate, ``w_t ~ Normal(0, 1)`` and ``e_t = −log Φ(w_t)`` (``U_t = Φ(w_t)`` is
+    uniform, so ``e_t = −log U_t`` is exactly Exponential(1)); everything else as the
+    default sampler (``u_t ~ Gamma(α_t + 1)``, plain Gammas for ``α_t ≥ 0.5``, the level
+    factor). Small ``e_t`` (the upper tail of ``η_t``) is large ``w_t``: ``e < 0.01`` is
+    ``w > 2.33``, 2.7 nats up a Gaussian instead of ~3.6 up the log-Exponential's linear
+    tail."""
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    from models.model_inputs import boost_split, level_log_ratio
+
+    a = jnp.asarray(alpha)
+    big, small = boost_split(alpha)
+    log_g = jnp.zeros(a.shape, a.dtype)
+    g = numpyro.sample("eta_g", dist.Gamma(a[big], 1.0).to_event(1))
+    log_g = log_g.at[big].set(jnp.log(g))
+    a_s = a[small]
+    u = numpyro.sample("eta_u", dist.Gamma(a_s + 1.0, 1.0).to_event(1))
+    w = numpyro.sample("eta_w", dist.Normal(jnp.zeros_like(a_s), 1.0).to_event(1))
+    e = -jax.scipy.special.log_ndtr(w)
+    log_g = log_g.at[small].set(jnp.log(u) - e / a_s)
+    log_s = jax.scipy.special.logsumexp(log_g, axis=1)
+    numpyro.factor("eta_level", jnp.sum(level_log_ratio(log_s, np.asarray(alpha).sum(axis=1),
+                                                        jnp, level_sd)))
+    numpyro.deterministic("eta", jnp.exp(log_g - log_s[:, None]))
+
+
+def remedy_sweep(seeds: int, seed: int = 0) -> tuple[np.ndarray, dict]:
+    """:func:`probit_simplex_model` at the tests' size, ``2·seeds`` vectorised chains."""
+    import jax
+    from numpyro.infer import MCMC, NUTS
+
+    alpha = np.stack([ALPHA, ALPHA])
+    t = _clock()
+    with jax.enable_x64(True):
+        m = MCMC(NUTS(lambda: probit_simplex_model(alpha)), num_warmup=TUNE,
+                 num_samples=DRAWS, num_chains=CHAINS * seeds, chain_method="vectorized",
+                 progress_bar=False)
+        m.run(jax.random.PRNGKey(seed), extra_fields=("diverging", "num_steps"))
+        eta = np.asarray(m.get_samples(group_by_chain=True)["eta"], float)
+        ex = m.get_extra_fields(group_by_chain=True)
+    info = {"coordinate": "probit: e = -log Phi(w), w ~ Normal(0, 1)", "seeds": seeds,
+            "divergences": int(np.asarray(ex["diverging"]).sum()),
+            "mean_leapfrogs_per_draw": float(np.asarray(ex["num_steps"]).mean()), **_since(t)}
+    return eta, info
+
+
 def pymc_sweep(seeds: int) -> tuple[np.ndarray, dict]:
     """The same prior-only run through ``fit_nuts(backend="pymc")``, one call per seed."""
     from inference import nuts
@@ -90,6 +146,38 @@ def pymc_sweep(seeds: int) -> tuple[np.ndarray, dict]:
                           draws=DRAWS, seed=s, progress=False, prior_only=True)
         out.append(np.asarray(r.idata["posterior"]["eta"].values, float))
     return np.concatenate(out, axis=0), {"backend": "pymc", "seeds": seeds, **_since(t)}
+
+
+def sequential_sweep(seeds: int, level_sd) -> dict:
+    """The prior-only tests' own form: one sequential 2-chain MCMC, ``PRNGKey(seed)`` for
+    ``seed = 0 … seeds − 1`` (the per-worker level test: ``level_sd = [0.03, 0.3]``)."""
+    import jax
+    from numpyro.infer import MCMC, NUTS
+
+    from models import numpyro_models as npm
+    from models.model_inputs import model_inputs
+    from models.priors import Priors
+    from models.simulate import simulate
+
+    d = simulate("couple", n_items=4, n_workers=2, tasks_per_worker=4, kmax=4, seed=1).rankings
+    inp = model_inputs("couple", d, Priors.geometric(d.workers, 4))
+    lsd = None if level_sd is None else np.asarray(level_sd, float)
+    t = _clock()
+    etas = []
+    with jax.enable_x64(True):
+        m = MCMC(NUTS(lambda: npm.model(inp, prior_only=True, level_sd=lsd)), num_warmup=TUNE,
+                 num_samples=DRAWS, num_chains=CHAINS, chain_method="sequential",
+                 progress_bar=False)
+        for s in range(seeds):
+            m.run(jax.random.PRNGKey(s))
+            etas.append(np.asarray(m.get_samples(group_by_chain=True)["eta"], float))
+    info = {"form": "sequential, PRNGKey(seed)", "level_sd": level_sd, "seeds": seeds,
+            **_since(t)}
+    rows = per_run(np.concatenate(etas, axis=0))
+    return {"run": info, "summary": summarise(rows),
+            "failures": [{"seed": r["run"], "worker": r["worker"], "before": r["before"],
+                          "after": r["after"]} for r in rows
+                         if not (r["before"] and r["after"])]}
 
 
 def iid_draws(rng, alpha, repeats: int, n: int) -> np.ndarray:
@@ -144,7 +232,10 @@ def summarise(rows: list[dict], alpha=ALPHA) -> dict:
         zn = np.array([r["z_mean"][t] for r in rows])
         za = np.array([r["z_above"][t] for r in rows])
         sd = float(est[:, t].std(ddof=1))
-        rms = lambda k: float(np.sqrt(np.mean([r[k][t] ** 2 for r in rows])))  # noqa: E731
+
+        def rms(k, t=t):
+            return float(np.sqrt(np.mean([r[k][t] ** 2 for r in rows])))
+
         out["entries"].append({
             "t": t + 1, "alpha": float(alpha[t]), "mean_exact": float(exact[t]),
             "mean_of_estimates": float(est[:, t].mean()),
@@ -214,6 +305,12 @@ def main(argv=None) -> int:
     p.add_argument("--pymc-seeds", type=int, default=0, help="PyMC runs (one compile each)")
     p.add_argument("--configs", nargs="+", default=["float64", "float64:0.03", "float32"],
                    help="PRECISION[:LEVEL_SD] of the NumPyro sweeps")
+    p.add_argument("--sequential-seeds", type=int, default=0,
+                   help="also run the tests' sequential form for seeds 0..N-1")
+    p.add_argument("--sequential-only", action="store_true",
+                   help="run only the sequential sweeps and merge them into --out")
+    p.add_argument("--remedy-only", action="store_true",
+                   help="run only the probit-coordinate remedy and merge it into --out")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "simplex_tail.json"))
     a = p.parse_args(argv)
     from inference.nuts import configure_host_devices
@@ -222,12 +319,43 @@ def main(argv=None) -> int:
     t_all = _clock()
     rng = np.random.default_rng(20261201)
     res = {"command": "python bench/bench_simplex_tail.py " + " ".join(argv or sys.argv[1:]),
-           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+           "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
            "machine": {"platform": platform.platform(), "python": platform.python_version(),
                        "cpus": os.cpu_count()},
            "model": "couple, 4 items, 2 workers, geometric prior alpha = 10*6^-t (K = 4), "
                     "prior only; 2 chains x 1,000 draws, 300 warm-up per run",
            "alpha": ALPHA.tolist(), "numpyro": {}, "iid": {}, "power": {}}
+    if a.sequential_only or a.remedy_only:
+        res = json.loads(Path(a.out).read_text())
+        a.configs = []
+    if a.remedy_only:
+        eta, info = remedy_sweep(a.seeds)
+        summ = summarise(per_run(eta))
+        base = res["numpyro"]["float64"]
+        per_grad = lambda s, i: (s["entries"][3]["effective_tail_visits_per_run"]
+                                 / (CHAINS * DRAWS * i["mean_leapfrogs_per_draw"]) * 1e3)
+        res["remedy_probit"] = {
+            "command": "python bench/bench_simplex_tail.py " + " ".join(argv or sys.argv[1:]),
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "run": info, "summary": summ,
+            "eta4_effective_visits_per_1000_gradients": per_grad(summ, info),
+            "default_eta4_effective_visits_per_1000_gradients": per_grad(base["summary"],
+                                                                         base["run"])}
+        print(json.dumps({k: v for k, v in res["remedy_probit"].items() if k != "summary"}))
+        Path(a.out).write_text(json.dumps(res, indent=1, default=float) + "\n")
+        return 0
+    if a.sequential_seeds:
+        res["sequential"] = {"command": "python bench/bench_simplex_tail.py "
+                             + " ".join(argv or sys.argv[1:]),
+                             "date": dt.datetime.now(dt.UTC).isoformat(
+                                 timespec="seconds")}
+        for name, lsd in (("default", None), ("per_worker_level_test", [0.03, 0.3])):
+            res["sequential"][name] = sequential_sweep(a.sequential_seeds, lsd)
+            print(name, json.dumps(res["sequential"][name]["failures"]), flush=True)
+    if a.sequential_only:
+        Path(a.out).write_text(json.dumps(res, indent=1, default=float) + "\n")
+        print("wrote", a.out)
+        return 0
     for cfg in a.configs:
         prec, _, lsd = cfg.partition(":")
         eta, info = numpyro_sweep(a.seeds, prec, float(lsd) if lsd else None)

@@ -181,7 +181,13 @@ def test_refine_worker_alpha_matches_a_loop_em():
 
 @pytest.mark.slow
 def test_per_worker_level_keeps_the_exact_dirichlet_prior():
-    """A narrow, per-worker law of the auxiliary magnitude S changes nothing about η."""
+    """A narrow, per-worker law of the auxiliary magnitude S changes nothing about η.
+
+    Exact in law, but hard for NUTS without data: prior-only at ``level_sd = 0.03`` NUTS
+    diverges (~3 % of transitions) and E[η_4] came out 17 % low over 100 seeds
+    (``bench/bench_simplex_tail.py``), an error below one 2,000-draw run's resolution; over
+    seeds 0–24 the check failed 2 of 50 worker runs here (both worker 0). This fixed seed
+    passes; the test guards against gross errors of the level factor only."""
     import jax
     from numpyro.infer import MCMC, NUTS
 

@@ -325,10 +325,15 @@ def tail_visits_of(idata, model: str, priors) -> dict | None:
     """:func:`tail_visits` of a fit's worker simplexes: COUPLE's ``η_w ~ Dirichlet(α_w)``,
     CrowdBT's ``η_w ~ Beta(a_w, b_w)`` as the two-entry simplex ``[η, 1 − η]``; ``None``
     for models without one (or a posterior without ``eta``)."""
+    from models.errors import UsageError
     from models.registry import get
 
-    family = get(model).worker_prior
-    if family not in ("dirichlet", "beta") or "eta" not in idata["posterior"]:
+    try:
+        family = get(model).worker_prior
+    except UsageError:                  # a model outside the registry (the pair extensions)
+        return None
+    if (family not in ("dirichlet", "beta") or idata is None or "posterior" not in idata
+            or "eta" not in idata["posterior"]):
         return None
     da = idata["posterior"]["eta"]
     eta = np.asarray(da.transpose("chain", "draw", *[d for d in da.dims

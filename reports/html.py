@@ -223,6 +223,7 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
     :func:`reports.audit.run_audit` and write it to ``path``."""
     from reports import figures as F
     from reports.predictive_html import check_sections
+    from validation.reference import tail_visits_sentence
 
     models = metrics["models"]
     # ---------------------------------------------------------------- summary
@@ -307,15 +308,7 @@ def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
             diag.add(*agreement_blocks(ag, f"{a.model}: "))
         tv = models[a.model].get("tail_visits")
         if tv:
-            worst = tv["worst"][0]
-            diag.add(note(
-                f"{a.model}: E[η] of the {tv['entries']} prior-dominated simplex entries "
-                f"(α < {tv['prior_below']:g}) rests on {tv['effective_min']:.0f} to "
-                f"{tv['effective_median']:.0f} (fewest, median) effective visits to their "
-                f"upper {100 * tv['upper_p']:g} % tail ({tv['effective_iid']:.0f} for iid "
-                f"draws; fewest: {worst['entry']}, {worst['visits']} separate visits). "
-                "Informational, not part of the gate: such a mean is carried by those rare "
-                "draws, so its error is that of a count of this size."))
+            diag.add(note(tail_visits_sentence(tv, a.model)))
         try:
             diag.add(figure(F.energy(a.nuts.idata),
                             "Energy: marginal vs transition distribution, E-BFMI per chain "

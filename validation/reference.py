@@ -342,3 +342,17 @@ def tail_visits_of(idata, model: str, priors) -> dict | None:
     if family == "beta":
         return tail_visits(np.stack([eta, 1.0 - eta], axis=-1), priors.beta())
     return tail_visits(eta, np.asarray(priors.alpha, float)[:, :eta.shape[-1]])
+
+
+def tail_visits_sentence(tv: dict, model: str) -> str:
+    """One informational line on :func:`tail_visits`'s result ``tv`` (not ``None``), the same
+    in the audit's HTML report and in ``crowdrank fit --method nuts``'s summary: not a gate
+    criterion, a reminder of how few draws a prior-dominated mean rests on."""
+    worst = tv["worst"][0]
+    return (f"{model}: E[η] of the {tv['entries']} prior-dominated simplex entries "
+            f"(α < {tv['prior_below']:g}) rests on {tv['effective_min']:.0f} to "
+            f"{tv['effective_median']:.0f} (fewest, median) effective visits to their "
+            f"upper {100 * tv['upper_p']:g} % tail ({tv['effective_iid']:.0f} for iid "
+            f"draws; fewest: {worst['entry']}, {worst['visits']} separate visits). "
+            "Informational, not part of the gate: such a mean is carried by those rare "
+            "draws, so its error is that of a count of this size.")

@@ -3,7 +3,9 @@
 Called by :mod:`reports.commands.fit` as ``run(args, data, priors)`` with the data and the
 priors already built (the same priors the online methods get). Writes
 ``DIR/posterior.nc`` (the ArviZ DataTree, NetCDF) and ``DIR/summary.csv`` (one row per
-parameter, named by its real id), and prints the convergence gate's verdict.
+parameter, named by its real id), and prints the convergence gate's verdict and, for
+models with a worker simplex, the audit's informational tail-visits line
+(:func:`validation.reference.tail_visits_of`).
 
 ``--init-from posterior.json`` warm-starts NUTS from an online posterior (the JSON of
 ``docs/contracts.md``, read here with plain :mod:`json` so that the NUTS route does not
@@ -95,6 +97,16 @@ def approx_from_init(init: dict, data):
                            workers=list(data.workers), alpha=init.get("alpha"))
 
 
+def tail_visits_line(idata, model: str, priors) -> str | None:
+    """The audit's informational tail-visits line for a fit with a worker simplex (COUPLE's
+    Dirichlet, CrowdBT's Beta) whose prior has entries with α < 0.5; ``None`` otherwise.
+    Printed beside the gate's verdict, never part of it (docs/design.md §5.1)."""
+    from validation.reference import tail_visits_of, tail_visits_sentence
+
+    tv = tail_visits_of(idata, model, priors)
+    return None if tv is None else tail_visits_sentence(tv, model)
+
+
 def run(args, data, priors) -> int:
     from inference.nuts import fit_nuts, write_nuts
 
@@ -117,5 +129,8 @@ def run(args, data, priors) -> int:
           f"{data.n_items} items, {data.n_workers} workers; {args.chains} chains x "
           f"{args.draws} draws in {t.get('total', float('nan')):.1f} s")
     print(result.gate.verdict())
+    line = tail_visits_line(result.idata, args.model, priors)
+    if line:
+        print(line)
     print(f"wrote {paths['posterior']} and {paths['summary']}")
     return 0

@@ -20,7 +20,7 @@ def _fake_nuts(monkeypatch, eta):
     """Replace the sampler and the writer by iid ``eta`` draws and no files."""
     from arviz_base import from_dict
 
-    import inference.nuts as nuts
+    from inference import nuts
 
     idata = from_dict({"posterior": {"eta": eta}}, dims={"eta": ["worker"]})
     gate = SimpleNamespace(verdict=lambda: "gate: reference trusted (fake draws)")

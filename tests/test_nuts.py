@@ -214,6 +214,8 @@ def test_cli_fit_nuts_with_init(tmp_path, capsys):
     assert rc == 0
     text = capsys.readouterr().out
     assert "reference" in text and "trusted" in text.lower()
+    # the informational tail-visits line: CrowdBT's default Beta(1.67, 0.28) has b < 0.5
+    assert "crowdbt: E[η] of the 2 prior-dominated simplex entries" in text
     assert (out / "posterior.nc").exists() and (out / "summary.csv").exists()
     back = nuts.read_nuts(out / "posterior.nc")
     assert back.attrs["init"] == "approx"          # sigma2 given: draws of the approximation

@@ -854,20 +854,34 @@ def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "
     return text
 
 
+def _results(path: Path) -> dict | None:
+    """A step's results JSON, or ``None`` when that step has not been run (its section is
+    then left out of the page)."""
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _section_head(title: str, intro: str, header: str) -> list[str]:
+    """The lines that open a section of docs/fidelity.md: heading, intro paragraph and the
+    table's header row with its separator (one ``---`` per cell; ``\\|`` inside a cell is
+    an escaped bar, not a border)."""
+    cells = header.replace("\\|", "").count("|") - 1
+    return ["", f"## {title}", "", intro, "", header, "|" + "---|" * cells]
+
+
 def diagnosis_section(path: Path = RESULTS / "fidelity_diagnosis.json") -> list[str]:
     """"Where the error is": the diagnose step's table and what it shows."""
-    if not path.is_file():
+    res = _results(path)
+    if res is None:
         return []
-    res = json.loads(path.read_text())
-    lines = ["", "## Where the error is (`bench/bench_fidelity.py diagnose`)", "",
-             (f"Measured {res['date']}, load {res['loadavg'][0]}. Slope: least squares of the "
-              "approximation's centred means on NUTS's (1 = same spread of the scores); "
-              "ρ(z, score): Spearman correlation of the per-item z with NUTS's centred mean "
-              "(negative: the top items are under-, the bottom ones over-estimated, i.e. "
-              "shrunk); η¹: mean signed z over workers and the worst worker."), "",
-             ("| subject | variant | slope | corr | \\|z\\| median / 90 % | share \\|z\\| > 0.1 "
-              "| ρ(z, score) | η¹ mean z | worst η¹ worker: NUTS mean (sd) → approx (z) |"),
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = _section_head(
+        "Where the error is (`bench/bench_fidelity.py diagnose`)",
+        (f"Measured {res['date']}, load {res['loadavg'][0]}. Slope: least squares of the "
+         "approximation's centred means on NUTS's (1 = same spread of the scores); "
+         "ρ(z, score): Spearman correlation of the per-item z with NUTS's centred mean "
+         "(negative: the top items are under-, the bottom ones over-estimated, i.e. "
+         "shrunk); η¹: mean signed z over workers and the worst worker."),
+        ("| subject | variant | slope | corr | \\|z\\| median / 90 % | share \\|z\\| > 0.1 "
+         "| ρ(z, score) | η¹ mean z | worst η¹ worker: NUTS mean (sd) → approx (z) |"))
     for r in res["subjects"]:
         for v in r["variants"]:
             e = v.get("eta1") or {}
@@ -929,17 +943,17 @@ DIAGNOSIS_FINDINGS = [
 
 def fixed_points_section(path: Path = RESULTS / "ep_fixed_points.json") -> list[str]:
     """EP from the prior against EP started at NUTS's answer (the fixedpoints step)."""
-    if not path.is_file():
+    res = _results(path)
+    if res is None:
         return []
-    res = json.loads(path.read_text())
-    lines = ["", "## Is EP's fixed point unique? (`bench/bench_fidelity.py fixedpoints`)", "",
-             (f"Undamped EP to tol 1e-6 from the prior, and from sites that make the "
-              f"approximation equal NUTS's marginals (items: means and variances; workers: "
-              f"the Dirichlet/Beta matched to η's means and first-component variance); "
-              f"measured {res['date']}, load {res['loadavg'][0]}."), "",
-             ("| subject | from the prior: centred \\|z\\| / η¹ \\|z\\| | start at NUTS | "
-              "from NUTS, after | passes | gap: centred sd / log α |"),
-             "|---|---|---|---|---|---|"]
+    lines = _section_head(
+        "Is EP's fixed point unique? (`bench/bench_fidelity.py fixedpoints`)",
+        (f"Undamped EP to tol 1e-6 from the prior, and from sites that make the "
+         f"approximation equal NUTS's marginals (items: means and variances; workers: "
+         f"the Dirichlet/Beta matched to η's means and first-component variance); "
+         f"measured {res['date']}, load {res['loadavg'][0]}."),
+        ("| subject | from the prior: centred \\|z\\| / η¹ \\|z\\| | start at NUTS | "
+         "from NUTS, after | passes | gap: centred sd / log α |"))
     for r in res["subjects"]:
         a, s0, b = r["from_prior"], r["from_nuts_start"], r["from_nuts"]
         lines.append(
@@ -955,17 +969,17 @@ def fixed_points_section(path: Path = RESULTS / "ep_fixed_points.json") -> list[
 
 def damping_section(path: Path = RESULTS / "ep_damping.json") -> list[str]:
     """EP's fixed point with and without damping (the damping step)."""
-    if not path.is_file():
+    res = _results(path)
+    if res is None:
         return []
-    res = json.loads(path.read_text())
-    lines = ["", "## EP's damping (`bench/bench_fidelity.py damping`)", "",
-             (f"Damping 0 (the default) and 0.5, each run to tol {res['tol']:g} or "
-              f"{res['passes']} passes; measured {res['date']}, load {res['loadavg'][0]}. "
-              "Gaps between the two end points in item sds (centred and raw means), and "
-              "in log variance / log concentration."), "",
-             ("| subject | passes (d=0 / d=0.5) | converged | improper cavities | CPU s | "
-              "centred gap | raw gap | log σ² gap | log α gap |"),
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = _section_head(
+        "EP's damping (`bench/bench_fidelity.py damping`)",
+        (f"Damping 0 (the default) and 0.5, each run to tol {res['tol']:g} or "
+         f"{res['passes']} passes; measured {res['date']}, load {res['loadavg'][0]}. "
+         "Gaps between the two end points in item sds (centred and raw means), and "
+         "in log variance / log concentration."),
+        ("| subject | passes (d=0 / d=0.5) | converged | improper cavities | CPU s | "
+         "centred gap | raw gap | log σ² gap | log α gap |"))
     for r in res["subjects"]:
         a, b = r["damping_0"], r["damping_0.5"]
         lines.append(

@@ -71,13 +71,7 @@ def encode_covariates(t: PairTable, spec: list[tuple[str, bool]]) -> Covariates:
     """The design ``X`` of the covariate columns ``spec`` (see the module docstring)."""
     cols, names, baselines, kinds = [], [], {}, {}
     for name, forced in spec:
-        if name not in t.extra:
-            raise DataError(f"no covariate column {name!r} was read", t.source)
-        cells = t.extra[name]
-        for s, c in enumerate(cells):
-            if c == "":
-                raise DataError(f"empty cell in covariate column {name!r}", t.source,
-                                t.line_of(s))
+        cells = t.column(name, "covariate")
         vals = [None if forced else _number(c) for c in cells]
         n_num = sum(v is not None for v in vals)
         if forced or n_num == 0:

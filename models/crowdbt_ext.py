@@ -98,13 +98,7 @@ def structure(t: PairTable, variant: str, category: str | None = None) -> Struct
                          t.worker, t.worker, np.arange(t.n_workers), True, t.source)
     if category is None:
         raise UsageError("crowdbt-domain needs a category column (--category COLUMN)")
-    if category not in t.extra:
-        raise DataError(f"no category column {category!r}", t.source)
-    cat = t.extra[category]
-    for s, c in enumerate(cat):
-        if c == "":
-            raise DataError(f"empty category in column {category!r}", t.source,
-                            t.line_of(s))
+    cat = t.column(category, "category")
     keys = [f"{t.workers[w]}|{c}" for w, c in zip(t.worker, cat)]
     index: dict[str, int] = {}
     gw: list[int] = []

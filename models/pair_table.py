@@ -67,6 +67,20 @@ class PairTable:
     def line_of(self, s: int) -> int | None:
         return None if self.lines is None else int(self.lines[s])
 
+    def column(self, name: str, role: str) -> np.ndarray:
+        """The cells of the extra column ``name``, checked: a :class:`DataError` names the
+        file when the column was not read and the line of its first empty cell (a model
+        would otherwise read an empty string as a category level). ``role`` names what the
+        column is for in the messages ("covariate", "category")."""
+        if name not in self.extra:
+            raise DataError(f"no {role} column {name!r} was read", self.source)
+        cells = self.extra[name]
+        for s, c in enumerate(cells):
+            if c == "":
+                raise DataError(f"empty cell in {role} column {name!r}", self.source,
+                                self.line_of(s))
+        return cells
+
 
 def read_pair_table(path, extra: tuple[str, ...] = ()) -> PairTable:
     """Read a pairwise CSV (``worker,left,right,label`` + the ``extra`` columns).

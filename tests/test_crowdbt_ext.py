@@ -104,6 +104,12 @@ def test_bias_needs_a_presentation_order_and_domain_a_category(tmp_path):
         m.structure(t, "crowdbt-bias")
     with pytest.raises(UsageError, match="category"):
         m.structure(t, "crowdbt-domain")
+    with pytest.raises(DataError, match="no category column 'topic' was read"):
+        m.structure(t, "crowdbt-domain", "topic")
+    f = tmp_path / "p.csv"
+    f.write_text("worker,left,right,label,topic\nw1,a,b,b,x\nw2,b,a,b,\n")
+    with pytest.raises(DataError, match=r"p\.csv, line 3: empty cell in category column"):
+        m.structure(read_pair_table(f, ("topic",)), "crowdbt-domain", "topic")
     # the domain model ignores orientation: rank-broken rankings are fine with a category
     t2 = PairTable(t.items, t.workers, t.first, t.second, t.first_won, t.worker,
                    {"c": np.array(["x"] * 6, dtype=object)}, None, False)

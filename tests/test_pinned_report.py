@@ -285,6 +285,24 @@ def test_accuracies_differ_in_the_synthetic_audit(audit_dir):
         assert r["accuracy_nuts"] - r["accuracy_online"] > 0.05
 
 
+def test_report_tail_visits_lines_equal_metrics_json(audit_dir):
+    """The MCMC diagnostics' informational tail-visits line of each model carries
+    metrics.json's ``tail_visits`` numbers (read back from the page's text)."""
+    import html as _html
+    import re
+
+    text = _html.unescape((audit_dir / "report.html").read_text())
+    m = json.loads((audit_dir / "metrics.json").read_text())["models"]
+    for model in ("couple", "crowdbt"):
+        tv = m[model]["tail_visits"]
+        hit = re.search(rf"{model}: E\[η\] of the (\d+) prior-dominated simplex entries "
+                        rf"\(α < 0\.5\) rests on (\d+) to (\d+) \(fewest, median\)", text)
+        assert hit, model
+        assert int(hit[1]) == tv["entries"]
+        assert (int(hit[2]), int(hit[3])) == (round(tv["effective_min"]),
+                                             round(tv["effective_median"]))
+
+
 def test_report_tables_equal_metrics_json(audit_dir):
     n = check_audit_dir(audit_dir)
     assert n >= 2 * 12 + 6 * 10 + 4 * 6 + 4 * 8 + 2 * 5 * 10 + 2 * 7

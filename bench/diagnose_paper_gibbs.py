@@ -181,7 +181,7 @@ def main(argv=None) -> int:
         a_w, b_w = jnp.asarray(alpha[w:w + 1]), jnp.asarray(beta[w:w + 1])
         fit = None
         if args.mode_jump:
-            y0 = np.log(beta[w:w + 1] / beta[w].sum() * alpha[w].sum())
+            y0 = np.log(np.full((1, alpha.shape[1]), alpha[w].sum() / alpha.shape[1]))
             fit = gb.mode_fit(jnp.asarray(gibbs_mode_center(on, d), jnp.float32), wt, a_w,
                               jnp.asarray(y0, jnp.float32))
         chain = conditional_runner(wt, a_w, b_w, args.iters, args.sweeps, args.walk, fit)

@@ -278,10 +278,17 @@ def walk(key, log_g, lam, tables: StageTables, alpha, n_steps: int):
 #: (heavier tails and a wider scale than the Laplace fit: the fit is made at one ``λ``, the
 #: chain's ``λ`` wanders around it).
 MODE_JUMP_DF = 5.0
-MODE_JUMP_INFLATE = 1.5
+MODE_JUMP_INFLATE = 1.0
+#: Floor on the eigenvalues of the fit's negative Hessian (sd ≤ ~4.5 in ``log g``).
+MODE_FIT_FLOOR = 0.05
 #: Newton steps of :func:`mode_fit` (from a fixed start; each step is one gradient and
 #: ``K`` Hessian-vector products of the worker target).
 MODE_FIT_STEPS = 12
+#: Newton steps of the refit at the current ``λ`` each iteration, from the fit made once at
+#: the approximation's scores (at a posterior ``λ`` of the proxy, worker 37: acceptance
+#: 0.62–0.66 fitted at that ``λ`` against 0.18–0.21 with the fit at the approximation's
+#: scores; docs/design.md, Sect. 5.3a).
+MODE_REFIT_STEPS = 2
 
 
 def _masked_target(y, lam, tables: StageTables, alpha, active):
@@ -308,9 +315,12 @@ def _newton_fit(y0, lam, tables: StageTables, alpha, active, steps: int):
         h = -jnp.stack(cols, axis=2)                       # (W, K, K)
         h = 0.5 * (h + jnp.swapaxes(h, 1, 2))
         mask = active[:, None] & active[None, :]
-        # a floor on the curvature: an entry with a flat target (nearly in its spike) must
-        # not send the fit to -inf; the fit only shapes a proposal, exactness is untouched
-        return jnp.where(mask, h, 0.0) + eye * jnp.where(active, 1e-3, 1.0)
+        h = jnp.where(mask, h, eye)
+        # a floor on the curvature's eigenvalues: away from the mode, or along an entry
+        # with a flat target (nearly in its spike), the Hessian is not negative definite;
+        # the fit only shapes a proposal, exactness is untouched
+        ev, vec = jnp.linalg.eigh(h)
+        return jnp.einsum("wij,wj,wkj->wik", vec, jnp.maximum(ev, MODE_FIT_FLOOR), vec)
 
     def body(i, y):
         g = jnp.where(active, grad(y), 0.0)
@@ -322,20 +332,35 @@ def _newton_fit(y0, lam, tables: StageTables, alpha, active, steps: int):
     return y, neg_hess(y)
 
 
+def spike_sets(K: int) -> tuple:
+    """The components of :func:`mode_jump`'s mixture: which entries are in their prior
+    spike — none, the last, the one before, both (the two smallest ``α`` under the
+    geometric prior; at the paper's ``α`` only these have spikes: ``α_3 = 0.046``,
+    ``α_4 = 0.0077``)."""
+    last = tuple(range(max(K - 2, 1), K))
+    out = [()]
+    for r in range(1, len(last) + 1):
+        from itertools import combinations
+        out += [tuple(c) for c in combinations(last, r)]
+    return tuple(out)
+
+
 def mode_fit(lam, tables: StageTables, alpha, y0, steps: int = MODE_FIT_STEPS):
-    """The two components of :func:`mode_jump`'s proposal, fitted at ``λ``: the data mode
-    (all ``K`` entries) and the spike mode (the last entry — the smallest ``α`` under the
-    geometric prior — removed), each as ``(location, Cholesky factor of the scale)`` of a
-    multivariate t in ``y = log g`` with scale ``MODE_JUMP_INFLATE² · (−H)^{-1}``. ``y0``
-    ``(W, K)``: the Newton start (e.g. ``log`` of a data-informed Dirichlet mean)."""
+    """The components of :func:`mode_jump`'s proposal, fitted at ``λ``: for each set of
+    entries in :func:`spike_sets` (those removed: ``g_t = 0``), the Laplace fit of the
+    others as ``(location, Cholesky factor of the scale)`` of a multivariate t in
+    ``y = log g`` with scale ``MODE_JUMP_INFLATE² · (−H)^{-1}``. ``y0`` ``(W, K)``: the
+    Newton start — inside the data region (e.g. equal entries): from an entry in its
+    spike the target is flat and Newton stays there."""
     alpha = jnp.asarray(alpha, y0.dtype)
     K = y0.shape[1]
     out = []
-    for active in (np.ones(K, bool), np.arange(K) < K - 1):
+    for spiked in spike_sets(K):
+        active = ~np.isin(np.arange(K), spiked)
+        ix = np.flatnonzero(active)
         mu, h = _newton_fit(y0, lam, tables, alpha, active, steps)
-        d = int(active.sum())
-        cov = jnp.linalg.inv(h[:, :d, :d]) * MODE_JUMP_INFLATE ** 2
-        out.append((mu[:, :d], jnp.linalg.cholesky(cov)))
+        cov = jnp.linalg.inv(h[:, ix][:, :, ix]) * MODE_JUMP_INFLATE ** 2
+        out.append((mu[:, ix], jnp.linalg.cholesky(cov)))
     return tuple(out)
 
 
@@ -359,41 +384,52 @@ def _t_draw(key, mu, chol, df):
 
 def mode_jump(key, log_g, lam, tables: StageTables, alpha, fit, df: float = MODE_JUMP_DF):
     """An independence Metropolis–Hastings move of every worker's whole row ``y = log g``
-    given ``λ``, from a two-component mixture that covers both modes of an entry with a
-    prior spike beside a data mode:
+    given ``λ``, from a mixture whose components cover a worker's modes — each set ``S``
+    of :func:`spike_sets` (entries in their prior spike) with equal weight:
 
-        q(y) = ½ t_K(y; μ_D, Σ_D) + ½ t_{K−1}(y_{<K−1}; μ_S, Σ_S) · LogGamma(y_{K−1}; α_{K−1}),
+        q(y) = mean_S [ t(y_{−S}; μ_S, Σ_S) · Π_{t∈S} LogGamma(y_t; α_t) ],
 
-    ``(μ_D, Σ_D)`` the Laplace fit of the data mode, ``(μ_S, Σ_S)`` that of the others with
-    the last entry in its spike, whose own proposal is its prior (inside the spike the
-    likelihood no longer depends on it); ``fit`` from :func:`mode_fit`, fixed (it may
-    depend on ``λ``, never on ``y``). The log ratio is
-    ``[π(y') − log q(y')] − [π(y) − log q(y)]`` with ``π`` the ``(z, ξ)``-marginal target
-    ``Σ_t (α_t y_t − e^{y_t}) + ℓ_w(η)`` of :func:`walk`; the mixture's density is
-    evaluated exactly at both points (both components at each). Why: at a posterior ``λ``
-    the route's other moves cross between a worker's spike and data modes once every ~40
-    iterations (``docs/design.md``, Sect. 5.3a), the row jump's ``Dirichlet(β)`` and the
-    entry jump's data half are centred where the approximation put the row (in the spike),
-    and a move of the spiked entry alone is refused because the others must shift too."""
+    ``(μ_S, Σ_S)`` the Laplace fit of the other entries with those of ``S`` removed, whose
+    own proposal is their prior (inside the spike the likelihood no longer depends on
+    them); ``fit`` from :func:`mode_fit` (it may depend on ``λ``, never on ``y``). The log
+    ratio is ``[π(y') − log q(y')] − [π(y) − log q(y)]`` with ``π`` the ``(z, ξ)``-marginal
+    target ``Σ_t (α_t y_t − e^{y_t}) + ℓ_w(η)`` of :func:`walk`; the mixture's density is
+    evaluated exactly at both points (every component at each). Why: at a posterior
+    ``λ`` the route's other moves cross between a worker's spike and data modes once
+    every ~40 iterations (``docs/design.md``, Sect. 5.3a), the row jump's ``Dirichlet(β)``
+    and the entry jump's data half are centred where the approximation put the row (often
+    in the spike), and a move of the spiked entry alone is refused because the others
+    must shift too. Returns the new ``log g`` and the acceptances ``(W,)``."""
     alpha = jnp.asarray(alpha, log_g.dtype)
-    (mu_d, ch_d), (mu_s, ch_s) = fit
     W, K = log_g.shape
-    a_last = alpha[:, K - 1]
+    sets = spike_sets(K)
+    gl = jax.scipy.special.gammaln
 
     def log_q(y):
-        spike = (_t_logpdf(y[:, :K - 1], mu_s, ch_s, df)
-                 + a_last * y[:, K - 1] - jnp.exp(y[:, K - 1])
-                 - jax.scipy.special.gammaln(a_last))
-        return jnp.logaddexp(_t_logpdf(y, mu_d, ch_d, df), spike) - jnp.log(2.0)
+        comps = []
+        for spiked, (mu, ch) in zip(sets, fit):
+            ix = np.flatnonzero(~np.isin(np.arange(K), spiked))
+            v = _t_logpdf(y[:, ix], mu, ch, df)
+            for t in spiked:
+                v = v + alpha[:, t] * y[:, t] - jnp.exp(y[:, t]) - gl(alpha[:, t])
+            comps.append(v)
+        return jax.scipy.special.logsumexp(jnp.stack(comps), axis=0) - jnp.log(len(sets))
 
     def target(y):
         return worker_loglik(y, lam, tables) + jnp.sum(alpha * y - jnp.exp(y), axis=1)
 
-    k_c, k_d, k_s, k_p, k_u = jax.random.split(key, 5)
-    y_d = _t_draw(k_d, mu_d, ch_d, df)
-    y_s = jnp.concatenate([_t_draw(k_s, mu_s, ch_s, df),
-                           jax.random.loggamma(k_p, a_last)[:, None]], axis=1)
-    prop = jnp.where(jax.random.bernoulli(k_c, 0.5, (W,))[:, None], y_d, y_s)
+    k_c, k_d, k_u = jax.random.split(key, 3)
+    draws = []
+    for j, (spiked, (mu, ch)) in enumerate(zip(sets, fit)):
+        k_t, k_p = jax.random.split(jax.random.fold_in(k_d, j))
+        ix = np.flatnonzero(~np.isin(np.arange(K), spiked))
+        y = jnp.zeros((W, K), log_g.dtype).at[:, ix].set(_t_draw(k_t, mu, ch, df))
+        if spiked:
+            sp = np.asarray(spiked)
+            y = y.at[:, sp].set(jax.random.loggamma(k_p, alpha[:, sp]))
+        draws.append(y)
+    pick = jax.random.randint(k_c, (W,), 0, len(sets))
+    prop = jnp.take_along_axis(jnp.stack(draws, axis=1), pick[:, None, None], axis=1)[:, 0]
     log_r = (target(prop) - log_q(prop)) - (target(log_g) - log_q(log_g))
     ok = jnp.log(jax.random.uniform(k_u, (W,), log_g.dtype)) < log_r
     return jnp.where(ok[:, None], prop, log_g), ok
@@ -407,7 +443,8 @@ def scores_of(sites: dict):
 
 
 def make_gibbs_fn(inputs: ModelInputs, n_sweeps: int = 1, prior_only: bool = False,
-                  beta=None, walk_steps: int = 0, mode_center=None):
+                  beta=None, walk_steps: int = 0, mode_center=None,
+                  mode_refit: int = MODE_REFIT_STEPS):
     """The ``gibbs_fn`` of :class:`numpyro.infer.HMCGibbs` for the site ``eta_log_g`` of
     :func:`models.numpyro_models.model` (``simplex="gibbs"``): with ``beta`` ``(W, K)``
     first one :func:`jump` and one :func:`entry_jump`, then ``n_sweeps`` sweeps of (G), then ``walk_steps`` steps of
@@ -415,15 +452,18 @@ def make_gibbs_fn(inputs: ModelInputs, n_sweeps: int = 1, prior_only: bool = Fal
     ``prior_only`` leaves the stages out (the exact prior). With ``mode_center`` (a ``λ``
     ``(L,)``, e.g. the approximation's means) each iteration starts with one
     :func:`mode_jump`, its mixture fitted once at that ``λ`` (:func:`mode_fit`; Newton from
-    ``log β`` when ``beta`` is given)."""
+    equal entries, ``g_t = Σα/K``: the approximation's ``β`` often puts a data-mode entry
+    in its spike, where Newton would stay), then refitted at the current ``λ`` by
+    ``mode_refit`` Newton steps from there (a function of ``λ`` only, never of ``η``: the
+    move stays exact)."""
     tables = stage_tables(inputs)
     if prior_only:
         tables = StageTables((), (), (), tables.n_workers, tables.K)
     alpha = np.asarray(inputs.alpha, float)
     fit = None
     if mode_center is not None and not prior_only:
-        start = alpha if beta is None else np.asarray(beta, float)
-        y0 = np.log(start / start.sum(axis=1, keepdims=True) * alpha.sum(axis=1, keepdims=True))
+        y0 = np.log(np.broadcast_to(alpha.sum(axis=1, keepdims=True) / alpha.shape[1],
+                                    alpha.shape))
         fit = jax.jit(lambda lam, y: mode_fit(lam, tables, alpha, y))(
             jnp.asarray(mode_center, float), jnp.asarray(y0, float))
 
@@ -432,9 +472,10 @@ def make_gibbs_fn(inputs: ModelInputs, n_sweeps: int = 1, prior_only: bool = Fal
         lam = jnp.asarray(scores_of(hmc_sites), log_g.dtype)
         if fit is not None:
             k_mode, rng_key = jax.random.split(rng_key)
-            log_g = mode_jump(k_mode, log_g, lam, tables, alpha,
-                              jax.tree_util.tree_map(lambda a: jnp.asarray(a, log_g.dtype),
-                                                     fit))[0]
+            base = jnp.asarray(fit[0][0], log_g.dtype)
+            here = (mode_fit(lam, tables, alpha, base, mode_refit) if mode_refit else
+                    jax.tree_util.tree_map(lambda a: jnp.asarray(a, log_g.dtype), fit))
+            log_g = mode_jump(k_mode, log_g, lam, tables, alpha, here)[0]
         if beta is not None:
             k_jump, k_entry, rng_key = jax.random.split(rng_key, 3)
             log_g = jump(k_jump, log_g, lam, tables, alpha, beta)

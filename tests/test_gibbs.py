@@ -5,8 +5,8 @@ Oracles: the exact Dirichlet marginals (prior only); the exact conditional
 ``p(η | λ, data)`` of one worker by self-normalised importance sampling from its Dirichlet
 prior, with the stage probabilities written out directly from [Pan18], Eq. 3 (no code of
 the step shared); the default NUTS route on the same data (posterior agreement within MCSE).
-The same conditional test holds for the route's two Metropolis moves (the independence
-jump, the random walk). Deliberately wrong steps (the slack dropped from the rate, a count
+The same conditional test holds for the route's Metropolis moves (the independence
+jump, the entry jump, the random walk, the mode jump). Deliberately wrong steps (the slack dropped from the rate, a count
 off by one, a jump without its proposal's density, a walk on another prior) must fail it.
 """
 
@@ -251,6 +251,14 @@ def test_unsupported_combinations_raise_usage_errors():
     with pytest.raises(UsageError):
         nuts.fit_nuts(d, "couple", pr, chains=1, tune=2, draws=2, progress=False,
                       eta_update="hmc")
+    # the mode jump is fitted at an approximation's scores: without one, or off the
+    # Gibbs route, it is refused
+    with pytest.raises(UsageError):
+        nuts.fit_nuts(d, "couple", pr, chains=1, tune=2, draws=2, progress=False,
+                      eta_update="gibbs", gibbs_mode_jump=True)
+    with pytest.raises(UsageError):
+        nuts.fit_nuts(d, "couple", pr, chains=1, tune=2, draws=2, progress=False,
+                      gibbs_mode_jump=True)
 
 
 @pytest.mark.slow

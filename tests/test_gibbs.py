@@ -264,8 +264,8 @@ def test_unsupported_combinations_raise_usage_errors():
 @pytest.mark.slow
 def test_gibbs_route_agrees_with_default_nuts():
     """Tiny COUPLE data: the Gibbs route (NUTS on λ, the jump and 2 exact sweeps of η per
-    iteration) and the default joint NUTS agree parameter by parameter within MCSE; the check can
-    fail (one score shifted by half a posterior sd)."""
+    iteration; then also with the mode jump) and the default joint NUTS agree parameter by
+    parameter within MCSE; the check can fail (one score shifted by half a posterior sd)."""
     from test_nuts_adapt import _shift_first_score
 
     from validation.reference import backend_agreement
@@ -283,6 +283,15 @@ def test_gibbs_route_agrees_with_default_nuts():
     ag = backend_agreement(ref.idata, gib.idata, labels=("nuts", "gibbs"))
     assert ag.agree, ag.verdict()
     assert not backend_agreement(ref.idata, _shift_first_score(gib.idata)).agree
+    # the same route with the mode jump (its fit refitted at each λ) against the same
+    # reference: the composition with NUTS on λ | η still targets the joint posterior
+    mj = nuts.fit_nuts(d, "couple", pr, eta_update="gibbs", gibbs_sweeps=2,
+                       gibbs_mode_jump=True,
+                       approx=fit_online(d, "couple", pr, progress=False), **kw)
+    assert mj.idata.attrs["gibbs_mode_jump"] == 1
+    ag = backend_agreement(ref.idata, mj.idata, labels=("nuts", "gibbs+mode jump"))
+    assert ag.agree, ag.verdict()
+    assert not backend_agreement(ref.idata, _shift_first_score(mj.idata)).agree
 
 
 @pytest.mark.slow

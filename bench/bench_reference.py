@@ -111,6 +111,79 @@ def bench_warmstart(args) -> list:
     return out
 
 
+def shortest_trusted(records: list) -> dict:
+    """Per (model, start): the shortest tune whose runs are trusted on every seed.
+
+    ``records`` are ``warmstart_ladder`` records (model, start, tune, seed, trusted,
+    ``timings_s.warmup_gradients``, leapfrog_per_draw). Returns ``{(model, start): {"tune",
+    "seeds", "warmup_gradients" (mean over the seeds), "leapfrog_per_draw" (mean)}}``, or
+    ``None`` for a (model, start) with no tune trusted on all of its seeds. A tune counts only
+    with every seed that any tune of that (model, start) was run with: a tune run on fewer
+    seeds (the ladder stopped, or was stopped) cannot vouch for the others.
+    """
+    by: dict = {}
+    for r in records:
+        if r.get("what") != "warmstart_ladder":
+            continue
+        by.setdefault((r["model"], r["start"]), {}).setdefault(r["tune"], []).append(r)
+    out: dict = {}
+    for key, tunes in by.items():
+        seeds = {r["seed"] for rs in tunes.values() for r in rs}
+        out[key] = None
+        for tune in sorted(tunes):
+            rs = tunes[tune]
+            if {r["seed"] for r in rs} == seeds and all(r["trusted"] for r in rs):
+                out[key] = {"tune": tune, "seeds": sorted(seeds),
+                            "warmup_gradients": float(np.mean(
+                                [r["timings_s"]["warmup_gradients"] for r in rs])),
+                            "leapfrog_per_draw": float(np.mean(
+                                [r["leapfrog_per_draw"] for r in rs]))}
+                break
+    return out
+
+
+def bench_warmstart_ladder(args) -> list:
+    """Tune ladder: each (model, start) from the shortest tune up, every seed at each tune.
+
+    With ``--stop-when-trusted`` a (model, start) climbs no further once one tune is trusted
+    on every seed (the question is the *shortest* such tune; gradients, not seconds, are the
+    figure of merit on a shared machine). Records are written as they finish (``--out``), so
+    a stopped ladder keeps what it measured.
+    """
+    from inference.online import fit_online
+    from models.priors import Priors
+    from validation.audit import default_subject
+
+    d = default_subject().data
+    pr = Priors.geometric(d.workers, d.K, a0=10, a=6)
+    tunes = sorted(int(t) for t in args.tunes.split(","))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    out = []
+    for model in args.models.split(","):
+        p = pr.for_data(d, K=2) if model == "crowdbt" else pr
+        on = fit_online(d, model, p, progress=False)
+        for start in args.starts.split(","):
+            for tune in tunes:
+                ok = True
+                for seed in seeds:
+                    c0 = cpu_seconds()
+                    r, wall = fit(d, model, p, chains=4, tune=tune, draws=args.draws,
+                                  seed=seed, approx=on if start == "online" else None)
+                    rec = {"what": "warmstart_ladder", "model": model, "start": start,
+                           "tune": tune, "draws": args.draws, "seed": seed,
+                           **summarise(r, wall), "cpu_s": round(cpu_seconds() - c0, 1),
+                           **env(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                    print(json.dumps(rec), flush=True)
+                    out.append(rec)
+                    ok = ok and rec["trusted"]
+                    if args.partial:
+                        Path(args.partial).write_text(json.dumps(out, indent=1,
+                                                                 allow_nan=False))
+                if ok and args.stop_when_trusted:
+                    break
+    return out
+
+
 def cpu_seconds() -> float:
     """CPU seconds of this process and of its finished children (PyMC's chain processes)."""
     import resource
@@ -353,7 +426,17 @@ def bench_paper(args) -> list:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("warmstart", "medium", "paper"))
+    ap.add_argument("what", choices=("warmstart", "warmstart-ladder", "medium", "paper"))
+    ap.add_argument("--tunes", default="50,100,200,300",
+                    help="warmstart-ladder: the warm-up lengths, shortest first")
+    ap.add_argument("--seeds", default="0,1", help="warmstart-ladder: sampler seeds")
+    ap.add_argument("--models", default="couple,crowdbt", help="warmstart-ladder: models")
+    ap.add_argument("--starts", default="default,online", help="warmstart-ladder: starts")
+    ap.add_argument("--stop-when-trusted", action="store_true",
+                    help="warmstart-ladder: a (model, start) stops climbing at the first "
+                         "tune trusted on every seed")
+    ap.add_argument("--partial", default=None,
+                    help="warmstart-ladder: rewrite this JSON after every run")
     ap.add_argument("--tune", type=int, default=None)
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--backends", default="numpyro,pymc")
@@ -404,7 +487,8 @@ def main(argv=None) -> int:
                     help="paper, --eta-update gibbs: random-walk Metropolis steps of each "
                          "worker's simplex per iteration after the sweeps (default 0)")
     args = ap.parse_args(argv)
-    defaults = {"warmstart": (300, 500), "medium": (300, 500), "paper": (300, 400)}
+    defaults = {"warmstart": (300, 500), "warmstart-ladder": (None, 1000),
+                "medium": (300, 500), "paper": (300, 400)}
     args.tune = args.tune if args.tune is not None else defaults[args.what][0]
     args.draws = args.draws if args.draws is not None else defaults[args.what][1]
     # paper: the default route measured fewest leapfrogs per draw on the matched proxy
@@ -412,9 +496,11 @@ def main(argv=None) -> int:
     args.adapt = args.adapt or "windowed"
     from inference.nuts import configure_host_devices
     configure_host_devices()
-    out = {"warmstart": bench_warmstart, "medium": bench_medium,
-           "paper": bench_paper}[args.what](args)
-    p = Path(args.out) if args.out else RESULTS / f"reference_{args.what}.json"
+    out = {"warmstart": bench_warmstart, "warmstart-ladder": bench_warmstart_ladder,
+           "medium": bench_medium, "paper": bench_paper}[args.what](args)
+    # the ladder's records sit beside the single-tune ones ("what": "warmstart_ladder")
+    name = "warmstart" if args.what == "warmstart-ladder" else args.what
+    p = Path(args.out) if args.out else RESULTS / f"reference_{name}.json"
     p.parent.mkdir(parents=True, exist_ok=True)
     if args.append and p.is_file():
         out = json.loads(p.read_text()) + out

@@ -1,0 +1,61 @@
+"""The warm-start ladder's reading (bench/bench_reference.py ``shortest_trusted``): the
+shortest warm-up trusted on *every* seed, per model and start. Hand-built records, the
+expected answers worked out by reading them (no sampler run)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from bench_reference import shortest_trusted  # noqa: E402
+
+
+def _rec(model, start, tune, seed, trusted, grads, lf, what="warmstart_ladder"):
+    return {"what": what, "model": model, "start": start, "tune": tune, "seed": seed,
+            "trusted": trusted, "timings_s": {"warmup_gradients": grads},
+            "leapfrog_per_draw": lf}
+
+
+def test_shortest_tune_trusted_on_every_seed():
+    recs = [
+        # default start: tune 50 fails on seed 1, tune 100 passes on both
+        _rec("couple", "default", 50, 0, True, 7000, 40),
+        _rec("couple", "default", 50, 1, False, 7400, 41),
+        _rec("couple", "default", 100, 0, True, 19000, 38),
+        _rec("couple", "default", 100, 1, True, 21000, 36),
+        _rec("couple", "default", 200, 0, True, 40000, 37),
+        _rec("couple", "default", 200, 1, True, 40000, 37),
+        # online start: trusted from tune 50 on both seeds, records out of order
+        _rec("couple", "online", 100, 1, True, 9000, 30),
+        _rec("couple", "online", 50, 1, True, 5000, 32),
+        _rec("couple", "online", 50, 0, True, 3000, 30),
+    ]
+    got = shortest_trusted(recs)
+    assert got[("couple", "default")] == {"tune": 100, "seeds": [0, 1],
+                                          "warmup_gradients": 20000.0,
+                                          "leapfrog_per_draw": 37.0}
+    assert got[("couple", "online")] == {"tune": 50, "seeds": [0, 1],
+                                         "warmup_gradients": 4000.0,
+                                         "leapfrog_per_draw": 31.0}
+
+
+def test_a_tune_with_a_missing_seed_cannot_vouch_and_none_when_nothing_passes():
+    recs = [
+        # tune 50 was run on seed 0 only (the ladder was stopped): it does not count
+        _rec("crowdbt", "online", 50, 0, True, 3000, 30),
+        _rec("crowdbt", "online", 100, 0, True, 6000, 30),
+        _rec("crowdbt", "online", 100, 1, True, 8000, 34),
+        # never trusted on both seeds
+        _rec("crowdbt", "default", 100, 0, True, 9000, 50),
+        _rec("crowdbt", "default", 100, 1, False, 9000, 50),
+        # single-tune records of the older benchmark are not ladder records
+        _rec("crowdbt", "default", 300, 0, True, 50000, 49, what="warmstart"),
+    ]
+    got = shortest_trusted(recs)
+    assert got[("crowdbt", "online")]["tune"] == 100
+    assert got[("crowdbt", "online")]["warmup_gradients"] == pytest.approx(7000.0)
+    assert got[("crowdbt", "default")] is None
+    assert shortest_trusted([]) == {}

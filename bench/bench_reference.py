@@ -7,6 +7,10 @@ average is recorded beside each, because the 2-core machine may be shared.
   steps (gradients) spent in warm-up from the default start (``init_to_median``, identity
   mass matrix) against a warm start from the online posterior (one draw per chain, mass
   matrix seeded from the approximation's variances), same tune/draws/seed.
+* ``warmstart-ladder``: the same data and prior, both models and starts, a ladder of warm-up
+  lengths (``--tunes``) on several seeds at a fixed ``--draws``: does a *shorter* warm-up
+  suffice from the online start? ``shortest_trusted`` reads, per model and start, the
+  shortest tune trusted on every seed. Appended to ``reference_warmstart.json``.
 * ``medium``: L=100, W=50, 5,000 rankings (COUPLE k ≤ 4 or CrowdBT pairs; one worker type;
   geometric prior), NumPyro and PyMC from the same warm starts and the same prior, one
   sampler configuration per call (tune, draws, dense/diagonal mass, target accept,
@@ -20,6 +24,8 @@ average is recorded beside each, because the 2-core machine may be shared.
 Writes ``bench/results/reference_<what>.json``::
 
     python bench/bench_reference.py warmstart
+    python bench/bench_reference.py warmstart-ladder [--tunes 50,100,200,300 --seeds 0,1
+        --draws 1000 --stop-when-trusted]
     python bench/bench_reference.py medium [--backends numpyro,pymc] [--model couple]
         [--setting amateur] [--tune 300 --draws 500] [--dense] [--target-accept 0.8]
         [--precision float64] [--append]
@@ -499,7 +505,9 @@ def main(argv=None) -> int:
     out = {"warmstart": bench_warmstart, "warmstart-ladder": bench_warmstart_ladder,
            "medium": bench_medium, "paper": bench_paper}[args.what](args)
     # the ladder's records sit beside the single-tune ones ("what": "warmstart_ladder")
+    # (appended, never replacing the older records)
     name = "warmstart" if args.what == "warmstart-ladder" else args.what
+    args.append = args.append or args.what == "warmstart-ladder"
     p = Path(args.out) if args.out else RESULTS / f"reference_{name}.json"
     p.parent.mkdir(parents=True, exist_ok=True)
     if args.append and p.is_file():

@@ -532,7 +532,8 @@ def headline(results_dir: Path | str = RESULTS) -> str:
                 tried = sorted({r["tune"] for r in ws if r.get("what") == "warmstart_ladder"
                                 and (r["model"], r["start"]) == (m, start)})
                 return f"none trusted (tunes {', '.join(map(str, tried))})" if tried else "not run"
-            return (f"{b['tune']} tune ({b['warmup_gradients']:,.0f} gradients, "
+            return (f"{b['tune']} tune on {len(b['seeds'])} seeds "
+                    f"({b['warmup_gradients']:,.0f} gradients, "
                     f"{b['leapfrog_per_draw']:.0f} leapfrogs per draw)")
         models = [m for m in ("couple", "crowdbt") if any(k[0] == m for k in st)]
         rows.append([("warm start from the online posterior: shortest warm-up trusted on "

@@ -522,9 +522,15 @@ def headline(results_dir: Path | str = RESULTS) -> str:
     if ws and any(r.get("what") == "warmstart_ladder" for r in ws):
         # the tune ladder answers "does a shorter warm-up suffice?": per model and start
         # the shortest tune trusted on every seed (bench_reference.shortest_trusted)
-        from bench_reference import shortest_trusted
+        # by file path: this module may itself be loaded by path (tests/test_docs.py), with
+        # bench/ not on sys.path
+        import importlib.util
 
-        st = shortest_trusted(ws)
+        spec = importlib.util.spec_from_file_location(
+            "bench_reference", Path(__file__).with_name("bench_reference.py"))
+        bref = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bref)
+        st = bref.shortest_trusted(ws)
 
         def _side(m, start):
             b = st.get((m, start))

@@ -148,6 +148,27 @@ def shortest_trusted(records: list) -> dict:
     return out
 
 
+def ladder_summary(records: list) -> dict:
+    """Per (model, start, tune) of ``warmstart_ladder`` records: seeds run, seeds trusted,
+    and the means over seeds of warm-up gradients, warm-up gradients per iteration and
+    chain, and leapfrogs per draw."""
+    by: dict = {}
+    for r in records:
+        if r.get("what") == "warmstart_ladder":
+            by.setdefault((r["model"], r["start"], r["tune"]), []).append(r)
+    out = {}
+    for (m, s, tune), rs in by.items():
+        g = float(np.mean([r["timings_s"]["warmup_gradients"] for r in rs]))
+        out[(m, s, tune)] = {"seeds": len(rs), "trusted": sum(bool(r["trusted"]) for r in rs),
+                             "warmup_gradients": g,
+                             "gradients_per_warmup_iteration": g / (
+                                 tune * int(np.mean([r["draws_total"] / r["draws"]
+                                                     for r in rs]))),
+                             "leapfrog_per_draw": float(np.mean(
+                                 [r["leapfrog_per_draw"] for r in rs]))}
+    return out
+
+
 def bench_warmstart_ladder(args) -> list:
     """Tune ladder: each (model, start) from the shortest tune up, every seed at each tune.
 

@@ -531,21 +531,36 @@ def headline(results_dir: Path | str = RESULTS) -> str:
         bref = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(bref)
         st = bref.shortest_trusted(ws)
+        summ = bref.ladder_summary(ws)
 
         def _side(m, start):
             b = st.get((m, start))
+            rungs = sorted((t, v) for (mm, ss, t), v in summ.items() if (mm, ss) == (m, start))
+            if not rungs:
+                return "not run"
             if b is None:
-                tried = sorted({r["tune"] for r in ws if r.get("what") == "warmstart_ladder"
-                                and (r["model"], r["start"]) == (m, start)})
-                return f"none trusted (tunes {', '.join(map(str, tried))})" if tried else "not run"
-            return (f"{b['tune']} tune on {len(b['seeds'])} seeds "
-                    f"({b['warmup_gradients']:,.0f} gradients, "
-                    f"{b['leapfrog_per_draw']:.0f} leapfrogs per draw)")
+                t, v = max(rungs, key=lambda tv: (tv[1]["trusted"] / tv[1]["seeds"], -tv[0]))
+                return (f"no tune of {rungs[0][0]}–{rungs[-1][0]} on all seeds (best "
+                        f"{v['trusted']}/{v['seeds']} at {t})")
+            return f"{b['tune']} tune on {len(b['seeds'])} seeds ({b['warmup_gradients']:,.0f})"
+
+        def _equal_tunes(m):
+            # warm-up gradients per iteration and chain, and leapfrogs per draw, averaged
+            # over the tunes both starts ran
+            both = [t for (mm, ss, t) in summ if (mm, ss) == (m, "default")
+                    and (m, "online", t) in summ]
+            mean = lambda s, k: sum(summ[(m, s, t)][k] for t in both) / len(both)
+            return (f"at equal tunes {mean('default', 'gradients_per_warmup_iteration'):.0f} → "
+                    f"{mean('online', 'gradients_per_warmup_iteration'):.0f} warm-up gradients "
+                    f"per iteration and chain, {mean('default', 'leapfrog_per_draw'):.0f} → "
+                    f"{mean('online', 'leapfrog_per_draw'):.0f} leapfrogs per draw") if both else ""
         models = [m for m in ("couple", "crowdbt") if any(k[0] == m for k in st)]
-        rows.append([("warm start from the online posterior: shortest warm-up trusted on "
-                      "every seed (default start → online start), mean over seeds"),
-                     "; ".join(f"{m}: {_side(m, 'default')} → {_side(m, 'online')}"
-                               for m in models), "fewer"])
+        draws = sorted({r["draws"] for r in ws if r.get("what") == "warmstart_ladder"})
+        rows.append([("warm start from the online posterior (default start → online start): "
+                      "shortest warm-up trusted on every seed (warm-up gradients), 4 chains × "
+                      f"{'/'.join(f'{x:,}' for x in draws)} draws; warm-up cost at equal tunes"),
+                     "; ".join(f"{m}: {_side(m, 'default')} → {_side(m, 'online')}, "
+                               f"{_equal_tunes(m)}" for m in models), "fewer"])
     elif ws:
         g = {(r["model"], r["start"]): r["timings_s"].get("warmup_gradients") for r in ws}
         lp = {(r["model"], r["start"]): r.get("leapfrog_per_draw") for r in ws}

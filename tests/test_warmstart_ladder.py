@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from bench_reference import shortest_trusted  # noqa: E402
+from bench_reference import ladder_summary, shortest_trusted  # noqa: E402
 
 
 def _rec(model, start, tune, seed, trusted, grads, lf, what="warmstart_ladder"):
+    # 4 chains of 10 draws
     return {"what": what, "model": model, "start": start, "tune": tune, "seed": seed,
+            "draws": 10, "draws_total": 40,
             "trusted": trusted, "timings_s": {"warmup_gradients": grads},
             "leapfrog_per_draw": lf}
 
@@ -59,3 +61,16 @@ def test_a_tune_with_a_missing_seed_cannot_vouch_and_none_when_nothing_passes():
     assert got[("crowdbt", "online")]["warmup_gradients"] == pytest.approx(7000.0)
     assert got[("crowdbt", "default")] is None
     assert shortest_trusted([]) == {}
+
+
+def test_ladder_summary_counts_trusted_seeds_and_averages():
+    recs = [_rec("couple", "default", 50, 0, True, 7000, 40),
+            _rec("couple", "default", 50, 1, False, 9000, 42),
+            _rec("couple", "online", 50, 0, True, 3000, 30)]
+    got = ladder_summary(recs)
+    assert got[("couple", "default", 50)] == {
+        "seeds": 2, "trusted": 1, "warmup_gradients": 8000.0,
+        # 8000 gradients over 50 iterations of 4 chains
+        "gradients_per_warmup_iteration": 40.0, "leapfrog_per_draw": 41.0}
+    assert got[("couple", "online", 50)]["trusted"] == 1
+    assert len(got) == 2

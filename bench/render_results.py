@@ -546,9 +546,11 @@ def headline(results_dir: Path | str = RESULTS) -> str:
 
         def _equal_tunes(m):
             # warm-up gradients per iteration and chain, and leapfrogs per draw, averaged
-            # over the tunes both starts ran
+            # over the tunes both starts ran and passed on at least one seed (a tune too
+            # short for any seed has not adapted: its leapfrogs say nothing)
             both = [t for (mm, ss, t) in summ if (mm, ss) == (m, "default")
-                    and (m, "online", t) in summ]
+                    and (m, "online", t) in summ and summ[(m, "default", t)]["trusted"]
+                    and summ[(m, "online", t)]["trusted"]]
             mean = lambda s, k: sum(summ[(m, s, t)][k] for t in both) / len(both)
             return (f"at equal tunes {mean('default', 'gradients_per_warmup_iteration'):.0f} → "
                     f"{mean('online', 'gradients_per_warmup_iteration'):.0f} warm-up gradients "

@@ -560,7 +560,8 @@ def headline(results_dir: Path | str = RESULTS) -> str:
         draws = sorted({r["draws"] for r in ws if r.get("what") == "warmstart_ladder"})
         rows.append([("warm start from the online posterior (default start → online start): "
                       "shortest warm-up trusted on every seed (warm-up gradients), 4 chains × "
-                      f"{'/'.join(f'{x:,}' for x in draws)} draws; warm-up cost at equal tunes (those with a trusted seed from both starts)"),
+                      f"{'/'.join(f'{x:,}' for x in draws)} draws; warm-up cost at equal "
+                      "tunes (those with a trusted seed from both starts)"),
                      "; ".join(f"{m}: {_side(m, 'default')} → {_side(m, 'online')}, "
                                f"{_equal_tunes(m)}" for m in models), "fewer"])
     elif ws:

@@ -46,6 +46,7 @@ cancels), ``ξ`` as
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 
 import jax
 import jax.numpy as jnp
@@ -305,7 +306,7 @@ def _newton_fit(y0, lam, tables: StageTables, alpha, active, steps: int):
     is a sum over workers, so each worker's ``K × K`` Hessian block is read off ``K``
     Hessian-vector products along one entry of every worker); returns the end point and
     the negative Hessian there (inactive entries: identity)."""
-    W, K = y0.shape
+    K = y0.shape[1]
     eye = jnp.eye(K, dtype=y0.dtype)
     grad = jax.grad(lambda y: jnp.sum(_masked_target(y, lam, tables, alpha, active)))
 
@@ -340,7 +341,6 @@ def spike_sets(K: int) -> tuple:
     last = tuple(range(max(K - 2, 1), K))
     out = [()]
     for r in range(1, len(last) + 1):
-        from itertools import combinations
         out += [tuple(c) for c in combinations(last, r)]
     return tuple(out)
 

@@ -127,31 +127,25 @@ def shortest_trusted(records: list) -> dict:
     with every seed that any tune of that (model, start) was run with: a tune run on fewer
     seeds (the ladder stopped, or was stopped) cannot vouch for the others.
     """
-    by: dict = {}
-    for r in records:
-        if r.get("what") != "warmstart_ladder":
-            continue
-        by.setdefault((r["model"], r["start"]), {}).setdefault(r["tune"], []).append(r)
-    out: dict = {}
-    for key, tunes in by.items():
-        seeds = {r["seed"] for rs in tunes.values() for r in rs}
-        out[key] = None
-        for tune in sorted(tunes):
-            rs = tunes[tune]
-            if {r["seed"] for r in rs} == seeds and all(r["trusted"] for r in rs):
-                out[key] = {"tune": tune, "seeds": sorted(seeds),
-                            "warmup_gradients": float(np.mean(
-                                [r["timings_s"]["warmup_gradients"] for r in rs])),
-                            "leapfrog_per_draw": float(np.mean(
-                                [r["leapfrog_per_draw"] for r in rs]))}
-                break
+    summ = ladder_summary(records)
+    seeds: dict = {}
+    for (m, s, _), v in summ.items():
+        seeds.setdefault((m, s), set()).update(v["seed_set"])
+    out: dict = {key: None for key in seeds}
+    for (m, s, tune) in sorted(summ, key=lambda k: k[2]):
+        v = summ[(m, s, tune)]
+        if (out[(m, s)] is None and set(v["seed_set"]) == seeds[(m, s)]
+                and v["trusted"] == v["seeds"]):
+            out[(m, s)] = {"tune": tune, "seeds": sorted(seeds[(m, s)]),
+                           "warmup_gradients": v["warmup_gradients"],
+                           "leapfrog_per_draw": v["leapfrog_per_draw"]}
     return out
 
 
 def ladder_summary(records: list) -> dict:
-    """Per (model, start, tune) of ``warmstart_ladder`` records: seeds run, seeds trusted,
-    and the means over seeds of warm-up gradients, warm-up gradients per iteration and
-    chain, and leapfrogs per draw."""
+    """Per (model, start, tune) of ``warmstart_ladder`` records: runs, the seeds run
+    (``seed_set``), runs trusted, and the means over runs of warm-up gradients, warm-up
+    gradients per iteration and chain, and leapfrogs per draw."""
     by: dict = {}
     for r in records:
         if r.get("what") == "warmstart_ladder":
@@ -159,7 +153,8 @@ def ladder_summary(records: list) -> dict:
     out = {}
     for (m, s, tune), rs in by.items():
         g = float(np.mean([r["timings_s"]["warmup_gradients"] for r in rs]))
-        out[(m, s, tune)] = {"seeds": len(rs), "trusted": sum(bool(r["trusted"]) for r in rs),
+        out[(m, s, tune)] = {"seeds": len(rs), "seed_set": sorted({r["seed"] for r in rs}),
+                             "trusted": sum(bool(r["trusted"]) for r in rs),
                              "warmup_gradients": g,
                              "gradients_per_warmup_iteration": g / (
                                  tune * int(np.mean([r["draws_total"] / r["draws"]

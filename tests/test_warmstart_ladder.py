@@ -69,7 +69,7 @@ def test_ladder_summary_counts_trusted_seeds_and_averages():
             _rec("couple", "online", 50, 0, True, 3000, 30)]
     got = ladder_summary(recs)
     assert got[("couple", "default", 50)] == {
-        "seeds": 2, "trusted": 1, "warmup_gradients": 8000.0,
+        "seeds": 2, "seed_set": [0, 1], "trusted": 1, "warmup_gradients": 8000.0,
         # 8000 gradients over 50 iterations of 4 chains
         "gradients_per_warmup_iteration": 40.0, "leapfrog_per_draw": 41.0}
     assert got[("couple", "online", 50)]["trusted"] == 1

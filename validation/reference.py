@@ -38,16 +38,11 @@ def _mcse_mean(draws: np.ndarray) -> np.ndarray:
     return np.asarray(azs.mcse(draws, method="mean", chain_axis=0, draw_axis=1), float)
 
 
-def _ess_bulk(draws: np.ndarray) -> np.ndarray:
+def _ess(draws: np.ndarray, method: str) -> np.ndarray:
+    """ArviZ's ESS (``method`` "bulk" or "mean") of ``draws`` ``(chain, draw, P)``."""
     import arviz_stats as azs
 
-    return np.asarray(azs.ess(draws, method="bulk", chain_axis=0, draw_axis=1), float)
-
-
-def _ess_mean(draws: np.ndarray) -> np.ndarray:
-    import arviz_stats as azs
-
-    return np.asarray(azs.ess(draws, method="mean", chain_axis=0, draw_axis=1), float)
+    return np.asarray(azs.ess(draws, method=method, chain_axis=0, draw_axis=1), float)
 
 
 def _excursions(above: np.ndarray) -> np.ndarray:
@@ -60,7 +55,7 @@ def _excursions(above: np.ndarray) -> np.ndarray:
 def _indicator_ess(ind: np.ndarray, n: int) -> np.ndarray:
     """ESS of indicator draws, in ``[1, n]``; an indicator that never changes has no
     autocorrelation estimate (NaN) and counts as ``n`` (its z is then set by the count)."""
-    ess = np.nan_to_num(_ess_mean(ind), nan=float(n))
+    ess = np.nan_to_num(_ess(ind, "mean"), nan=float(n))
     return np.clip(ess, 1.0, float(n))
 
 
@@ -134,7 +129,7 @@ def simplex_prior_check(eta: np.ndarray, alpha: np.ndarray, *, log_threshold: fl
     mean_exact = alpha / S
     sd_exact = np.sqrt(alpha * (S - alpha) / (S ** 2 * (S + 1.0)))
     mcse_arviz = _mcse_mean(eta)
-    ess_eta = np.clip(np.nan_to_num(_ess_mean(eta), nan=1.0), 1.0, float(n))
+    ess_eta = np.clip(np.nan_to_num(_ess(eta, "mean"), nan=1.0), 1.0, float(n))
     # the upper tail: visits above the exact (1 − upper_p) quantile
     q_upper = stats.beta.isf(upper_p, alpha, S - alpha)
     above = eta > q_upper
@@ -149,7 +144,7 @@ def simplex_prior_check(eta: np.ndarray, alpha: np.ndarray, *, log_threshold: fl
     p_exact = stats.beta.cdf(math.exp(log_threshold), alpha, S - alpha)
     # the indicator's MCSE from its own ESS; floor at the binomial error of 100 draws so a
     # run whose indicator never changes (a clipped tail) is not judged infinitely precise
-    ess_b = np.nan_to_num(_ess_bulk(below), nan=1.0)
+    ess_b = np.nan_to_num(_ess(below, "bulk"), nan=1.0)
     rows, reasons = [], []
     for t in range(alpha.size):
         m = float(eta[..., t].mean())

@@ -1,7 +1,7 @@
 """Wall time of the main job, ``crowdrank audit`` on its embedded default (budget: 3 min on
 2 cores), and optionally on the shared real data sets.
 
-Each audit runs as a user runs it — a fresh ``python -m reports.cli audit`` process, imports
+Each audit runs as a user runs it — a fresh ``python -m crowdrank.reports.cli audit`` process, imports
 and JIT compilation included — and its ``metrics.json`` is read back for the per-stage
 timings, the NUTS gate and the headline comparison figures. The load average is recorded
 beside the times because the machine may be shared.
@@ -32,7 +32,7 @@ def run_one(args: list[str], out: Path) -> dict:
     """Run one audit in a fresh process; return its timings and headline figures."""
     load0 = os.getloadavg()
     t0, c0 = time.perf_counter(), os.times()
-    proc = subprocess.run([sys.executable, "-m", "reports.cli", "audit", *args, "--out",
+    proc = subprocess.run([sys.executable, "-m", "crowdrank.reports.cli", "audit", *args, "--out",
                            str(out)], cwd=ROOT, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     c1 = os.times()
@@ -83,8 +83,8 @@ def save_figures(audit_dir: Path, fig_dir: Path, prefix: str, dpi: int = 70) -> 
     import pandas as pd
 
     sys.path.insert(0, str(ROOT))
-    from inference.nuts import read_nuts
-    from reports import figures as F
+    from crowdrank.inference.nuts import read_nuts
+    from crowdrank.reports import figures as F
 
     fig_dir.mkdir(parents=True, exist_ok=True)
     t = pd.read_csv(audit_dir / "parameters.csv", dtype={"id": str})

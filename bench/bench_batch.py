@@ -7,7 +7,7 @@ Goals measured (results in ``bench/results/batch.json``):
   Newton to a gradient of 1e-12) and must be within 1e-6 of it; each timing is the best
   of ``--repeat`` runs (the machine is shared, so the minimum is the least disturbed);
 - 1,000 bootstrap refits of the read-level MAP in <= 30 s on 2 processes (stacked
-  Newton-CG, :mod:`inference.batch.stacked`; timed on 1 and on 2 processes, with CPU
+  Newton-CG, :mod:`crowdrank.inference.batch.stacked`; timed on 1 and on 2 processes, with CPU
   seconds of this process and its children and the load average beside each wall time).
 
 Run: ``nice .venv/bin/python bench/bench_batch.py [--resamples 1000] [--repeat 3]``;
@@ -52,11 +52,11 @@ def main(argv=None) -> int:
     import choix
     from threadpoolctl import threadpool_limits
 
-    from inference.batch import fit_batch
-    from inference.batch.api import problem_for
-    from inference.batch.bootstrap import bootstrap
-    from inference.batch.solvers import solve
-    from models.io import read_data
+    from crowdrank.inference.batch import fit_batch
+    from crowdrank.inference.batch.api import problem_for
+    from crowdrank.inference.batch.bootstrap import bootstrap
+    from crowdrank.inference.batch.solvers import solve
+    from crowdrank.models.io import read_data
 
     data, _ = read_data("readlevel")
     s0 = args.sigma

@@ -4,11 +4,11 @@ data set (10 items, 4 workers x 25 tasks, kmax 4, geometric prior), jitted, time
 
 * PL and stagewise COUPLE on the same rankings (no normaliser: the floor),
 * normalised COUPLE with the normaliser over gathered orderings (the old form,
-  :func:`models.numpyro_models.couple_log_normalizer_gathered`),
+  :func:`crowdrank.models.numpyro_models.couple_log_normalizer_gathered`),
 * normalised COUPLE with the static-reordering, linear-space normaliser (the current
-  :func:`models.numpyro_models.couple_log_normalizer`),
+  :func:`crowdrank.models.numpyro_models.couple_log_normalizer`),
 
-one lane and a vmapped batch of lanes (as :mod:`inference.batched` runs them). Writes
+one lane and a vmapped batch of lanes (as :mod:`crowdrank.inference.batched` runs them). Writes
 ``bench/results/couple_normalizer.json`` with CPU seconds and the load average.
 
     nice -n 10 .venv/bin/python bench/bench_couple_normalizer.py
@@ -48,16 +48,16 @@ def main() -> int:
     ap.add_argument("--out", default="bench/results/couple_normalizer.json")
     a = ap.parse_args()
 
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
     configure_host_devices()
     import jax
     import jax.numpy as jnp
     jax.config.update("jax_enable_x64", True)
     from numpyro.infer.util import initialize_model
 
-    from inference.batched import _program, pad_layout
-    from models import numpyro_models as npm
-    from validation.sbc import SbcConfig, _prepare
+    from crowdrank.inference.batched import _program, pad_layout
+    from crowdrank.models import numpyro_models as npm
+    from crowdrank.validation.sbc import SbcConfig, _prepare
 
     cfg = SbcConfig(model="couple-normalized", backend="numpyro", sims=2)
     prep = _prepare(cfg.spec(0))

@@ -54,15 +54,15 @@ def subjects() -> dict:
 
     def default(model):
         def load():
-            from validation.audit import AuditConfig, default_subject, make_priors
+            from crowdrank.validation.audit import AuditConfig, default_subject, make_priors
             s = default_subject()
             return s.data, make_priors(s.data, AuditConfig(), s.gold)
         return load
 
     def medium(setting):
         def load():
-            from models.priors import Priors
-            from models.simulate import simulate
+            from crowdrank.models.priors import Priors
+            from crowdrank.models.simulate import simulate
             d = simulate("couple", setting=setting, n_items=100, n_workers=50,
                          tasks_per_worker=100, kmax=4, seed=0).rankings
             return d, Priors.geometric(d.workers, d.K, a0=10, a=6)
@@ -70,8 +70,8 @@ def subjects() -> dict:
 
     def shared(name):
         def load():
-            from models.io import read_data
-            from models.priors import build_priors
+            from crowdrank.models.io import read_data
+            from crowdrank.models.priors import build_priors
             d, _ = read_data(name)
             return d, build_priors(d)
         return load
@@ -135,11 +135,11 @@ def env() -> dict:
 
 # ------------------------------------------------------------------ step 1: references
 def reference(names, cache: Path) -> None:
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
     configure_host_devices()
-    from inference.nuts import fit_nuts, write_nuts
-    from inference.online import fit_online
-    from models.registry import get as get_model
+    from crowdrank.inference.nuts import fit_nuts, write_nuts
+    from crowdrank.inference.online import fit_online
+    from crowdrank.models.registry import get as get_model
 
     for name in names:
         load, model, kw = subjects()[name]
@@ -172,8 +172,8 @@ class Reference:
     def __init__(self, idata, max_pairs: int = 300):
         import xarray as xr
 
-        from validation.compare import _mcse, item_pairs
-        from validation.metrics import order_probability_draws
+        from crowdrank.validation.compare import _mcse, item_pairs
+        from crowdrank.validation.metrics import order_probability_draws
 
         post = idata["posterior"]
         self.items = [str(v) for v in post["item"].values]
@@ -198,7 +198,7 @@ class Reference:
 
 
 def _agg(r) -> dict:
-    from validation import metrics as M
+    from crowdrank.validation import metrics as M
     a = M.aggregate(r["z"], r["sd_ratio"], r["coverage_50"], r["coverage_90"])
     return {k: a[k] for k in ("n", "median_abs_z", "median_sd_ratio", "mean_coverage_90",
                               "share_close")}
@@ -206,7 +206,7 @@ def _agg(r) -> dict:
 
 def compare_variant(post, ref: Reference) -> dict:
     """Raw, centred, level, ``η^1`` and order-probability comparisons of one fit."""
-    from validation import metrics as M
+    from crowdrank.validation import metrics as M
 
     idx = {it: k for k, it in enumerate(post.items)}
     sel = [idx[i] for i in ref.items]
@@ -242,7 +242,7 @@ def per_variable_gate(idata) -> dict:
     of centred scores then stand on draws that pass."""
     import arviz_stats as azs
 
-    from inference.gate import ESS_MIN, RHAT_MAX
+    from crowdrank.inference.gate import ESS_MIN, RHAT_MAX
 
     post = idata["posterior"].to_dataset()
     out = {}
@@ -275,10 +275,10 @@ def _merge_rows(old: list[dict], new: list[dict], model: str) -> list[dict]:
 
 def study_one(name: str, cache: Path, permutations: int,
               only: list[str] | None = None) -> dict:
-    from inference.gate import check
-    from inference.nuts import read_nuts
-    from models.registry import get as get_model
-    from validation.audit import fit_variant
+    from crowdrank.inference.gate import check
+    from crowdrank.inference.nuts import read_nuts
+    from crowdrank.models.registry import get as get_model
+    from crowdrank.validation.audit import fit_variant
 
     load, model, _ = subjects()[name]
     d, pri = load()
@@ -390,8 +390,8 @@ def cost(names, cache: Path, repeats: int = 3, only: list[str] | None = None) ->
     it does wall time) of each variant's fit, the least of ``repeats`` runs (one when a run
     takes over 2 s), written into the subject's ``study.json`` as ``cpu_s`` and
     ``cpu_x_one_pass``."""
-    from models.registry import get as get_model
-    from validation.audit import fit_variant
+    from crowdrank.models.registry import get as get_model
+    from crowdrank.validation.audit import fit_variant
 
     for name in names:
         path = cache / name / "study.json"
@@ -431,7 +431,7 @@ def cost(names, cache: Path, repeats: int = 3, only: list[str] | None = None) ->
 
 def regate(names, cache: Path) -> None:
     """Add the per-variable gate figures to studies measured before they were recorded."""
-    from inference.nuts import read_nuts
+    from crowdrank.inference.nuts import read_nuts
 
     for name in names:
         path = cache / name / "study.json"
@@ -454,9 +454,9 @@ def diagnose(names, cache: Path, labels=DIAGNOSE_VARIANTS) -> None:
     furthest off (NUTS mean/sd, the approximation's, z, rankings of the worker)."""
     from scipy import stats
 
-    from inference.nuts import read_nuts
-    from models.registry import get as get_model
-    from validation.audit import fit_variant
+    from crowdrank.inference.nuts import read_nuts
+    from crowdrank.models.registry import get as get_model
+    from crowdrank.validation.audit import fit_variant
 
     out = {"bench": "fidelity_diagnosis", "subjects": [], **env()}
     for name in names:
@@ -522,8 +522,8 @@ def damping_study(names, passes: int = 200, tol: float = 1e-6) -> None:
     EP with damping 0 and 0.5 run to ``tol`` or ``passes``; passes used, convergence,
     improper cavities, CPU seconds, and the largest gap between the two end points in item
     sds on centred and raw means, in ``|Δ log σ²|`` and in ``|Δ log α|``."""
-    from inference.online.ep import fit_ep
-    from models.registry import get as get_model
+    from crowdrank.inference.online.ep import fit_ep
+    from crowdrank.models.registry import get as get_model
 
     out = {"bench": "ep_damping", "passes": passes, "tol": tol, "subjects": [], **env()}
     for name in names:
@@ -598,9 +598,9 @@ def fixed_points(names, cache: Path, passes: int = 60) -> None:
     means and first-component variance), each run undamped to tol 1e-6; both compared with
     the reference. Ending at the same point means the error is the fixed point's; ending
     near NUTS means the usual start reaches another fixed point."""
-    from inference.nuts import read_nuts
-    from inference.online.ep import converged, ep_export, ep_init, ep_pass, fit_ep
-    from models.registry import get as get_model
+    from crowdrank.inference.nuts import read_nuts
+    from crowdrank.inference.online.ep import converged, ep_export, ep_init, ep_pass, fit_ep
+    from crowdrank.models.registry import get as get_model
 
     out = {"bench": "ep_fixed_points", "passes": passes, "subjects": [], **env()}
     for name in names:
@@ -633,7 +633,7 @@ def fixed_points(names, cache: Path, passes: int = 60) -> None:
         _sites_from(st, mu, s2, alpha)
         order = np.arange(d.n_rankings) if not st.pairwise else None
         if st.pairwise:
-            from inference.online.api import pairs_sequence
+            from crowdrank.inference.online.api import pairs_sequence
             order = pairs_sequence(d.lengths, np.arange(d.n_rankings))
         start = compare_variant(ep_export(st), ref)
         for _ in range(passes):

@@ -1,7 +1,7 @@
 """Time the jitted potential+gradient of COUPLE (as NumPyro's sampler calls it).
 
 Compares the autodiff kernel (``model(..., fast=False)``) with the hand-written one
-(``fast=True``, :func:`models.numpyro_models.couple_columns`) at medium (L=100, W=50, N=5,000), large (L=300, W=100, N=45,000) and paper scale (L=1000, W=500,
+(``fast=True``, :func:`crowdrank.models.numpyro_models.couple_columns`) at medium (L=100, W=50, N=5,000), large (L=300, W=100, N=45,000) and paper scale (L=1000, W=500,
 N=450,000), float32 and float64, and checks that both give the same value and gradient.
 
 Usage: python bench/bench_gradient.py [--scales medium,paper] [--reps 10] [--out FILE]
@@ -21,9 +21,9 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np
 
-from models.model_inputs import model_inputs
-from models.priors import Priors
-from models.simulate import simulate, simulate_paper_scale
+from crowdrank.models.model_inputs import model_inputs
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate, simulate_paper_scale
 
 
 def build(scale):
@@ -43,12 +43,12 @@ def build(scale):
 def timing(inputs, fast, precision, reps, seed=0):
     """The sampler's unit cost: the jitted potential+gradient on the unconstrained scale
     (64-bit parameters, the likelihood's elementwise work in ``precision``, as
-    :func:`inference.nuts.fit_nuts` runs it), at a seeded random point."""
+    :func:`crowdrank.inference.nuts.fit_nuts` runs it), at a seeded random point."""
     import jax
     from numpyro.infer.util import potential_energy
 
-    from inference.nuts import jittered_starts
-    from models import numpyro_models as npm
+    from crowdrank.inference.nuts import jittered_starts
+    from crowdrank.models import numpyro_models as npm
 
     kw = {"fast": fast, "loglik_dtype": "float32" if precision == "float32" else None,
           "pointwise": False}

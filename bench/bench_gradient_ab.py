@@ -60,11 +60,11 @@ def main(argv=None):
     import jax
     from numpyro.infer.util import potential_energy
 
-    from inference.nuts import jittered_starts
-    from models import model_inputs as new_mi
-    from models import numpyro_models as new
-    from models.priors import Priors
-    from models.simulate import simulate
+    from crowdrank.inference.nuts import jittered_starts
+    from crowdrank.models import model_inputs as new_mi
+    from crowdrank.models import numpyro_models as new
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import simulate
 
     recs = []
     with tempfile.TemporaryDirectory() as tmp:

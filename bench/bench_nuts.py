@@ -30,10 +30,10 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np
 
-from inference import nuts
-from models.model_inputs import model_inputs
-from models.priors import Priors
-from models.simulate import simulate, simulate_paper_scale
+from crowdrank.inference import nuts
+from crowdrank.models.model_inputs import model_inputs
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate, simulate_paper_scale
 
 RESULTS = ROOT / "bench" / "results" / "nuts.json"
 nuts.configure_host_devices()
@@ -56,7 +56,7 @@ def pymc_gradient(inputs, reps: int) -> dict:
     import pytensor
     import pytensor.tensor as pt
 
-    from models import pymc_models as pmm
+    from crowdrank.models import pymc_models as pmm
 
     model = pmm.build_model(inputs)
     logp = model.logp()
@@ -196,7 +196,7 @@ def main(argv=None) -> int:
             if args.paper_init == "online":
                 t = time.perf_counter()
                 try:
-                    from inference.online import fit_online
+                    from crowdrank.inference.online import fit_online
                     op = fit_online(big, "couple", bpr, progress=False)
                     a = np.asarray(op.alpha, float)
                     init = {"lambda": np.asarray(op.mu, float),

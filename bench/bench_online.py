@@ -32,11 +32,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from inference.online import fit_online
-from inference.online.api import _run_kernel, algorithm_options, pairs_sequence
-from inference.online.state import OnlinePosterior
-from models.priors import Priors
-from models.simulate import simulate_paper_scale
+from crowdrank.inference.online import fit_online
+from crowdrank.inference.online.api import _run_kernel, algorithm_options, pairs_sequence
+from crowdrank.inference.online.state import OnlinePosterior
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate_paper_scale
 
 GOALS = {"couple_rankings_per_s": 3e6, "pl_vs_openskill": 150.0, "couple_pl_cost_ratio": 2.8}
 

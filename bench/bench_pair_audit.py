@@ -34,16 +34,16 @@ def _cpu() -> float:
 
 def _data(model: str, pairs: int, folder: Path) -> tuple[Path, list[str]]:
     """A simulated pairwise CSV for ``model`` and the options it needs."""
-    from models.pair_table import write_pair_table
+    from crowdrank.models.pair_table import write_pair_table
 
     if model == "contextual-bt":
-        from inference.batch.contextual import simulate_contextual
-        from models.contextual import table_from_simulation
+        from crowdrank.inference.batch.contextual import simulate_contextual
+        from crowdrank.models.contextual import table_from_simulation
         win, lose, X, _, _ = simulate_contextual(6, pairs, 1, seed=21)
         t = table_from_simulation(win, lose, X, seed=21, n_workers=4)
         f = write_pair_table(t, folder / "ctx.csv", {"x0": t.extra["x0"]})
         return f, ["--covariates", "x0"]
-    from models.crowdbt_ext import simulate
+    from crowdrank.models.crowdbt_ext import simulate
     t, _ = simulate(6, 4, pairs, model, n_categories=3, eta_ab=(8.0, 2.0), bias_sd=1.5,
                     seed=21)
     extra = {"category": t.extra["category"]} if "category" in t.extra else None
@@ -52,7 +52,7 @@ def _data(model: str, pairs: int, folder: Path) -> tuple[Path, list[str]]:
 
 
 def run(model: str, pairs: int, folder: Path) -> dict:
-    from reports.cli import main
+    from crowdrank.reports.cli import main
 
     f, opts = _data(model, pairs, folder)
     out = folder / f"audit-{model}"
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "pair_audit.json"))
     a = p.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
     configure_host_devices()
     runs = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -6,16 +6,16 @@ Three parts (``--parts``, default all; each replaces only its own key of the JSO
 ``audit`` (key ``runs``)
     For each of ``crowdbt-bias``, ``crowdbt-domain`` (EM) and ``contextual-bt`` (MAP) and
     each back-end, one simulated data set is fitted by the point method and by NUTS
-    (:mod:`validation.pair_audit`); the aggregates of ``z`` and the sd ratio per family.
+    (:mod:`crowdrank.validation.pair_audit`); the aggregates of ``z`` and the sd ratio per family.
 ``em-scale`` (key ``em_scale``)
     The extensions' EM on the *real* read-level pairs (490 items, 624 workers, 12,726
     pairs) with a seeded synthetic presentation order (and, for the domain model, a seeded
     synthetic category of 3): plain EM, SQUAREM alone and SQUAREM + projected Newton (the
-    default, :func:`inference.batch.crowdbt_ext.newton_step`), each with its trace of the
+    default, :func:`crowdrank.inference.batch.crowdbt_ext.newton_step`), each with its trace of the
     projected gradient and log posterior, and what creeps (per family gradients, the
     accuracies on the bound and near 1/2) after the first 200 steps.
 ``preflib`` (key ``preflib_covariates``)
-    ``preflib-dots-pairs`` / ``preflib-puzzle-pairs`` (:mod:`models.io.pair_datasets`):
+    ``preflib-dots-pairs`` / ``preflib-puzzle-pairs`` (:mod:`crowdrank.models.io.pair_datasets`):
     contextual BT with ``x = difficulty``, the domain model's accuracy per difficulty and,
     as an independent check, a separate BT fit per difficulty by ``choix``.
 
@@ -62,14 +62,14 @@ def _summary(rep: dict) -> dict:
 
 
 def run_one(model: str, backend: str, args) -> dict:
-    from models import crowdbt_ext as cbx
-    from validation.pair_audit import audit_contextual, audit_crowdbt_ext
+    from crowdrank.models import crowdbt_ext as cbx
+    from crowdrank.validation.pair_audit import audit_contextual, audit_crowdbt_ext
 
     nuts_kw = {"chains": args.chains, "tune": args.tune, "draws": args.draws, "seed": 1}
     load0, c0, t0 = os.getloadavg(), _cpu(), time.perf_counter()
     if model == "contextual-bt":
-        from inference.batch.contextual import simulate_contextual
-        from models.contextual import table_from_simulation
+        from crowdrank.inference.batch.contextual import simulate_contextual
+        from crowdrank.models.contextual import table_from_simulation
         win, lose, X, _, _ = simulate_contextual(args.items, args.pairs, 1, seed=args.seed)
         t = table_from_simulation(win, lose, X, seed=args.seed)
         rep = audit_contextual(t, X, backend=backend, nuts_kw=nuts_kw)
@@ -101,8 +101,8 @@ def _timed(fn, *a, **kw):
 def readlevel_table(seed: int = 0, categories: int = 3):
     """Read-level's real pairs with a seeded random presentation order and a seeded random
     category ``c0..`` per pair (the data have neither)."""
-    from models.io.datasets import load_dataset
-    from models.pair_table import PairTable, from_rankings
+    from crowdrank.models.io.datasets import load_dataset
+    from crowdrank.models.pair_table import PairTable, from_rankings
 
     data, _ = load_dataset("readlevel")
     t = from_rankings(data)
@@ -117,7 +117,7 @@ def readlevel_table(seed: int = 0, categories: int = 3):
 
 def _creep(st, Z, theta, eta, ab) -> dict:
     """Which parameters hold the projected gradient up (at a point of an unconverged run)."""
-    from inference.batch import crowdbt_ext as ext
+    from crowdrank.inference.batch import crowdbt_ext as ext
 
     gt, ge = ext.gradient(st, Z, theta, eta, ab)
     L = st.n_items
@@ -135,8 +135,8 @@ def _creep(st, Z, theta, eta, ab) -> dict:
 
 
 def run_em_scale(args, prev: dict | None = None) -> dict:
-    from inference.batch import crowdbt_ext as ext
-    from models import crowdbt_ext as cbx
+    from crowdrank.inference.batch import crowdbt_ext as ext
+    from crowdrank.models import crowdbt_ext as cbx
 
     table = readlevel_table(args.seed_order)
     out = {"data": "readlevel (real pairs), synthetic presentation order and 3 categories "
@@ -183,11 +183,11 @@ def run_em_scale(args, prev: dict | None = None) -> dict:
 def run_preflib(args) -> dict:
     import choix
 
-    from inference.batch.contextual import fit_contextual
-    from inference.batch.crowdbt_ext import fit_ext_em
-    from models.contextual import encode_covariates
-    from models.crowdbt_ext import structure
-    from models.io.pair_datasets import PAIR_DATASETS, load_pair_dataset
+    from crowdrank.inference.batch.contextual import fit_contextual
+    from crowdrank.inference.batch.crowdbt_ext import fit_ext_em
+    from crowdrank.models.contextual import encode_covariates
+    from crowdrank.models.crowdbt_ext import structure
+    from crowdrank.models.io.pair_datasets import PAIR_DATASETS, load_pair_dataset
 
     out = {}
     for name in PAIR_DATASETS:
@@ -245,7 +245,7 @@ def run_preflib(args) -> dict:
 
 
 def main(argv=None) -> int:
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
 
     configure_host_devices()
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -1,6 +1,6 @@
 """The peers' table: accuracy and Spearman's ρ of every crowdrank method beside crowd-kit's
 BradleyTerry / NoisyBradleyTerry and choix, in one process on the same data
-(:mod:`validation.peers`), on BabyFace, read-level and the two PrefLib sets.
+(:mod:`crowdrank.validation.peers`), on BabyFace, read-level and the two PrefLib sets.
 
 Results in ``bench/results/peers.json`` (one row per data set and method, with wall and
 CPU seconds per fit; the load average beside them). Needs ``crowd-kit`` (a development
@@ -45,8 +45,8 @@ def main(argv=None) -> int:
 
     from threadpoolctl import threadpool_limits
 
-    from models.io import load_dataset
-    from validation import peers
+    from crowdrank.models.io import load_dataset
+    from crowdrank.validation import peers
 
     methods = [m for m in peers.LABELS
                if m not in peers.CROWDKIT or _version("crowd-kit") is not None]

@@ -33,7 +33,7 @@ Writes ``bench/results/reference_<what>.json``::
         [--eta-update gibbs --gibbs-sweeps 2 --gibbs-walk 0]
 
 ``paper --eta-update gibbs``: NUTS on the scores within the exact Gibbs step of the worker
-simplexes (``fit_nuts(eta_update="gibbs")``, :mod:`inference.gibbs`); the record adds the
+simplexes (``fit_nuts(eta_update="gibbs")``, :mod:`crowdrank.inference.gibbs`); the record adds the
 Gibbs step's cost per iteration (``gibbs_ms``, all its sweeps, one chain) and its share.
 """
 
@@ -89,7 +89,7 @@ def summarise(r, wall: float) -> dict:
 
 
 def fit(data, model, priors, **kw):
-    from inference.nuts import fit_nuts
+    from crowdrank.inference.nuts import fit_nuts
 
     t = time.perf_counter()
     r = fit_nuts(data, model, priors, progress=False, **kw)
@@ -97,9 +97,9 @@ def fit(data, model, priors, **kw):
 
 
 def bench_warmstart(args) -> list:
-    from inference.online import fit_online
-    from models.priors import Priors
-    from validation.audit import default_subject
+    from crowdrank.inference.online import fit_online
+    from crowdrank.models.priors import Priors
+    from crowdrank.validation.audit import default_subject
 
     d = default_subject().data
     pr = Priors.geometric(d.workers, d.K, a0=10, a=6)
@@ -172,9 +172,9 @@ def bench_warmstart_ladder(args) -> list:
     figure of merit on a shared machine). Records are written as they finish (``--out``), so
     a stopped ladder keeps what it measured.
     """
-    from inference.online import fit_online
-    from models.priors import Priors
-    from validation.audit import default_subject
+    from crowdrank.inference.online import fit_online
+    from crowdrank.models.priors import Priors
+    from crowdrank.validation.audit import default_subject
 
     d = default_subject().data
     pr = Priors.geometric(d.workers, d.K, a0=10, a=6)
@@ -243,7 +243,7 @@ def worst_parameters(idata, n: int = 6) -> dict:
 
 def adaptation_report(r, n: int = 8, workers=()) -> dict | None:
     """NumPyro's adapted step size and inverse mass diagonal against the draws' variance
-    per unconstrained coordinate (:func:`inference.nuts.adaptation_summary`): the ratio's
+    per unconstrained coordinate (:func:`crowdrank.inference.nuts.adaptation_summary`): the ratio's
     spread over all coordinates, the ``n`` coordinates where it is furthest below 1
     (adaptation too timid there), and every coordinate of the listed ``workers`` (those of
     the worst R-hat) — with per-chain ratios and posterior sds."""
@@ -281,9 +281,9 @@ def worst_workers(diagnosis: dict, n: int = 2) -> list[int]:
 def medium_data(model: str, setting: str):
     """The medium scale: L=100, W=50, 100 tasks per worker (5,000 rankings; k ≤ 4 for
     COUPLE, pairs for CrowdBT), geometric prior a0=10, a=6 (CrowdBT: its Beta marginal)."""
-    from models.priors import Priors
-    from models.registry import get as get_model
-    from models.simulate import simulate
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.registry import get as get_model
+    from crowdrank.models.simulate import simulate
 
     d = simulate(model, setting=setting, n_items=100, n_workers=50, tasks_per_worker=100,
                  kmax=4 if model == "couple" else 2, seed=0).rankings
@@ -295,7 +295,7 @@ def save_reference(r, rec: dict, out: Path, wall: float) -> None:
     """Keep a run as the fidelity study's reference (``bench/bench_fidelity.py``'s
     cache layout: ``posterior.nc`` + ``reference.json``), so the study does not sample the
     same posterior twice."""
-    from inference.nuts import write_nuts
+    from crowdrank.inference.nuts import write_nuts
 
     write_nuts(r, out)
     (out / "reference.json").write_text(json.dumps(
@@ -313,7 +313,7 @@ def save_reference(r, rec: dict, out: Path, wall: float) -> None:
 def bench_medium(args) -> list:
     """One configuration per back-end on the medium data, both back-ends from the same
     warm starts (the same seed draws the same approximation draws for each)."""
-    from inference.online import fit_online
+    from crowdrank.inference.online import fit_online
 
     d, pr = medium_data(args.model, args.setting)
     on = fit_online(d, args.model, pr, progress=False)
@@ -382,9 +382,9 @@ def bench_paper(args) -> list:
     """The paper's scale (or, with ``--items/--workers/--tasks``, a smaller one with the
     same per-item and per-worker information when ``--tasks 900`` is kept: L=100, W=50
     gives each item and each worker as many rankings as at the paper's scale)."""
-    from inference.online import fit_online
-    from models.priors import Priors
-    from models.simulate import simulate
+    from crowdrank.inference.online import fit_online
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import simulate
 
     scale = {"n_items": args.items, "n_workers": args.workers,
              "tasks_per_worker": args.tasks, "kmax": 4}
@@ -516,7 +516,7 @@ def main(argv=None) -> int:
     # paper: the default route measured fewest leapfrogs per draw on the matched proxy
     # (docs/notes.md, paper scale)
     args.adapt = args.adapt or "windowed"
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
     configure_host_devices()
     out = {"warmstart": bench_warmstart, "warmstart-ladder": bench_warmstart_ladder,
            "medium": bench_medium, "paper": bench_paper}[args.what](args)

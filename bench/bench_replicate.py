@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from validation.replicate import machine, run_experiment  # noqa: E402
+from crowdrank.validation.replicate import machine, run_experiment  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -72,7 +72,7 @@ def write(name: str, obj: dict) -> Path:
 
 
 def run_one(name: str, args) -> dict:
-    from reports.replicate_html import _clean, write_all
+    from crowdrank.reports.replicate_html import _clean, write_all
 
     out = Path(args.out) / name
     repeats = {"fig7": args.repeats_fig7, "cost": args.repeats_cost}.get(name,
@@ -106,8 +106,8 @@ def run_gap(args) -> dict:
     at the reduced scale (``--nuts-scale``; all four settings under 'story', those of
     ``--gap-nuts-settings`` under the others); one table of accuracies at 100 % of the
     samples per simulator."""
-    from reports.replicate_html import _clean, nuts_verdict, write_all
-    from validation.replicate import NUTS_SCALE, SETTINGS
+    from crowdrank.reports.replicate_html import _clean, nuts_verdict, write_all
+    from crowdrank.validation.replicate import NUTS_SCALE, SETTINGS
 
     nsc = dict(NUTS_SCALE)
     if args.nuts_scale:
@@ -146,7 +146,7 @@ def run_gap(args) -> dict:
 def run_dask(args) -> dict:
     from distributed import Client, LocalCluster
 
-    from validation.experiments import run_grid, sleep_job
+    from crowdrank.validation.experiments import run_grid, sleep_job
 
     specs = [{"seed": s, "work": args.dask_work} for s in range(args.dask_tasks)]
     base = Path(args.out) / "dask-bench"
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     p.add_argument("--dask-work", type=float, default=0.5)
     p.add_argument("--dask-repeats", type=int, default=2)
     args = p.parse_args(argv)
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
     configure_host_devices()
     for name in args.experiments:
         if name == "dask":

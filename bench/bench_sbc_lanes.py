@@ -1,5 +1,5 @@
 """Where a vmapped SBC batch spends its time: the slowest-lane cost of
-:func:`inference.batched.fit_nuts_batched`.
+:func:`crowdrank.inference.batched.fit_nuts_batched`.
 
 A vmapped NUTS iteration runs its tree-building ``while_loop`` until the *longest*
 trajectory among its lanes has finished, so every lane pays for the hardest one. This
@@ -32,8 +32,8 @@ def measure(model: str, replicates: int, batch: int, tune: int, draws: int, chai
             seed: int, extra: dict) -> dict:
     import numpy as np
 
-    from inference.batched import fit_nuts_batched, pad_layout
-    from validation.sbc import SbcConfig, _prepare
+    from crowdrank.inference.batched import fit_nuts_batched, pad_layout
+    from crowdrank.validation.sbc import SbcConfig, _prepare
 
     cfg = SbcConfig(model=model, backend="numpyro", sims=max(replicates, 2), seed=seed,
                     chains=chains, tune=tune, draws=draws)
@@ -85,7 +85,7 @@ def main() -> int:
     ap.add_argument("--label", default="default")
     ap.add_argument("--out", default="bench/results/sbc_lanes.json")
     a = ap.parse_args()
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
 
     configure_host_devices()
     path = ROOT / a.out

@@ -139,10 +139,10 @@ class _CsvAppender:
 
 def make_large(n: int, folder: Path, seed: int) -> tuple[Path, Path]:
     """The paper's protocol at ``n`` rankings, simulated and written in blocks."""
-    from models.data import Rankings
-    from models.io.parquet import Writer
-    from models.io.parquet import table as pq_table
-    from models.simulate import PAPER_SCALE, simulate
+    from crowdrank.models.data import Rankings
+    from crowdrank.models.io.parquet import Writer
+    from crowdrank.models.io.parquet import table as pq_table
+    from crowdrank.models.simulate import PAPER_SCALE, simulate
 
     csv_path, pq_path = folder / "rankings.csv", folder / "rankings.parquet"
     if csv_path.exists() and pq_path.exists():
@@ -173,7 +173,7 @@ def make_large(n: int, folder: Path, seed: int) -> tuple[Path, Path]:
             print(f"  simulated {done * WORKERS:,} of {n:,} rankings", file=sys.stderr,
                   flush=True)
     tmp_pq.replace(pq_path)
-    from models.io import write_truth
+    from crowdrank.models.io import write_truth
     write_truth(first.rankings.items, lam, folder / "truth.csv")
     return csv_path, pq_path
 

@@ -1,5 +1,5 @@
 """The tail of the smallest simplex entry in prior-only NUTS: how well is E[η_t] estimated,
-and is :func:`validation.reference.simplex_prior_check` honest about it?
+and is :func:`crowdrank.validation.reference.simplex_prior_check` honest about it?
 
 The model is the one of the prior-only tests (COUPLE, 4 items, 2 workers, geometric prior
 ``α = 10·6^-t``, ``α_4 ≈ 0.0077``), run prior-only with NumPyro's default NUTS at the tests'
@@ -58,10 +58,10 @@ def numpyro_sweep(seeds: int, precision: str, level_sd: float | None, simplex: s
     import jax
     from numpyro.infer import MCMC, NUTS
 
-    from models import numpyro_models as npm
-    from models.model_inputs import model_inputs
-    from models.priors import Priors
-    from models.simulate import simulate
+    from crowdrank.models import numpyro_models as npm
+    from crowdrank.models.model_inputs import model_inputs
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import simulate
 
     d = simulate("couple", n_items=4, n_workers=2, tasks_per_worker=4, kmax=4, seed=1).rankings
     inp = model_inputs("couple", d, Priors.geometric(d.workers, 4))
@@ -93,7 +93,7 @@ def probit_simplex_model(alpha: np.ndarray, level_sd: float | None = None):
     import numpyro
     import numpyro.distributions as dist
 
-    from models.model_inputs import boost_split, level_log_ratio
+    from crowdrank.models.model_inputs import boost_split, level_log_ratio
 
     a = jnp.asarray(alpha)
     big, small = boost_split(alpha)
@@ -133,9 +133,9 @@ def remedy_sweep(seeds: int, seed: int = 0) -> tuple[np.ndarray, dict]:
 
 def pymc_sweep(seeds: int) -> tuple[np.ndarray, dict]:
     """The same prior-only run through ``fit_nuts(backend="pymc")``, one call per seed."""
-    from inference import nuts
-    from models.priors import Priors
-    from models.simulate import simulate
+    from crowdrank.inference import nuts
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import simulate
 
     d = simulate("couple", n_items=4, n_workers=2, tasks_per_worker=4, kmax=4, seed=1).rankings
     pr = Priors.geometric(d.workers, 4)
@@ -154,10 +154,10 @@ def sequential_sweep(seeds: int, level_sd) -> dict:
     import jax
     from numpyro.infer import MCMC, NUTS
 
-    from models import numpyro_models as npm
-    from models.model_inputs import model_inputs
-    from models.priors import Priors
-    from models.simulate import simulate
+    from crowdrank.models import numpyro_models as npm
+    from crowdrank.models.model_inputs import model_inputs
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import simulate
 
     d = simulate("couple", n_items=4, n_workers=2, tasks_per_worker=4, kmax=4, seed=1).rankings
     inp = model_inputs("couple", d, Priors.geometric(d.workers, 4))
@@ -182,7 +182,7 @@ def sequential_sweep(seeds: int, level_sd) -> dict:
 
 def iid_draws(rng, alpha, repeats: int, n: int) -> np.ndarray:
     """``(repeats·CHAINS, n/CHAINS, K)`` exact Dirichlet draws (log-space Gammas)."""
-    from inference.warmstart import log_dirichlet_draws
+    from crowdrank.inference.warmstart import log_dirichlet_draws
 
     x = np.exp(log_dirichlet_draws(rng, np.asarray(alpha)[None], repeats * n))[:, 0, :]
     return x.reshape(repeats * CHAINS, n // CHAINS, len(alpha))
@@ -190,7 +190,7 @@ def iid_draws(rng, alpha, repeats: int, n: int) -> np.ndarray:
 
 def per_run(eta: np.ndarray, alpha=ALPHA, z_max: float = 5.0) -> list[dict]:
     """The check on every run (chains ``2i, 2i+1``) and worker: before and after."""
-    from validation.reference import simplex_prior_check
+    from crowdrank.validation.reference import simplex_prior_check
 
     eta = eta if eta.ndim == 4 else eta[:, :, None, :]
     rows = []
@@ -276,7 +276,7 @@ def thin_tail(rng, eta: np.ndarray, alpha, keep: float) -> np.ndarray:
 
 def power(rng, repeats: int, n: int) -> dict:
     """Share of runs of ``n`` draws the check fails, for exact draws and planted errors."""
-    from validation.reference import simplex_prior_check
+    from crowdrank.validation.reference import simplex_prior_check
 
     cases = {"exact": lambda: iid_draws(rng, ALPHA, 1, n),
              "alpha4_x2": lambda: iid_draws(rng, ALPHA * [1, 1, 1, 2], 1, n),
@@ -313,7 +313,7 @@ def main(argv=None) -> int:
                    help="run only the probit-coordinate remedy and merge it into --out")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "simplex_tail.json"))
     a = p.parse_args(argv)
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
 
     configure_host_devices()
     t_all = _clock()

@@ -39,7 +39,7 @@ SPIKE = 1e-3
 
 def worker_tables(tables, w: int):
     """The stages of worker ``w`` only, re-indexed as worker 0 of 1."""
-    from inference.gibbs import StageTables
+    from crowdrank.inference.gibbs import StageTables
 
     ms, its, wks = [], [], []
     for m, it, wk in zip(tables.m, tables.items, tables.worker):
@@ -58,7 +58,7 @@ def conditional_runner(tables, alpha, beta, iters: int, sweeps: int, walk: int, 
     import jax
     import jax.numpy as jnp
 
-    from inference import gibbs as gb
+    from crowdrank.inference import gibbs as gb
 
     @jax.jit
     def run(key, log_g0, lam):
@@ -104,19 +104,19 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench/results/diagnose_paper_gibbs.json")
     args = ap.parse_args(argv)
 
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
     configure_host_devices()
     import arviz as az
     import arviz_stats as azs
     import jax
     import jax.numpy as jnp
 
-    from inference import gibbs as gb
-    from inference.nuts import gibbs_jump_proposal, gibbs_mode_center
-    from inference.online import fit_online
-    from models.model_inputs import model_inputs
-    from models.priors import Priors
-    from models.simulate import simulate
+    from crowdrank.inference import gibbs as gb
+    from crowdrank.inference.nuts import gibbs_jump_proposal, gibbs_mode_center
+    from crowdrank.inference.online import fit_online
+    from crowdrank.models.model_inputs import model_inputs
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import simulate
 
     c0, t0, load0 = time.process_time(), time.perf_counter(), os.getloadavg()
     d = simulate("couple", setting="amateur", seed=0, n_items=args.items,

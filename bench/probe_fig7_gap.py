@@ -29,13 +29,20 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from validation.replicate import (NUTS_SCALE, NUTS_SETTINGS, accuracy, machine,  # noqa: E402
-                                  nuts_synthetic_job, order_seed, synthetic)
+from crowdrank.validation.replicate import (  # noqa: E402
+    NUTS_SCALE,
+    NUTS_SETTINGS,
+    accuracy,
+    machine,
+    nuts_synthetic_job,
+    order_seed,
+    synthetic,
+)
 
 
 def probe(setting: str, seed: int) -> dict:
-    from inference.online import fit_online
-    from models.priors import Priors
+    from crowdrank.inference.online import fit_online
+    from crowdrank.models.priors import Priors
 
     sim, pri = synthetic(setting, seed, 1000, 500, 900, 4, 10)
     d = sim.rankings
@@ -66,7 +73,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--nuts", action="store_true")
     args = p.parse_args(argv)
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
     configure_host_devices()
     out = {"benchmark": "replicate-fig7-probe", "seed": args.seed, "machine": machine(),
            "settings": {}}

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from validation.replicate import accuracy, machine, order_seed, synthetic  # noqa: E402
+from crowdrank.validation.replicate import accuracy, machine, order_seed, synthetic  # noqa: E402
 
 
 def eq4_counts(gold, true_order, K: int) -> np.ndarray:
@@ -46,8 +46,8 @@ def eq4_counts(gold, true_order, K: int) -> np.ndarray:
 
 
 def main(argv=None) -> int:
-    from inference.online import fit_online
-    from models.priors import Priors
+    from crowdrank.inference.online import fit_online
+    from crowdrank.models.priors import Priors
 
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -10,7 +10,7 @@ routes:
   ``init_nuts`` (which compiles the log density and gradient), step assignment, trace set-up
   (compiles the deterministics), the NUTS loop, conversion to InferenceData, the DataTree
   and the gate;
-* ``reused_compile`` (the default): :mod:`inference.pymc_reuse` — the model compiled once
+* ``reused_compile`` (the default): :mod:`crowdrank.inference.pymc_reuse` — the model compiled once
   per process, then per replicate only the data load, PyMC's NUTS loop, the deterministics
   and the gate.
 
@@ -84,10 +84,10 @@ def profile_route(route: str, warm: int, reps: int, seed: int) -> dict:
     import numpy as np
     from pymc.sampling import mcmc
 
-    from inference import nuts
-    from models import pymc_models as pmm
-    from models.model_inputs import model_inputs
-    from validation import sbc
+    from crowdrank.inference import nuts
+    from crowdrank.models import pymc_models as pmm
+    from crowdrank.models.model_inputs import model_inputs
+    from crowdrank.validation import sbc
 
     clock = _Clock()
     reuse = route == "reused_compile"
@@ -101,11 +101,11 @@ def profile_route(route: str, warm: int, reps: int, seed: int) -> dict:
         patches.append((mod, name, orig))
 
     if reuse:
-        import inference.pymc_reuse as pr
+        import crowdrank.inference.pymc_reuse as pr
         patch(pr.ReusedNuts, "__init__", "compile (once per process)")
         patch(pr.ReusedNuts, "_starts", "starts (jitter, finite check)")
         patch(pr.ReusedNuts, "_deterministics", "deterministics (lambda, eta)")
-        import inference.gate as gate_mod
+        import crowdrank.inference.gate as gate_mod
         patch(gate_mod, "check", "gate")
     else:
         patch(pmm, "build_model", "graph build")
@@ -138,7 +138,7 @@ def profile_route(route: str, warm: int, reps: int, seed: int) -> dict:
             prep = sbc._prepare(spec)
             inputs = model_inputs("couple-normalized", prep["data"], prep["priors"])
             if reuse:
-                from inference.pymc_reuse import reused_nuts
+                from crowdrank.inference.pymc_reuse import reused_nuts
                 s, _ = reused_nuts(inputs)
                 s.data.set(inputs)
                 f = s.func
@@ -193,14 +193,14 @@ def linker_modes(seed: int, reps: int = 2000, rounds: int = 3) -> dict:
     interleaved rounds, so that a load spike hits every variant alike) of one replicate's
     log density and gradient: the re-used graph (rankings in shared variables) under
     PyTensor's numba linker (the default) and its C linker, and the per-replicate graph
-    (rankings as constants, :func:`models.pymc_models.build_model`)."""
+    (rankings as constants, :func:`crowdrank.models.pymc_models.build_model`)."""
     import numpy as np
     from pytensor.compile.mode import Mode
 
-    from inference.pymc_reuse import ReusedNuts
-    from models import pymc_models as pmm
-    from models.model_inputs import model_inputs
-    from validation import sbc
+    from crowdrank.inference.pymc_reuse import ReusedNuts
+    from crowdrank.models import pymc_models as pmm
+    from crowdrank.models.model_inputs import model_inputs
+    from crowdrank.validation import sbc
 
     spec = sbc.SbcConfig(model="couple-normalized", backend="pymc", sims=2,
                          seed=seed).spec(0)

@@ -365,7 +365,7 @@ def _scale_row(data) -> list:
 def _replicate(data) -> str:
     """A replicated experiment of [Pan18]: its tidy rows (fig7: at 100 % of the samples)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from reports.replicate_html import rows
+    from crowdrank.reports.replicate_html import rows
 
     summ = data["summary"]
     recs = [r for r in rows(summ) if r.get("fraction") in (1.0, "")]

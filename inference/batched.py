@@ -1,7 +1,7 @@
 """NUTS on many small data sets at once: one XLA program for every replicate and chain.
 
 Simulation-based calibration fits the same model to hundreds of small simulated data sets.
-Fitted one by one (:func:`inference.nuts.fit_nuts`), a 10-item, 100-ranking fit spends
+Fitted one by one (:func:`crowdrank.inference.nuts.fit_nuts`), a 10-item, 100-ranking fit spends
 almost all its time in the sampler's per-step overhead, not in the model: measured on 2
 cores, ~0.6 ms per leapfrog step for four vectorised chains against ~0.1 ms for the
 gradient itself, plus a fresh compilation per data set (its arrays are baked into the
@@ -11,11 +11,11 @@ padded to one common layout, and NumPyro's own NUTS kernel (``numpyro.infer.hmc.
 ``vmap``-ed over lanes = data sets × chains: one compilation for the whole study, and one
 pass of per-step overhead shared by all lanes.
 
-What is the same as :func:`~inference.nuts.fit_nuts`: the model (the same
-:func:`models.numpyro_models.item_scores`, :func:`~models.numpyro_models.worker_log_eta`
-and :func:`~models.numpyro_models.column_loglik`, in the default ``simplex="gamma"``,
+What is the same as :func:`~crowdrank.inference.nuts.fit_nuts`: the model (the same
+:func:`crowdrank.models.numpyro_models.item_scores`, :func:`~crowdrank.models.numpyro_models.worker_log_eta`
+and :func:`~crowdrank.models.numpyro_models.column_loglik`, in the default ``simplex="gamma"``,
 ``level="centered"`` coordinates), NumPyro's NUTS with its window adaptation of step size
-and diagonal mass matrix, float64, and the gate (:func:`inference.gate.check`) applied to
+and diagonal mass matrix, float64, and the gate (:func:`crowdrank.inference.gate.check`) applied to
 each data set's chains. What differs: chains start from ``Uniform(-2, 2)`` on the
 unconstrained scale (NumPyro's ``init_to_uniform``) instead of ``init_to_median``, and there
 is no warm start from an approximation. Each lane's computation is its own (``vmap``
@@ -57,10 +57,10 @@ from itertools import permutations
 
 import numpy as np
 
-from models.data import Rankings
-from models.model_inputs import ModelInputs, PermGroup, model_inputs
-from models.priors import Priors
-from models.registry import get
+from crowdrank.models.data import Rankings
+from crowdrank.models.model_inputs import ModelInputs, PermGroup, model_inputs
+from crowdrank.models.priors import Priors
+from crowdrank.models.registry import get
 
 from .gate import check
 
@@ -145,7 +145,7 @@ def _program(template: ModelInputs):
     import jax.numpy as jnp
     import numpyro
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     def prog(index, worker, weight):
         inputs = dataclasses.replace(template, index=index, worker=worker)
@@ -224,7 +224,7 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
     -------
     list of dict
         Per data set: ``posterior`` (``lambda`` ``(chains, draws, L)`` and ``eta`` when the
-        model has it), ``gate`` (:class:`inference.gate.Gate`), ``stats`` (divergences,
+        model has it), ``gate`` (:class:`crowdrank.inference.gate.Gate`), ``stats`` (divergences,
         leapfrog steps) and the batch's ``timings`` (shared by its data sets).
     """
     import jax

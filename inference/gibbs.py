@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from models.model_inputs import ModelInputs
+from crowdrank.models.model_inputs import ModelInputs
 
 
 @dataclass(frozen=True)
@@ -446,7 +446,7 @@ def make_gibbs_fn(inputs: ModelInputs, n_sweeps: int = 1, prior_only: bool = Fal
                   beta=None, walk_steps: int = 0, mode_center=None,
                   mode_refit: int = MODE_REFIT_STEPS):
     """The ``gibbs_fn`` of :class:`numpyro.infer.HMCGibbs` for the site ``eta_log_g`` of
-    :func:`models.numpyro_models.model` (``simplex="gibbs"``): with ``beta`` ``(W, K)``
+    :func:`crowdrank.models.numpyro_models.model` (``simplex="gibbs"``): with ``beta`` ``(W, K)``
     first one :func:`jump` and one :func:`entry_jump`, then ``n_sweeps`` sweeps of (G), then ``walk_steps`` steps of
     :func:`walk`, all given the current ``λ`` (each leaves ``p(g | λ, data)`` invariant).
     ``prior_only`` leaves the stages out (the exact prior). With ``mode_center`` (a ``λ``

@@ -1,12 +1,12 @@
 """NUTS runners: one data set, one model, one back-end → an ArviZ DataTree (docs/design.md, Validation).
 
-:func:`fit_nuts` samples a model of :mod:`models.numpyro_models` or
-:mod:`models.pymc_models` and returns a :class:`NutsResult` whose ``idata`` has the layout
+:func:`fit_nuts` samples a model of :mod:`crowdrank.models.numpyro_models` or
+:mod:`crowdrank.models.pymc_models` and returns a :class:`NutsResult` whose ``idata`` has the layout
 of ``docs/contracts.md`` (posterior ``lambda`` ``(chain, draw, item)``, ``eta``;
 ``sample_stats``; ``log_likelihood`` with one value per *source ranking*;
 ``observed_data``; ``posterior_predictive``: new orders of the observed tasks, drawn by
 the observed site's own generative process), coordinates named after the real ids, and whose ``gate`` says whether
-the run is trusted as a reference (:mod:`inference.gate`).
+the run is trusted as a reference (:mod:`crowdrank.inference.gate`).
 
 Parallel chains (NumPyro)
 -------------------------
@@ -30,10 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from models.data import Rankings
-from models.errors import UsageError
-from models.model_inputs import ModelInputs, model_inputs
-from models.priors import Priors
+from crowdrank.models.data import Rankings
+from crowdrank.models.errors import UsageError
+from crowdrank.models.model_inputs import ModelInputs, model_inputs
+from crowdrank.models.priors import Priors
 
 from .gate import Gate, check
 
@@ -106,14 +106,14 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         ``{"lambda": (L,), "eta": (W, K)}`` (COUPLE) or ``(W,)``/``(W, 2)`` (CrowdBT: the
         accuracy, or Beta ``(a, b)`` from which the mean is taken; a missing ``eta`` starts
         at its prior mean). It is mapped to the sampler's coordinates
-        (:mod:`inference.warmstart`) and each chain starts there plus its own uniform
+        (:mod:`crowdrank.inference.warmstart`) and each chain starts there plus its own uniform
         jitter in ``[-init_jitter, init_jitter]`` on the unconstrained scale (NumPyro; PyMC
         applies its usual ``[-1, 1]`` jitter).
     approx : OnlinePosterior, optional
-        Warm start from an approximate posterior (e.g. :func:`inference.online.fit_online`
+        Warm start from an approximate posterior (e.g. :func:`crowdrank.inference.online.fit_online`
         on the same data and priors): chain ``c`` starts at its own draw of the
         approximation, mapped to the sampler's coordinates through the exact conditionals
-        of the auxiliary variables (:mod:`inference.warmstart`), and, with ``seed_mass``
+        of the auxiliary variables (:mod:`crowdrank.inference.warmstart`), and, with ``seed_mass``
         (NumPyro), the initial inverse mass matrix is the variance of 400 such draws on the
         unconstrained scale. Overrides ``init``.
     init_jitter : float
@@ -142,7 +142,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         process, ``numpyro.infer.Predictive`` / ``pm.sample_posterior_predictive``), from
         at most :data:`PREDICTIVE_DRAWS` draws evenly thinned; default: as ``pointwise``.
     simplex, level : str
-        The sampler's coordinates (:mod:`models.numpyro_models`): ``"gamma"`` (exact for
+        The sampler's coordinates (:mod:`crowdrank.models.numpyro_models`): ``"gamma"`` (exact for
         any concentration) or ``"dirichlet"`` (the PPL's own simplex, kept for comparison);
         ``"centered"`` (mean + zero-sum scores) or ``"iid"``. The model is the same.
     max_tree_depth : int
@@ -159,7 +159,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         Default: no extension.
     prior_only : bool
         Sample the prior alone (the data only give the shapes): the check of a sampler
-        against the exact marginals of its prior (:mod:`validation.reference`).
+        against the exact marginals of its prior (:mod:`crowdrank.validation.reference`).
     adapt : {"windowed", "fixed", "pooled"}
         NumPyro, diagonal mass, with ``approx``: how warm-up adapts. ``"windowed"`` (the
         default) is Stan's schedule, each chain re-estimating its mass in doubling
@@ -175,28 +175,28 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     worker_level : {"fixed", "approx"}
         NumPyro, Gamma simplex, with ``approx``: the law of each worker's auxiliary
         magnitude ``log S`` (exact for any law): ``"fixed"`` sd
-        :data:`models.model_inputs.LEVEL_SD` for everyone, ``"approx"`` per worker the sd of
+        :data:`crowdrank.models.model_inputs.LEVEL_SD` for everyone, ``"approx"`` per worker the sd of
         its pinned ``log η_t`` under the approximation
-        (:func:`inference.warmstart.worker_level_sd`), which removes the stiffest
+        (:func:`crowdrank.inference.warmstart.worker_level_sd`), which removes the stiffest
         directions when the data pin ``η`` tightly (hundreds of tasks per worker).
     refine_eta : bool
         COUPLE with ``approx``: replace the approximation's worker concentrations by
         ``α + n_w``, the EM expected offset counts given its item means
-        (:func:`inference.warmstart.refine_worker_alpha`), before they choose the boost
+        (:func:`crowdrank.inference.warmstart.refine_worker_alpha`), before they choose the boost
         mask, the starts and the seeded mass — for data where the one-pass update leaves
         small components at their prior. Changes only the sampler's efficiency.
     eta_update : {"nuts", "gibbs"}
         How the worker simplexes move. ``"nuts"`` (default): jointly with ``λ`` in NUTS
         (``simplex``). ``"gibbs"`` (NumPyro, model ``"couple"``): NUTS moves ``λ`` given
         ``η`` and each iteration first runs ``gibbs_sweeps`` sweeps of the exact Gibbs step
-        of ``η`` given ``λ`` (:mod:`inference.gibbs`; ``numpyro.infer.HMCGibbs``): the
+        of ``η`` given ``λ`` (:mod:`crowdrank.inference.gibbs`; ``numpyro.infer.HMCGibbs``): the
         gradient sees only ``λ``, and a worker whose ``η_t`` has a prior spike beside a data
         mode is moved by exact conditional draws instead of a trajectory. ``simplex``,
         ``worker_level`` and ``adapt`` keep their defaults; ``approx``, ``init``,
         ``max_draws`` and ``refine_eta`` work (the seeded mass is ``λ``'s only);
         ``NutsResult.adaptation`` is None. With ``approx`` each iteration also starts
         with exact Metropolis–Hastings jumps of every worker's row and of each entry
-        (:func:`inference.gibbs.jump`, :func:`inference.gibbs.entry_jump`; proposal
+        (:func:`crowdrank.inference.gibbs.jump`, :func:`crowdrank.inference.gibbs.entry_jump`; proposal
         :func:`gibbs_jump_proposal`), which free an entry stuck in its prior spike;
         without ``approx``, no jumps. Measured on the paper-scale proxy: ~13 leapfrogs per
         draw instead of ~110, but ``η`` not better mixed than under joint NUTS
@@ -207,14 +207,14 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         gathers over the stages, no gradient.
     gibbs_walk : int
         ``eta_update="gibbs"``: random-walk Metropolis steps of each worker's row per
-        iteration after the sweeps (:func:`inference.gibbs.walk`; exact, one likelihood
+        iteration after the sweeps (:func:`crowdrank.inference.gibbs.walk`; exact, one likelihood
         pass each, no gradient). Default 0.
     gibbs_mode_jump : bool
         ``eta_update="gibbs"`` with ``approx``: each iteration first one independence
         Metropolis–Hastings move of every worker's row from a mixture over which of the
         two smallest-``α`` entries sit in their prior spike, each component a Laplace fit
         (Newton at the approximation's scores, refitted by a few steps at the current
-        ``λ``; :func:`inference.gibbs.mode_jump`; exact whatever the fit). Measured on the
+        ``λ``; :func:`crowdrank.inference.gibbs.mode_jump`; exact whatever the fit). Measured on the
         paper-scale proxy: η min bulk ESS 18.6 → 74 but not yet trusted, and only with
         ``gibbs_walk`` (docs/design.md, Sect. 5.3a). Default off.
 
@@ -263,7 +263,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
                          "mixture is fitted at the approximation's scores)")
     rng = np.random.default_rng([int(seed), 0x5EED])
     if approx is not None:
-        from models.model_inputs import boost_mask
+        from crowdrank.models.model_inputs import boost_mask
 
         from .warmstart import approx_alpha, approx_draws
         if refine_eta:
@@ -277,7 +277,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             a_post = approx_alpha(inputs, approx, data.workers)
             param["boost"] = boost_mask(inputs.alpha, a_post)
             if worker_level == "approx":
-                from models.model_inputs import INFORMED_ALPHA
+                from crowdrank.models.model_inputs import INFORMED_ALPHA
 
                 from .warmstart import worker_level_sd
                 param["level_sd"] = worker_level_sd(a_post, a_post >= INFORMED_ALPHA)
@@ -399,9 +399,9 @@ JUMP_SHRINK = 0.5
 
 
 def gibbs_jump_proposal(inputs: ModelInputs, approx, data: Rankings) -> np.ndarray:
-    """``β = α + JUMP_SHRINK·n̂`` ``(W, K)``: the proposal of :func:`inference.gibbs.jump`,
+    """``β = α + JUMP_SHRINK·n̂`` ``(W, K)``: the proposal of :func:`crowdrank.inference.gibbs.jump`,
     ``n̂`` the EM expected offset counts at the approximation's item means
-    (:func:`inference.warmstart.refine_worker_alpha`). Fixed before sampling (it depends on
+    (:func:`crowdrank.inference.warmstart.refine_worker_alpha`). Fixed before sampling (it depends on
     the data and the approximation only), as an independence proposal must be."""
     from .warmstart import _positions, refine_worker_alpha
 
@@ -413,7 +413,7 @@ def gibbs_jump_proposal(inputs: ModelInputs, approx, data: Rankings) -> np.ndarr
 
 def gibbs_mode_center(approx, data: Rankings) -> np.ndarray:
     """The approximation's item means in ``data``'s item order: where
-    :func:`inference.gibbs.mode_fit` fits the mode jump's mixture (fixed before sampling)."""
+    :func:`crowdrank.inference.gibbs.mode_fit` fits the mode jump's mixture (fixed before sampling)."""
     from .warmstart import _positions
 
     return np.asarray(approx.mu, float)[_positions(approx.items, data.items, "item")]
@@ -422,7 +422,7 @@ def gibbs_mode_center(approx, data: Rankings) -> np.ndarray:
 def _gibbs_values(inputs: ModelInputs, lam, log_eta, rng: np.random.Generator,
                   level: str) -> dict:
     """Sampler values of the Gibbs route for ``(λ, log η)`` (any leading batch dims): the
-    item sites as :func:`inference.warmstart.sampler_values`, and ``eta_log_g = log η +
+    item sites as :func:`crowdrank.inference.warmstart.sampler_values`, and ``eta_log_g = log η +
     log S`` with ``S ~ Gamma(Σα)`` drawn independently — exact, since ``g/S ~ Dir(α)`` is
     independent of ``S = Σ g ~ Gamma(Σα)``."""
     from .warmstart import item_values
@@ -467,7 +467,7 @@ def gibbs_jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: in
 # ---------------------------------------------------------------- init
 def _refined_approx(inputs: ModelInputs, approx, data: Rankings):
     """A shallow copy of ``approx`` whose COUPLE worker concentrations are refined by
-    :func:`inference.warmstart.refine_worker_alpha` at its item means."""
+    :func:`crowdrank.inference.warmstart.refine_worker_alpha` at its item means."""
     import copy
 
     from .warmstart import _positions, refine_worker_alpha
@@ -516,7 +516,7 @@ def _site_bijections(inputs: ModelInputs, param: dict) -> dict:
     from numpyro import handlers
     from numpyro.distributions import biject_to
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     with jax.enable_x64(True), handlers.seed(rng_seed=0):
         tr = handlers.trace(npm.model).get_trace(inputs, prior_only=True, **param)
@@ -540,7 +540,7 @@ def jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: int,
     """Per-chain NumPyro starting points around ``init``, on the unconstrained scale.
 
     ``init`` (constrained ``λ``, ``η``, as checked by :func:`_check_init`) is mapped to the
-    sampler's coordinates (:func:`inference.warmstart.sampler_values`: each chain draws its
+    sampler's coordinates (:func:`crowdrank.inference.warmstart.sampler_values`: each chain draws its
     own auxiliary Gamma variables given ``η``) and to the unconstrained scale through
     NumPyro's own bijections; chain ``c`` then starts at that point plus an independent
     ``Uniform(-jitter, jitter)`` offset on every coordinate, PyMC's ``jitter+adapt_diag``
@@ -606,7 +606,7 @@ def _run_numpyro(inputs, *, chains, tune, draws, target_accept, seed, starts, in
     import jax
     from numpyro.infer import MCMC, NUTS, HMCGibbs, init_to_median
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     gibbs = param.get("simplex") == "gibbs"
     if chain_method is None:
@@ -763,7 +763,7 @@ def _extend_sampling(mcmc, samples: dict, ex: dict, extra, chains: int, draws: i
 
 
 def _gate_of(samples: dict, ex: dict) -> Gate:
-    """The gate (:func:`inference.gate.check`) on raw NumPyro draws ``(chain, draw, ...)``:
+    """The gate (:func:`crowdrank.inference.gate.check`) on raw NumPyro draws ``(chain, draw, ...)``:
     the model's parameters ``lambda`` (and ``eta``), divergences and energies."""
     from arviz_base import from_dict
 
@@ -840,8 +840,8 @@ def coordinate_names(inputs: ModelInputs, param: dict) -> list[str]:
     """Names of NumPyro's unconstrained coordinates in its flattening order (sites sorted by
     name, each raveled): ``lambda_mean``, ``lambda_c[i]`` (the zero-sum block's ``L − 1``
     free coordinates), ``eta_g[w,t]``/``eta_u[w,t]``/``eta_e[w,t]`` (worker ``w``'s entry
-    ``t``, as :func:`models.model_inputs.boost_split` orders them), ``eta[...]`` otherwise."""
-    from models.model_inputs import boost_split
+    ``t``, as :func:`crowdrank.models.model_inputs.boost_split` orders them), ``eta[...]`` otherwise."""
+    from crowdrank.models.model_inputs import boost_split
 
     bij = _site_bijections(inputs, param)
     sizes = {k: int(np.prod(np.shape(v))) for k, v in
@@ -865,7 +865,7 @@ def _prior_point(inputs: ModelInputs, param: dict) -> dict:
     import jax
     from numpyro import handlers
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     with jax.enable_x64(True), handlers.seed(rng_seed=0):
         tr = handlers.trace(npm.model).get_trace(inputs, prior_only=True, **param)
@@ -917,7 +917,7 @@ def gradient_timing(inputs: ModelInputs, reps: int = 5, *, z: dict | None = None
     import jax
     from numpyro.infer.util import potential_energy
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     param = param or {}
     if z is None and param.get("simplex") == "gibbs":
@@ -942,7 +942,7 @@ def gradient_timing(inputs: ModelInputs, reps: int = 5, *, z: dict | None = None
 def gibbs_timing(inputs: ModelInputs, sweeps: int = 1, reps: int = 5, *,
                  z: dict | None = None, level: str = "centered",
                  walk_steps: int = 0) -> dict:
-    """Seconds to compile :func:`inference.gibbs.sweeps` and ms per call (``sweeps``
+    """Seconds to compile :func:`crowdrank.inference.gibbs.sweeps` and ms per call (``sweeps``
     sweeps, one chain) at ``z`` (default: λ = 0 and a prior draw of the worker table): the
     cost the Gibbs route adds to each iteration besides the gradients (with
     ``walk_steps`` random-walk steps after the sweeps; the jump not included)."""
@@ -1000,7 +1000,7 @@ def _numpyro_pointwise(inputs, samples, param, chunk: int = 256) -> np.ndarray:
     import jax
     from numpyro.infer import log_likelihood
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     C, D = np.asarray(samples["lambda"]).shape[:2]
     flat = _flat(samples)
@@ -1025,7 +1025,7 @@ def _numpyro_predictive(inputs, samples, param, keep, seed) -> np.ndarray:
     import jax
     from numpyro.infer import Predictive
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     C = np.asarray(samples["lambda"]).shape[0]
     flat = _flat(samples, keep)
@@ -1096,7 +1096,7 @@ def _run_pymc(inputs, *, chains, tune, draws, target_accept, seed, initvals, jit
               keep=None, cores=None, dense_mass=False):
     import pymc as pm
 
-    from models import pymc_models as pmm
+    from crowdrank.models import pymc_models as pmm
 
     timings = {}
     t = time.perf_counter()

@@ -1,12 +1,12 @@
 """NUTS for the pair-table models (the CrowdBT extensions, contextual BT).
 
-These models read presented pairs with extra columns (:mod:`models.pair_table`), not the
-:class:`models.data.Rankings` layout of :func:`inference.nuts.fit_nuts`, so they get this
+These models read presented pairs with extra columns (:mod:`crowdrank.models.pair_table`), not the
+:class:`crowdrank.models.data.Rankings` layout of :func:`crowdrank.inference.nuts.fit_nuts`, so they get this
 small runner: a NumPyro program (a zero-argument function) or a PyMC model in, the draws
 ``name → (chain, draw, ...)`` and NumPyro's split R-hat / bulk ESS summary out
 (:func:`numpyro.diagnostics.summary`, the same estimators for both back-ends), with the
 sampler's ``diverging`` and ``energy`` per draw so that :meth:`PairNuts.datatree` can go
-through the suite's convergence gate (:func:`inference.gate.check`).
+through the suite's convergence gate (:func:`crowdrank.inference.gate.check`).
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ class PairNuts:
     def datatree(self, dims: dict | None = None, log_likelihood=None):
         """An ArviZ ``DataTree``: ``posterior`` (:meth:`dataset`), ``sample_stats``
         (``diverging``, ``energy``) when recorded, and ``log_likelihood`` when given (an
-        ``xarray.Dataset``) — what :func:`inference.gate.check`, ArviZ's plots and
-        :func:`validation.reference.backend_agreement` read."""
+        ``xarray.Dataset``) — what :func:`crowdrank.inference.gate.check`, ArviZ's plots and
+        :func:`crowdrank.validation.reference.backend_agreement` read."""
         import xarray as xr
 
         groups = {"posterior": self.dataset(dims)}

@@ -1,9 +1,9 @@
 """PeerGrader by batch MAP, the way its authors fit it [Raman14].
 
-The model (:mod:`models.registry`, ``"peergrader"``): a grader ``g`` reports the ranking
+The model (:mod:`crowdrank.models.registry`, ``"peergrader"``): a grader ``g`` reports the ranking
 ``ρ`` of a task with probability ``PL(ρ | η_g·λ)`` ([Raman14]; [Pan18], Sect. 5.1 calls it
 PeerGrader, the fifth baseline), ``λ_r ~ Normal(mu0, sigma0²)`` and the reliability
-``η_g ~ Gamma(shape, rate)`` (:meth:`models.priors.Priors.gamma_params`). A grader with
+``η_g ~ Gamma(shape, rate)`` (:meth:`crowdrank.models.priors.Priors.gamma_params`). A grader with
 ``η_g → 0`` orders at random; a large ``η_g`` follows ``λ`` almost surely.
 
 [Raman14] fit this by gradient methods on the whole data set, several passes until
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.data import Rankings
-from models.errors import UsageError
-from models.model_inputs import ModelInputs, model_inputs
-from models.priors import Priors
+from crowdrank.models.data import Rankings
+from crowdrank.models.errors import UsageError
+from crowdrank.models.model_inputs import ModelInputs, model_inputs
+from crowdrank.models.priors import Priors
 
 
 @dataclass

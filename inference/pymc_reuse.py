@@ -1,17 +1,17 @@
 """PyMC's NUTS on one compiled model, re-used for many data sets of one layout (SBC).
 
-:func:`inference.nuts.fit_nuts` with ``backend="pymc"`` builds a new PyMC model for every
+:func:`crowdrank.inference.nuts.fit_nuts` with ``backend="pymc"`` builds a new PyMC model for every
 data set: the observed rankings are constants of the graph, so PyTensor rewrites and
 compiles the log density and its gradient anew each time, and ``pm.sample`` compiles its
 initial-point, trace and conversion functions on top. For SBC's small replicates that
 compilation was about as long as the sampling itself (``bench/profile_sbc_pymc.py``).
 
-Here the rankings live in shared variables (:func:`models.pymc_models.build_shared_model`),
+Here the rankings live in shared variables (:func:`crowdrank.models.pymc_models.build_shared_model`),
 so one compiled ``logp_dlogp`` function serves every replicate whose
-:func:`~models.pymc_models.layout_key` matches (same model, sizes, ranking lengths present
+:func:`~crowdrank.models.pymc_models.layout_key` matches (same model, sizes, ranking lengths present
 and prior; the number of rankings of each length may differ). Each fit then
 
-* loads the data (:meth:`models.pymc_models.SharedData.set`),
+* loads the data (:meth:`crowdrank.models.pymc_models.SharedData.set`),
 * draws each chain's start as PyMC's ``init="jitter+adapt_diag"`` does — the model's initial
   point plus a uniform ``[-1, 1]`` jitter on the unconstrained scale, redrawn while the
   log density is not finite — and a fresh ``QuadPotentialDiagAdapt`` centred on the starts'
@@ -24,7 +24,7 @@ and prior; the number of rankings of each length may differ). Each fit then
   statistics in NumPy arrays.
 
 The sampler is therefore PyMC's NUTS with PyMC's warm-up, on the same log density as
-:func:`models.pymc_models.build_model` (tested value and gradient at random points, and
+:func:`crowdrank.models.pymc_models.build_model` (tested value and gradient at random points, and
 draws identical between a fresh build and a re-used one). What is left out is what SBC
 does not read: the observed site (no pointwise log-likelihood or posterior predictive) and
 the ``InferenceData`` packaging. Nothing is stored between fits but the compiled function:
@@ -38,7 +38,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from models.model_inputs import ModelInputs
+from crowdrank.models.model_inputs import ModelInputs
 
 #: Compiled models kept per process (least recently used dropped first).
 CACHE_SIZE = 8
@@ -48,10 +48,10 @@ JITTER_TRIES = 11
 
 
 class ReusedNuts:
-    """One compiled PyMC model of a :func:`~models.pymc_models.layout_key`, sampled by
+    """One compiled PyMC model of a :func:`~crowdrank.models.pymc_models.layout_key`, sampled by
     PyMC's NUTS for any data set of that key (:meth:`fit`).
 
-    ``param`` are :func:`models.pymc_models.build_model`'s ``simplex``, ``level`` and
+    ``param`` are :func:`crowdrank.models.pymc_models.build_model`'s ``simplex``, ``level`` and
     ``boost``; ``mode`` PyTensor's compilation mode (default: PyTensor's default linker).
     """
 
@@ -59,7 +59,7 @@ class ReusedNuts:
                  level: str = "centered", boost=None, mode=None):
         import pymc as pm
 
-        from models import pymc_models as pmm
+        from crowdrank.models import pymc_models as pmm
 
         t0, c0 = time.perf_counter(), time.process_time()
         self.model, self.data = pmm.build_shared_model(inputs, simplex=simplex, level=level,
@@ -211,7 +211,7 @@ def reused_nuts(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "ce
                 boost=None, mode=None) -> tuple[ReusedNuts, bool]:
     """This process's :class:`ReusedNuts` for ``inputs``'s layout key and parametrisation,
     compiled on first use; returns ``(sampler, was_cached)``."""
-    from models.pymc_models import layout_key
+    from crowdrank.models.pymc_models import layout_key
 
     key = (layout_key(inputs), simplex, level,
            None if boost is None else np.asarray(boost, bool).tobytes(), str(mode))

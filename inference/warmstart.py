@@ -1,6 +1,6 @@
 """Starting points for NUTS from a point or from an approximate posterior.
 
-The samplers of :mod:`models.numpyro_models` and :mod:`models.pymc_models` move the
+The samplers of :mod:`crowdrank.models.numpyro_models` and :mod:`crowdrank.models.pymc_models` move the
 coordinates of their exact reparametrisations (``docs/design.md``, "Sampling"):
 ``lambda_mean``, ``lambda_c`` for the scores and ``eta_u``, ``eta_e`` for a worker simplex
 (or ``lambda``/``eta`` themselves with ``level="iid"``/``simplex="dirichlet"``). This module
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from models.model_inputs import BOOST_BELOW, LEVEL_SD, ModelInputs
+from crowdrank.models.model_inputs import BOOST_BELOW, LEVEL_SD, ModelInputs
 
 
 def _log_gamma_draws(rng: np.random.Generator, shape_param: np.ndarray, size=None):
@@ -129,7 +129,7 @@ def approx_draws(inputs: ModelInputs, approx, items, workers, n: int,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
     """``n`` draws ``(λ, log η)`` from an approximate posterior, aligned to the data's ids.
 
-    ``approx`` has the attributes of :class:`inference.online.OnlinePosterior` (``items``,
+    ``approx`` has the attributes of :class:`crowdrank.inference.online.OnlinePosterior` (``items``,
     ``mu``, ``sigma2``; ``workers``, ``alpha``): ``λ_r ~ N(mu_r, sigma2_r)`` and
     ``η_w ~ Dirichlet(alpha_w)`` (COUPLE) or ``Beta(a_w, b_w)`` (CrowdBT), independent.
     """

@@ -7,11 +7,11 @@ comparison ``s`` of ``f_s`` (shown first) and ``t_s`` carries covariates ``x_s �
     log-odds(f_s beats t_s) = (λ_f − λ_t) + x_s·(γ_f − γ_t)                        (C1)
 
 with ``λ_i ~ N(μ0, σ0²)`` and every ``γ_ik ~ N(0, τ²)``. The MAP (with Laplace's
-covariance) is :func:`inference.batch.contextual.fit_contextual`; NUTS runs these programs
-through :mod:`inference.pair_nuts`.
+covariance) is :func:`crowdrank.inference.batch.contextual.fit_contextual`; NUTS runs these programs
+through :mod:`crowdrank.inference.pair_nuts`.
 
 Covariates (:func:`encode_covariates`) are named columns of the pairwise CSV
-(:mod:`models.pair_table`). A column is **numeric** when every cell parses as a finite
+(:mod:`crowdrank.models.pair_table`). A column is **numeric** when every cell parses as a finite
 number and **categorical** when none does, or when it is named as ``COLUMN:cat``; a
 categorical column with levels ``v_1 < … < v_m`` (sorted) becomes ``m − 1`` indicator
 columns ``COLUMN=v_j``, its first level the *baseline* (absorbed in ``λ``: the baseline's
@@ -110,7 +110,7 @@ def loglik(t: PairTable, X, lam, gamma) -> np.ndarray:
 
 
 def table_from_simulation(win, lose, X, seed: int = 0, n_workers: int = 1):
-    """A :class:`PairTable` of :func:`inference.batch.contextual.simulate_contextual`'s
+    """A :class:`PairTable` of :func:`crowdrank.inference.batch.contextual.simulate_contextual`'s
     output, each pair shown in a seeded random order, and its covariate columns
     ``x0, x1, …`` as strings (so that :func:`encode_covariates` reads them as a file)."""
     rng = np.random.default_rng(seed)

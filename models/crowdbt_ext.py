@@ -2,7 +2,7 @@
 per-annotator **bias** and **domain-specific reliability** [Chen13].
 
 Both are one likelihood. A pair ``s`` shows item ``f_s`` first and ``t_s`` second
-(:mod:`models.pair_table`: the ``left`` column of a pairwise CSV is shown first); worker
+(:mod:`crowdrank.models.pair_table`: the ``left`` column of a pairwise CSV is shown first); worker
 ``w_s`` reports ``y_s = +1`` when the first item wins, ``−1`` otherwise. With
 ``d_s = λ_f − λ_t``, a reliability group ``g_s`` and a bias ``β_w``:
 
@@ -19,17 +19,17 @@ alone cannot describe. ``β_w > 0`` favours the first (left) item.
   category the worker judged, each with its worker's prior.
 
 Priors as CrowdBT's: ``λ_i ~ N(μ0, σ0²)``, ``η ~ Beta(a_w, b_w)``. With ``β ≡ 0`` and one
-category both reduce exactly to CrowdBT (:func:`models.likelihood.crowdbt_loglik`).
+category both reduce exactly to CrowdBT (:func:`crowdrank.models.likelihood.crowdbt_loglik`).
 
 The bias needs a presentation order: rank-broken k-ary rankings have none
-(:func:`models.pair_table.from_rankings`), and :func:`structure` refuses them for
+(:func:`crowdrank.models.pair_table.from_rankings`), and :func:`structure` refuses them for
 ``crowdbt-bias``; the domain model's likelihood does not depend on the orientation.
 
 Here: the NumPy reference log-likelihood (:func:`loglik`), a seeded simulator
 (:func:`simulate`), and the NumPyro and PyMC programs (:func:`numpyro_model`,
 :func:`pymc_model`) whose observed site ``y`` is a Bernoulli with the exact log-odds of
 (E1), so its log density per pair is ``log P(y_s)``. The EM fit is in
-:mod:`inference.batch.crowdbt_ext`.
+:mod:`crowdrank.inference.batch.crowdbt_ext`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Padded NumPy arrays that the NumPyro and PyMC models consume (docs/design.md, Models).
 
 Both PPL routes read the *same* :class:`ModelInputs`, built once here from a
-:class:`~models.data.Rankings` and a :class:`~models.priors.Priors`, so that the two
+:class:`~crowdrank.models.data.Rankings` and a :class:`~crowdrank.models.priors.Priors`, so that the two
 back-ends cannot disagree on the data or the prior. Everything is plain NumPy: importing
 this module pulls in neither JAX nor PyTensor.
 
@@ -174,7 +174,7 @@ class ModelInputs:
 
     @property
     def spec(self):
-        """The model's :class:`~models.registry.ModelSpec`."""
+        """The model's :class:`~crowdrank.models.registry.ModelSpec`."""
         return get(self.model)
 
 

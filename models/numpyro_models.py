@@ -1,6 +1,6 @@
 """The five models as NumPyro programs (docs/design.md, Models; [Pan18], Eq. 1-4).
 
-Every model is a plain function of a :class:`~models.model_inputs.ModelInputs` (padded
+Every model is a plain function of a :class:`~crowdrank.models.model_inputs.ModelInputs` (padded
 arrays), vectorised over rankings; the only Python loops are over the ``<= 5`` ranking
 lengths and the ``K <= 6`` stage positions. The likelihood enters as one
 ``numpyro.factor("loglik")``.
@@ -22,7 +22,7 @@ always ``λ_r ~ Normal(mu0, sigma0²)`` iid and ``η_w ~ Dirichlet(α_w)`` (COUP
   clips the simplex and inflates ``E[η_t]`` several-fold without a divergence.
   ``simplex="gibbs"`` (COUPLE): one site ``eta_log_g`` = ``log g``, ``g_t ~ Gamma(α_t)``
   (:class:`LogGamma`), that NUTS never moves: the exact Gibbs step of
-  :mod:`inference.gibbs` does (``fit_nuts(eta_update="gibbs")``).
+  :mod:`crowdrank.inference.gibbs` does (``fit_nuts(eta_update="gibbs")``).
 * ``level="centered"``: ``λ = m·1 + λ_c`` with ``m ~ Normal(mu0, sigma0²/L)`` (site
   ``lambda_mean``) and ``λ_c ~ ZeroSumNormal(sigma0)`` (site ``lambda_c``), the same prior
   as iid ``Normal(mu0, sigma0²)``; the likelihood sees only ``λ_c``, so the narrow ridge
@@ -173,7 +173,7 @@ def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
     ``Σ_{t<m} η_t p_{π(i+t)} / (S_i · Σ_{v<m} η_v)`` with ``p = exp(λ − max)`` and the
     suffix sum ``S_i = Σ_{j≥i} p_{π(j)}`` ([Pan18], Eq. 4), so the sum over orderings is
     a sum of products of ratios, computed in linear space
-    (:func:`models.couple_normalizer.ordering_stage_product`, shared with PyMC):
+    (:func:`crowdrank.models.couple_normalizer.ordering_stage_product`, shared with PyMC):
 
     * ``λ`` is gathered once per task (``(k, n)``); an ordering is a *static* reordering of
       those ``k`` rows, so no ``k!``-fold gather (and no ``k!``-fold scatter-add in the
@@ -388,7 +388,7 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
     simplex : {"gamma", "dirichlet", "gibbs"}
         How ``η_w`` is sampled (module docstring); the model is the same. ``"gibbs"``
         (COUPLE): one site ``eta_log_g`` (:class:`LogGamma`), moved only by the exact
-        Gibbs step of :mod:`inference.gibbs`, never by NUTS.
+        Gibbs step of :mod:`crowdrank.inference.gibbs`, never by NUTS.
     level : {"centered", "iid"}
         How ``λ`` is sampled; the model is the same.
     fast : bool
@@ -399,11 +399,11 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
     prior_only : bool
         Leave the likelihood out (prior checks, and the supports of the sites).
     boost : (W, K) bool array, optional
-        Which simplex entries get the boost (:func:`models.model_inputs.boost_mask`);
+        Which simplex entries get the boost (:func:`crowdrank.models.model_inputs.boost_mask`);
         default: the prior's small concentrations.
     level_sd : (W,) array, optional
         Per-worker sd of ``log S`` (the auxiliary magnitude's law; default
-        :data:`models.model_inputs.LEVEL_SD`): exact for any value; best near the sd of
+        :data:`crowdrank.models.model_inputs.LEVEL_SD`): exact for any value; best near the sd of
         the worker's pinned ``log η_t`` (``inference.nuts.fit_nuts(worker_level=...)``).
     predict : bool
         Leave the ``rankings`` site unobserved, so that ``numpyro.infer.Predictive`` draws
@@ -753,7 +753,7 @@ class RankingLikelihood(dist.Distribution):
     fused scalar kernel :func:`couple_total`, as fast as before the observed site existed.
     ``value`` must be
     concrete (the layout of the ranking lengths is built in NumPy); orders other than the
-    data's are re-laid out (:func:`models.model_inputs.with_orders`).
+    data's are re-laid out (:func:`crowdrank.models.model_inputs.with_orders`).
 
     ``sample`` draws new orders of the same tasks by the model's generative process:
 
@@ -761,7 +761,7 @@ class RankingLikelihood(dist.Distribution):
     * normalised COUPLE: one of the ``k!`` orderings with probability
       ``Eq. 4 / Σ_orderings Eq. 4`` (exact);
     * COUPLE: the story of [Pan18], Sect. 3.2 (PL true order, then stagewise offsets drawn
-      with probability ``η̄_t``), as :func:`models.simulate.couple_report`. For ``k = 2``
+      with probability ``η̄_t``), as :func:`crowdrank.models.simulate.couple_report`. For ``k = 2``
       it is exactly the model; for ``k ≥ 3`` Eq. 4 is not normalised and is *not* this
       story's probability (docs/design.md, "Observed likelihoods");
     * BT: the PL order; CrowdBT: the PL order with probability ``η_w``, else its reverse.

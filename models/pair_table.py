@@ -1,7 +1,7 @@
 """Presented pairs with their extra columns: the input of the CrowdBT extensions and of
 contextual BT.
 
-A :class:`models.data.Rankings` keeps only *who won*; the models here also need *how the
+A :class:`crowdrank.models.data.Rankings` keeps only *who won*; the models here also need *how the
 pair was shown* (the annotator-bias model's "first item") and per-comparison columns (a
 category for domain-specific reliability, covariates for contextual BT). They read the
 pairwise CSV (crowd-kit's ``worker,left,right,label[,task]``, ``docs/data.md``) directly:
@@ -90,7 +90,7 @@ def read_pair_table(path, extra: tuple[str, ...] = ()) -> PairTable:
     ``right``. Blank rows are skipped and nothing else is dropped.
 
     ``path`` may also name a registered pair-table data set
-    (:data:`models.io.pair_datasets.PAIR_DATASETS`, e.g. ``preflib-dots-pairs``) when no
+    (:data:`crowdrank.models.io.pair_datasets.PAIR_DATASETS`, e.g. ``preflib-dots-pairs``) when no
     such file exists; its table comes with all its columns."""
     path = Path(path)
     src = str(path)
@@ -159,7 +159,7 @@ def read_pair_table(path, extra: tuple[str, ...] = ()) -> PairTable:
 
 
 def from_rankings(data) -> PairTable:
-    """The rank-broken pairs of :class:`models.data.Rankings`, winner first and marked
+    """The rank-broken pairs of :class:`crowdrank.models.data.Rankings`, winner first and marked
     ``oriented=False`` (a ranking has no presentation order)."""
     pr = data.rank_break()
     if pr.n_rankings == 0:

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from models.errors import UsageError
+from crowdrank.models.errors import UsageError
 
 from .data import DataError, Rankings
-
 
 #: PeerGrader's prior on every grader's reliability ``η_g ~ Gamma(shape, rate)``: mean 1
 #: (a grader as reliable as the average; ``η_g → 0`` is a random grader), sd ``1/√10``.
@@ -277,7 +276,7 @@ def build_priors(data: Rankings, *, worker_prior: str | None = None,
     """The priors for ``data`` from the user's choices, in one place for every command.
 
     Precedence: an explicit ``worker_prior_file``; then ``gold`` tasks (a gold CSV path
-    read by :func:`models.io.read_gold`, or ``(gold rankings, true_order)``), turned into
+    read by :func:`crowdrank.models.io.read_gold`, or ``(gold rankings, true_order)``), turned into
     ``α_w`` by :meth:`Priors.from_gold` ([Pan18], Sect. 5.1); then the ``worker_prior``
     spec (default :data:`DEFAULT_WORKER_PRIOR`, the paper's geometric profile). Rows are
     *not* reordered here: call :meth:`Priors.for_data` with the model's ``K``.

@@ -1,7 +1,7 @@
 """The five models as PyMC models (docs/design.md, Models; [Pan18], Eq. 1-4).
 
-A line-by-line twin of :mod:`models.numpyro_models` written with PyTensor, reading the
-same :class:`~models.model_inputs.ModelInputs`, so both PPLs fit the same data under the
+A line-by-line twin of :mod:`crowdrank.models.numpyro_models` written with PyTensor, reading the
+same :class:`~crowdrank.models.model_inputs.ModelInputs`, so both PPLs fit the same data under the
 same prior. Model: ``lambda`` (dim ``item``) ``~ Normal(mu0, sigma0)`` iid; ``eta``
 (dims ``worker, stage``) ``~ Dirichlet(α_w)`` for COUPLE or (dim ``worker``)
 ``~ Beta(a_w, b_w)`` for CrowdBT; the data are the observed site ``rankings``
@@ -10,9 +10,9 @@ The sampler's coordinates are the twin's exact reparametrisations (``simplex="ga
 ``eta_u ~ Gamma(α+1)``, ``eta_e ~ Exponential(1)``, ``log η = log_softmax(log u − e/α)``;
 ``level="centered"``: ``lambda_mean`` plus ``lambda_c ~ ZeroSumNormal``), with ``lambda``
 and ``eta`` as deterministics; ``simplex="dirichlet"``, ``level="iid"`` sample them
-directly (see :mod:`models.numpyro_models`).
+directly (see :mod:`crowdrank.models.numpyro_models`).
 Vectorised over rankings, one dense block per ranking length (see
-:mod:`models.model_inputs`); the only Python loops are over lengths and stage positions.
+:mod:`crowdrank.models.model_inputs`); the only Python loops are over lengths and stage positions.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def pl_block(x, k):
 def couple_block(x, log_eta_rows, log_cum_rows, k):
     """COUPLE ([Pan18], Eq. 3-4) of a dense block of rankings of one length ``k``:
     ``Σ_i [logsumexp_t(log η_t + λ_{ρ(i+t)}) − LSE_i − log Σ_{v<m} η_v]`` (see the
-    NumPyro twin, :func:`models.numpyro_models.couple_block`)."""
+    NumPyro twin, :func:`crowdrank.models.numpyro_models.couple_block`)."""
     lse = _suffix_lse(x, k)
     total = 0.0
     for i in range(k - 1):
@@ -115,7 +115,7 @@ def _cumlogsumexp(x, K):
 def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
     """``log Σ_{k! orderings} Eq. 4`` for the rankings of one length (docs/design.md, Models),
     with the stage ratios shared with the NumPyro twin
-    (:func:`models.couple_normalizer.ordering_stage_product`): ``Σ_{t<m} w^{(m)}_t
+    (:func:`crowdrank.models.couple_normalizer.ordering_stage_product`): ``Σ_{t<m} w^{(m)}_t
     p_{π(i+t)} / S_i`` in linear space, ``p = exp(λ − max)``, ``w^{(m)}_t = exp(log η_t − log Σ_{v<m}
     η_v) ≤ 1``. ``λ`` is gathered once per task; the orderings are one constant-index take
     of its ``k`` rows, ``(k, k!, n)``, so the graph has ``O(k²)`` nodes whatever ``k!``
@@ -264,11 +264,11 @@ def build_model(inputs: ModelInputs, items=None, workers=None, *, simplex: str =
 def observed_rankings(inputs: ModelInputs, lam, log_eta=None):
     """The observed site ``rankings``: a ``pm.CustomDist`` whose value is the
     ``(n_obs, K)`` table of observed orders (the twin of
-    :class:`models.numpyro_models.RankingLikelihood`).
+    :class:`crowdrank.models.numpyro_models.RankingLikelihood`).
 
     Its ``logp`` is the per-ranking log-likelihood (:func:`pointwise_loglik`), so
     ``pm.compute_log_likelihood`` gives LOO's pointwise values and the model's density is
-    their sum; its ``random`` is :func:`models.simulate.redraw_orders` (NumPy), so
+    their sum; its ``random`` is :func:`crowdrank.models.simulate.redraw_orders` (NumPy), so
     ``pm.sample_posterior_predictive`` draws new orders of the same tasks. The observed
     orders are also passed as the last parameter: they fix the shape of a draw (each task's
     item set), which PyMC cannot infer from ``λ`` and ``η``.
@@ -365,7 +365,7 @@ def build_shared_model(inputs: ModelInputs, *, simplex: str = "gamma",
                        level: str = "centered", boost=None) -> tuple[pm.Model, SharedData]:
     """The model of :func:`build_model` with the observed layout in shared variables, so that
     one compiled log density (and its gradient) serves every data set of the same
-    :func:`layout_key` (SBC's replicates: :mod:`inference.pymc_reuse`).
+    :func:`layout_key` (SBC's replicates: :mod:`crowdrank.inference.pymc_reuse`).
 
     The free variables, their priors and the likelihood are :func:`build_model`'s; the
     likelihood enters as the ``pm.Potential`` ``rankings`` — the sum of the same column

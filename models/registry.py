@@ -48,7 +48,7 @@ class ModelSpec:
         a worker parameter, whose approximation is the paper's subject).
     reference : str
         The NumPy reference log-likelihood of one ranking: a name in
-        :mod:`models.likelihood`, or ``"module:function"``. Its signature is
+        :mod:`crowdrank.models.likelihood`, or ``"module:function"``. Its signature is
         ``f(lam, ranking)`` without a worker prior, ``f(lam, eta_w, ranking)`` with one
         (``eta_w`` a scalar for Beta/Gamma priors, a row for Dirichlet).
 
@@ -58,29 +58,29 @@ class ModelSpec:
 
     simulate_report : str or None
         NumPy ``f(rng, lam, subsets, true_order, eta_rows) -> reported (n, k)``: how a
-        worker reports a task whose true PL order was drawn (:func:`models.simulate.simulate`);
+        worker reports a task whose true PL order was drawn (:func:`crowdrank.models.simulate.simulate`);
         ``None``: no forward simulator.
     redraw : str or None
         NumPy ``f(rng, lam, items, eta_w) -> (n, k)``: new orders of tasks of one length by
         the generative process; ``eta_w`` the rows' ``exp`` of the PPL worker table
-        (:func:`models.simulate.redraw_orders`, PyMC's ``random``).
+        (:func:`crowdrank.models.simulate.redraw_orders`, PyMC's ``random``).
     numpyro_columns : str
         JAX ``f(inputs, lam, log_eta) -> (M,)``: log-likelihood of every column of the
-        length-sorted layout (:func:`models.numpyro_models.column_loglik`).
+        length-sorted layout (:func:`crowdrank.models.numpyro_models.column_loglik`).
     numpyro_fast : str or None
         JAX ``f(inputs, lam, log_eta, reduce) -> (n_obs,) or ()``: a faster twin of the
         columns with hand-written derivatives, used when ``fast=True``.
     numpyro_draw : str
         JAX ``f(key, items, log_w, lam) -> (n, k)``: the NumPyro site's ``sample``.
     pymc_columns : str
-        PyTensor twin of ``numpyro_columns`` (:func:`models.pymc_models.column_loglik`).
+        PyTensor twin of ``numpyro_columns`` (:func:`crowdrank.models.pymc_models.column_loglik`).
     sbc_flatten : str
         ``f(lam, eta) -> (..., P)``: the parameters SBC ranks, from NUTS draws or the
-        simulated truth (:mod:`validation.sbc`).
+        simulated truth (:mod:`crowdrank.validation.sbc`).
     pair_loglik : str or None
         NumPy ``f(lam, eta, winner, loser, worker) -> (..., P)``: ``log P`` of a pair's order
         as a two-item task of that worker, vectorised over draws; the composite pairwise LOO
-        unit (:mod:`validation.predictive`) sums it over each ranking's rank-broken pairs.
+        unit (:mod:`crowdrank.validation.predictive`) sums it over each ranking's rank-broken pairs.
         ``None``: the model is left out of that comparison.
     """
 
@@ -94,11 +94,11 @@ class ModelSpec:
     reference: str
     simulate_report: str | None = None
     redraw: str | None = None
-    numpyro_columns: str = "models.numpyro_models:ranking_columns"
+    numpyro_columns: str = "crowdrank.models.numpyro_models:ranking_columns"
     numpyro_fast: str | None = None
-    numpyro_draw: str = "models.numpyro_models:draw_pl"
-    pymc_columns: str = "models.pymc_models:ranking_columns"
-    sbc_flatten: str = "validation.sbc:flatten_lambda"
+    numpyro_draw: str = "crowdrank.models.numpyro_models:draw_pl"
+    pymc_columns: str = "crowdrank.models.pymc_models:ranking_columns"
+    sbc_flatten: str = "crowdrank.validation.sbc:flatten_lambda"
     pair_loglik: str | None = None
     #: Extra per-model settings a layer may read (kept open so that a new model need not
     #: change this class). ``{"normalized": True}``: the likelihood carries ``log Σ_orderings`` (see
@@ -144,7 +144,7 @@ class ModelSpec:
         return priors if K is None else priors.for_data(data, K=K)
 
     def reference_loglik(self) -> Callable:
-        ref = self.reference if ":" in self.reference else f"models.likelihood:{self.reference}"
+        ref = self.reference if ":" in self.reference else f"crowdrank.models.likelihood:{self.reference}"
         return resolve(ref)
 
 
@@ -157,10 +157,10 @@ def resolve(target: str | Callable | None) -> Callable | None:
     return getattr(importlib.import_module(module), name)
 
 
-_SIM = "models.simulate"
-_NP = "models.numpyro_models"
-_PM = "models.pymc_models"
-_LL = "models.likelihood"
+_SIM = "crowdrank.models.simulate"
+_NP = "crowdrank.models.numpyro_models"
+_PM = "crowdrank.models.pymc_models"
+_LL = "crowdrank.models.likelihood"
 
 REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("pl", "Plackett–Luce [Plackett75, Luce59]", None, False, True, "pl", False,
@@ -174,14 +174,14 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               "beta", True, True, "crowdbt", True, "crowdbt_loglik",
               simulate_report=f"{_SIM}:report_stagewise", redraw=f"{_SIM}:redraw_crowdbt",
               numpyro_columns=f"{_NP}:pair_columns", numpyro_draw=f"{_NP}:draw_crowdbt",
-              pymc_columns=f"{_PM}:pair_columns", sbc_flatten="validation.sbc:flatten_accuracy",
+              pymc_columns=f"{_PM}:pair_columns", sbc_flatten="crowdrank.validation.sbc:flatten_accuracy",
               pair_loglik=f"{_LL}:pair_crowdbt"),
     ModelSpec("couple", "COUPLE: stagewise Plackett–Luce with a Dirichlet uncertainty vector "
               "per worker [Pan18, Eq. 3-4]", "dirichlet", False, False, "couple", True,
               "couple_loglik", simulate_report=f"{_SIM}:report_stagewise",
               redraw=f"{_SIM}:redraw_couple", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_fast=f"{_NP}:couple_fast", numpyro_draw=f"{_NP}:draw_couple",
-              pymc_columns=f"{_PM}:couple_columns", sbc_flatten="validation.sbc:flatten_simplex",
+              pymc_columns=f"{_PM}:couple_columns", sbc_flatten="crowdrank.validation.sbc:flatten_simplex",
               pair_loglik=f"{_LL}:pair_couple",
               extra={"sbc_hint": "stagewise COUPLE has no normalised generative process, so "
                                  "no exact simulator: use couple-normalized"}),
@@ -190,7 +190,7 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               "couple_normalized_loglik", simulate_report=f"{_SIM}:report_normalized",
               redraw=f"{_SIM}:redraw_normalized", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_draw=f"{_NP}:draw_normalized", pymc_columns=f"{_PM}:couple_columns",
-              sbc_flatten="validation.sbc:flatten_simplex", pair_loglik=f"{_LL}:pair_couple",
+              sbc_flatten="crowdrank.validation.sbc:flatten_simplex", pair_loglik=f"{_LL}:pair_couple",
               extra={"normalized": True}),
     ModelSpec("peergrader", "PeerGrader: Plackett–Luce on reliability-scaled scores η_g·λ, "
               "η_g ~ Gamma [Raman14]", "gamma", False, True, None, False,
@@ -219,8 +219,8 @@ def names(**where) -> tuple[str, ...]:
 
 
 #: Models that read *presented pairs with extra columns* (a pairwise CSV's ``left`` shown
-#: first, a category, covariates: :mod:`models.pair_table`) instead of
-#: :class:`models.data.Rankings`. They are kept out of :data:`REGISTRY`/:data:`MODELS`
+#: first, a category, covariates: :mod:`crowdrank.models.pair_table`) instead of
+#: :class:`crowdrank.models.data.Rankings`. They are kept out of :data:`REGISTRY`/:data:`MODELS`
 #: because the ranking layers (model inputs, online updates, SBC, LOO) do not apply to
 #: them; ``fit``/``audit`` dispatch on this table. ``reference`` is the per-pair NumPy
 #: log-likelihood ``f(structure, ...)``; ``extra`` names the rest of the model's
@@ -229,24 +229,24 @@ def names(**where) -> tuple[str, ...]:
 PAIR_TABLE: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("crowdbt-bias", "CrowdBT with a per-worker bias β_w towards the item shown "
               "first [Chen13]", "beta", True, True, None, False,
-              "models.crowdbt_ext:loglik",
-              extra={"data": "pair-table", "simulate": "models.crowdbt_ext:simulate",
-                     "numpyro": "models.crowdbt_ext:numpyro_model",
-                     "pymc": "models.crowdbt_ext:pymc_model", "approx": "em",
-                     "fit_approx": "inference.batch.crowdbt_ext:fit_ext_em"}),
+              "crowdrank.models.crowdbt_ext:loglik",
+              extra={"data": "pair-table", "simulate": "crowdrank.models.crowdbt_ext:simulate",
+                     "numpyro": "crowdrank.models.crowdbt_ext:numpyro_model",
+                     "pymc": "crowdrank.models.crowdbt_ext:pymc_model", "approx": "em",
+                     "fit_approx": "crowdrank.inference.batch.crowdbt_ext:fit_ext_em"}),
     ModelSpec("crowdbt-domain", "CrowdBT with an accuracy per worker and category ρ_{w,c} "
-              "[Chen13]", "beta", True, True, None, False, "models.crowdbt_ext:loglik",
-              extra={"data": "pair-table", "simulate": "models.crowdbt_ext:simulate",
-                     "numpyro": "models.crowdbt_ext:numpyro_model",
-                     "pymc": "models.crowdbt_ext:pymc_model", "approx": "em",
-                     "fit_approx": "inference.batch.crowdbt_ext:fit_ext_em"}),
+              "[Chen13]", "beta", True, True, None, False, "crowdrank.models.crowdbt_ext:loglik",
+              extra={"data": "pair-table", "simulate": "crowdrank.models.crowdbt_ext:simulate",
+                     "numpyro": "crowdrank.models.crowdbt_ext:numpyro_model",
+                     "pymc": "crowdrank.models.crowdbt_ext:pymc_model", "approx": "em",
+                     "fit_approx": "crowdrank.inference.batch.crowdbt_ext:fit_ext_em"}),
     ModelSpec("contextual-bt", "Contextual Bradley–Terry: (λ_i − λ_j) + x·(γ_i − γ_j) "
-              "[Chiang24]", None, True, True, None, False, "models.contextual:loglik",
+              "[Chiang24]", None, True, True, None, False, "crowdrank.models.contextual:loglik",
               extra={"data": "pair-table",
-                     "simulate": "inference.batch.contextual:simulate_contextual",
-                     "numpyro": "models.contextual:numpyro_model",
-                     "pymc": "models.contextual:pymc_model", "approx": "map",
-                     "fit_approx": "inference.batch.contextual:fit_contextual"}),
+                     "simulate": "crowdrank.inference.batch.contextual:simulate_contextual",
+                     "numpyro": "crowdrank.models.contextual:numpyro_model",
+                     "pymc": "crowdrank.models.contextual:pymc_model", "approx": "map",
+                     "fit_approx": "crowdrank.inference.batch.contextual:fit_contextual"}),
 )}
 
 #: The pair-table model names (``crowdrank fit``/``audit --model``).

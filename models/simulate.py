@@ -135,7 +135,7 @@ def couple_normalized_report(rng: np.random.Generator, lam: np.ndarray, subsets:
 def redraw_orders(model: str, tasks: np.ndarray, worker: np.ndarray, lam: np.ndarray,
                   log_eta: np.ndarray | None = None, seed=0, size=None) -> np.ndarray:
     """New orders of the same tasks by ``model``'s generative process: the NumPy twin of
-    :meth:`models.numpyro_models.RankingLikelihood.sample` (PyMC's ``random``).
+    :meth:`crowdrank.models.numpyro_models.RankingLikelihood.sample` (PyMC's ``random``).
 
     ``tasks`` ``(N, K)`` are observed orders (item indices, ``-1`` padding): only each row's
     item set is used; ``worker`` ``(N,)``; ``log_eta`` the worker table of the PPL models
@@ -143,7 +143,7 @@ def redraw_orders(model: str, tasks: np.ndarray, worker: np.ndarray, lam: np.nda
     ``(W,)`` PeerGrader). PL (PeerGrader on ``η_g·λ``) and normalised COUPLE are exact;
     COUPLE follows the story (exact for ``k = 2`` only); BT/CrowdBT draw the PL order
     (CrowdBT: reversed with probability ``1 − η_w``), which has every pair probability of
-    the model (see :class:`~models.numpyro_models.RankingLikelihood`). ``size`` adds
+    the model (see :class:`~crowdrank.models.numpyro_models.RankingLikelihood`). ``size`` adds
     leading dimensions (independent draws)."""
     rng = _as_rng(seed)
     tasks = np.asarray(tasks)

@@ -1,8 +1,8 @@
 """``crowdrank audit``'s pipeline with its HTML page.
 
 The pipeline itself (configuration, fits, comparisons, ``metrics.json``) is
-:mod:`validation.audit`, shared with the experiment grid and the tests; this module only
-adds the report (:func:`reports.html.write_audit_report`) and re-exports the pipeline's
+:mod:`crowdrank.validation.audit`, shared with the experiment grid and the tests; this module only
+adds the report (:func:`crowdrank.reports.html.write_audit_report`) and re-exports the pipeline's
 names for the command and for callers that import them from here.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from validation.audit import (  # noqa: F401  (re-exported)
+from crowdrank.validation.audit import (  # noqa: F401  (re-exported)
     DEFAULT_SIMULATION,
     MODELS,
     VARIANT_CHOICES,
@@ -27,15 +27,15 @@ from validation.audit import (  # noqa: F401  (re-exported)
     variant_label,
     variant_list,
 )
-from validation.audit import run_audit as _run
+from crowdrank.validation.audit import run_audit as _run
 
 
 def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None, *,
               log=None, report: bool = True, scheduler=None,
               processes: int | None = None) -> dict:
-    """Run the audit (:func:`validation.audit.run_audit`; its fits on a Dask cluster with
+    """Run the audit (:func:`crowdrank.validation.audit.run_audit`; its fits on a Dask cluster with
     ``scheduler``) and write ``report.html``."""
-    from reports.html import write_audit_report
+    from crowdrank.reports.html import write_audit_report
 
     return _run(subject, out, cfg, log=log, render=write_audit_report if report else None,
                 scheduler=scheduler, processes=processes)

@@ -1,4 +1,4 @@
-"""The ``crowdrank`` command: one sub-command per module in :mod:`reports.commands`.
+"""The ``crowdrank`` command: one sub-command per module in :mod:`crowdrank.reports.commands`.
 
 Each command module exposes ``register(subparsers)``, which adds its parser and sets
 ``func``. A command's module is imported only when that command runs (or for the
@@ -7,8 +7,8 @@ modules of ``story`` or ``simulate`` (pandas, SciPy), so a small online fit is n
 for by the rest of the suite. Adding a command is one step: write
 ``reports/commands/NAME.py`` with ``register(sub)`` (the parser; heavy imports inside the
 function that runs the command) and add ``NAME`` to :data:`COMMANDS`. Errors that a user can fix end as one line on stderr and exit status 2, never a
-traceback: the project's own input errors (:class:`models.errors.InputError`, which
-includes :class:`~models.errors.DataError` and :class:`~models.errors.UsageError`) and a
+traceback: the project's own input errors (:class:`crowdrank.models.errors.InputError`, which
+includes :class:`~crowdrank.models.errors.DataError` and :class:`~crowdrank.models.errors.UsageError`) and a
 file that cannot be opened. Anything else is a program bug and keeps its traceback, so
 that it is reported rather than disguised as bad input. ``CROWDRANK_DEBUG=1`` shows the
 traceback of user errors too. See ``docs/data.md``.
@@ -21,7 +21,7 @@ import importlib
 import os
 import sys
 
-from models.errors import InputError
+from crowdrank.models.errors import InputError
 
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = ("simulate", "data", "story", "fit", "audit", "sbc", "replicate")
@@ -39,9 +39,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub.required = True
     for name in (command,) if command in COMMANDS else COMMANDS:
         try:
-            mod = importlib.import_module(f"reports.commands.{name}")
+            mod = importlib.import_module(f"crowdrank.reports.commands.{name}")
         except ModuleNotFoundError as exc:  # a command whose module is not written yet
-            if exc.name != f"reports.commands.{name}":
+            if exc.name != f"crowdrank.reports.commands.{name}":
                 raise
             continue
         mod.register(sub)
@@ -58,14 +58,14 @@ def is_user_error(exc: BaseException) -> bool:
         return True
     if isinstance(exc, FILE_ERRORS):
         return True
-    online = sys.modules.get("inference.online.state")  # loaded whenever it can be raised
+    online = sys.modules.get("crowdrank.inference.online.state")  # loaded whenever it can be raised
     # a strict-mode guard of the online update, asked for by --strict
     return online is not None and isinstance(exc, online.OnlineError)
 
 
 def main(argv: list[str] | None = None) -> int:
     # one XLA host device per NUTS chain; only possible before JAX starts
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
     configure_host_devices()
     argv = sys.argv[1:] if argv is None else list(argv)
     # the first word names the command (the top level has no options but --help);

@@ -194,10 +194,10 @@ ORDER_HEAD = ["pairs", "median |Δp|", "p90 |Δp|", "max |Δp|", "over-confidenc
 
 
 def agreement_blocks(ag, prefix: str = "", extra: str = "") -> list[str]:
-    """The blocks that show a :class:`validation.reference.Agreement` (two PPLs' posteriors
+    """The blocks that show a :class:`crowdrank.validation.reference.Agreement` (two PPLs' posteriors
     compared parameter by parameter): heading, verdict, rule, the worst rows, the figure.
     ``extra`` is appended to the rule's paragraph."""
-    from reports import figures as F
+    from crowdrank.reports import figures as F
 
     la, lb = ag.labels
     return [heading(f"{prefix}{la} against {lb} (same data, same prior)"),
@@ -220,10 +220,10 @@ def agreement_blocks(ag, prefix: str = "", extra: str = "") -> list[str]:
 
 def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
     """Assemble the audit page (the report sections of docs/guide.md) from the results of
-    :func:`reports.audit.run_audit` and write it to ``path``."""
-    from reports import figures as F
-    from reports.predictive_html import check_sections
-    from validation.reference import tail_visits_sentence
+    :func:`crowdrank.reports.audit.run_audit` and write it to ``path``."""
+    from crowdrank.reports import figures as F
+    from crowdrank.reports.predictive_html import check_sections
+    from crowdrank.validation.reference import tail_visits_sentence
 
     models = metrics["models"]
     # ---------------------------------------------------------------- summary

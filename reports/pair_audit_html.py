@@ -1,7 +1,7 @@
 """The pair-table audit's page (``crowdrank audit PAIRS.csv --model crowdbt-bias|
 crowdbt-domain|contextual-bt``): one self-contained HTML file built from the ranking
-report's blocks (:mod:`reports.html`, :mod:`reports.figures`,
-:mod:`reports.predictive_html`) over a :class:`validation.pair_audit.PairAudit`.
+report's blocks (:mod:`crowdrank.reports.html`, :mod:`crowdrank.reports.figures`,
+:mod:`crowdrank.reports.predictive_html`) over a :class:`crowdrank.validation.pair_audit.PairAudit`.
 
 Sections: summary (the gate and what the model says), data, the NUTS diagnostics (and
 the other PPL's agreement), the approximation against NUTS per parameter family (λ, γ,
@@ -29,7 +29,7 @@ from .html import (
     write,
 )
 
-#: The aggregate columns of :func:`validation.metrics.aggregate` and their headers.
+#: The aggregate columns of :func:`crowdrank.validation.metrics.aggregate` and their headers.
 AGG = ["n", "median_abs_z", "p90_abs_z", "median_sd_ratio", "share_close",
        "mean_coverage_50", "mean_coverage_90"]
 AGG_H = ["n", "median |z|", "p90 |z|", "median sd ratio", "share close", "coverage 50 %",
@@ -70,7 +70,7 @@ PPC_TEXT = (
 
 def parameter_table(families: dict, names: dict) -> pd.DataFrame:
     """One row per parameter of every family: ``kind`` (the family), ``param`` (its id)
-    and the metrics — the layout :mod:`reports.figures` reads."""
+    and the metrics — the layout :mod:`crowdrank.reports.figures` reads."""
     rows = []
     for fam, f in families.items():
         p = f["parameters"]
@@ -150,9 +150,9 @@ def model_says(audit, names: dict) -> list[str]:
 
 
 def write_pair_report(path, audit) -> object:
-    """Assemble the page from a :class:`validation.pair_audit.PairAudit` and write it."""
-    from reports import figures as F
-    from reports.predictive_html import _loo_section, _ppc_section
+    """Assemble the page from a :class:`crowdrank.validation.pair_audit.PairAudit` and write it."""
+    from crowdrank.reports import figures as F
+    from crowdrank.reports.predictive_html import _loo_section, _ppc_section
 
     rep = audit.report
     names = _names(audit)

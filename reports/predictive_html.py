@@ -1,7 +1,7 @@
 """The audit page's model checks: PSIS-LOO comparison and posterior predictive checks.
 
-Renders the ``checks`` entry of ``metrics.json`` (:meth:`validation.predictive.ModelChecks.to_dict`)
-as two sections of :mod:`reports.html`; nothing is computed here.
+Renders the ``checks`` entry of ``metrics.json`` (:meth:`crowdrank.validation.predictive.ModelChecks.to_dict`)
+as two sections of :mod:`crowdrank.reports.html`; nothing is computed here.
 """
 
 from __future__ import annotations

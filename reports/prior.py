@@ -1,8 +1,8 @@
 """The prior predictive part of ``crowdrank story --prior-predictive``.
 
-For each named inference prior (:data:`validation.prior_predictive.PRIOR_KINDS`) data sets
+For each named inference prior (:data:`crowdrank.validation.prior_predictive.PRIOR_KINDS`) data sets
 are drawn from the prior predictive with the model's own simulator and summarised with the
-statistics of :mod:`validation.predictive_stats`; this module turns them into a Markdown
+statistics of :mod:`crowdrank.validation.predictive_stats`; this module turns them into a Markdown
 section, two figures, ``prior_predictive.json`` (summaries) and ``prior_predictive.csv``
 (one row per draw, prior and worker).
 """
@@ -16,8 +16,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from models.registry import get
-from validation.prior_predictive import PRIOR_KINDS, named_prior, prior_predictive, summary
+from crowdrank.models.registry import get
+from crowdrank.validation.prior_predictive import (
+    PRIOR_KINDS,
+    named_prior,
+    prior_predictive,
+    summary,
+)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The page, ``results.json`` and CSV of ``crowdrank replicate crowdc``
-(:mod:`validation.replicate_crowdc`): CrowDC's simulation study [Wang23] with the paper's
-claim beside our numbers, in the conventions of :mod:`reports.replicate_html`.
+(:mod:`crowdrank.validation.replicate_crowdc`): CrowDC's simulation study [Wang23] with the paper's
+claim beside our numbers, in the conventions of :mod:`crowdrank.reports.replicate_html`.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 from scipy.special import softmax
 
-from models.errors import UsageError
-from models.likelihood import (
+from crowdrank.models.errors import UsageError
+from crowdrank.models.likelihood import (
     couple_loglik,
     couple_normalizer,
     couple_stage_prob,
@@ -33,8 +33,8 @@ from models.likelihood import (
     eq4_all_orderings,
     pl_loglik,
 )
-from models.registry import get
-from models.simulate import (
+from crowdrank.models.registry import get
+from crowdrank.models.simulate import (
     SIM_MODELS,
     WORKER_TYPES,
     couple_normalized_report,
@@ -42,7 +42,7 @@ from models.simulate import (
     simulate,
     worker_alpha0,
 )
-from validation.predictive_stats import kendall_tau, order_by_scores, summarise
+from crowdrank.validation.predictive_stats import kendall_tau, order_by_scores, summarise
 
 COUPLE_FAMILY = ("couple", "couple-normalized")
 
@@ -121,7 +121,7 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
     ``out/figures/story_*.png`` (linked as ``figures/...``), plus ``out/story.json`` and,
     with ``html``, the same story as one self-contained page beside the Markdown
     (``story.md`` → ``story.html``, figures embedded). ``prior_check`` (keyword arguments
-    of :func:`reports.prior.check_priors`, ``{}`` for its defaults) adds section 8, the
+    of :func:`crowdrank.reports.prior.check_priors`, ``{}`` for its defaults) adds section 8, the
     prior predictive checks of the inference priors, and writes
     ``out/prior_predictive.{json,csv}``.
     """
@@ -433,7 +433,7 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
             for key, p in story.figures.items():
                 md.append(f"![{captions[key]}](figures/{p.name})\n\n*{captions[key]}*\n")
     if prior_check is not None:
-        from reports.prior import check_priors
+        from crowdrank.reports.prior import check_priors
 
         check = check_priors(model, **dict({"seed": seed, "figures": figures},
                                            **prior_check), out=out, heading="## 8.")
@@ -450,7 +450,7 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
         story.path.write_text(story.markdown)
         (out / "story.json").write_text(json.dumps(facts, indent=1, default=float) + "\n")
         if html:
-            from reports.story_html import story_page
+            from crowdrank.reports.story_html import story_page
 
             story.html_path = story_page(story.markdown, out,
                                          out / (Path(markdown_name).stem + ".html"))

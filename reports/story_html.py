@@ -2,7 +2,7 @@
 
 The Markdown is rendered by markdown-it-py (CommonMark plus tables, raw HTML disabled, so
 all text is escaped); the page is cut into sections at its ``##`` headings and laid out by
-:func:`reports.html.render` (the audit report's CSS and navigation); every image that the
+:func:`crowdrank.reports.html.render` (the audit report's CSS and navigation); every image that the
 Markdown links from the output folder is embedded as a base64 PNG, so the page is one file
 that opens offline, like the audit report.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from reports.html import Section, render
+from crowdrank.reports.html import Section, render
 
 _IMG = re.compile(r'<img src="([^"]+)"')
 

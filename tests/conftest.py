@@ -17,7 +17,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 # One XLA host device per default chain, as the ``crowdrank`` entry point sets up; must run
 # before JAX starts (an explicit call, not an import side effect of inference.nuts).
-from inference.nuts import configure_host_devices
+from crowdrank.inference.nuts import configure_host_devices
 
 configure_host_devices()
 
@@ -160,12 +160,12 @@ def shared_datasets() -> Path:
 class RankingsReaders:
     """The rankings-CSV reader's paths, forced, and an exact comparison of two reads
     (shared by tests/test_io_arrow.py and tests/test_io_registry.py through the
-    ``readers`` fixture): the paths must give the same :class:`~models.data.Rankings`."""
+    ``readers`` fixture): the paths must give the same :class:`~crowdrank.models.data.Rankings`."""
 
     @staticmethod
     def python_only(monkeypatch):
         """The rankings CSV read entirely by the csv path (the reader before Arrow)."""
-        from models.io import rankings_csv
+        from crowdrank.models.io import rankings_csv
 
         monkeypatch.setattr(rankings_csv, "_arrow_header", lambda path: None)
 
@@ -175,7 +175,7 @@ class RankingsReaders:
         either of its block paths, the Arrow one and the csv one)."""
         import numpy as np
 
-        from models.io import rankings_csv
+        from crowdrank.models.io import rankings_csv
 
         clean = rankings_csv._clean_rows
         clean_arrow = rankings_csv._clean_arrow

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models.data import DataError
-from reports.audit import parse_variants, variant_label, variant_list
-from validation import experiments as X
+from crowdrank.models.data import DataError
+from crowdrank.reports.audit import parse_variants, variant_label, variant_list
+from crowdrank.validation import experiments as X
 
 
 # ------------------------------------------------------------------ variants
@@ -32,7 +32,7 @@ def test_variants_parse_and_expand():
 
 
 def test_ep_and_quadrature_variants_expand_per_model():
-    from validation.audit import fit_variant, model_variants
+    from crowdrank.validation.audit import fit_variant, model_variants
 
     v = parse_variants(["method=online,ep", "ep_passes=10,2", "taylor=paper,quadrature"])
     couple = model_variants("couple", v)
@@ -54,9 +54,9 @@ def test_ep_and_quadrature_variants_expand_per_model():
                                        {"method": "ep", "ep_passes": "2"}]
     assert parse_variants(["ep_passes=5"]) == {"ep_passes": ["5"], "method": ["ep"]}
     # fit_variant dispatches to fit_ep with the passes asked for, else to fit_online
-    from inference.online import fit_online
-    from models.priors import build_priors
-    from models.simulate import simulate
+    from crowdrank.inference.online import fit_online
+    from crowdrank.models.priors import build_priors
+    from crowdrank.models.simulate import simulate
 
     d = simulate("couple", n_items=6, n_workers=2, tasks_per_worker=8, seed=2).rankings
     pri = build_priors(d)
@@ -69,7 +69,7 @@ def test_ep_and_quadrature_variants_expand_per_model():
 
 
 def test_cli_rejects_bad_options(capsys, tmp_path):
-    from reports.cli import main
+    from crowdrank.reports.cli import main
 
     assert main(["audit", "--variants", "taylor=bogus", "--out", str(tmp_path)]) == 2
     assert "taylor takes" in capsys.readouterr().err
@@ -138,9 +138,9 @@ def tiny_audit(tmp_path_factory):
     two end-to-end tests below read it (one pair of NUTS fits instead of two). The model
     checks run (predictive checks, LOO of the audited models) without the NUTS fits of PL
     and BT made for LOO only (``tests/test_observed.py`` and the README audits fit them)."""
-    from models.io import write_rankings, write_truth
-    from models.simulate import simulate
-    from reports.cli import main
+    from crowdrank.models.io import write_rankings, write_truth
+    from crowdrank.models.simulate import simulate
+    from crowdrank.reports.cli import main
 
     tmp_path = tmp_path_factory.mktemp("audit")
     sim = simulate("couple", n_items=8, n_workers=3, tasks_per_worker=8, kmax=3, seed=4)
@@ -157,8 +157,8 @@ def tiny_audit(tmp_path_factory):
 @pytest.mark.slow
 def test_audit_end_to_end_tiny(tiny_audit):
     """crowdrank audit FILE --truth FILE on a tiny simulated set, both models, tiny NUTS."""
-    from inference.nuts import read_nuts
-    from inference.online import OnlinePosterior
+    from crowdrank.inference.nuts import read_nuts
+    from crowdrank.inference.online import OnlinePosterior
 
     rc, sim, out = tiny_audit
     assert rc == 0
@@ -215,8 +215,8 @@ def test_audit_end_to_end_tiny(tiny_audit):
 
 
 def test_priors_from_spec_or_file(tmp_path):
-    from models.simulate import simulate
-    from reports.audit import AuditConfig, make_priors
+    from crowdrank.models.simulate import simulate
+    from crowdrank.reports.audit import AuditConfig, make_priors
 
     data = simulate("couple", n_items=5, n_workers=2, tasks_per_worker=3, kmax=3, seed=0).rankings
     p = make_priors(data, AuditConfig())
@@ -235,11 +235,11 @@ def test_audit_with_the_pymc_backend(tmp_path):
     """crowdrank audit --backend pymc on a tiny set (CrowdBT only, short chains): the fits
     are PyMC's, and the written table is the comparison of the written fits."""
     pytest.importorskip("pymc")
-    from inference.nuts import read_nuts
-    from inference.online import OnlinePosterior
-    from models.io import write_rankings
-    from models.simulate import simulate
-    from reports.cli import main
+    from crowdrank.inference.nuts import read_nuts
+    from crowdrank.inference.online import OnlinePosterior
+    from crowdrank.models.io import write_rankings
+    from crowdrank.models.simulate import simulate
+    from crowdrank.reports.cli import main
 
     sim = simulate("couple", n_items=6, n_workers=2, tasks_per_worker=10, kmax=3, seed=6)
     data_path = write_rankings(sim.rankings, tmp_path / "rk.csv")
@@ -290,7 +290,7 @@ def test_audit_compares_ep_and_quadrature_variants(tiny_audit):
     carry their per-pass log, and every number on the page equals metrics.json."""
     from test_pinned_report import check_audit_dir
 
-    from inference.online import OnlinePosterior
+    from crowdrank.inference.online import OnlinePosterior
 
     rc, sim, out = tiny_audit
     assert rc == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.data import DataError
+from crowdrank.models.data import DataError
 
 
 def _idata(draws, items):
@@ -30,8 +30,8 @@ def test_percentile_coverage_is_nominal_when_the_bootstrap_is_the_posterior():
     """Bootstrap refits drawn from the same skewed law as the NUTS draws: the percentile
     intervals hold their nominal share of the draws, whereas the Gaussian reading of the
     same refits (what compare() does by default) does not for a skewed law."""
-    from validation.compare import compare
-    from validation.intervals import percentile_coverage
+    from crowdrank.validation.compare import compare
+    from crowdrank.validation.intervals import percentile_coverage
 
     rng = np.random.default_rng(0)
     items = ["a", "b", "c"]
@@ -50,7 +50,7 @@ def test_percentile_coverage_is_nominal_when_the_bootstrap_is_the_posterior():
 
 
 def test_batch_methods_only_for_bt_and_pl():
-    from validation.audit import model_variants, parse_variants
+    from crowdrank.validation.audit import model_variants, parse_variants
 
     v = parse_variants(["method=online,laplace,bootstrap"])
     assert [o.get("method") for o in model_variants("bt", v)] == ["online", "laplace",
@@ -64,8 +64,8 @@ def test_audit_laplace_and_bootstrap_against_nuts(tmp_path):
     """On a small BT data set with plenty of comparisons per item the posterior is close to
     Gaussian: Laplace's mean and sd must match NUTS (|z| and sd ratio); the bootstrap of
     the MAP carries no prior uncertainty, so its sd can only be smaller."""
-    from models.simulate import simulate
-    from validation.audit import AuditConfig, Subject, run_audit
+    from crowdrank.models.simulate import simulate
+    from crowdrank.validation.audit import AuditConfig, Subject, run_audit
 
     sim = simulate("bt", n_items=8, n_workers=4, tasks_per_worker=60, seed=5)
     cfg = AuditConfig(models=("bt",), chains=2, tune=300, draws=600, permutations=0,
@@ -87,8 +87,8 @@ def test_audit_crowdbt_em_and_trueskill_run_as_approximations(tmp_path):
     appear in the audit as variants with λ rows (and η rows for EM) compared with NUTS."""
     import pandas as pd
 
-    from models.simulate import simulate
-    from validation.audit import AuditConfig, Subject, run_audit
+    from crowdrank.models.simulate import simulate
+    from crowdrank.validation.audit import AuditConfig, Subject, run_audit
 
     sim = simulate("crowdbt", n_items=8, n_workers=3, tasks_per_worker=60, seed=6,
                    setting="expert", gold_per_worker=10)

@@ -6,8 +6,8 @@ per chain the largest R-hat over many parameters crosses 1.01 by chance alone.
 import numpy as np
 import pytest
 
-from models.data import Rankings
-from validation.audit import AuditConfig, n_scalar_params, quick_draws
+from crowdrank.models.data import Rankings
+from crowdrank.validation.audit import AuditConfig, n_scalar_params, quick_draws
 
 
 def _data(n_items, n_workers, K):

@@ -10,16 +10,16 @@ import pytest
 
 choix = pytest.importorskip("choix")
 
-from inference.batch import (
+from crowdrank.inference.batch import (
     fit_batch,
     laplace,
     luce,
     solvers,
 )
-from inference.batch.api import problem_for
-from models.data import DataError, Rankings
-from models.likelihood import loglik as ref_loglik
-from models.simulate import simulate
+from crowdrank.inference.batch.api import problem_for
+from crowdrank.models.data import DataError, Rankings
+from crowdrank.models.likelihood import loglik as ref_loglik
+from crowdrank.models.simulate import simulate
 
 
 class _P:
@@ -199,7 +199,7 @@ def test_prior_only_item_sits_at_the_prior_mean():
 
 
 # ---------------------------------------------------------------- bootstrap
-from inference.batch import bootstrap as boot
+from crowdrank.inference.batch import bootstrap as boot
 
 
 def test_resample_weights_refit_equals_fit_on_resampled_data(kary):
@@ -265,8 +265,8 @@ def test_cli_fit_map_writes_items_and_fit_json(tmp_path, pairs):
 
     import pandas as pd
 
-    from models.io import write_rankings
-    from reports.cli import main
+    from crowdrank.models.io import write_rankings
+    from crowdrank.reports.cli import main
 
     src = tmp_path / "pairs.csv"
     write_rankings(pairs, src)
@@ -292,7 +292,7 @@ def test_cli_fit_map_writes_items_and_fit_json(tmp_path, pairs):
 
 
 def test_cli_fit_ml_refuses_weakly_connected_data(tmp_path, capsys):
-    from reports.cli import main
+    from crowdrank.reports.cli import main
 
     src = tmp_path / "toy.csv"
     src.write_text("worker,ranking\nw,a>b\nw,a>c\nw,b>c\nw,c>b\n")

@@ -13,10 +13,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from models.data import Rankings
-from models.likelihood import loglik
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.models.data import Rankings
+from crowdrank.models.likelihood import loglik
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 
 def _sets(model, n, seed, kmax):
@@ -29,7 +29,7 @@ def _sets(model, n, seed, kmax):
 
 
 def _priors(model, data):
-    from models.priors import parse_worker_prior
+    from crowdrank.models.priors import parse_worker_prior
 
     K = 2 if model in ("crowdbt", "bt") else 4
     return parse_worker_prior("geometric:a0=10,a=6", list(data.workers), K)
@@ -41,8 +41,8 @@ def test_padded_total_equals_reference_likelihood(model, kmax):
     import jax
     import jax.numpy as jnp
 
-    from inference.batched import pad_layout
-    from models import numpyro_models as npm
+    from crowdrank.inference.batched import pad_layout
+    from crowdrank.models import numpyro_models as npm
 
     sets = _sets(model, 3, 1, kmax)
     pri = _priors(model, sets[0])
@@ -71,7 +71,7 @@ def test_padded_total_equals_reference_likelihood(model, kmax):
 
 
 def test_pad_layout_refuses_counts_below_the_data():
-    from inference.batched import pad_layout
+    from crowdrank.inference.batched import pad_layout
 
     sets = _sets("pl", 2, 3, 3)
     with pytest.raises(ValueError, match="smaller"):
@@ -90,7 +90,7 @@ def _quadrature_bt(n12, n21, sigma0=1.0):
 
 @pytest.mark.slow
 def test_batched_posterior_matches_quadrature_and_lanes_are_independent():
-    from inference.batched import fit_nuts_batched
+    from crowdrank.inference.batched import fit_nuts_batched
 
     def data(n12, n21):
         return Rankings.from_lists([["a", "b"]] * n12 + [["b", "a"]] * n21,
@@ -130,7 +130,7 @@ def test_lane_groups_give_the_same_draws_and_count_the_steps():
     Both runs cap the warm-up trees at depth 2 (``warmup_max_tree_depth``): NumPyro's
     depth-``d`` tree has at most ``2^d − 1`` leapfrog steps, so no warm-up iteration takes
     more than 3, while sampling, with the usual cap, has longer trees."""
-    from inference.batched import fit_nuts_batched
+    from crowdrank.inference.batched import fit_nuts_batched
 
     sets = _sets("crowdbt", 3, 5, 2)
     pri = _priors("crowdbt", sets[0])

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from models.io import read_gold, read_rankings, read_truth, read_worker_truth
-from models.priors import Priors
-from reports import cli
+from crowdrank.models.io import read_gold, read_rankings, read_truth, read_worker_truth
+from crowdrank.models.priors import Priors
+from crowdrank.reports import cli
 
 
 def registered_commands() -> list[str]:

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from models.errors import DataError, InputError, UsageError
-from reports import cli
+from crowdrank.models.errors import DataError, InputError, UsageError
+from crowdrank.reports import cli
 
 
 def with_command_raising(monkeypatch, exc):
     """``crowdrank data summary`` whose implementation raises ``exc``."""
-    import reports.commands.data as data_cmd
+    import crowdrank.reports.commands.data as data_cmd
 
     def boom(args):
         raise exc
@@ -58,13 +58,13 @@ def _raised_in(module: str, source: str) -> BaseException:
 
 def test_only_the_projects_input_errors_are_one_line():
     # option checks raise UsageError (an InputError): one line
-    from models.errors import UsageError
+    from crowdrank.models.errors import UsageError
     assert cli.is_user_error(UsageError("--items must be >= 1"))
     # any plain ValueError, wherever it is raised, is a bug and keeps its traceback
     assert not cli.is_user_error(_raised_in(
-        "reports.commands.simulate", "def run():\n    raise ValueError('--items bad')\n"))
+        "crowdrank.reports.commands.simulate", "def run():\n    raise ValueError('--items bad')\n"))
     assert not cli.is_user_error(_raised_in(
-        "reports.commands.simulate", "def run():\n    return int('x')\n"))
+        "crowdrank.reports.commands.simulate", "def run():\n    return int('x')\n"))
     assert not cli.is_user_error(KeyError("item"))
 
 
@@ -90,11 +90,11 @@ def test_real_user_errors_stay_one_line(tmp_path, capsys):
 def test_the_installed_command_exits_2_on_bad_input_and_1_on_a_bug(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("worker,ranking\nu,a>a\n")
-    r = subprocess.run([sys.executable, "-m", "reports.cli", "data", "summary", str(bad)],
+    r = subprocess.run([sys.executable, "-m", "crowdrank.reports.cli", "data", "summary", str(bad)],
                        capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().endswith("item 'a' appears twice in one ranking")
-    code = ("import sys, reports.commands.data as d, reports.cli as c\n"
+    code = ("import sys, crowdrank.reports.commands.data as d, crowdrank.reports.cli as c\n"
             "def boom(a): raise KeyError('oops')\n"
             "d.run_summary = boom\n"
             "sys.exit(c.main(['data', 'summary', 'x.csv']))\n")

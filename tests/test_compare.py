@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from validation import compare as C
+from crowdrank.validation import compare as C
 
 
 def make_idata(mu, sd, alpha=None, *, model="couple", chains=4, draws=1000, seed=0,
@@ -217,7 +217,7 @@ def test_brute_force_kendall_agrees():
 def test_ranking_agreement_counts_only_comparable_pairs():
     """Two components {a, b} and {c, d}: the truth orders 6 pairs, the data only 2 of them;
     the cross-component pairs (whose order no ranking can tell) are left out and counted."""
-    from validation.compare import ranking_agreement
+    from crowdrank.validation.compare import ranking_agreement
 
     truth = np.array([4.0, 3.0, 2.0, 1.0])
     est = np.array([1.0, 0.0, 5.0, 4.0])        # right within components, wrong across

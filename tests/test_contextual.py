@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference.batch import contextual as cx
+from crowdrank.inference.batch import contextual as cx
 
 
 def test_without_covariates_it_is_bradley_terry():

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from inference.batch.contextual import simulate_contextual
-from models import contextual as cx
-from models.errors import DataError, UsageError
-from models.pair_table import read_pair_table, write_pair_table
+from crowdrank.inference.batch.contextual import simulate_contextual
+from crowdrank.models import contextual as cx
+from crowdrank.models.errors import DataError, UsageError
+from crowdrank.models.pair_table import read_pair_table, write_pair_table
 
 
 def _table(n_items=5, n=200, p=2, seed=0):
@@ -134,7 +134,7 @@ def test_cli_map_writes_items_coefficients_and_fit(tmp_path):
 
     import pandas as pd
 
-    from reports.cli import main
+    from crowdrank.reports.cli import main
     t, _, _, _ = _table(n=300, p=1, seed=5)
     rng = np.random.default_rng(5)
     topic = rng.choice(["art", "code", "math"], t.n_pairs)
@@ -151,7 +151,7 @@ def test_cli_map_writes_items_coefficients_and_fit(tmp_path):
     items = pd.read_csv(out / "items.csv")
     assert list(items["rank"]) == [1, 2, 3, 4, 5] and items["mu"].is_monotonic_decreasing
     # the CLI's γ for "difficulty" is the library MAP's on the same design
-    from inference.batch.contextual import fit_contextual
+    from crowdrank.inference.batch.contextual import fit_contextual
     cov = cx.encode_covariates(read_pair_table(f, ("difficulty", "topic")),
                                cx.parse_spec("difficulty,topic"))
     w, lo = t.winner_loser()
@@ -179,7 +179,7 @@ def test_map_agrees_with_nuts(backend):
     """MAP vs NUTS on a small simulated set: every λ and γ within 0.3 posterior sds of the
     NUTS mean and Laplace's sd within 20 % of NUTS's (the posterior is log-concave and
     close to Normal with 600 comparisons of 5 items)."""
-    from validation.pair_audit import audit_contextual
+    from crowdrank.validation.pair_audit import audit_contextual
 
     t, X, _, _ = _table(n=600, p=1, seed=6)
     rep = audit_contextual(t, X, backend=backend,
@@ -197,7 +197,7 @@ def test_nuts_recovers_simulated_parameters(tmp_path):
     γ_i − γ_0 lie within 3.5 (sd_i + sd_0), a bound on 3.5 posterior sds of the difference."""
     import pandas as pd
 
-    from reports.cli import main
+    from crowdrank.reports.cli import main
     win, lose, X, lam, gam = simulate_contextual(5, 1500, 1, seed=7)
     t = cx.table_from_simulation(win, lose, X, seed=7)
     f = write_pair_table(t, tmp_path / "ctx.csv", {"x0": t.extra["x0"]})

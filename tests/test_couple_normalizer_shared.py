@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_sbc_normalizer import _case
 
-from models.couple_normalizer import ordering_stage_product
+from crowdrank.models.couple_normalizer import ordering_stage_product
 
 
 def _numpy_normalizer(lam, log_eta, index, worker, group):

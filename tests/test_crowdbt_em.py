@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference.batch import crowdbt_em as em
-from models.data import DataError
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.inference.batch import crowdbt_em as em
+from crowdrank.models.data import DataError
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_em_increases_the_log_posterior(sim):
     P = em.pairs_of(data)
     ab = np.tile([5.0, 1.5], (data.n_workers, 1))
     lam, eta = em.em_init(P, ab, 0.2)
-    from inference.batch.luce import Prior
+    from crowdrank.inference.batch.luce import Prior
     f = em.log_posterior(P, lam, eta, ab, 0.2, 1.3)
     for _ in range(15):
         lam, eta, _ = em.em_step(P, lam, eta, ab, Prior(0.2, 1.3))
@@ -112,7 +112,7 @@ def test_beta_below_one_is_refused(sim):
 def test_squarem_reaches_the_em_fixed_point_in_fewer_steps_and_never_descends(sim):
     """SQUAREM (the default) and plain EM stop at the same MAP; the accelerated cycles use
     fewer EM steps, and each cycle keeps the log posterior from falling."""
-    from inference.batch.luce import Prior
+    from crowdrank.inference.batch.luce import Prior
 
     data = sim.rankings
     pri = _priors(data)
@@ -137,7 +137,7 @@ def test_squarem_cycle_is_exact_on_a_scalar_linear_map():
     """For a linear EM map ``x → 0.9x + 1`` (fixed point 10) the extrapolation is exact:
     ``r = 1, v = −0.1, α = −10``, so ``x = 0 + 20 − 10 = 10`` after one cycle; a point the
     caller marks not admissible keeps ``x2``."""
-    from inference.batch.squarem import squarem_cycle
+    from crowdrank.inference.batch.squarem import squarem_cycle
 
     def em_map(x):
         return 0.9 * x + 1.0

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from inference.batch import crowdbt_ext as ext
-from models import crowdbt_ext as m
-from models.errors import DataError, UsageError
-from models.pair_table import PairTable, from_rankings, read_pair_table, write_pair_table
+from crowdrank.inference.batch import crowdbt_ext as ext
+from crowdrank.models import crowdbt_ext as m
+from crowdrank.models.errors import DataError, UsageError
+from crowdrank.models.pair_table import PairTable, from_rankings, read_pair_table, write_pair_table
 
 
 def _sig(x):
@@ -49,7 +49,7 @@ def test_loglik_equals_the_two_branches_written_out(variant):
 
 
 def test_without_bias_and_categories_it_is_crowdbt():
-    from models.likelihood import crowdbt_loglik
+    from crowdrank.models.likelihood import crowdbt_loglik
     t, _ = m.simulate(5, 3, 60, "crowdbt-domain", n_categories=1, seed=4)
     st = m.structure(t, "crowdbt-domain", "category")
     assert st.n_groups == t.n_workers
@@ -95,7 +95,7 @@ def test_reader_keeps_presentation_order_and_names_bad_lines(tmp_path):
 
 
 def test_bias_needs_a_presentation_order_and_domain_a_category(tmp_path):
-    from models.data import Rankings
+    from crowdrank.models.data import Rankings
     data = Rankings(("a", "b", "c"), ("w",), np.array([[0, 1], [1, 2], [2, 0]]),
                     np.array([3, 3]), np.array([0, 0]))
     t = from_rankings(data)
@@ -264,9 +264,9 @@ def test_newton_step_raises_the_posterior_or_declines():
 
 
 def test_em_with_one_category_is_crowdbt_em():
-    from inference.batch.crowdbt_em import fit_crowdbt_em
-    from models.data import Rankings
-    from models.priors import Priors
+    from crowdrank.inference.batch.crowdbt_em import fit_crowdbt_em
+    from crowdrank.models.data import Rankings
+    from crowdrank.models.priors import Priors
 
     t, _ = m.simulate(6, 4, 300, "crowdbt-domain", n_categories=1, seed=6)
     st = m.structure(t, "crowdbt-domain", "category")
@@ -362,7 +362,7 @@ def test_pymc_log_density_is_the_reference(variant):
 
 
 def test_registry_names_the_pair_table_models_functions():
-    from models.registry import MODELS, PAIR_MODELS, PAIR_TABLE, resolve
+    from crowdrank.models.registry import MODELS, PAIR_MODELS, PAIR_TABLE, resolve
     assert set(PAIR_MODELS) == {"crowdbt-bias", "crowdbt-domain", "contextual-bt"}
     assert not set(PAIR_MODELS) & set(MODELS)       # the ranking layers do not apply
     for spec in PAIR_TABLE.values():
@@ -375,7 +375,7 @@ def test_registry_names_the_pair_table_models_functions():
 def test_cli_fits_both_extensions_by_em(tmp_path):
     import pandas as pd
 
-    from reports.cli import main
+    from crowdrank.reports.cli import main
     t, _ = m.simulate(5, 3, 200, "crowdbt-domain", seed=10)
     f = write_pair_table(t, tmp_path / "dom.csv", {"topic": t.extra["category"]})
     assert main(["fit", str(f), "--model", "crowdbt-domain", "--method", "map",
@@ -397,7 +397,7 @@ def test_cli_fits_both_extensions_by_em(tmp_path):
 def test_cli_reads_per_worker_beta_priors(tmp_path):
     import pandas as pd
 
-    from reports.cli import main
+    from crowdrank.reports.cli import main
     t, _ = m.simulate(4, 2, 120, "crowdbt-domain", seed=14)
     f = write_pair_table(t, tmp_path / "dom.csv", {"topic": t.extra["category"]})
     pri = tmp_path / "prior.csv"
@@ -430,7 +430,7 @@ def test_em_agrees_with_nuts(variant, backend):
     complete-data posterior, λ taken as known — is overconfident (sd ratio measured
     0.28-0.56), and the joint Laplace over (λ, β, η) corrects it (median sd ratio
     within 0.35 of 1, closer to 1 than the Beta's)."""
-    from validation.pair_audit import audit_crowdbt_ext
+    from crowdrank.validation.pair_audit import audit_crowdbt_ext
 
     st, truth = _st(variant, n_items=5, n_workers=3, n_pairs=400, seed=11)
     wab = np.tile([4.0, 1.5], (st.n_workers, 1))
@@ -467,7 +467,7 @@ def test_audit_cli_writes_the_comparison(tmp_path):
 
     import pandas as pd
 
-    from reports.cli import main
+    from crowdrank.reports.cli import main
     t, _ = m.simulate(4, 2, 200, "crowdbt-bias", seed=12)
     f = write_pair_table(t, tmp_path / "bias.csv")
     out = tmp_path / "a"

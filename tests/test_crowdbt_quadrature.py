@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from inference.online import fit_online, kernels
-from inference.online.crowdbt import (
+from crowdrank.inference.online import fit_online, kernels
+from crowdrank.inference.online.crowdbt import (
     crowdbt_pass_python,
     difference_moments,
     pair_update,
 )
-from inference.online.ep import fit_ep
-from models.errors import UsageError
-from models.priors import build_priors
-from models.registry import get as get_model
-from models.simulate import simulate
+from crowdrank.inference.online.ep import fit_ep
+from crowdrank.models.errors import UsageError
+from crowdrank.models.priors import build_priors
+from crowdrank.models.registry import get as get_model
+from crowdrank.models.simulate import simulate
 
 CASES = [  # (mu_w, mu_l, s2_w, s2_l, a, b)
     (0.3, -0.2, 0.8, 1.1, 4.0, 1.5),
@@ -230,8 +230,8 @@ def test_fit_online_and_ep_take_the_quadrature_variant(small):
     e1 = fit_ep(small, "crowdbt", pri, passes=1, taylor="quadrature", progress=False)
     assert np.array_equal(e1.mu, q.mu) and np.array_equal(e1.alpha, q.alpha)
     # the numba EP pass and the readable one agree with quadrature sites
-    from inference.online.api import pairs_sequence
-    from inference.online.ep import ep_init, ep_pass
+    from crowdrank.inference.online.api import pairs_sequence
+    from crowdrank.inference.online.ep import ep_init, ep_pass
     seq = pairs_sequence(small.lengths, np.arange(small.n_rankings))
     s1 = ep_init(small, "crowdbt", pri, taylor="quadrature")
     s2 = ep_init(small, "crowdbt", pri, taylor="quadrature")
@@ -267,7 +267,7 @@ def test_taylor_options_per_model(small):
 def test_resuming_an_old_crowdbt_state_without_taylor(small):
     """A state saved before the option existed resumes under the default and refuses
     the quadrature variant (it was made with the expansion)."""
-    from models.errors import DataError
+    from crowdrank.models.errors import DataError
     pri = get_model("crowdbt").worker_priors(build_priors(small), small)
     first = small.subset(np.arange(20))
     rest = small.subset(np.arange(20, small.n_rankings))
@@ -284,7 +284,7 @@ def test_ep_default_is_undamped_with_a_fallback_after_improper_cavities(small):
     """Damping 0 is the default (measured to reach the damped fixed point, tested in
     tests/test_online_ep.py); a pass that met an improper cavity switches the later passes
     to EP_FALLBACK_DAMPING, and the export names the first damped pass."""
-    from inference.online.ep import EP_DAMPING, EP_FALLBACK_DAMPING, pass_damping
+    from crowdrank.inference.online.ep import EP_DAMPING, EP_FALLBACK_DAMPING, pass_damping
     assert EP_DAMPING == 0.0
     clean = [{"pass": 1, "improper_cavities": 0}, {"pass": 2, "improper_cavities": 0}]
     assert pass_damping(0.0, clean) == 0.0
@@ -297,7 +297,7 @@ def test_ep_default_is_undamped_with_a_fallback_after_improper_cavities(small):
     assert ep["damping"] == 0.0 and ep["damping_fallback_pass"] is None
     assert all(x["damping"] == 0.0 for x in ep["per_pass"])
     # a run whose second pass meets an improper cavity: the third pass is damped
-    from inference.online.ep import ep_export, ep_init, ep_pass
+    from crowdrank.inference.online.ep import ep_export, ep_init, ep_pass
     st = ep_init(small, "couple", pri)
     seq = np.arange(small.n_rankings)
     ep_pass(st, seq, pass_damping(0.0, st.log))
@@ -313,9 +313,9 @@ def test_ep_default_is_undamped_with_a_fallback_after_improper_cavities(small):
 def test_cli_fit_crowdbt_quadrature(tmp_path):
     """``crowdrank fit --model crowdbt --taylor quadrature`` (one-pass and ``--method ep``)
     writes what the API computes."""
-    from inference.online import OnlinePosterior
-    from models.io import read_data, write_rankings
-    from reports.cli import main
+    from crowdrank.inference.online import OnlinePosterior
+    from crowdrank.models.io import read_data, write_rankings
+    from crowdrank.reports.cli import main
 
     small = simulate("couple", n_items=8, n_workers=2, tasks_per_worker=12, kmax=3, seed=2,
                      setting="amateur").rankings

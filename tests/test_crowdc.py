@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from inference.batch import crowdc as dc
+from crowdrank.inference.batch import crowdc as dc
 
 
 def test_pivot_orders_paper_example():
@@ -72,10 +72,10 @@ def test_non_pivots_are_interpolated_between_their_pivots():
 
 # ---------------------------------------------------------------- the batched solver and τ
 def test_dense_newton_matches_the_generic_newton_solver():
-    """The stacked dense solver against :func:`inference.batch.solvers.solve` on the same
+    """The stacked dense solver against :func:`crowdrank.inference.batch.solvers.solve` on the same
     pairs written as stages (an independent code path: sparse stages, Cholesky)."""
-    from inference.batch import luce
-    from inference.batch.solvers import Problem, solve
+    from crowdrank.inference.batch import luce
+    from crowdrank.inference.batch.solvers import Problem, solve
 
     rng = np.random.default_rng(7)
     stacks = [dc.win_matrix(dc.simulate_outcomes(9, 3, 0.7, rng), 3) for _ in range(3)]
@@ -165,8 +165,8 @@ def test_replicate_crowdc_small_grid(tmp_path):
     import csv
     import json
 
-    from reports.replicate_crowdc_html import write_all
-    from validation.replicate_crowdc import run_experiment
+    from crowdrank.reports.replicate_crowdc_html import write_all
+    from crowdrank.validation.replicate_crowdc import run_experiment
 
     settings = [(24, 1, 0.8, 2, 4), (100, 5, 0.8, 2, 12)]
     s = run_experiment(tmp_path, repeats=2, divisions=2, processes=1, progress=False,
@@ -189,8 +189,8 @@ def test_replicate_crowdc_small_grid(tmp_path):
 
 
 def test_replicate_crowdc_cli_errors(tmp_path):
-    from models.errors import UsageError
-    from validation.replicate_crowdc import parse_settings, run_experiment
+    from crowdrank.models.errors import UsageError
+    from crowdrank.validation.replicate_crowdc import parse_settings, run_experiment
 
     with pytest.raises(UsageError, match="n,t,r,g,p"):
         parse_settings("100,5,0.8")
@@ -201,7 +201,7 @@ def test_replicate_crowdc_cli_errors(tmp_path):
 
 
 def test_replicate_crowdc_command_line(tmp_path, capsys):
-    from reports.cli import main
+    from crowdrank.reports.cli import main
 
     out = tmp_path / "rep"
     assert main(["replicate", "crowdc", "--settings", "24,2,0.8,2,4", "--repeats", "1",
@@ -215,7 +215,7 @@ def test_replicate_crowdc_command_line(tmp_path, capsys):
 
 
 def test_findings_count_the_papers_two_statements():
-    from validation.replicate_crowdc import findings
+    from crowdrank.validation.replicate_crowdc import findings
 
     def row(g, p, v):
         return {"n": 100, "t": 5, "r": 0.8, "g": g, "p": p, "tau_ratio": v}

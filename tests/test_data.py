@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from models.data import PAD, DataError, Rankings, align_scores, split_ties
+from crowdrank.models.data import PAD, DataError, Rankings, align_scores, split_ties
 
 
 def small():

@@ -162,19 +162,19 @@ def _check_signature(contract_name: str, fn, skip_self: bool = False):
 
 
 def test_contract_signatures():
-    from inference.nuts import fit_nuts, read_nuts, write_nuts
-    from inference.online import OnlinePosterior, fit_online, fit_online_stream
-    from validation.compare import compare
-    from validation.experiments import run_grid
+    from crowdrank.inference.nuts import fit_nuts, read_nuts, write_nuts
+    from crowdrank.inference.online import OnlinePosterior, fit_online, fit_online_stream
+    from crowdrank.validation.compare import compare
+    from crowdrank.validation.experiments import run_grid
 
     _check_signature("fit_nuts", fit_nuts)
     _check_signature("fit_online", fit_online)
     _check_signature("fit_online_stream", fit_online_stream)
     _check_signature("to_datatree", OnlinePosterior.to_datatree, skip_self=True)
-    _check_signature("validation.compare.compare", compare)
-    _check_signature("validation.experiments.run_grid", run_grid)
-    from inference.online.ep import fit_ep
-    _check_signature("inference.online.ep.fit_ep", fit_ep)
+    _check_signature("crowdrank.validation.compare.compare", compare)
+    _check_signature("crowdrank.validation.experiments.run_grid", run_grid)
+    from crowdrank.inference.online.ep import fit_ep
+    _check_signature("crowdrank.inference.online.ep.fit_ep", fit_ep)
     _check_signature("write_nuts", write_nuts)
     _check_signature("read_nuts", read_nuts)
 
@@ -184,12 +184,12 @@ def _fields(cls) -> list[str]:
 
 
 def test_contract_dataclass_fields():
-    from inference.gate import Gate
-    from inference.nuts import NutsResult
-    from inference.online import OnlinePosterior
-    from models.priors import Priors
-    from validation.compare import Comparison
-    from validation.experiments import GridRun
+    from crowdrank.inference.gate import Gate
+    from crowdrank.inference.nuts import NutsResult
+    from crowdrank.inference.online import OnlinePosterior
+    from crowdrank.models.priors import Priors
+    from crowdrank.validation.compare import Comparison
+    from crowdrank.validation.experiments import GridRun
 
     assert _contract_params("Priors")[0] == _fields(Priors)
     assert _contract_params("Gate")[0] == _fields(Gate)
@@ -215,11 +215,11 @@ def test_contract_dataclass_fields():
 
 
 def test_contract_constants():
-    from inference import gate
-    from inference.online.state import ALGORITHMS, CLAMP_KEYS
-    from validation.compare import PARAM_COLUMNS
+    from crowdrank.inference import gate
+    from crowdrank.inference.online.state import ALGORITHMS, CLAMP_KEYS
+    from crowdrank.validation.compare import PARAM_COLUMNS
 
-    m = re.search(r"`validation\.compare\.PARAM_COLUMNS`: `([^`]*)`", CONTRACTS)
+    m = re.search(r"`crowdrank\.validation\.compare\.PARAM_COLUMNS`: `([^`]*)`", CONTRACTS)
     listed = tuple(re.sub(r"\s*\(.*?\)", "", c).strip() for c in m.group(1).split(","))
     assert listed == tuple(PARAM_COLUMNS)
     m = re.search(r"thresholds\s+R-hat < ([\d.]+), ESS ≥ (\d+), no divergences, E-BFMI ≥ "
@@ -235,7 +235,7 @@ def test_contract_constants():
 
 def test_contract_datatree_attrs_and_layout():
     """The attrs the contract lists are those ``to_datatree`` and ``fit_nuts`` write."""
-    from inference import nuts
+    from crowdrank.inference import nuts
 
     m = re.search(r"\(`idata\.attrs`\): (.*?); `write_nuts` adds", CONTRACTS, flags=re.DOTALL)
     listed = set(re.findall(r"`(\w+)`(?!\()", re.sub(r"\(`[^)]*\)", "", m.group(1))))
@@ -255,10 +255,10 @@ def test_contract_datatree_attrs_and_layout():
 def test_contract_crowdbt_prior_is_beta():
     """contracts.md: CrowdBT reads ``Priors.beta()`` — ``ab`` if given, else
     ``alpha[:, :2]`` — in both the NUTS inputs and the online state."""
-    from inference.online import OnlinePosterior
-    from models.data import Rankings
-    from models.model_inputs import model_inputs
-    from models.priors import Priors
+    from crowdrank.inference.online import OnlinePosterior
+    from crowdrank.models.data import Rankings
+    from crowdrank.models.model_inputs import model_inputs
+    from crowdrank.models.priors import Priors
 
     data = Rankings.from_lists([["a", "b", "c"], ["b", "c"]], ["u", "v"])
     alpha = np.array([[3.0, 2.0, 1.0], [4.0, 1.5, 0.5]])
@@ -276,8 +276,8 @@ def test_contract_crowdbt_prior_is_beta():
 
 def test_contract_online_datatree_layout():
     """``OnlinePosterior.to_datatree`` has the contract's variables, dims and attrs."""
-    from inference.online import OnlinePosterior
-    from models.priors import Priors
+    from crowdrank.inference.online import OnlinePosterior
+    from crowdrank.models.priors import Priors
 
     priors = Priors(("u", "v"), np.array([[3.0, 2.0, 1.0], [4.0, 1.5, 0.5]]))
     post = OnlinePosterior.from_priors("couple", ["a", "b", "c"], priors)
@@ -293,5 +293,5 @@ def test_contract_online_datatree_layout():
 @pytest.mark.parametrize("name", ["fit_nuts", "fit_online", "compare", "run_grid"])
 def test_contract_parser_sees_the_calls(name):
     assert _contract_params(name if name not in ("compare", "run_grid") else
-                            {"compare": "validation.compare.compare",
-                             "run_grid": "validation.experiments.run_grid"}[name])[0]
+                            {"compare": "crowdrank.validation.compare.compare",
+                             "run_grid": "crowdrank.validation.experiments.run_grid"}[name])[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from validation import experiments as X
+from crowdrank.validation import experiments as X
 
 TINY = {"n_items": 6, "n_workers": 3, "tasks_per_worker": 8, "kmax": 3,
         "chains": 2, "tune": 40, "draws": 40}
@@ -13,13 +13,13 @@ TINY = {"n_items": 6, "n_workers": 3, "tasks_per_worker": 8, "kmax": 3,
 
 @pytest.mark.slow
 def test_audit_job_on_a_tiny_grid_and_cached_rerun(tmp_path, monkeypatch):
-    import inference.nuts
-    import inference.online
-    from models.simulate import simulate
-    from validation.compare import pairwise_accuracy
+    import crowdrank.inference.nuts as nuts_mod
+    import crowdrank.inference.online as online_mod
+    from crowdrank.models.simulate import simulate
+    from crowdrank.validation.compare import pairwise_accuracy
 
     calls = {"nuts": [], "online": []}
-    fit_nuts, fit_online = inference.nuts.fit_nuts, inference.online.fit_online
+    fit_nuts, fit_online = nuts_mod.fit_nuts, online_mod.fit_online
 
     def count_nuts(data, model, priors, **kw):
         calls["nuts"].append((model, kw["seed"], kw["chains"], kw["draws"]))
@@ -30,8 +30,8 @@ def test_audit_job_on_a_tiny_grid_and_cached_rerun(tmp_path, monkeypatch):
         return fit_online(data, model, priors, **kw)
 
     # audit_job imports both at call time from their modules
-    monkeypatch.setattr(inference.nuts, "fit_nuts", count_nuts)
-    monkeypatch.setattr(inference.online, "fit_online", count_online)
+    monkeypatch.setattr(nuts_mod, "fit_nuts", count_nuts)
+    monkeypatch.setattr(online_mod, "fit_online", count_online)
 
     specs = [dict(TINY, model="couple", setting="amateur", seed=3, variant={"taylor": "full"}),
              dict(TINY, model="crowdbt", setting="amateur", seed=3, variant={})]
@@ -61,7 +61,7 @@ def test_audit_job_on_a_tiny_grid_and_cached_rerun(tmp_path, monkeypatch):
             assert res["workers"] is None or "spearman_truth_nuts" not in res["workers"]
     # audit_job used the data its seed simulates, geometric priors, the variant and the
     # true λ: recompute the online accuracy independently
-    from models.priors import Priors
+    from crowdrank.models.priors import Priors
 
     d = sim.rankings
     on = fit_online(d, "couple", Priors.geometric(d.workers, d.K), progress=False,

@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from models.simulate import simulate
+from crowdrank.models.simulate import simulate
 
 
 def _fake_nuts(monkeypatch, eta):
     """Replace the sampler and the writer by iid ``eta`` draws and no files."""
     from arviz_base import from_dict
 
-    from inference import nuts
+    from crowdrank.inference import nuts
 
     idata = from_dict({"posterior": {"eta": eta}}, dims={"eta": ["worker"]})
     gate = SimpleNamespace(verdict=lambda: "gate: reference trusted (fake draws)")
@@ -32,8 +32,8 @@ def _fake_nuts(monkeypatch, eta):
 
 def test_fit_nuts_prints_tail_visits_line_only_with_a_worker_simplex(tmp_path, capsys,
                                                                      monkeypatch):
-    from models.io import write_rankings
-    from reports.cli import main
+    from crowdrank.models.io import write_rankings
+    from crowdrank.reports.cli import main
 
     sim = simulate("crowdbt", n_items=4, n_workers=3, tasks_per_worker=6, seed=3)
     f = tmp_path / "pairs.csv"

@@ -15,16 +15,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference import nuts
-from models.errors import UsageError
-from models.priors import Priors
-from models.simulate import simulate
-from validation.reference import simplex_prior_check
+from crowdrank.inference import nuts
+from crowdrank.models.errors import UsageError
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
+from crowdrank.validation.reference import simplex_prior_check
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
-from inference import gibbs as G  # noqa: E402
+from crowdrank.inference import gibbs as G  # noqa: E402
 
 ALPHA4 = 10 * 6.0 ** -np.arange(1, 5)            # the paper's geometric prior, α_4 ≈ 0.0077
 
@@ -55,7 +55,7 @@ def test_prior_only_step_draws_the_exact_dirichlet():
     """No stages: n = Ξ = 0, so each sweep draws g ~ Gamma(α) afresh, η ~ Dir(α) exactly —
     including P(log η_4 < −20) under α_4 = 0.0077 (the spike a clipping transform misses)."""
     d, pr = _tiny()
-    from models.model_inputs import model_inputs
+    from crowdrank.models.model_inputs import model_inputs
 
     inp = model_inputs("couple", d, pr)
     fn = G.make_gibbs_fn(inp, 1, prior_only=True)
@@ -224,7 +224,7 @@ def test_stage_tables_count_every_stage():
     """Σ over m of the stages with m candidates is Σ_rankings (k − 1), each stage's
     candidates are the ranking's reported suffix of length m."""
     d, pr = _tiny()
-    from models.model_inputs import model_inputs
+    from crowdrank.models.model_inputs import model_inputs
 
     inp = model_inputs("couple", d, pr)
     t = G.stage_tables(inp)
@@ -274,9 +274,8 @@ def test_gibbs_route_agrees_with_default_nuts():
     faster than at ``K = 4``, which dominated the test (compiling, not sampling)."""
     from test_nuts_adapt import _shift_first_score
 
-    from validation.reference import backend_agreement
-
-    from inference.online import fit_online
+    from crowdrank.inference.online import fit_online
+    from crowdrank.validation.reference import backend_agreement
 
     d, pr = _tiny(kmax=3)
     kw = {"chains": 4, "tune": 150, "draws": 300, "seed": 1, "progress": False,
@@ -304,8 +303,8 @@ def test_gibbs_route_agrees_with_default_nuts():
 def test_cli_fit_nuts_eta_update_gibbs(tmp_path, capsys):
     """``crowdrank fit --method nuts --eta-update gibbs`` runs the Gibbs route (tiny sizes:
     the plumbing, not the posterior) and refuses it for a model it does not support."""
-    from models.io import write_rankings
-    from reports.cli import main
+    from crowdrank.models.io import write_rankings
+    from crowdrank.reports.cli import main
 
     d, _ = _tiny()
     f = tmp_path / "r.csv"

@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.likelihood import MODELS
-from models.model_inputs import model_inputs
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.models.likelihood import MODELS
+from crowdrank.models.model_inputs import model_inputs
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 jax = pytest.importorskip("jax")
 numpyro = pytest.importorskip("numpyro")
@@ -63,7 +63,7 @@ def test_numpyro_potential_energy_gradient(model, data, priors):
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer.util import potential_energy
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     inp = model_inputs(model, data, priors)
     with jax.enable_x64(True):
@@ -93,7 +93,7 @@ def test_numpyro_potential_energy_gradient(model, data, priors):
 @pytest.mark.parametrize("model", MODELS)
 def test_pymc_dlogp_gradient(model, data, priors):
     pytest.importorskip("pymc")
-    from models import pymc_models as pmm
+    from crowdrank.models import pymc_models as pmm
 
     inp = model_inputs(model, data, priors)
     m = pmm.build_model(inp)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from validation import compare as C
-from validation import metrics as M
+from crowdrank.validation import compare as C
+from crowdrank.validation import metrics as M
 
 MU = np.array([0.5, -0.3, 1.2, 0.0, -1.1])
 SD = np.array([0.3, 0.5, 0.2, 0.7, 0.4])

@@ -10,9 +10,9 @@ import warnings
 import numpy as np
 import pytest
 
-from models.data import DataError, Rankings
-from models.errors import DataWarning
-from models.io import (
+from crowdrank.models.data import DataError, Rankings
+from crowdrank.models.errors import DataWarning
+from crowdrank.models.io import (
     iter_rankings_chunks,
     load_dataset,
     load_truth,
@@ -22,8 +22,8 @@ from models.io import (
     read_truth,
     read_truth_scores,
 )
-from reports import cli
-from validation.compare import (
+from crowdrank.reports import cli
+from crowdrank.validation.compare import (
     comparison_components,
     pairwise_accuracy,
     pairwise_accuracy_comparable,

@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from models.data import PAD, DataError, Rankings
-from models.io import (
+from crowdrank.models.data import PAD, DataError, Rankings
+from crowdrank.models.io import (
     detect_format,
     iter_rankings_chunks,
     load_dataset,
@@ -23,8 +23,8 @@ from models.io import (
     write_truth,
     write_worker_truth,
 )
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 
 def put(tmp_path, name: str, text: str):

@@ -13,11 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import models.io as mio
-from models.data import DataError
-from models.io import _arrow, rankings_csv
-from models.simulate import simulate
-from reports import cli
+import crowdrank.models.io as mio
+from crowdrank.models.data import DataError
+from crowdrank.models.io import _arrow, rankings_csv
+from crowdrank.models.simulate import simulate
+from crowdrank.reports import cli
 
 
 def test_python_whitespace_set_is_str_strip():
@@ -154,7 +154,7 @@ def test_parquet_round_trip_streams_by_row_group(tmp_path, readers):
 
 
 def _relabel(d, source):
-    from models.io.datasets import with_notes
+    from crowdrank.models.io.datasets import with_notes
     return with_notes(d, source=source)
 
 

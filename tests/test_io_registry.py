@@ -1,4 +1,4 @@
-"""models.io as a package: the public names, the format registry, the one rankings-CSV
+"""crowdrank.models.io as a package: the public names, the format registry, the one rankings-CSV
 reader (its block path equals its row path), and the registry of shared data sets."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-import models.io as mio
-from models.data import DataError
-from models.io import formats, rankings_csv
-from models.simulate import simulate
-from reports import cli
+import crowdrank.models.io as mio
+from crowdrank.models.data import DataError
+from crowdrank.models.io import formats, rankings_csv
+from crowdrank.models.simulate import simulate
+from crowdrank.reports import cli
 
 # every public name the single-module models.io offered (functions, classes, constants and
 # the names it imported); other code and tests import them from models.io
@@ -129,7 +129,7 @@ def test_data_list_command_text_and_json(tmp_path, capsys, monkeypatch):
     assert "MISSING" in out and "description" in out
     assert cli.main(["data", "list", "--json"]) == 0
     sets = json.loads(capsys.readouterr().out)
-    from models.io.pair_datasets import PAIR_DATASETS
+    from crowdrank.models.io.pair_datasets import PAIR_DATASETS
     assert {d["name"] for d in sets} == set(mio.DATASETS) | set(PAIR_DATASETS)
     assert {d["name"] for d in sets if d["kind"] == "pairs"} == set(PAIR_DATASETS)
     assert not any(d["present"] for d in sets)

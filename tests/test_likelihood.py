@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from models import likelihood as L
-from models.data import Rankings
+from crowdrank.models import likelihood as L
+from crowdrank.models.data import Rankings
 
 
 def rng_params(seed, n_items=6, K=4):
@@ -105,7 +105,7 @@ def test_eq4_over_all_orderings_matches_the_single_ranking_reference():
     against couple_loglik ranking by ranking, and its sum against couple_normalizer."""
     from itertools import permutations
 
-    from models.likelihood import couple_loglik, couple_normalizer, eq4_all_orderings
+    from crowdrank.models.likelihood import couple_loglik, couple_normalizer, eq4_all_orderings
 
     rng = np.random.default_rng(3)
     for k in (2, 3, 4):

@@ -1,7 +1,7 @@
 """The composite pairwise LOO unit (validation.predictive, "Which observations a model can
 be compared on") against brute force.
 
-Oracles: the NumPy reference likelihoods of :mod:`models.likelihood` applied to each
+Oracles: the NumPy reference likelihoods of :mod:`crowdrank.models.likelihood` applied to each
 rank-broken pair as a two-item ranking, one pair at a time; exact enumeration of the ``k!``
 orderings for PL's pair marginal; plain self-normalised importance sampling for the
 leave-one-out expectation (with a tight posterior, PSIS's smoothing changes nothing that
@@ -15,10 +15,10 @@ from itertools import combinations, permutations
 import numpy as np
 import pytest
 
-from models import likelihood as L
-from models.registry import get
-from models.simulate import simulate
-from validation.predictive import composite_loo, composite_pair_loglik, loo_compare
+from crowdrank.models import likelihood as L
+from crowdrank.models.registry import get
+from crowdrank.models.simulate import simulate
+from crowdrank.validation.predictive import composite_loo, composite_pair_loglik, loo_compare
 
 MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized", "peergrader")
 

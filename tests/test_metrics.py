@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from validation import metrics as M
+from crowdrank.validation import metrics as M
 
 
 # ------------------------------------------------------------------ closed-form KL

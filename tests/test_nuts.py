@@ -11,10 +11,10 @@ import json
 import numpy as np
 import pytest
 
-from inference import nuts
-from inference.gate import check
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.inference import nuts
+from crowdrank.inference.gate import check
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 
 # ---------------------------------------------------------------- gate on known draws
@@ -95,7 +95,7 @@ def test_numpyro_layout_recovery_and_files(tmp_path):
     assert r.idata.attrs["prior_spec"] == pr.spec
     assert {"compile", "warmup", "sampling", "total"} <= set(r.timings)
     # the stored pointwise log-lik is the reference one at a stored draw
-    from models.likelihood import loglik_pointwise
+    from crowdrank.models.likelihood import loglik_pointwise
     lam0 = post["lambda"].values[1, 7]
     eta0 = post["eta"].values[1, 7]
     np.testing.assert_allclose(ll.values[1, 7], loglik_pointwise("couple", d, lam0, eta0),
@@ -171,8 +171,8 @@ def test_init_is_checked():
 
 
 def test_init_from_online_json_reads_means(tmp_path):
-    from models.data import DataError
-    from reports.commands.fit_nuts import init_from_online_json
+    from crowdrank.models.data import DataError
+    from crowdrank.reports.commands.fit_nuts import init_from_online_json
 
     d = simulate("couple", n_items=4, n_workers=2, tasks_per_worker=5, kmax=3,
                  seed=1).rankings
@@ -195,8 +195,8 @@ def test_init_from_online_json_reads_means(tmp_path):
 
 @pytest.mark.slow
 def test_cli_fit_nuts_with_init(tmp_path, capsys):
-    from models.io import write_rankings
-    from reports.cli import main
+    from crowdrank.models.io import write_rankings
+    from crowdrank.reports.cli import main
 
     sim = simulate("crowdbt", n_items=5, n_workers=2, tasks_per_worker=40, seed=8)
     f = tmp_path / "pairs.csv"
@@ -239,8 +239,8 @@ def test_jittered_starts_disperse_around_init_and_are_seeded():
     import jax
     from numpyro.infer.util import constrain_fn
 
-    from models import numpyro_models as npm
-    from models.model_inputs import model_inputs
+    from crowdrank.models import numpyro_models as npm
+    from crowdrank.models.model_inputs import model_inputs
 
     d = simulate("couple", n_items=5, n_workers=2, tasks_per_worker=5, kmax=3, seed=1).rankings
     inputs = model_inputs("couple", d, Priors.geometric(d.workers, d.K))
@@ -291,7 +291,7 @@ def test_auxiliary_conditionals_are_exact():
     e ~ Exp(1) — checked by a Kolmogorov–Smirnov test on 4,000 draws, for tiny α too."""
     from scipy import stats
 
-    from inference.warmstart import augment, log_dirichlet_draws
+    from crowdrank.inference.warmstart import augment, log_dirichlet_draws
 
     alpha = np.array([[1.67, 0.278, 0.0463, 0.0077]])
     rng = np.random.default_rng(3)
@@ -386,8 +386,8 @@ def test_pymc_mass_matrix_is_seeded_from_the_approximation_in_value_var_order():
     """The PyMC potential gets one variance per unconstrained coordinate, in the order of
     model.value_vars, computed from draws mapped through PyMC's own transforms."""
     pytest.importorskip("pymc")
-    from models import pymc_models as pmm
-    from models.model_inputs import model_inputs
+    from crowdrank.models import pymc_models as pmm
+    from crowdrank.models.model_inputs import model_inputs
 
     d = simulate("couple", n_items=6, n_workers=2, tasks_per_worker=10, kmax=3, seed=1).rankings
     inputs = model_inputs("couple", d, Priors.geometric(d.workers, d.K))

@@ -1,10 +1,10 @@
-"""Warm-up schemes of ``fit_nuts(adapt=...)`` (:func:`inference.nuts._staged_warmup`), the
+"""Warm-up schemes of ``fit_nuts(adapt=...)`` (:func:`crowdrank.inference.nuts._staged_warmup`), the
 per-worker law of the auxiliary magnitude (``worker_level``) and refined concentrations
 (``refine_eta``).
 
 The schemes change only how warm-up chooses the mass matrix and step size, never the
 target: the posterior of the staged schemes must agree with the default windowed route
-parameter by parameter (within a few MCSE, :func:`validation.reference.backend_agreement`),
+parameter by parameter (within a few MCSE, :func:`crowdrank.validation.reference.backend_agreement`),
 and the pooled mass must be the pooled variance of the draws on the unconstrained scale
 (checked against NumPy on sites whose transform is known: identity and log).
 """
@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference import nuts
-from models.errors import UsageError
-from models.model_inputs import model_inputs
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.inference import nuts
+from crowdrank.models.errors import UsageError
+from crowdrank.models.model_inputs import model_inputs
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 
 def _tiny(seed=3):
@@ -56,7 +56,7 @@ def test_pooled_variance_is_the_pooled_unconstrained_variance():
 def _shapes(inputs, param):
     from numpyro import handlers
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     with handlers.seed(rng_seed=0):
         tr = handlers.trace(npm.model).get_trace(inputs, prior_only=True, **param)
@@ -74,8 +74,8 @@ def test_staged_schemes_need_a_seeded_mass():
 
 @pytest.mark.slow
 def test_pooled_warmup_targets_the_same_posterior_as_the_default():
-    from inference.online import fit_online
-    from validation.reference import backend_agreement
+    from crowdrank.inference.online import fit_online
+    from crowdrank.validation.reference import backend_agreement
 
     d, pr = _tiny()
     on = fit_online(d, "couple", pr, progress=False)
@@ -112,7 +112,7 @@ def test_shifted_copy_fails_the_agreement_check():
     with one score moved by half a posterior sd does not (and the original is intact)."""
     from arviz_base import from_dict
 
-    from validation.reference import backend_agreement
+    from crowdrank.validation.reference import backend_agreement
 
     rng = np.random.default_rng(0)
     mk = lambda: from_dict({"posterior": {"lambda": rng.normal(size=(4, 500, 3))}},
@@ -129,8 +129,8 @@ def test_shifted_copy_fails_the_agreement_check():
 
 # ---------------------------------------------------------------- per-worker level, refined η
 def test_worker_level_sd_is_the_dirichlet_sd_of_log_eta():
-    from inference.warmstart import log_dirichlet_draws, worker_level_sd
-    from models.model_inputs import LEVEL_SD
+    from crowdrank.inference.warmstart import log_dirichlet_draws, worker_level_sd
+    from crowdrank.models.model_inputs import LEVEL_SD
 
     alpha = np.array([[900.0, 400.0, 0.05, 0.01],      # two pinned entries
                       [1.5, 0.3, 0.05, 0.01],          # none pinned: the default
@@ -166,7 +166,7 @@ def _refine_by_loops(inputs, lam, a0, iters):
 
 
 def test_refine_worker_alpha_matches_a_loop_em():
-    from inference.warmstart import refine_worker_alpha
+    from crowdrank.inference.warmstart import refine_worker_alpha
 
     d, pr = _tiny()
     inputs = model_inputs("couple", d, pr)
@@ -191,8 +191,8 @@ def test_per_worker_level_keeps_the_exact_dirichlet_prior():
     import jax
     from numpyro.infer import MCMC, NUTS
 
-    from models import numpyro_models as npm
-    from validation.reference import simplex_prior_check
+    from crowdrank.models import numpyro_models as npm
+    from crowdrank.validation.reference import simplex_prior_check
 
     d = simulate("couple", n_items=4, n_workers=2, tasks_per_worker=4, kmax=4, seed=1).rankings
     pr = Priors.geometric(d.workers, 4)

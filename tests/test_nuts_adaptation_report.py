@@ -1,4 +1,4 @@
-"""The adapted-sampler report of :func:`inference.nuts.fit_nuts` (``NutsResult.adaptation``).
+"""The adapted-sampler report of :func:`crowdrank.inference.nuts.fit_nuts` (``NutsResult.adaptation``).
 
 It is what located the medium-scale NumPyro failure (``docs/notes.md``, "The medium
 references"): per unconstrained coordinate, the adapted inverse mass beside each chain's
@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference.nuts import coordinate_names, fit_nuts
-from models.model_inputs import boost_split, model_inputs
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.inference.nuts import coordinate_names, fit_nuts
+from crowdrank.models.model_inputs import boost_split, model_inputs
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 
 def _tiny():

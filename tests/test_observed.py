@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy.special import expit, log_softmax
 
-from models.data import Rankings
-from models.likelihood import (
+from crowdrank.models.data import Rankings
+from crowdrank.models.likelihood import (
     couple_loglik,
     couple_normalized_loglik,
     crowdbt_pair_prob,
@@ -25,10 +25,10 @@ from models.likelihood import (
     loglik_pointwise,
     pl_loglik,
 )
-from models.model_inputs import model_inputs, with_orders
-from models.priors import Priors
-from models.registry import MODELS
-from models.simulate import redraw_orders, simulate
+from crowdrank.models.model_inputs import model_inputs, with_orders
+from crowdrank.models.priors import Priors
+from crowdrank.models.registry import MODELS
+from crowdrank.models.simulate import redraw_orders, simulate
 
 jax = pytest.importorskip("jax")
 numpyro = pytest.importorskip("numpyro")
@@ -84,7 +84,7 @@ def test_numpyro_pointwise_sums_to_the_density_term(model, data, priors):
     from numpyro.infer import log_likelihood
     from numpyro.infer.util import log_density
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     inp = model_inputs(model, data, priors)
     lam, eta, _ = point(model, data, 3)
@@ -105,7 +105,7 @@ def test_numpyro_pointwise_sums_to_the_density_term(model, data, priors):
 def test_fast_couple_pointwise_and_any_cotangent(data, priors):
     """COUPLE's fast path gives the autodiff path's per-ranking values, and its hand-written
     VJP is exact for a non-uniform cotangent (weights per ranking), not only for the sum."""
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     inp = model_inputs("couple", data, priors)
     lam, _, leta = point("couple", data, 4)
@@ -136,7 +136,7 @@ def test_samplers_form_is_the_same_density(model, data, priors):
     from numpyro.distributions.transforms import biject_to
     from numpyro.infer.util import potential_energy
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     inp = model_inputs(model, data, priors)
     with jax.enable_x64(True):
@@ -158,8 +158,8 @@ def test_samplers_form_is_the_same_density(model, data, priors):
 def test_log_prob_scores_the_orders_it_is_given(model, data, priors):
     """Other orders of the same tasks are re-laid out and scored (against the reference on
     a Rankings holding those orders); orders of other tasks are refused."""
-    from models import numpyro_models as npm
-    from models.data import DataError
+    from crowdrank.models import numpyro_models as npm
+    from crowdrank.models.data import DataError
 
     inp = model_inputs(model, data, priors)
     lam, eta, leta = point(model, data, 6)
@@ -183,8 +183,8 @@ def test_pymc_and_numpyro_pointwise_agree(model, data, priors):
     from arviz_base import from_dict
     from numpyro.infer import log_likelihood
 
-    from models import numpyro_models as npm
-    from models import pymc_models as pmm
+    from crowdrank.models import numpyro_models as npm
+    from crowdrank.models import pymc_models as pmm
 
     inp = model_inputs(model, data, priors)
     pts = [point(model, data, s) for s in (11, 12)]
@@ -304,7 +304,7 @@ def test_numpyro_sample_has_the_models_distribution(model):
     """Frequencies of 20,000 draws of every ordering against brute-force probabilities
     (exact for PL, PeerGrader, normalised COUPLE and every pair; COUPLE's story and the
     pairwise models' k = 3 process as documented in RankingLikelihood)."""
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     eta, leta = _eta_for(model)
     inp = _inputs(model)
@@ -338,7 +338,7 @@ def test_couple_sample_is_eq4_for_pairs_only():
 
 
 def test_log_prob_needs_concrete_orders(data, priors):
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     inp = model_inputs("pl", data, priors)
     d = npm.RankingLikelihood(inp, np.zeros(data.n_items))
@@ -367,7 +367,7 @@ def _is_loo(draws, sel):
 
 
 def test_loo_compares_only_comparable_units():
-    from validation.predictive import loo_compare, normalised_for
+    from crowdrank.validation.predictive import loo_compare, normalised_for
 
     lengths = np.array([2, 3, 2, 4, 2])
     rng = np.random.default_rng(1)
@@ -395,7 +395,7 @@ def test_loo_compares_only_comparable_units():
 
 
 def test_loo_without_pairs_says_so():
-    from validation.predictive import loo_compare
+    from crowdrank.validation.predictive import loo_compare
 
     lengths = np.array([3, 3, 4])
     ll = -np.ones(3)
@@ -411,8 +411,8 @@ def test_loo_without_pairs_says_so():
 def test_loo_and_ppc_on_a_tiny_fit():
     """fit_nuts stores the pointwise log-likelihood and posterior predictive draws from the
     observed site; LOO and the checks run on them."""
-    from inference.nuts import fit_nuts
-    from validation.predictive import loo_compare, ppc_from_idata
+    from crowdrank.inference.nuts import fit_nuts
+    from crowdrank.validation.predictive import loo_compare, ppc_from_idata
 
     d = simulate("couple", n_items=5, n_workers=2, tasks_per_worker=6, kmax=3,
                  seed=2).rankings
@@ -444,7 +444,7 @@ def test_loo_and_ppc_on_a_tiny_fit():
 def test_ppc_statistics_by_hand():
     """Two rankings, two draws, replicated orders written out: every number counted by
     hand (module docstring of validation.predictive)."""
-    from validation.predictive import ppc
+    from crowdrank.validation.predictive import ppc
 
     data = Rankings(["x0", "x1", "x2"], ["a", "b"], np.array([[0, 1], [1, 0], [2, -1]]),
                     np.array([3, 2]), np.array([0, 1]))
@@ -469,7 +469,7 @@ def test_ppc_statistics_by_hand():
 
 
 def test_ppc_rejects_mismatched_draws():
-    from validation.predictive import ppc
+    from crowdrank.validation.predictive import ppc
 
     data = Rankings(["x0", "x1"], ["a"], np.array([[0], [1]]), np.array([2]), np.array([0]))
     with pytest.raises(ValueError, match="do not match"):
@@ -493,8 +493,8 @@ def test_audit_options_for_the_checks():
     usage error naming the option."""
     import argparse
 
-    from models.errors import UsageError
-    from reports.commands import audit as cmd
+    from crowdrank.models.errors import UsageError
+    from crowdrank.reports.commands import audit as cmd
 
     p = argparse.ArgumentParser()
     sub = p.add_subparsers()
@@ -514,7 +514,7 @@ def test_audit_reports_model_checks(tmp_path):
     sections; metrics.json holds what the page shows."""
     import json
 
-    from reports.audit import AuditConfig, Subject, run_audit
+    from crowdrank.reports.audit import AuditConfig, Subject, run_audit
 
     sim = simulate("couple", n_items=6, n_workers=2, tasks_per_worker=6, kmax=3, seed=4)
     cfg = AuditConfig(models=("couple",), chains=2, tune=60, draws=60, permutations=0,

@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference.online import fit_online, gbmm
-from inference.online.ep import converged, ep_init, ep_pass, fit_ep
-from models.errors import UsageError
-from models.priors import Priors, build_priors
-from models.registry import get as get_model
-from models.simulate import simulate
+from crowdrank.inference.online import fit_online, gbmm
+from crowdrank.inference.online.ep import converged, ep_init, ep_pass, fit_ep
+from crowdrank.models.errors import UsageError
+from crowdrank.models.priors import Priors, build_priors
+from crowdrank.models.registry import get as get_model
+from crowdrank.models.simulate import simulate
 
 MODELS = ("couple", "crowdbt", "pl", "bt")
 
@@ -87,7 +87,7 @@ def test_per_pass_log_and_convergence(small):
     # the changes shrink: the last pass moves far less than the second
     assert log[-1]["max_dmu_sd"] < 0.05 * log[1]["max_dmu_sd"]
     # the posterior.json schema round-trips, with the EP log
-    from inference.online import OnlinePosterior
+    from crowdrank.inference.online import OnlinePosterior
     back = OnlinePosterior.from_dict(e.to_dict())
     assert np.array_equal(back.mu, e.mu) and back.options["ep"]["passes_run"] == len(log)
 
@@ -217,7 +217,7 @@ def test_quadrature_points_rule():
 
 
 def test_quadrature_kernel_equals_spec_and_default_is_unchanged(small):
-    from inference.online.gbmm import gbmm_pass_python
+    from crowdrank.inference.online.gbmm import gbmm_pass_python
 
     pri = _priors(small, "couple")
     post = fit_online(small, "couple", pri, taylor="quadrature", progress=False)
@@ -234,9 +234,9 @@ def test_quadrature_kernel_equals_spec_and_default_is_unchanged(small):
 
 # ------------------------------------------------------------------ command line
 def test_cli_fit_method_ep_writes_the_same_posterior(small, tmp_path, capsys):
-    from inference.online import OnlinePosterior
-    from models.io import write_rankings
-    from reports.cli import main
+    from crowdrank.inference.online import OnlinePosterior
+    from crowdrank.models.io import write_rankings
+    from crowdrank.reports.cli import main
 
     path = write_rankings(small, tmp_path / "rk.csv")
     for model, extra in (("couple", ["--taylor", "quadrature"]), ("crowdbt", [])):
@@ -245,7 +245,7 @@ def test_cli_fit_method_ep_writes_the_same_posterior(small, tmp_path, capsys):
                    "--damping", "0.3", "--no-progress", "--out", str(out), *extra])
         assert rc == 0
         got = OnlinePosterior.from_json(out / "posterior.json")
-        from models.io import read_data
+        from crowdrank.models.io import read_data
         data, _ = read_data(str(path))
         want = fit_ep(data, model, _priors(data, model), passes=4, damping=0.3,
                       progress=False, **({"taylor": "quadrature"} if extra else {}))
@@ -264,7 +264,7 @@ def test_numba_pass_equals_the_readable_pass(small, model):
     b = ep_init(small, model, pri)
     seq = np.random.default_rng(0).permutation(small.n_rankings)
     if a.pairwise:
-        from inference.online.api import pairs_sequence
+        from crowdrank.inference.online.api import pairs_sequence
         seq = pairs_sequence(small.lengths, seq)
     for damping in (0.5, 0.0, 0.3):
         ea = ep_pass(a, seq, damping)

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from inference.online import OnlineError, fit_online, kernels
-from inference.online.crowdbt import pair_update
-from inference.online.gbmm import stage_update
-from inference.online.state import CLAMP_KEYS
-from inference.online.wenglin import bt_game, pl_game
-from models.data import Rankings
-from models.priors import Priors
+from crowdrank.inference.online import OnlineError, fit_online, kernels
+from crowdrank.inference.online.crowdbt import pair_update
+from crowdrank.inference.online.gbmm import stage_update
+from crowdrank.inference.online.state import CLAMP_KEYS
+from crowdrank.inference.online.wenglin import bt_game, pl_game
+from crowdrank.models.data import Rankings
+from crowdrank.models.priors import Priors
 
 mus = st.floats(-50, 50)
 s2s = st.floats(1e-8, 1e4)
@@ -125,7 +125,7 @@ def test_kernel_module_has_one_kernel_per_method():
     st.lists(alphas, min_size=k, max_size=k))), st.sampled_from(["paper", "full", "plugin"]))
 def test_gbmm_kernel_equals_spec_at_extremes(args, taylor):
     """Even where the guards bind, the kernel computes what the specification computes."""
-    from inference.online.gbmm import ranking_update
+    from crowdrank.inference.online.gbmm import ranking_update
     mu, s2, a = (np.array(x, float) for x in args)
     k = len(mu)
     order = np.arange(k, dtype=np.int64)[:, None]

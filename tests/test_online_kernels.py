@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference.online import kernels
-from inference.online.crowdbt import crowdbt_pass_python
-from inference.online.gbmm import gbmm_pass_python
-from inference.online.state import CLAMP_KEYS
-from inference.online.wenglin import wl_pass_python
-from models.simulate import simulate
+from crowdrank.inference.online import kernels
+from crowdrank.inference.online.crowdbt import crowdbt_pass_python
+from crowdrank.inference.online.gbmm import gbmm_pass_python
+from crowdrank.inference.online.state import CLAMP_KEYS
+from crowdrank.inference.online.wenglin import wl_pass_python
+from crowdrank.models.simulate import simulate
 
 RTOL, ATOL = 1e-12, 1e-13
 

@@ -17,18 +17,18 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from inference.online import fit_online
-from inference.online.crowdbt import pair_update
-from inference.online.gbmm import (
+from crowdrank.inference.online import fit_online
+from crowdrank.inference.online.crowdbt import pair_update
+from crowdrank.inference.online.gbmm import (
     alpha_update,
     dirichlet_moments,
     expected_softmax,
     score_update,
     stage_update,
 )
-from models.data import Rankings
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.models.data import Rankings
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 
 def _tilted_moments_quad(a, R):

@@ -12,9 +12,9 @@ import pytest
 
 openskill = pytest.importorskip("openskill.models")
 
-from inference.online import fit_online
-from models.data import Rankings
-from models.priors import Priors
+from crowdrank.inference.online import fit_online
+from crowdrank.models.data import Rankings
+from crowdrank.models.priors import Priors
 
 
 def _random_rankings(seed, n=2500, L=40, kmax=6):

@@ -10,10 +10,10 @@ import os
 import numpy as np
 import pytest
 
-from inference.online import OnlinePosterior, fit_online, fit_online_stream
-from models.data import DataError, Rankings
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.inference.online import OnlinePosterior, fit_online, fit_online_stream
+from crowdrank.models.data import DataError, Rankings
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 MODELS = ("couple", "crowdbt", "pl", "bt")
 
@@ -122,7 +122,7 @@ def test_bad_state_file_is_a_clear_error(tmp_path):
 
 @pytest.mark.parametrize("model", ["couple", "crowdbt"])
 def test_streaming_in_chunks_equals_one_pass(sim, model, tmp_path):
-    from models.io import read_rankings, write_rankings
+    from crowdrank.models.io import read_rankings, write_rankings
     path = tmp_path / "r.csv"
     write_rankings(sim.rankings, path)
     d = read_rankings(path)
@@ -203,8 +203,8 @@ def test_to_datatree_draws_match_the_approximation(sim):
 
 
 def test_cli_fit_online_writes_posterior_and_items(sim, tmp_path):
-    from models.io import write_rankings
-    from reports.cli import main
+    from crowdrank.models.io import write_rankings
+    from crowdrank.reports.cli import main
     path = tmp_path / "r.csv"
     write_rankings(sim.rankings, path)
     out = tmp_path / "out"
@@ -236,8 +236,8 @@ def test_crowdbt_state_reads_the_priors_beta_not_alpha():
     """Gold priors give CrowdBT its own (a, b) (pair counts); the online state must use them."""
     import numpy as np
 
-    from inference.online.state import OnlinePosterior
-    from models.priors import Priors
+    from crowdrank.inference.online.state import OnlinePosterior
+    from crowdrank.models.priors import Priors
 
     p = Priors(("u", "v"), np.array([[4.0, 16.0, 1.0], [2.0, 1.0, 1.0]]), ab=[[30.0, 5.0],
                                                                           [3.0, 2.0]])

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import models.io as mio
-from inference.online import OnlinePosterior, fit_online, fit_online_stream
-from models.data import Rankings
-from models.io.shuffle import external_shuffle
-from models.priors import Priors
-from models.simulate import simulate
-from reports import cli
+import crowdrank.models.io as mio
+from crowdrank.inference.online import OnlinePosterior, fit_online, fit_online_stream
+from crowdrank.models.data import Rankings
+from crowdrank.models.io.shuffle import external_shuffle
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
+from crowdrank.reports import cli
 
 
 def _numbers(post: OnlinePosterior) -> dict:
@@ -46,7 +46,7 @@ def files(tmp_path_factory):
     csv_path.write_text("worker,ranking,task\n" + "\n".join(rows) + "\n")
     pq_path = mio.write_parquet(mio.read_rankings(csv_path), tmp / "r.parquet", row_group=17)
     gold = simulate("couple", n_items=25, n_workers=6, tasks_per_worker=3, kmax=3, seed=5)
-    from models.io import write_gold
+    from crowdrank.models.io import write_gold
     g = gold.rankings
     g = Rankings(items=g.items, workers=g.workers, order=g.order, lengths=g.lengths,
                  worker=g.worker, task=np.array([f"g{j}" for j in range(g.n_rankings)],

@@ -3,7 +3,7 @@ log-likelihood, PSIS-LOO, posterior predictive checks, the backend agreement, Da
 
 Oracles: the PPL's own log density of the observed site (NumPyro's ``log_likelihood``)
 for the pointwise values; CrowdBT's and BT's independent pair likelihoods
-(:mod:`models.likelihood`) for the baselines' exact reductions; exact leave-one-out by
+(:mod:`crowdrank.models.likelihood`) for the baselines' exact reductions; exact leave-one-out by
 quadrature on a 2-item data set (1-D for BT, 3-D for the bias model) for PSIS-LOO; the
 simulated truth for the predictive checks (calibrated at the truth, a missing bias
 flagged); iid draws with a known shift for the agreement check.
@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 from scipy.special import log_expit, logsumexp
 
-from inference.pair_nuts import PairNuts
-from models import contextual as cx
-from models import crowdbt_ext as m
-from models.likelihood import pair_bt, pair_crowdbt
-from models.pair_table import PairTable, write_pair_table
-from validation import pair_audit as pa
+from crowdrank.inference.pair_nuts import PairNuts
+from crowdrank.models import contextual as cx
+from crowdrank.models import crowdbt_ext as m
+from crowdrank.models.likelihood import pair_bt, pair_crowdbt
+from crowdrank.models.pair_table import PairTable, write_pair_table
+from crowdrank.validation import pair_audit as pa
 
 PRIOR = {"mu0": 0.0, "sigma0": 1.0, "bias_sd": 1.0, "tau": 1.0}
 
@@ -38,7 +38,7 @@ def _ext(variant, n_items=5, n_workers=3, n_pairs=60, seed=3, **kw):
 
 
 def _ctx(n=60, p=2, seed=4):
-    from inference.batch.contextual import simulate_contextual
+    from crowdrank.inference.batch.contextual import simulate_contextual
     win, lose, X, _, _ = simulate_contextual(5, n, p, seed=seed)
     t = cx.table_from_simulation(win, lose, X, seed=seed, n_workers=2)
     return t, X, pa.contextual_fit("contextual-bt", t, X, PRIOR, "numpyro", {},
@@ -62,7 +62,7 @@ def _draws(fit, rng, n):
 
 
 def _nuts(draws, backend="numpyro"):
-    from inference.pair_nuts import _summarise
+    from crowdrank.inference.pair_nuts import _summarise
     return PairNuts(draws, _summarise(draws), backend, 0.0)
 
 
@@ -147,7 +147,7 @@ def test_agreement_passes_equal_posteriors_and_fails_a_shifted_one():
     """Two sets of iid draws from the same Normals agree; shifting one item's score by
     0.3 posterior sds in one of them (a tiny shift, 4,000 draws each: ~13 MCSE) fails the
     check, and the shifted parameter is the worst."""
-    from validation.reference import backend_agreement
+    from crowdrank.validation.reference import backend_agreement
 
     _, st, _, fit = _ext("crowdbt-bias")
     rng = np.random.default_rng(0)
@@ -174,8 +174,8 @@ def test_agreement_passes_equal_posteriors_and_fails_a_shifted_one():
 def test_unreachable_scheduler_is_a_usage_error(tmp_path, monkeypatch, capsys):
     """``--scheduler`` naming a port where nothing listens: exit 2 with a message naming
     the address and what to do, before any NUTS fit, and no outputs."""
-    import validation.experiments as X
-    from reports.cli import main
+    import crowdrank.validation.experiments as X
+    from crowdrank.reports.cli import main
 
     t, _ = m.simulate(4, 2, 40, "crowdbt-bias", seed=1)
     f = write_pair_table(t, tmp_path / "p.csv")
@@ -196,8 +196,8 @@ def test_unreachable_scheduler_is_a_usage_error(tmp_path, monkeypatch, capsys):
 
 
 def test_loo_models_option():
-    from models.errors import UsageError
-    from reports.commands.audit_pairs import _baselines
+    from crowdrank.models.errors import UsageError
+    from crowdrank.reports.commands.audit_pairs import _baselines
 
     assert _baselines(None) == ("crowdbt", "bt")
     assert _baselines("pl,bt") == ("bt",)
@@ -284,7 +284,7 @@ def test_audit_command_writes_the_page_checks_and_agreement(tmp_path):
     page, the agreement table and the checks are written and consistent."""
     import pandas as pd
 
-    from reports.cli import main
+    from crowdrank.reports.cli import main
 
     t, _ = m.simulate(4, 2, 120, "crowdbt-domain", n_categories=2, seed=12)
     f = write_pair_table(t, tmp_path / "d.csv", {"category": t.extra["category"]})
@@ -346,7 +346,7 @@ def test_numpyro_inits_map_each_chain_through_its_sites_bijection():
     jax.config.update("jax_enable_x64", True)
     from scipy.special import logit
 
-    from inference.pair_nuts import _numpyro_inits
+    from crowdrank.inference.pair_nuts import _numpyro_inits
 
     _, st, _, fit = _ext("crowdbt-bias")
     rng = np.random.default_rng(0)
@@ -365,7 +365,7 @@ def test_warm_starts_are_in_the_point_methods_mode(monkeypatch):
     """The audit's chains start from seeded draws of the EM distribution, one per chain,
     every accuracy at or above 1/2 on a set simulated with truthful workers; the baselines
     start from the EM's λ and prior accuracies reflected above 1/2."""
-    from inference.batch.crowdbt_ext import fit_ext_em
+    from crowdrank.inference.batch.crowdbt_ext import fit_ext_em
 
     _, st, _, _ = _ext("crowdbt-bias", n_pairs=200)
     wab = np.tile([4.0, 1.5], (st.n_workers, 1))
@@ -416,8 +416,8 @@ def test_page_shows_the_reports_numbers(which, tmp_path, monkeypatch):
     """The whole audit but the sampling (iid draws stand in for NUTS): the page holds the
     gate verdict, every family's aggregates as metrics.json has them, the agreement, the
     LOO table of the three models and the predictive checks."""
-    from reports.html import fmt
-    from reports.pair_audit_html import write_pair_report
+    from crowdrank.reports.html import fmt
+    from crowdrank.reports.pair_audit_html import write_pair_report
 
     monkeypatch.setattr(pa, "run_fits", _fake_fits)
     opts = {"check_backends": True, "checks": True, "nuts_kw": {"chains": 4}}

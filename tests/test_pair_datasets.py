@@ -12,10 +12,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from models.errors import DataError
-from models.io.datasets import REGISTRY, load_dataset
-from models.io.pair_datasets import PAIR_DATASETS, load_pair_dataset
-from models.pair_table import read_pair_table
+from crowdrank.models.errors import DataError
+from crowdrank.models.io.datasets import REGISTRY, load_dataset
+from crowdrank.models.io.pair_datasets import PAIR_DATASETS, load_pair_dataset
+from crowdrank.models.pair_table import read_pair_table
 
 pytestmark = pytest.mark.skipif(
     any(REGISTRY[n].missing() for n in ("preflib-dots", "preflib-puzzle")),
@@ -86,8 +86,8 @@ def test_contextual_bt_keeps_the_true_order_and_shrinks_differences_with_difficu
     # λ + x γ follow the true order, and the gap between the best and the worst item
     # narrows as difficulty rises (the share of pairs in the true order falls in every
     # file: 0.71 -> 0.59 for Dots, 0.71 -> 0.61 for Puzzle), by more than 3 Laplace sds
-    from inference.batch.contextual import fit_contextual
-    from models.contextual import encode_covariates
+    from crowdrank.inference.batch.contextual import fit_contextual
+    from crowdrank.models.contextual import encode_covariates
 
     t, truth = load_pair_dataset(name)
     X = encode_covariates(t, [("difficulty", False)]).X
@@ -104,8 +104,8 @@ def test_contextual_bt_keeps_the_true_order_and_shrinks_differences_with_difficu
 
 @pytest.mark.parametrize("name", PAIR_DATASETS)
 def test_domain_model_accuracy_falls_with_difficulty(name):
-    from inference.batch.crowdbt_ext import fit_ext_em
-    from models.crowdbt_ext import structure
+    from crowdrank.inference.batch.crowdbt_ext import fit_ext_em
+    from crowdrank.models.crowdbt_ext import structure
 
     t, _ = load_pair_dataset(name)
     st = structure(t, "crowdbt-domain", "category")
@@ -121,7 +121,7 @@ def test_domain_model_accuracy_falls_with_difficulty(name):
 def test_fit_command_takes_the_set_name(tmp_path):
     import pandas as pd
 
-    from reports import cli
+    from crowdrank.reports import cli
 
     out = tmp_path / "ctx"
     assert cli.main(["fit", "preflib-puzzle-pairs", "--model", "contextual-bt", "--method",

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from inference.peergrader import fit_peergrader, init, log_posterior
-from models.data import Rankings
-from models.likelihood import loglik
-from models.model_inputs import model_inputs
-from models.priors import PEERGRADER_GAMMA, Priors, build_priors
-from models.registry import get
+from crowdrank.inference.peergrader import fit_peergrader, init, log_posterior
+from crowdrank.models.data import Rankings
+from crowdrank.models.likelihood import loglik
+from crowdrank.models.model_inputs import model_inputs
+from crowdrank.models.priors import PEERGRADER_GAMMA, Priors, build_priors
+from crowdrank.models.registry import get
 
 
 def gumbel_rankings(lam, eta, tasks_per_worker, k, seed):
@@ -162,7 +162,7 @@ def test_crowdbt_beta_for_every_worker(small):
     assert "crowdbt=beta:5,1" in pri.spec
     # the models read it: the NUTS inputs and the online start
     assert np.all(model_inputs("crowdbt", data, pri).alpha == [5.0, 1.0])
-    from inference.online.state import OnlinePosterior
+    from crowdrank.inference.online.state import OnlinePosterior
     post = OnlinePosterior.from_priors("crowdbt", data.items, pri.for_data(data, K=2),
                                        workers=data.workers, K=2)
     np.testing.assert_array_equal(post.alpha[:, :2], np.tile([5.0, 1.0], (data.n_workers, 1)))

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.simulate import simulate
-from validation import peers
+from crowdrank.models.simulate import simulate
+from crowdrank.validation import peers
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def test_crowdkit_bt_equals_our_ml(pairs, monkeypatch):
     pytest.importorskip("crowdkit")
     from crowdkit.aggregation import BradleyTerry
 
-    from inference.batch import fit_batch
+    from crowdrank.inference.batch import fit_batch
 
     ours = fit_batch(pairs, "bt", method="ml", tol=1e-10, laplace_cov=False).mu
     ck = BradleyTerry(n_iter=1500, tol=0.0).fit(peers.pairs_frame(pairs, 3)).scores_

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inference.online import fit_online
-from models.io import read_rankings
-from models.priors import build_priors
+from crowdrank.inference.online import fit_online
+from crowdrank.models.io import read_rankings
+from crowdrank.models.priors import build_priors
 
 
 def crowdrank_exe() -> str:

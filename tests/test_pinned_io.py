@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from models.data import DataError
-from models.io import (
+from crowdrank.models.data import DataError
+from crowdrank.models.io import (
     iter_rankings_chunks,
     read_gold,
     read_rankings,

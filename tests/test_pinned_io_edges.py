@@ -14,9 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.data import DataError
-from models.errors import DataWarning
-from models.io import read_gold, read_rankings, read_truth, read_truth_scores, read_worker_truth
+from crowdrank.models.data import DataError
+from crowdrank.models.errors import DataWarning
+from crowdrank.models.io import (
+    read_gold,
+    read_rankings,
+    read_truth,
+    read_truth_scores,
+    read_worker_truth,
+)
 
 
 def write(tmp_path: Path, name: str, lines: list[str]) -> Path:
@@ -109,7 +115,7 @@ def test_streamed_chunks_count_every_blank_line_once(tmp_path, chunk_size, trail
     says, including blank lines after the last ranking (a final chunk with no ranking)."""
     import re
 
-    from models.io import iter_rankings_chunks
+    from crowdrank.models.io import iter_rankings_chunks
 
     lines = (["worker,ranking", "", "u1,a>b>c", "u2,b>c", "", "", "u1,c>a", "u3,a>b", "",
               "u2,b>a>c", "u1,a>c", "", "", "", "u3,c>b"] + [""] * trailing)

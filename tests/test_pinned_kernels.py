@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference.online import OnlineError, fit_online
-from models.data import Rankings
-from models.priors import Priors
+from crowdrank.inference.online import OnlineError, fit_online
+from crowdrank.models.data import Rankings
+from crowdrank.models.priors import Priors
 
 
 @pytest.mark.parametrize("alpha,stage", [([50.0, 1.0, 1.0], 2), ([1.0, 1.0, 50.0], 1)])
@@ -35,11 +35,11 @@ def test_strict_mu_overflow_names_the_stage(alpha, stage):
 def test_weng_lin_kernel_reports_the_failing_position(kernel):
     """The kernels' contract (module docstring): in strict mode the return value and
     ``err[0]`` are the position in ``seq`` of the ranking that failed, ``err[1]`` the code
-    of the quantity (:data:`inference.online.guards.CODES`). Ranking 0 is harmless, ranking
+    of the quantity (:data:`crowdrank.inference.online.guards.CODES`). Ranking 0 is harmless, ranking
     1 meets an item with ``σ² = inf`` (``Ω = σ²/c · …`` is NaN), processed at position 2 of
     ``seq``; the rankings before it were written back."""
-    from inference.online import kernels
-    from inference.online.guards import CODES
+    from crowdrank.inference.online import kernels
+    from crowdrank.inference.online.guards import CODES
 
     order = np.array([[0, 2, 0], [1, 3, 1]], dtype=np.int64)      # columns: rankings
     lengths = np.array([2, 2, 2], dtype=np.int64)

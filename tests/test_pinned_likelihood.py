@@ -17,8 +17,8 @@ from itertools import combinations, permutations
 import numpy as np
 import pytest
 
-from models import likelihood as L
-from models.data import Rankings
+from crowdrank.models import likelihood as L
+from crowdrank.models.data import Rankings
 
 
 def bf_couple(lam, eta, rho):

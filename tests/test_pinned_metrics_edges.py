@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from validation import metrics as M
+from crowdrank.validation import metrics as M
 
 
 # ------------------------------------------------------------------ marginal checks
@@ -172,7 +172,7 @@ def test_coverage_interval_is_closed():
 def test_beta_moments_do_not_overflow_for_huge_concentrations():
     """Beta(1e155, 1e155): a·b overflows float64, the moments must not (mean 1/2,
     sd = sqrt(1/4 / (2e155 + 1)) by the closed form)."""
-    from validation.metrics import q_moments
+    from crowdrank.validation.metrics import q_moments
 
     m, s = q_moments("beta", 1e155, 1e155)
     assert float(m) == 0.5

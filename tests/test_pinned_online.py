@@ -9,7 +9,7 @@ this file from docs/design.md, Online alone:
 * the Dirichlet moments of Eq. 9 from the raw moments of ``Dir(a)`` (not from Eq. 9's
   closed form), the scores by the gradient/curvature of ``log Σ_t a_t softmax_t``;
 * whole k = 3 and k = 4 rankings, stage order ``k−1 … 1`` written out by hand, and short
-  passes through :func:`inference.online.fit_online` (which runs the numba kernel);
+  passes through :func:`crowdrank.inference.online.fit_online` (which runs the numba kernel);
 * CrowdBT's pair update from the formulas of Chen et al. as quoted in docs/design.md, Online.
 
 Tolerances are near rounding (1e-11 relative), so that any change of a formula shows.
@@ -23,10 +23,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from inference.online import fit_online, gbmm
-from inference.online.crowdbt import pair_update
-from models.data import Rankings
-from models.priors import Priors
+from crowdrank.inference.online import fit_online, gbmm
+from crowdrank.inference.online.crowdbt import pair_update
+from crowdrank.models.data import Rankings
+from crowdrank.models.priors import Priors
 
 RTOL = 1e-11
 

@@ -24,9 +24,9 @@ import math
 import numpy as np
 import pytest
 
-from inference.online import OnlineError, gbmm
-from inference.online.crowdbt import crowdbt_pass_python, pair_update
-from inference.online.state import CLAMP_KEYS
+from crowdrank.inference.online import OnlineError, gbmm
+from crowdrank.inference.online.crowdbt import crowdbt_pass_python, pair_update
+from crowdrank.inference.online.state import CLAMP_KEYS
 
 SHIFT = 400.0      # exp(400) is finite, exp(800) is not
 

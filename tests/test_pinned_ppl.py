@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.data import Rankings
-from models.model_inputs import model_inputs
-from models.priors import Priors
+from crowdrank.models.data import Rankings
+from crowdrank.models.model_inputs import model_inputs
+from crowdrank.models.priors import Priors
 
 N = 4000
 # CrowdBT reads (a, b) = (α_1, α_2); worker w2's 0.4 < 1 goes through the boosted Gammas
@@ -49,7 +49,7 @@ def _check(draws, model):
 @pytest.mark.parametrize("model", ["crowdbt", "couple"])
 def test_pymc_eta_site_has_the_prior_mean(model):
     pm = pytest.importorskip("pymc")
-    from models import pymc_models as pmm
+    from crowdrank.models import pymc_models as pmm
 
     d, pri = _data_priors()
     m = pmm.build_model(model_inputs(model, d, pri), d.items, d.workers)
@@ -61,7 +61,7 @@ def test_numpyro_eta_site_has_the_prior_mean(model):
     jax = pytest.importorskip("jax")
     from numpyro.infer import Predictive
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     d, pri = _data_priors()
     inp = model_inputs(model, d, pri)

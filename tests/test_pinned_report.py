@@ -227,10 +227,17 @@ def synthetic_audit(tmp_path: Path):
     below NUTS'), the second variant less so, and CrowdBT's gate fails."""
     from test_compare import ALPHA, WORKERS, make_idata, online_stub
 
-    from models.simulate import simulate
-    from reports.audit import AuditConfig, ModelAudit, Subject, build_metrics, jsonable, make_priors
-    from reports.html import write_audit_report
-    from validation.compare import compare, order_sensitivity
+    from crowdrank.models.simulate import simulate
+    from crowdrank.reports.audit import (
+        AuditConfig,
+        ModelAudit,
+        Subject,
+        build_metrics,
+        jsonable,
+        make_priors,
+    )
+    from crowdrank.reports.html import write_audit_report
+    from crowdrank.validation.compare import compare, order_sensitivity
 
     sim = simulate("couple", n_items=30, n_workers=3, tasks_per_worker=20, seed=1)
     items = list(sim.rankings.items)

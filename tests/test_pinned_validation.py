@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from inference import gate
-from inference.gate import check
-from validation import metrics as M
+from crowdrank.inference import gate
+from crowdrank.inference.gate import check
+from crowdrank.validation import metrics as M
 
 
 # ============================================================== the gate

@@ -18,9 +18,9 @@ import pytest
 
 om = pytest.importorskip("openskill.models")
 
-from inference.online import OnlineError
-from inference.online.state import empty_counts
-from inference.online.wenglin import bt_game, gamma_value, pl_game, wl_pass_python
+from crowdrank.inference.online import OnlineError
+from crowdrank.inference.online.state import empty_counts
+from crowdrank.inference.online.wenglin import bt_game, gamma_value, pl_game, wl_pass_python
 
 GAMES = [(pl_game, "PlackettLuce"), (bt_game, "BradleyTerryFull")]
 # four items, best first; the large-variance items floor under a large constant γ

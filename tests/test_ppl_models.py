@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from models.data import Rankings
-from models.likelihood import MODELS, loglik, loglik_pointwise
-from models.model_inputs import model_inputs
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.models.data import Rankings
+from crowdrank.models.likelihood import MODELS, loglik, loglik_pointwise
+from crowdrank.models.model_inputs import model_inputs
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 #: The PPLs' own (λ, η) sites, so densities can be evaluated at a point (λ, η); the default
 #: Gamma/zero-sum coordinates are the same model, checked in tests/test_simplex_exact.py.
@@ -72,7 +72,7 @@ def random_point(model, data, priors, seed):
 def test_numpyro_log_density_matches_reference(model, data, priors):
     from numpyro.infer.util import log_density
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     inp = model_inputs(model, data, priors)
     with jax.enable_x64(True):
@@ -85,7 +85,7 @@ def test_numpyro_log_density_matches_reference(model, data, priors):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_numpyro_pointwise_matches_reference(model, data, priors):
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     inp = model_inputs(model, data, priors)
     with jax.enable_x64(True):
@@ -99,7 +99,7 @@ def test_numpyro_pointwise_matches_reference(model, data, priors):
 
 def test_numpyro_float32_close_to_reference(data, priors):
     """The float32 path (used for speed at scale) stays within single precision."""
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     inp = model_inputs("couple", data, priors)
     params, _, eta = random_point("couple", data, priors, 4)
@@ -114,7 +114,7 @@ def test_numpyro_float32_close_to_reference(data, priors):
 
 def test_numpyro_couple_with_e1_is_pl(data, priors):
     """η_w = (1, 0, …, 0) reduces COUPLE to PL exactly (docs/design.md, Models), zeros included."""
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     inp_c = model_inputs("couple", data, priors)
     inp_p = model_inputs("pl", data, priors)
@@ -133,7 +133,7 @@ def test_numpyro_couple_on_pairs_equals_crowdbt(priors):
     """k = 2: COUPLE with ``Dir(α1, α2)`` is CrowdBT with ``Beta(α1, α2)`` — log joint equal."""
     from numpyro.infer.util import log_density
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     pairs = simulate("crowdbt", n_items=7, n_workers=3, tasks_per_worker=15, seed=2).rankings
     pr = Priors(pairs.workers, priors.alpha[:, :2], priors.mu0, priors.sigma0, "test")
@@ -150,7 +150,7 @@ def test_numpyro_couple_on_pairs_equals_crowdbt(priors):
 
 def test_numpyro_gradient_matches_finite_differences(data, priors):
     """Autodiff through the masked logsumexp stage mixture is correct (no -inf leaks)."""
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     inp = model_inputs("couple-normalized", data, priors)
     params, _, eta = random_point("couple-normalized", data, priors, 6)
@@ -170,7 +170,7 @@ def test_numpyro_gradient_matches_finite_differences(data, priors):
 def test_numpyro_fast_couple_gradient_matches_finite_differences(data, priors):
     """The hand-written COUPLE gradient (``couple_total``'s ``custom_vjp``, the sampler's
     likelihood) against central differences of the NumPy reference, in λ and in η."""
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     inp = model_inputs("couple", data, priors)
     params, _, eta = random_point("couple", data, priors, 8)
@@ -202,7 +202,7 @@ def test_pymc_log_density_matches_reference(model, data, priors):
     pytest.importorskip("pymc")
     from pymc.model.transform.conditioning import remove_value_transforms
 
-    from models import pymc_models as pmm
+    from crowdrank.models import pymc_models as pmm
 
     inp = model_inputs(model, data, priors)
     m = remove_value_transforms(pmm.build_model(inp, data.items, data.workers, **DIRECT))
@@ -219,7 +219,7 @@ def test_pymc_pointwise_matches_reference(model, data, priors):
     import pytensor
     import pytensor.tensor as pt
 
-    from models import pymc_models as pmm
+    from crowdrank.models import pymc_models as pmm
 
     inp = model_inputs(model, data, priors)
     lam = pt.dvector("lam")
@@ -233,7 +233,7 @@ def test_pymc_pointwise_matches_reference(model, data, priors):
 
 
 def test_model_inputs_reject_missing_worker_prior(data):
-    from models.data import DataError
+    from crowdrank.models.data import DataError
 
     pr = Priors(data.workers[:-1], np.ones((data.n_workers - 1, data.K)))
     with pytest.raises(DataError, match="no worker prior"):
@@ -246,7 +246,7 @@ def test_pymc_gradient_matches_finite_differences(data, priors):
     import pytensor
     import pytensor.tensor as pt
 
-    from models import pymc_models as pmm
+    from crowdrank.models import pymc_models as pmm
 
     inp = model_inputs("couple-normalized", data, priors)
     params, _, eta = random_point("couple-normalized", data, priors, 6)

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from validation.reference import simplex_prior_check
+from crowdrank.validation.reference import simplex_prior_check
 
 ALPHA = 10 * 6.0 ** -np.arange(1, 5)
 
 
 def _iid(rng, alpha, chains=2, draws=1000):
-    from inference.warmstart import log_dirichlet_draws
+    from crowdrank.inference.warmstart import log_dirichlet_draws
 
     x = np.exp(log_dirichlet_draws(rng, np.asarray(alpha)[None], chains * draws))[:, 0, :]
     return x.reshape(chains, draws, len(alpha))
@@ -123,11 +123,11 @@ def test_tail_visits_counts_and_effective_number():
     """iid draws: ~n·p effective visits; the same draws each held for 5 steps (a sticky
     chain with the same marginal) count as ~1/5 as many; the visits against a loop; entries
     with α ≥ 0.5 are left out."""
-    from validation.reference import tail_visits
+    from crowdrank.validation.reference import tail_visits
 
     rng = np.random.default_rng(5)
     alpha = np.stack([ALPHA, ALPHA[::-1]])                          # (W=2, K=4)
-    from inference.warmstart import log_dirichlet_draws
+    from crowdrank.inference.warmstart import log_dirichlet_draws
 
     eta = np.exp(log_dirichlet_draws(rng, alpha, 4000)).reshape(2, 2000, 2, 4)
     res = tail_visits(eta, alpha)
@@ -148,8 +148,8 @@ def test_tail_visits_counts_and_effective_number():
 def test_tail_visits_of_a_crowdbt_and_a_couple_posterior():
     from arviz_base import from_dict
 
-    from models.priors import Priors
-    from validation.reference import tail_visits_of
+    from crowdrank.models.priors import Priors
+    from crowdrank.validation.reference import tail_visits_of
 
     rng = np.random.default_rng(2)
     pr = Priors.geometric(["a", "b"], 4)

@@ -17,10 +17,10 @@ import pytest
 from scipy import integrate, stats
 from scipy.special import expit
 
-from models.data import PAD, Rankings
-from models.priors import Priors
-from reports import cli
-from validation.predictive_stats import (
+from crowdrank.models.data import PAD, Rankings
+from crowdrank.models.priors import Priors
+from crowdrank.reports import cli
+from crowdrank.validation.predictive_stats import (
     first_choice_by_stage,
     kendall_tau,
     order_by_scores,
@@ -29,7 +29,7 @@ from validation.predictive_stats import (
     worker_first_choice,
     worker_pair_agreement,
 )
-from validation.prior_predictive import draw_eta, named_prior, prior_predictive, summary
+from crowdrank.validation.prior_predictive import draw_eta, named_prior, prior_predictive, summary
 
 
 def _random_data(rng, n=60, L=7, K=4, W=3):

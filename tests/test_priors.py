@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from models.data import DataError, Rankings
-from models.priors import Priors, parse_worker_prior, read_worker_prior_file
+from crowdrank.models.data import DataError, Rankings
+from crowdrank.models.priors import Priors, parse_worker_prior, read_worker_prior_file
 
 
 def test_geometric_profile_matches_the_paper():
@@ -65,9 +65,9 @@ def test_bad_specs_and_files(tmp_path):
 
 
 def test_build_priors_precedence_and_gold_csv(tmp_path):
-    from models.io import write_gold
-    from models.priors import build_priors
-    from models.simulate import simulate
+    from crowdrank.models.io import write_gold
+    from crowdrank.models.priors import build_priors
+    from crowdrank.models.simulate import simulate
 
     sim = simulate("couple", n_items=12, n_workers=3, tasks_per_worker=5, kmax=3,
                    gold_per_worker=8, setting="expert", seed=5)
@@ -89,7 +89,7 @@ def test_build_priors_precedence_and_gold_csv(tmp_path):
 
 
 def test_fit_cli_with_gold_priors(tmp_path):
-    from reports.cli import main
+    from crowdrank.reports.cli import main
 
     out = tmp_path / "sim"
     assert main(["simulate", "--model", "couple", "--items", "10", "--workers", "3",

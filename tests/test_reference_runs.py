@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from inference import nuts
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.inference import nuts
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 
 def _tiny():
@@ -23,8 +23,8 @@ def test_pymc_dense_potential_is_seeded_with_the_diagonal_variances():
     pytest.importorskip("pymc")
     from pymc.step_methods.hmc.quadpotential import QuadPotentialFullAdapt
 
-    from models import pymc_models as pmm
-    from models.model_inputs import model_inputs
+    from crowdrank.models import pymc_models as pmm
+    from crowdrank.models.model_inputs import model_inputs
 
     d, pr = _tiny()
     inputs = model_inputs("couple", d, pr)
@@ -59,7 +59,7 @@ def test_numpyro_dense_mass_gets_a_full_seeded_inverse_mass(monkeypatch):
 
     monkeypatch.setattr(numpyro.infer, "NUTS", spy)
     d, pr = _tiny()
-    from inference.online import fit_online
+    from crowdrank.inference.online import fit_online
     on = fit_online(d, "couple", pr, progress=False)
     for dense in (False, True):
         with pytest.raises(Stop):
@@ -78,7 +78,7 @@ def test_pymc_reports_its_warmup_time_and_gradients():
     """The split is real: both phases finite and positive, within the run's total, and the
     warm-up's leapfrog count at least one per tuning iteration of each chain."""
     pytest.importorskip("pymc")
-    from inference.online import fit_online
+    from crowdrank.inference.online import fit_online
 
     d, pr = _tiny()
     on = fit_online(d, "couple", pr, progress=False)

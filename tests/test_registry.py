@@ -1,4 +1,4 @@
-"""A new model is one :class:`~models.registry.ModelSpec` plus its functions.
+"""A new model is one :class:`~crowdrank.models.registry.ModelSpec` plus its functions.
 
 The toy model "bt-tempered" is defined here only, in this file: Bradley–Terry on the rank-
 broken pairs with a worker *temperature* ``η_w ∈ (0, 1)`` ~ ``Beta(a_w, b_w)``,
@@ -20,9 +20,9 @@ import pytest
 from scipy import stats
 from scipy.special import expit, log_expit
 
-from models import registry
-from models.priors import Priors
-from models.registry import ModelSpec
+from crowdrank.models import registry
+from crowdrank.models.priors import Priors
+from crowdrank.models.registry import ModelSpec
 
 NAME = "bt-tempered"
 
@@ -49,7 +49,7 @@ def tempered_redraw(rng, lam, items, eta_w):
 def tempered_numpyro_columns(inputs, lam, log_eta):
     import jax.numpy as jnp
 
-    from models.numpyro_models import pair_block
+    from crowdrank.models.numpyro_models import pair_block
 
     return pair_block(lam[inputs.index] * jnp.exp(log_eta[inputs.worker, 0]))
 
@@ -66,7 +66,7 @@ def tempered_numpyro_draw(key, items, log_w, lam):
 def tempered_pymc_columns(inputs, lam, log_eta):
     import pytensor.tensor as pt
 
-    from models.pymc_models import pair_block
+    from crowdrank.models.pymc_models import pair_block
 
     return pair_block(lam[inputs.index] * pt.exp(log_eta[inputs.worker, 0]))
 
@@ -76,7 +76,7 @@ TOY = ModelSpec(NAME, "BT with a Beta temperature per worker (test toy)", "beta"
                 simulate_report=tempered_report, redraw=tempered_redraw,
                 numpyro_columns=tempered_numpyro_columns, numpyro_draw=tempered_numpyro_draw,
                 pymc_columns=tempered_pymc_columns,
-                sbc_flatten="validation.sbc:flatten_accuracy")
+                sbc_flatten="crowdrank.validation.sbc:flatten_accuracy")
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def toy(monkeypatch):
 
 @pytest.fixture
 def sim(toy):
-    from models.simulate import simulate
+    from crowdrank.models.simulate import simulate
 
     return simulate(NAME, n_items=8, n_workers=3, tasks_per_worker=40, seed=4)
 
@@ -116,7 +116,7 @@ def test_unregistered_after_the_fixture():
 
 def test_simulator_pair_frequencies_match_closed_form(toy):
     """The simulator found through the spec draws pairs with probability σ(η d)."""
-    from models.simulate import simulate
+    from crowdrank.models.simulate import simulate
 
     lam = np.array([0.8, -0.4])
     eta = np.array([[0.3, 0.7], [0.9, 0.1]])
@@ -133,7 +133,7 @@ def test_simulator_pair_frequencies_match_closed_form(toy):
 
 
 def test_reference_loglik_through_registry(sim):
-    from models.likelihood import loglik_pointwise
+    from crowdrank.models.likelihood import loglik_pointwise
 
     data = sim.rankings
     lam = np.random.default_rng(0).normal(size=data.n_items)
@@ -161,8 +161,8 @@ def test_numpyro_density_and_draws(sim):
     jax = pytest.importorskip("jax")
     from numpyro.infer.util import log_density
 
-    from models import numpyro_models as npm
-    from models.model_inputs import model_inputs
+    from crowdrank.models import numpyro_models as npm
+    from crowdrank.models.model_inputs import model_inputs
 
     data = sim.rankings
     priors = _priors(data)
@@ -187,8 +187,8 @@ def test_pymc_density(sim):
     pytest.importorskip("pymc")
     from pymc.model.transform.conditioning import remove_value_transforms
 
-    from models import pymc_models as pmm
-    from models.model_inputs import model_inputs
+    from crowdrank.models import pymc_models as pmm
+    from crowdrank.models.model_inputs import model_inputs
 
     data = sim.rankings
     priors = _priors(data)
@@ -203,7 +203,7 @@ def test_pymc_density(sim):
 def test_redraw_orders_through_the_spec(toy):
     """PyMC's posterior predictive ``random`` (models.simulate.redraw_orders) finds the
     toy's redraw: pair frequencies σ(η d) again, each task's own items."""
-    from models.simulate import redraw_orders
+    from crowdrank.models.simulate import redraw_orders
 
     lam = np.array([0.5, -0.5, 0.0])
     tasks = np.array([[0, 1]] * 20_000 + [[2, 1]] * 10)
@@ -220,7 +220,7 @@ def test_sbc_prior_oracle_runs_the_toy(toy):
     """SBC finds the toy (exact simulator, Beta prior) without being told: truth drawn
     from the Beta prior, one accuracy per worker flattened after λ; the prior oracle's ranks
     are in range."""
-    from validation.sbc import SbcConfig, sbc_job, sbc_models
+    from crowdrank.validation.sbc import SbcConfig, sbc_job, sbc_models
 
     assert NAME in sbc_models()
     cfg = SbcConfig(model=NAME, backend="prior", sims=2, n_items=5, n_workers=3,
@@ -235,8 +235,8 @@ def test_sbc_prior_oracle_runs_the_toy(toy):
 def test_nuts_fits_the_toy(sim):
     """NUTS through the spec (model inputs, the worker site, warm-start values): a short
     run with a stored pointwise log-likelihood equal to the reference."""
-    from inference.nuts import fit_nuts
-    from models.likelihood import loglik_pointwise
+    from crowdrank.inference.nuts import fit_nuts
+    from crowdrank.models.likelihood import loglik_pointwise
 
     data = sim.rankings
     res = fit_nuts(data, NAME, _priors(data), chains=1, tune=60, draws=30, progress=False,

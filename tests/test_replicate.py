@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from validation import replicate as R
+from crowdrank.validation import replicate as R
 
 TINY = {"n_items": 30, "n_workers": 6, "tasks_per_worker": 25, "kmax": 4}
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -32,7 +32,7 @@ def brute_accuracy(truth, est):
 
 @pytest.mark.slow
 def test_curve_by_chunks_equals_one_pass_and_brute_force():
-    from inference.online import fit_online
+    from crowdrank.inference.online import fit_online
 
     sim, priors = R.synthetic("amateur", 3, **TINY)
     data = sim.rankings
@@ -60,7 +60,7 @@ def test_gold_priors_and_settings_follow_the_paper():
 
 @pytest.mark.slow
 def test_fig7_summary_claims_and_files(tmp_path):
-    from reports.replicate_html import write_all
+    from crowdrank.reports.replicate_html import write_all
 
     s = R.run_experiment("fig7", tmp_path, repeats=2, seed=0, processes=1, progress=False,
                          scale=TINY)
@@ -108,7 +108,7 @@ def test_fig7_on_a_dask_local_cluster_equals_local(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(not (DATASETS / "babyface").exists(), reason="shared BabyFace data absent")
 def test_babyface_tables_and_cleaned_rerun(tmp_path):
-    from reports.replicate_html import write_all
+    from crowdrank.reports.replicate_html import write_all
 
     s = R.run_experiment("babyface", tmp_path, repeats=3, seed=0, processes=1, progress=False)
     e = s["sets"][0]
@@ -142,7 +142,7 @@ def test_cost_reports_ratios(tmp_path):
 
 
 def test_cli_errors(tmp_path, capsys):
-    from reports.cli import main
+    from crowdrank.reports.cli import main
 
     assert main(["replicate", "fig7", "--out", str(tmp_path), "--scale", "3,2"]) == 2
     assert main(["replicate", "fig7", "--out", str(tmp_path), "--repeats", "0",
@@ -155,7 +155,7 @@ def test_cli_errors(tmp_path, capsys):
 def test_cli_unreachable_scheduler_is_one_line(tmp_path, capsys):
     import socket
 
-    from reports.cli import main
+    from crowdrank.reports.cli import main
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -191,7 +191,7 @@ def test_fixed_simulator_orders_every_task_as_the_ground_truth(setting):
 
 
 def test_nuts_verdict_and_not_runnable_section():
-    from reports.replicate_html import not_runnable_section, nuts_verdict
+    from crowdrank.reports.replicate_html import not_runnable_section, nuts_verdict
 
     n = {"settings": {"a": {"accuracy": {"couple": 0.70, "nuts-couple": 0.75,
                                          "nuts-crowdbt": 0.80}},
@@ -213,8 +213,8 @@ def test_fig7_nuts_reference_on_a_tiny_setting(tmp_path, monkeypatch):
     posterior-mean accuracy and gate beside the online methods', under the chosen
     simulator; the page and CSV show them; the accuracy of the posterior mean is the brute-force pairwise accuracy
     of the mean of the NUTS draws (recomputed here from a direct fit)."""
-    from inference.nuts import fit_nuts
-    from reports.replicate_html import write_all
+    from crowdrank.inference.nuts import fit_nuts
+    from crowdrank.reports.replicate_html import write_all
 
     monkeypatch.setattr(R, "NUTS_SETTINGS", {"chains": 2, "tune": 150, "draws": 150})
     nsc = {"n_items": 8, "n_workers": 3, "tasks_per_worker": 15, "kmax": 3}

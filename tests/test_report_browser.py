@@ -25,10 +25,10 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 def synthetic_audit(tmp_path: Path):
     """ModelAudit objects for COUPLE and CrowdBT built from iid synthetic draws, in the
     shapes the real pipeline produces; returns the report path and the metrics."""
-    from models.simulate import simulate
-    from reports.audit import AuditConfig, ModelAudit, Subject, build_metrics, make_priors
-    from reports.html import write_audit_report
-    from validation.compare import compare, order_sensitivity
+    from crowdrank.models.simulate import simulate
+    from crowdrank.reports.audit import AuditConfig, ModelAudit, Subject, build_metrics, make_priors
+    from crowdrank.reports.html import write_audit_report
+    from crowdrank.validation.compare import compare, order_sensitivity
 
     sim = simulate("couple", n_items=30, n_workers=3, tasks_per_worker=20, seed=1)
     items = list(sim.rankings.items)

@@ -12,8 +12,8 @@ import json
 import numpy as np
 import pytest
 
-from reports.cli import main
-from validation.sbc import (
+from crowdrank.reports.cli import main
+from crowdrank.validation.sbc import (
     SbcConfig,
     cauchy_combination,
     chi2_test,
@@ -116,7 +116,7 @@ def test_family_verdict_false_alarm_rate():
     family-wise false-alarm rate stays near or below alpha = 0.05 despite the dependence."""
     from scipy.stats import norm
 
-    from validation.sbc import uniformity_summary
+    from crowdrank.validation.sbc import uniformity_summary
 
     N, L = 40, 10
     names = [f"l{i}" for i in range(L)] + [f"c{i}" for i in range(L)]
@@ -198,7 +198,7 @@ def test_nuts_defaults_per_model():
     """Normalised COUPLE runs 4 x (300 + 500) by default (its gradient sums over k!
     orderings), the others 4 x (500 + 1000); explicit values win, and the resolved numbers
     are in the replicate's cache key, so the pl/crowdbt keys are those of earlier studies."""
-    from validation.sbc import NUTS_DEFAULTS
+    from crowdrank.validation.sbc import NUTS_DEFAULTS
 
     c = SbcConfig(model="couple-normalized")
     assert (c.tune, c.draws) == NUTS_DEFAULTS["couple-normalized"] == (300, 500)
@@ -237,7 +237,7 @@ def test_batch_job_receives_the_lane_options(tmp_path, monkeypatch):
     lane grouping is reused by another."""
     import types
 
-    import inference.batched as batched
+    import crowdrank.inference.batched as batched
 
     seen = []
 
@@ -319,7 +319,7 @@ def test_numpyro_replicates_do_not_leak_memory_mappings():
     import os
     from pathlib import Path
 
-    from validation.sbc import sbc_job
+    from crowdrank.validation.sbc import sbc_job
 
     maps = Path(f"/proc/{os.getpid()}/maps")
     if not maps.exists():
@@ -340,7 +340,7 @@ def test_numpyro_replicates_do_not_leak_memory_mappings():
 
 def test_cli_option_errors_are_one_line(tmp_path, capsys):
     """Bad option values are the user's to fix: one line, exit 2 (not a traceback)."""
-    from reports.cli import main
+    from crowdrank.reports.cli import main
 
     for argv, needle in [(["--sims", "1"], "at least 2 replicates"),
                          (["--chains", "2", "--draws", "20"], "cannot thin"),

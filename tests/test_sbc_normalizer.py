@@ -13,7 +13,7 @@ from itertools import permutations
 import numpy as np
 import pytest
 
-from models.model_inputs import PermGroup
+from crowdrank.models.model_inputs import PermGroup
 
 
 def _bf_stage_product(lam, log_eta, order):
@@ -62,7 +62,7 @@ def test_numpyro_normalizer_brute_force_and_gathered(case):
     import jax
     import jax.numpy as jnp
 
-    from models import numpyro_models as npm
+    from crowdrank.models import numpyro_models as npm
 
     jax.config.update("jax_enable_x64", True)
     try:
@@ -98,7 +98,7 @@ def test_pymc_normalizer_brute_force_and_gathered(case):
     import pytensor
     import pytensor.tensor as pt
 
-    from models import pymc_models as pmm
+    from crowdrank.models import pymc_models as pmm
 
     lam, log_eta, index, worker, group, want = _case(2, **case)
     lam_v, le_v = pt.dvector("lam"), pt.dmatrix("le")

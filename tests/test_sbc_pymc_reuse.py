@@ -18,8 +18,8 @@ from itertools import permutations
 import numpy as np
 import pytest
 
-from models.model_inputs import model_inputs
-from validation.sbc import SbcConfig, _prepare
+from crowdrank.models.model_inputs import model_inputs
+from crowdrank.validation.sbc import SbcConfig, _prepare
 
 
 def QUICK_MODE():
@@ -77,7 +77,7 @@ def couple_sets():
 
 
 def test_shared_graph_is_build_model_for_each_loaded_data_set(couple_sets):
-    from models import pymc_models as pmm
+    from crowdrank.models import pymc_models as pmm
 
     (a, pa), (b, pb) = couple_sets
     assert pmm.layout_key(a) == pmm.layout_key(b)
@@ -112,7 +112,7 @@ def test_shared_graph_is_build_model_for_each_loaded_data_set(couple_sets):
 
 
 def test_layout_mismatch_is_refused(couple_sets):
-    from models import pymc_models as pmm
+    from crowdrank.models import pymc_models as pmm
 
     (a, _), _ = couple_sets
     other, _ = _inputs(n_items=7)
@@ -126,7 +126,7 @@ def test_reused_sampler_reproduces_a_fresh_one_exactly(couple_sets):
     """Fit A then B on one compiled model; a newly compiled model fitting B with the same
     seed gives the very same draws (nothing of A's data or adaptation survives), and
     fitting A again reproduces the first fit of A."""
-    from inference.pymc_reuse import ReusedNuts, clear_cache, reused_nuts
+    from crowdrank.inference.pymc_reuse import ReusedNuts, clear_cache, reused_nuts
 
     (a, _), (b, _) = couple_sets
     clear_cache()
@@ -154,7 +154,7 @@ def test_reused_sampler_reproduces_a_fresh_one_exactly(couple_sets):
 
 @pytest.mark.parametrize("model", ["pl", "crowdbt"])
 def test_other_sbc_models_share_the_graph_too(model):
-    from models import pymc_models as pmm
+    from crowdrank.models import pymc_models as pmm
 
     a, _ = _inputs(model, sim=0, kmax=None)
     b, _ = _inputs(model, sim=1, kmax=None)
@@ -188,8 +188,8 @@ def test_reused_route_agrees_with_fit_nuts_within_mcse():
     means of every λ and η agree within a few Monte Carlo standard errors."""
     import arviz_stats as azs
 
-    from inference.nuts import fit_nuts
-    from inference.pymc_reuse import ReusedNuts
+    from crowdrank.inference.nuts import fit_nuts
+    from crowdrank.inference.pymc_reuse import ReusedNuts
 
     a, pa = _inputs(sim=3)
     post, _, _ = ReusedNuts(a).fit(a, chains=4, tune=200, draws=300, seed=1)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference import nuts
-from models.priors import Priors
-from models.simulate import simulate
-from validation.reference import backend_agreement, simplex_prior_check
+from crowdrank.inference import nuts
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
+from crowdrank.validation.reference import backend_agreement, simplex_prior_check
 
 jax = pytest.importorskip("jax")
 
@@ -33,7 +33,7 @@ def _eta(result, w=0):
 def test_prior_check_oracle_on_exact_draws():
     """The check itself: exact Dirichlet draws pass, draws with the smallest component
     floored at 1e-6 (a clipping transform) fail, and so do draws shifted towards η_1."""
-    from inference.warmstart import log_dirichlet_draws
+    from crowdrank.inference.warmstart import log_dirichlet_draws
 
     alpha = 10 * 6.0 ** -np.arange(1, 5)
     rng = np.random.default_rng(0)
@@ -66,8 +66,8 @@ def test_numpyro_gamma_simplex_in_single_precision_jax(tiny):
     log η_4 < −87, which the tail statistic still counts correctly."""
     from numpyro.infer import MCMC, NUTS
 
-    from models import numpyro_models as npm
-    from models.model_inputs import model_inputs
+    from crowdrank.models import numpyro_models as npm
+    from crowdrank.models.model_inputs import model_inputs
 
     d, pr = tiny
     inp = model_inputs("couple", d, pr)
@@ -168,7 +168,7 @@ def test_numpyro_and_pymc_posteriors_agree_parameter_by_parameter():
 
 
 def test_boost_mask_boosts_only_small_prior_entries_the_data_do_not_pin():
-    from models.model_inputs import boost_mask, boost_split
+    from crowdrank.models.model_inputs import boost_mask, boost_split
 
     prior = np.array([[1.67, 0.28, 0.046, 0.0077]])
     np.testing.assert_array_equal(boost_mask(prior), [[False, True, True, True]])
@@ -185,8 +185,8 @@ def test_plain_and_boosted_coordinates_give_the_same_eta():
     as the same η through the model's deterministic site: the choice is a reparametrisation."""
     from numpyro.infer.util import constrain_fn
 
-    from models import numpyro_models as npm
-    from models.model_inputs import model_inputs
+    from crowdrank.models import numpyro_models as npm
+    from crowdrank.models.model_inputs import model_inputs
 
     d = simulate("couple", n_items=5, n_workers=2, tasks_per_worker=5, kmax=4, seed=1).rankings
     inputs = model_inputs("couple", d, Priors.geometric(d.workers, d.K))

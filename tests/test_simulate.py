@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from models import likelihood as L
-from models.simulate import WORKER_TYPES, simulate, simulate_paper_scale, worker_alpha0
+from crowdrank.models import likelihood as L
+from crowdrank.models.simulate import WORKER_TYPES, simulate, simulate_paper_scale, worker_alpha0
 
 
 def ordering_counts(sim):

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports import cli
+from crowdrank.reports import cli
 
 
 def _sim(tmp_path, model, *extra, name="sim"):

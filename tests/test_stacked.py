@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference.batch import bootstrap as boot
-from inference.batch import luce, stacked
-from inference.batch.solvers import Problem, solve
-from models.simulate import simulate
+from crowdrank.inference.batch import bootstrap as boot
+from crowdrank.inference.batch import luce, stacked
+from crowdrank.inference.batch.solvers import Problem, solve
+from crowdrank.models.simulate import simulate
 
 
 @pytest.fixture(scope="module", params=["pl", "bt"])
@@ -89,8 +89,8 @@ def test_bootstrap_draws_equal_fits_on_materialised_resamples(model):
     resample ``b``'s draw equals the fit on the data with each input ranking repeated by
     its multinomial count, and its percentile interval equals numpy's percentiles of those
     fits."""
-    from inference.batch import fit_batch
-    from inference.batch.api import problem_for
+    from crowdrank.inference.batch import fit_batch
+    from crowdrank.inference.batch.api import problem_for
 
     data = simulate("pl", n_items=7, n_workers=3, tasks_per_worker=25, kmax=3,
                     seed=31).rankings

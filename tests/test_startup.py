@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from models.io import _arrow
-from reports import cli
+from crowdrank.models.io import _arrow
+from crowdrank.reports import cli
 
 ROOT = cli.__file__.rsplit("/reports/", 1)[0]
 PPL = ("jax", "numpyro", "pytensor", "pymc", "arviz", "matplotlib")
@@ -31,19 +31,19 @@ def _modules_after(code: str) -> set[str]:
 
 def test_one_command_imports_only_its_module():
     loaded = _modules_after(
-        "import sys\nfrom reports import cli\ncli.build_parser('fit')\n"
-        "print([m for m in sys.modules if m.startswith('reports.commands.')])")
+        "import sys\nfrom crowdrank.reports import cli\ncli.build_parser('fit')\n"
+        "print([m for m in sys.modules if m.startswith('crowdrank.reports.commands.')])")
     assert not loaded & {"pandas", "scipy", "numba", "pyarrow", *PPL}, loaded
     out = subprocess.run(
-        [sys.executable, "-c", "import sys\nfrom reports import cli\ncli.build_parser('fit')\n"
-         "print(sorted(m for m in sys.modules if m.startswith('reports.commands.')))"],
+        [sys.executable, "-c", "import sys\nfrom crowdrank.reports import cli\ncli.build_parser('fit')\n"
+         "print(sorted(m for m in sys.modules if m.startswith('crowdrank.reports.commands.')))"],
         cwd=ROOT, capture_output=True, text=True, check=True).stdout
     commands = {m.rsplit(".", 1)[1] for m in json.loads(out.strip().replace("'", '"'))}
     assert commands & set(cli.COMMANDS) == {"fit"}     # fit's helpers may come along
 
 
 def test_top_level_parser_imports_no_ppl():
-    loaded = _modules_after("from reports import cli\ncli.build_parser()")
+    loaded = _modules_after("from crowdrank.reports import cli\ncli.build_parser()")
     assert not loaded & set(PPL), loaded
 
 
@@ -96,11 +96,11 @@ def test_small_online_fit_imports_no_pandas_nor_ppl(tmp_path):
     pq = tmp_path / "r.parquet"
     for data in (csv_path, pq):
         if data == pq:   # the Parquet twin, written by this package's writer
-            from models.io import read_rankings, write_parquet
+            from crowdrank.models.io import read_rankings, write_parquet
             write_parquet(read_rankings(csv_path), pq)
         out = tmp_path / f"out_{data.suffix[1:]}"
         loaded = _modules_after(
-            "from reports import cli\n"
+            "from crowdrank.reports import cli\n"
             f"assert cli.main(['fit', {str(data)!r}, '--model', 'couple', '--method', "
             f"'online', '--out', {str(out)!r}, '--no-progress']) == 0")
         assert not loaded & {"pandas", *PPL}, loaded
@@ -146,8 +146,8 @@ def test_bools_equal_pyarrows_to_numpy():
 
 # ------------------------------------------------------------------ items.csv
 def test_items_csv_is_what_pandas_writes(tmp_path):
-    from inference.online import OnlinePosterior
-    from reports.commands.fit_online import write_items_csv
+    from crowdrank.inference.online import OnlinePosterior
+    from crowdrank.reports.commands.fit_online import write_items_csv
 
     items = ["a", "b,c", 'say "x"', "d", "e", "f ", "g"]
     mu = np.array([0.5, -1.25, 0.5, 1e-300, -0.0, 0.0, 2.0 / 3.0])   # ties kept in order

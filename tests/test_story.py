@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from models.likelihood import couple_normalizer
-from reports import cli
-from reports.story import eq4_normalizers, kendall_tau_rows, story_report_prob, tell
+from crowdrank.models.likelihood import couple_normalizer
+from crowdrank.reports import cli
+from crowdrank.reports.story import eq4_normalizers, kendall_tau_rows, story_report_prob, tell
 
 
 def test_story_command_writes_markdown_json_and_figures(tmp_path, capsys):
@@ -103,7 +103,7 @@ def test_story_html_is_one_self_contained_page(tmp_path):
 
 
 def test_story_page_escapes_text_and_refuses_a_missing_figure(tmp_path):
-    from reports.story_html import story_page
+    from crowdrank.reports.story_html import story_page
 
     p = story_page("# T <b>\n\nintro\n\n## A & B\n\ntext <script>x</script>\n", tmp_path,
                    tmp_path / "p.html")

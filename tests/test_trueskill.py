@@ -7,9 +7,9 @@ import pytest
 
 trueskill = pytest.importorskip("trueskill")
 
-from inference.online import trueskill as ts
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.inference.online import trueskill as ts
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 
 @pytest.mark.parametrize("draw_probability,tau", [(0.0, 0.0), (0.1, 0.05), (0.3, 0.0)])
@@ -58,8 +58,8 @@ def test_cli_fit_trueskill(tmp_path):
 
     import pandas as pd
 
-    from models.io import write_rankings
-    from reports.cli import main
+    from crowdrank.models.io import write_rankings
+    from crowdrank.reports.cli import main
 
     sim = simulate("bt", n_items=6, n_workers=2, tasks_per_worker=20, seed=8)
     src = tmp_path / "pairs.csv"

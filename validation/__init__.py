@@ -1,13 +1,13 @@
 """Validation: how closely the online (moment-matched) posteriors track the NUTS reference.
 
-- :mod:`validation.metrics`: per-parameter formulas (z, noise floor, sd ratio, closed-form
+- :mod:`crowdrank.validation.metrics`: per-parameter formulas (z, noise floor, sd ratio, closed-form
   KL, W1, coverage) and their aggregates (docs/design.md, Validation).
-- :mod:`validation.compare`: one online posterior against one NUTS ``DataTree``
+- :mod:`crowdrank.validation.compare`: one online posterior against one NUTS ``DataTree``
   (parameter, ranking and worker level; convergence-gate marking; order sensitivity).
-- :mod:`validation.experiments`: cached, resumable, parallel grids of experiments.
-- :mod:`validation.predictive_stats`: statistics of rankings against a reference order
+- :mod:`crowdrank.validation.experiments`: cached, resumable, parallel grids of experiments.
+- :mod:`crowdrank.validation.predictive_stats`: statistics of rankings against a reference order
   (first choice by stage, per-worker accuracy and pair agreement, Kendall τ) for
   predictive checks.
-- :mod:`validation.prior_predictive`: data sets drawn from the prior predictive of a model
+- :mod:`crowdrank.validation.prior_predictive`: data sets drawn from the prior predictive of a model
   under a named worker prior, summarised by those statistics.
 """

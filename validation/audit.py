@@ -1,7 +1,7 @@
 """The audit pipeline: fit a model both ways (NUTS and online moment matching) under the
 same priors, compare the posteriors, and write the metrics and the fits. It is the one
 pipeline behind ``crowdrank audit``, the experiment grid
-(:func:`validation.experiments.audit_job`) and the tests; :mod:`reports.audit` only adds the
+(:func:`crowdrank.validation.experiments.audit_job`) and the tests; :mod:`crowdrank.reports.audit` only adds the
 HTML page.
 
 Output folder layout (docs/contracts.md, Audit outputs)::
@@ -35,10 +35,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from models.data import DataError, Rankings
-from models.priors import Priors, build_priors
-from models.registry import get as get_model
-from models.registry import names as model_names
+from crowdrank.models.data import DataError, Rankings
+from crowdrank.models.priors import Priors, build_priors
+from crowdrank.models.registry import get as get_model
+from crowdrank.models.registry import names as model_names
 
 #: The embedded default (see bench/bench_audit.py for its timing on 2 cores).
 #: 600 rankings: NUTS cost grows with the number of rankings, and 100 tasks per worker keep
@@ -52,11 +52,11 @@ DEFAULT_SIMULATION = {"n_items": 40, "n_workers": 6, "tasks_per_worker": 100, "k
 
 #: Online variants that can be compared (OnlineGBMM, docs/design.md, Online); the first value of
 #: each is the default. ``method=ep`` refines the update by expectation propagation
-#: (:mod:`inference.online.ep`) with at most ``ep_passes`` passes; ``method`` and
+#: (:mod:`crowdrank.inference.online.ep`) with at most ``ep_passes`` passes; ``method`` and
 #: ``ep_passes`` apply to every audited model, the others to COUPLE only. ``method=laplace``
 #: and ``method=bootstrap`` are the batch MAP with Laplace's or the bootstrap's intervals
-#: (:mod:`inference.batch`; models ``bt`` and ``pl``), ``method=em`` CrowdBT's MAP by EM
-#: (:mod:`inference.batch.crowdbt_em`), ``method=trueskill`` TrueSkill (model ``bt``).
+#: (:mod:`crowdrank.inference.batch`; models ``bt`` and ``pl``), ``method=em`` CrowdBT's MAP by EM
+#: (:mod:`crowdrank.inference.batch.crowdbt_em`), ``method=trueskill`` TrueSkill (model ``bt``).
 VARIANT_CHOICES = {"taylor": ("paper", "full", "plugin", "quadrature"),
                    "score_alpha": ("updated", "prior"),
                    "method": ("online", "ep", "laplace", "bootstrap", "em", "trueskill"),
@@ -199,7 +199,7 @@ def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
         return variant_list(variants)
     keep = {k: v for k, v in variants.items() if k in GENERIC_VARIANTS}
     if online == "crowdbt":    # Chen et al.'s expansion or quadrature (inference.online.crowdbt)
-        from inference.online.crowdbt import TAYLOR as CROWDBT_TAYLOR
+        from crowdrank.inference.online.crowdbt import TAYLOR as CROWDBT_TAYLOR
         taylor = [t for t in variants.get("taylor", ()) if t in CROWDBT_TAYLOR]
         if any(t != "paper" for t in taylor):
             keep["taylor"] = taylor
@@ -207,28 +207,28 @@ def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
 
 
 def fit_variant(data, model: str, priors, opts: dict, **kw):
-    """Fit one online option set: ``method=ep`` runs :func:`inference.online.ep.fit_ep`
-    with ``ep_passes`` passes, anything else :func:`inference.online.fit_online`; ``kw``
+    """Fit one online option set: ``method=ep`` runs :func:`crowdrank.inference.online.ep.fit_ep`
+    with ``ep_passes`` passes, anything else :func:`crowdrank.inference.online.fit_online`; ``kw``
     (``order``, ``seed``, ``progress``) go to either."""
     o = dict(opts)
     method = o.pop("method", "online")
     passes = int(o.pop("ep_passes", VARIANT_CHOICES["ep_passes"][0]))
     resamples, processes = kw.pop("resamples", 1000), kw.pop("processes", 1)
     if method == "em":
-        from inference.batch.crowdbt_em import fit_crowdbt_em
+        from crowdrank.inference.batch.crowdbt_em import fit_crowdbt_em
         return fit_crowdbt_em(data, priors)
     if method == "trueskill":
-        from inference.online.trueskill import fit_trueskill
+        from crowdrank.inference.online.trueskill import fit_trueskill
         return fit_trueskill(data, priors, progress=kw.get("progress", False))
     if method in BATCH_METHODS:
-        from inference.batch.api import fit_with_intervals
+        from crowdrank.inference.batch.api import fit_with_intervals
         return fit_with_intervals(data, model, priors, intervals=method,
                                   resamples=resamples, processes=processes,
                                   seed=kw.get("seed", 0), progress=kw.get("progress", False))
     if method == "ep":
-        from inference.online.ep import fit_ep
+        from crowdrank.inference.online.ep import fit_ep
         return fit_ep(data, model, priors, passes=passes, **o, **kw)
-    from inference.online import fit_online
+    from crowdrank.inference.online import fit_online
     return fit_online(data, model, priors, **o, **kw)
 
 
@@ -255,7 +255,7 @@ class Subject:
 def default_subject(**overrides) -> Subject:
     """The embedded default: COUPLE-story data from the paper's ``amateur`` workers
     (``α0 = (5, 4, 1, 0.1)``, [Pan18], Sect. 5.2), ``k`` uniform on 2..4."""
-    from models.simulate import simulate
+    from crowdrank.models.simulate import simulate
 
     kw = dict(DEFAULT_SIMULATION, **overrides)
     sim = simulate("couple", **kw)
@@ -343,7 +343,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     """Fit ``model`` by NUTS and by every online variant, compare, and write the fits into
     ``out`` (nothing is written when ``out`` is None). ``variants`` (online option sets,
     the first one the default) overrides the ones ``cfg.variants`` asks for."""
-    from inference.nuts import fit_nuts
+    from crowdrank.inference.nuts import fit_nuts
 
     from .compare import align, compare, comparison_components, order_sensitivity
 
@@ -372,7 +372,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
         + (nuts.gate.verdict() if hasattr(nuts.gate, "verdict") else str(nuts.gate.trusted)))
     agreement = alt = None
     if cfg.check_backends:
-        from validation.reference import backend_agreement
+        from crowdrank.validation.reference import backend_agreement
         other = "pymc" if cfg.backend == "numpyro" else "numpyro"
         log(f"{model}: NUTS with {other} as well, to compare the two PPLs")
         alt = fit_nuts(data, model, pri, backend=other, chains=cfg.chains, tune=cfg.tune,
@@ -424,7 +424,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
 def write_model_fits(audit: ModelAudit, out: Path, cfg: AuditConfig) -> None:
     """Write one model's fits into ``out`` (layout in the module docstring): the online
     posterior of every variant, the NUTS fit, and the other PPL's fit when checked."""
-    from inference.nuts import write_nuts
+    from crowdrank.inference.nuts import write_nuts
 
     online_dir = out / audit.model / "online"
     for opts, post in zip(audit.variant_opts, audit.posteriors):
@@ -446,9 +446,9 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     """Audit every model of ``cfg`` on ``subject`` and write the outputs to ``out``.
 
     ``render(path, subject, cfg, priors, audits, metrics)``, when given, writes the page
-    (:func:`reports.html.write_audit_report`; this layer never imports ``reports``).
+    (:func:`crowdrank.reports.html.write_audit_report`; this layer never imports ``reports``).
     ``scheduler`` (``"local"``, an address or a ``distributed.Client``; see
-    :func:`validation.experiments.dask_client`) runs the fits as Dask tasks, one per
+    :func:`crowdrank.validation.experiments.dask_client`) runs the fits as Dask tasks, one per
     audited model and one per model fitted for the checks only, all at once
     (:func:`_fits_on_dask`); ``processes`` sizes a ``"local"`` cluster. The results are
     those of a run in this process. Returns the content of ``metrics.json``.
@@ -511,16 +511,16 @@ def audit_model_task(subject: Subject, model: str, priors: Priors,
     worker (Dask's worker processes are daemons, which cannot start children)."""
     from dataclasses import replace
 
-    from inference.nuts import configure_host_devices
+    from crowdrank.inference.nuts import configure_host_devices
 
     configure_host_devices()     # a fresh worker: one XLA device per chain, as locally
     return audit_model(subject, model, priors, replace(cfg, processes=1), None)
 
 
 def checks_fit_task(data: Rankings, model: str, priors: Priors, cfg: AuditConfig):
-    """The NUTS fit :func:`validation.predictive.model_checks` makes for a model fitted for
+    """The NUTS fit :func:`crowdrank.validation.predictive.model_checks` makes for a model fitted for
     the checks only, as a Dask task (same arguments, so the same draws)."""
-    from inference.nuts import configure_host_devices, fit_nuts
+    from crowdrank.inference.nuts import configure_host_devices, fit_nuts
 
     configure_host_devices()
     return fit_nuts(data, model, get_model(model).worker_priors(priors, data),
@@ -535,7 +535,7 @@ def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, extra_mode
     from distributed import as_completed
     from tqdm.auto import tqdm
 
-    from inference.nuts import write_nuts
+    from crowdrank.inference.nuts import write_nuts
 
     from .experiments import dask_client, release_client
 
@@ -574,7 +574,7 @@ def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, extra_mode
 def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,
                   audits: Sequence[ModelAudit], seconds: float) -> dict:
     """The content of ``metrics.json`` (everything but per-parameter rows)."""
-    from validation.reference import tail_visits_of
+    from crowdrank.validation.reference import tail_visits_of
 
     models = {}
     for a in audits:

@@ -98,13 +98,13 @@ class GateStatus:
 
 
 def convergence_gate(idata) -> GateStatus:
-    """docs/design.md, Validation gate computed from a ``DataTree`` by :func:`inference.gate.check`
+    """docs/design.md, Validation gate computed from a ``DataTree`` by :func:`crowdrank.inference.gate.check`
     (rank R-hat < 1.01, bulk and tail ESS >= 400, no divergences, E-BFMI >= 0.3).
 
     Used when only a ``posterior.nc`` is at hand; a fresh fit carries
     ``NutsResult.gate``, which :func:`gate_status` prefers.
     """
-    from inference.gate import check
+    from crowdrank.inference.gate import check
 
     g = check(idata)
     return GateStatus(bool(g.trusted), [str(r) for r in g.reasons])
@@ -139,7 +139,7 @@ def worker_quality_nuts(idata) -> np.ndarray:
 def parameter_table(online, idata, *, model: str | None = None, variant: str = "default",
                     trusted: bool = True) -> pd.DataFrame:
     """One row per scalar parameter (every ``λ_r``, every ``η_w`` component) with every
-    metric of :func:`validation.metrics.parameter_metrics` and the MCMC diagnostics."""
+    metric of :func:`crowdrank.validation.metrics.parameter_metrics` and the MCMC diagnostics."""
     model = model or getattr(online, "model", None) or idata.attrs.get("model")
     frames = []
     # items: Gaussian q
@@ -185,7 +185,7 @@ def parameter_table(online, idata, *, model: str | None = None, variant: str = "
 
 
 def aggregates(table: pd.DataFrame) -> dict[str, dict]:
-    """:func:`validation.metrics.aggregate` over all parameters and per kind."""
+    """:func:`crowdrank.validation.metrics.aggregate` over all parameters and per kind."""
     out = {}
     for name, sub in [("all", table)] + [(k, table[table.kind == k])
                                           for k in ("lambda", "eta")]:
@@ -213,7 +213,7 @@ def _mcse(draws3) -> np.ndarray:
 
 
 def _derived_metrics(p1, p2, draws3) -> dict[str, np.ndarray]:
-    """:func:`validation.metrics.parameter_metrics` for a derived quantity given as draws
+    """:func:`crowdrank.validation.metrics.parameter_metrics` for a derived quantity given as draws
     ``(chain, draw, P)``, with its MCSE and ESS from ArviZ on those draws."""
     import arviz_stats as azs
     import xarray as xr
@@ -244,7 +244,7 @@ def identified_comparison(online, idata, *, max_pairs: int = MAX_PAIRS, seed: in
     Beside the raw marginals ``λ_i``: the centred scores ``λ_i − mean(λ)``, the contrasts
     ``λ_i − λ_j`` and the order probabilities ``P(λ_i > λ_j)`` over :func:`item_pairs`, and
     the common level ``mean(λ)`` on its own. The approximation's marginals are the closed
-    forms of :mod:`validation.metrics` (its Gaussians are independent); MCMC's are the same
+    forms of :mod:`crowdrank.validation.metrics` (its Gaussians are independent); MCMC's are the same
     functions of each draw.
 
     Returns
@@ -317,7 +317,7 @@ def identified_comparison(online, idata, *, max_pairs: int = MAX_PAIRS, seed: in
 # ------------------------------------------------------------------ ranking level
 def comparison_components(data) -> np.ndarray:
     """The connected component of each item in the comparison graph of ``data`` (a
-    :class:`~models.data.Rankings`), as integer labels aligned with ``data.items``.
+    :class:`~crowdrank.models.data.Rankings`), as integer labels aligned with ``data.items``.
 
     Items are linked when one ranking holds both. Scores are identified only up to a shift
     per component (the likelihood sees differences within rankings), so the data order
@@ -391,7 +391,7 @@ def pairwise_accuracy_comparable(truth, scores, components, block: int = 512
                                  ) -> PairwiseAccuracy:
     """Pairwise accuracy over the pairs in one component of the comparison graph.
 
-    ``components`` is a :class:`~models.data.Rankings` (its components are computed, and
+    ``components`` is a :class:`~crowdrank.models.data.Rankings` (its components are computed, and
     ``truth``/``scores`` must be aligned with its ``items``) or labels per item. On a
     connected data set nothing is left out and the accuracy is :func:`pairwise_accuracy`'s.
     Pairs are those the truth orders (``r_i > r_j``); ties in the truth are not pairs.

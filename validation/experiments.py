@@ -267,9 +267,9 @@ def audit_job(spec: dict) -> dict:
     ``n_items, n_workers, tasks_per_worker, kmax, chains, tune, draws, backend``.
     Returns the comparison's JSON summary plus timings.
     """
-    from models.priors import Priors
-    from models.registry import get as get_model
-    from models.simulate import simulate
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.registry import get as get_model
+    from crowdrank.models.simulate import simulate
 
     from .audit import AuditConfig, Subject, audit_model
 

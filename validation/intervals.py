@@ -1,6 +1,6 @@
 """Intervals of point methods (Laplace, bootstrap) in the audit's comparison tables.
 
-:func:`validation.compare.compare` reads any approximation as Gaussian marginals
+:func:`crowdrank.validation.compare.compare` reads any approximation as Gaussian marginals
 ``N(mu, sigma2)``, which is exactly Laplace's approximation. The bootstrap is not
 Gaussian: its intervals are percentiles of the refitted scores ([Efron79]; Chatbot Arena
 [Chiang24] reports them). :func:`percentile_coverage` replaces the Gaussian coverages of

@@ -4,28 +4,28 @@ the NUTS reference checked (gate, the other PPL), and the models themselves chec
 
 Approximation vs NUTS
 ---------------------
-The same metrics as the online audit (:func:`validation.metrics.parameter_metrics`:
+The same metrics as the online audit (:func:`crowdrank.validation.metrics.parameter_metrics`:
 ``z = (approx mean − NUTS mean) / NUTS sd``, the sd ratio, coverages of the
 approximation's central intervals, KL, W1) for every parameter family the point method
 gives a distribution for:
 
-- CrowdBT extensions by EM (:mod:`inference.batch.crowdbt_ext`): ``lambda`` and ``beta``
+- CrowdBT extensions by EM (:mod:`crowdrank.inference.batch.crowdbt_ext`): ``lambda`` and ``beta``
   as Normals (the estimate, Laplace's sd with ``η`` fixed), ``eta`` as the Beta of the
   responsibilities, ``Beta(a + Σ r, b + Σ(1 − r))`` (what CrowdBT's EM reports); and,
   when every ``η`` is inside ``(0, 1)``, ``lambda_joint``, ``beta_joint``, ``eta_joint``:
   Normals with the sds of Laplace over ``(λ, β, η)`` jointly (the observed information);
-- contextual BT by MAP (:mod:`inference.batch.contextual`): ``lambda`` and ``gamma`` as
+- contextual BT by MAP (:mod:`crowdrank.inference.batch.contextual`): ``lambda`` and ``gamma`` as
   Normals with Laplace's sd.
 
 The reference
 -------------
 Every NUTS fit is described by a picklable :class:`PairFit` (the model's data, priors,
 back-end and settings) and run by :func:`run_fit`, in this process or as Dask tasks
-(:func:`run_fits`, ``scheduler`` as :func:`validation.experiments.dask_client`; the
+(:func:`run_fits`, ``scheduler`` as :func:`crowdrank.validation.experiments.dask_client`; the
 same seeds give the same draws). The audited fit goes through the suite's convergence
-gate (:func:`inference.gate.check`); with ``check_backends`` the model is also fitted by
+gate (:func:`crowdrank.inference.gate.check`); with ``check_backends`` the model is also fitted by
 the other PPL and the two posteriors are compared parameter by parameter with
-:func:`validation.reference.backend_agreement` (the ranking audit's rule and table).
+:func:`crowdrank.validation.reference.backend_agreement` (the ranking audit's rule and table).
 
 Model checks
 ------------
@@ -35,12 +35,12 @@ reported winner given the pair, its order, its worker and its columns. Every mod
 [Chen13], the extension with ``β ≡ 0`` and one group per worker, and plain BT, contextual
 BT without covariates) gives a probability of that same event, so their ``elpd`` are
 comparable. The pointwise log-likelihood of every draw comes from the models' NumPy
-reference functions (:func:`models.crowdbt_ext.loglik`, :func:`models.contextual.loglik`);
+reference functions (:func:`crowdrank.models.crowdbt_ext.loglik`, :func:`crowdrank.models.contextual.loglik`);
 ArviZ computes PSIS-LOO (Pareto ``k̂`` per pair) and the comparison [Vehtari17].
 
 The posterior predictive checks replicate every pair's winner from (E1) or (C1) with the
 parameters of a posterior draw and compare statistics of the data with the replicated
-ones (the realised discrepancies of :mod:`validation.predictive`, [Gelman96]):
+ones (the realised discrepancies of :mod:`crowdrank.validation.predictive`, [Gelman96]):
 
 - ``worker_agreement``: per worker, the share of their pairs won by the item the draw
   prefers (``λ_f > λ_t``; contextual BT: the sign of (C1), covariates included);
@@ -48,7 +48,7 @@ ones (the realised discrepancies of :mod:`validation.predictive`, [Gelman96]):
   first — a bias the plain models cannot reproduce;
 - ``category_agreement`` (``crowdbt-domain``): the agreement by category.
 
-Reported per statistic as :class:`validation.predictive.PredictiveCheck` rows (observed,
+Reported per statistic as :class:`crowdrank.validation.predictive.PredictiveCheck` rows (observed,
 replicated mean and 5–95 % range, ``ppp = P(T(y_rep) ≥ T(y))``, ties counting half).
 """
 
@@ -73,7 +73,7 @@ PPC_DRAWS = 400
 def compare(approx: dict, nuts) -> dict:
     """``approx``: name → ``(family, p1, p2)`` or ``(family, p1, p2, site)`` (flattened
     arrays; ``site``: the NUTS site, default the name); ``nuts`` a
-    :class:`inference.pair_nuts.PairNuts`. Returns name → ``{"parameters": {metric:
+    :class:`crowdrank.inference.pair_nuts.PairNuts`. Returns name → ``{"parameters": {metric:
     list}, "aggregate": {...}}``."""
     out = {}
     for name, spec in approx.items():
@@ -95,7 +95,7 @@ def compare(approx: dict, nuts) -> dict:
 class PairFit:
     """One NUTS fit, as data (picklable: a Dask task builds the program where it runs).
 
-    ``kind``: ``"ext"`` (``data`` a :class:`models.crowdbt_ext.Structure`; plain CrowdBT
+    ``kind``: ``"ext"`` (``data`` a :class:`crowdrank.models.crowdbt_ext.Structure`; plain CrowdBT
     is one with ``β ≡ 0`` and one group per worker) or ``"contextual"`` (``data`` a
     ``(PairTable, X)``; plain BT has no covariate column). ``prior``: ``mu0, sigma0`` and
     ``bias_sd`` / ``tau``; ``worker_ab``: the ``(W, 2)`` Beta priors (``"ext"``).
@@ -143,11 +143,11 @@ class PairFit:
         """``(numpyro program, pymc model builder)`` (zero-argument callables)."""
         p = self.prior
         if self.kind == "ext":
-            from models.crowdbt_ext import numpyro_model, pymc_model
+            from crowdrank.models.crowdbt_ext import numpyro_model, pymc_model
             st, ab = self.data, self.worker_ab
             return (lambda: numpyro_model(st, ab, p["mu0"], p["sigma0"], p.get("bias_sd", 1.0)),
                     lambda: pymc_model(st, ab, p["mu0"], p["sigma0"], p.get("bias_sd", 1.0)))
-        from models.contextual import numpyro_model, pymc_model
+        from crowdrank.models.contextual import numpyro_model, pymc_model
         t, X = self.data
         return (lambda: numpyro_model(t, X, p["mu0"], p["sigma0"], p.get("tau", 1.0)),
                 lambda: pymc_model(t, X, p["mu0"], p["sigma0"], p.get("tau", 1.0),
@@ -160,9 +160,9 @@ class PairFit:
     def loglik(self, par: dict) -> np.ndarray:
         """``log P(y_s)`` per pair by the model's NumPy reference log-likelihood."""
         if self.kind == "ext":
-            from models.crowdbt_ext import loglik
+            from crowdrank.models.crowdbt_ext import loglik
             return loglik(self.data, par["lambda"], par["eta"], par.get("beta"))
-        from models.contextual import loglik
+        from crowdrank.models.contextual import loglik
         t, X = self.data
         return loglik(t, X, par["lambda"], self._gamma(par))
 
@@ -174,11 +174,11 @@ class PairFit:
     def prob_first(self, par: dict) -> np.ndarray:
         """``P(first item wins)`` per pair (the replicated data's Bernoulli)."""
         if self.kind == "ext":
-            from models.crowdbt_ext import log_probs
+            from crowdrank.models.crowdbt_ext import log_probs
             return np.exp(log_probs(self.data, par["lambda"], par["eta"], par.get("beta"))[0])
         from scipy.special import expit
 
-        from models.contextual import logits
+        from crowdrank.models.contextual import logits
         t, X = self.data
         return expit(logits(t.first, t.second, X, par["lambda"], self._gamma(par)))
 
@@ -188,7 +188,7 @@ class PairFit:
         if self.kind == "ext":
             lam = par["lambda"]
             return lam[self.data.first] > lam[self.data.second]
-        from models.contextual import logits
+        from crowdrank.models.contextual import logits
         t, X = self.data
         return logits(t.first, t.second, X, par["lambda"], self._gamma(par)) > 0
 
@@ -212,8 +212,8 @@ def baseline_fits(first, second, first_won, worker, items, workers, worker_ab,
     """Plain CrowdBT (the extension with ``β ≡ 0`` and one group per worker: (E1) is then
     CrowdBT's likelihood exactly) and plain BT (contextual BT without covariates) on the
     same pairs, under the same ``λ`` prior (and the same worker Beta priors)."""
-    from models.crowdbt_ext import Structure
-    from models.pair_table import PairTable
+    from crowdrank.models.crowdbt_ext import Structure
+    from crowdrank.models.pair_table import PairTable
 
     first, second = np.asarray(first, np.int64), np.asarray(second, np.int64)
     won, worker = np.asarray(first_won, np.int64), np.asarray(worker, np.int64)
@@ -256,7 +256,7 @@ def _aligned(obj):
 
 def run_fit(fit: PairFit):
     """NUTS for one :class:`PairFit` (also the Dask task: it builds the program here)."""
-    from inference.pair_nuts import sample
+    from crowdrank.inference.pair_nuts import sample
 
     fit = _aligned(fit)
     numpyro_fn, pymc_fn = fit.programs()
@@ -272,7 +272,7 @@ def run_fits(fits: list[PairFit], *, scheduler=None, processes: int | None = Non
              log: Callable[[str], None] | None = None) -> list:
     """:func:`run_fit` for every fit: one after another here, or all at once as Dask tasks
     (``scheduler``: ``"local"``, an address or a ``distributed.Client``). Raises
-    :class:`validation.experiments.SchedulerError` when no scheduler answers."""
+    :class:`crowdrank.validation.experiments.SchedulerError` when no scheduler answers."""
     log = log or (lambda msg: None)
     if scheduler is None:
         out = []
@@ -336,7 +336,7 @@ def loo(tree):
 
 
 def loo_table(trees: dict, n_pairs: int):
-    """A :class:`validation.predictive.LooTable` (unit ``pair``) over ``{model: DataTree}``."""
+    """A :class:`crowdrank.validation.predictive.LooTable` (unit ``pair``) over ``{model: DataTree}``."""
     import arviz_stats as azs
 
     from .predictive import LooTable, _loo_pareto
@@ -369,7 +369,7 @@ def _rows_for(stat: str, groups, obs, rep, ns) -> list[dict]:
 
 def ppc_pairs(fit: PairFit, params: list[dict], seed: int = 0):
     """Posterior predictive checks (module docstring) from parameter draws ``params``
-    (one dict of arrays per draw): a :class:`validation.predictive.PredictiveCheck`."""
+    (one dict of arrays per draw): a :class:`crowdrank.validation.predictive.PredictiveCheck`."""
     from .predictive import PredictiveCheck
 
     _, _, won, worker, workers = fit.pairs
@@ -425,7 +425,7 @@ def ppc_draws(fit: PairFit, nuts, n: int = PPC_DRAWS) -> list[dict]:
 class PairAudit:
     """Everything an audit produced: ``report`` (JSON-ready, ``metrics.json``), the fits
     (``fit`` and its NUTS result, the other PPL's, the baselines'), their DataTrees, the
-    backend agreement and the model checks, for the page (:mod:`reports.pair_audit_html`)."""
+    backend agreement and the model checks, for the page (:mod:`crowdrank.reports.pair_audit_html`)."""
 
     report: dict
     fit: PairFit
@@ -452,7 +452,7 @@ def run_pair_audit(fit: PairFit, approx_of: Callable, *, check_backends: bool = 
     with ``checks`` every ``baselines`` fit too: all through :func:`run_fits`), then
     ``approx_of(nuts) -> (approx dict for :func:`compare`, report fields)`` compared with
     the reference, the gate, the agreement, PSIS-LOO and the predictive checks."""
-    from inference.gate import check as gate_check
+    from crowdrank.inference.gate import check as gate_check
 
     from .reference import backend_agreement
 
@@ -546,11 +546,11 @@ def crowdbt_ext_audit(st, worker_ab, *, backend: str = "numpyro", mu0: float = 0
                       sigma0: float = 1.0, bias_sd: float = 1.0, nuts_kw: dict | None = None,
                       em_kw: dict | None = None, categories=None, warm_start: bool = True,
                       **opts) -> PairAudit:
-    """EM MAP vs NUTS for a :class:`models.crowdbt_ext.Structure` (``opts``: those of
+    """EM MAP vs NUTS for a :class:`crowdrank.models.crowdbt_ext.Structure` (``opts``: those of
     :func:`run_pair_audit`; ``baselines``, when given, names the models of
     :data:`BASELINES` to fit; ``warm_start``: chains start from draws of the EM's
     distribution, see "warm starts" above)."""
-    from inference.batch.crowdbt_ext import fit_ext_em
+    from crowdrank.inference.batch.crowdbt_ext import fit_ext_em
 
     em = fit_ext_em(st, worker_ab, mu0=mu0, sigma0=sigma0, bias_sd=bias_sd, **(em_kw or {}))
     prior = {"mu0": mu0, "sigma0": sigma0, "bias_sd": bias_sd}
@@ -588,9 +588,9 @@ def contextual_audit(table, X, *, backend: str = "numpyro", mu0: float = 0.0,
                      sigma0: float = 1.0, tau: float = 1.0, nuts_kw: dict | None = None,
                      covariates: tuple = (), worker_ab=None, warm_start: bool = True,
                      **opts) -> PairAudit:
-    """Contextual BT's MAP (Laplace) vs NUTS on a :class:`models.pair_table.PairTable`
+    """Contextual BT's MAP (Laplace) vs NUTS on a :class:`crowdrank.models.pair_table.PairTable`
     (``worker_ab``: the Beta priors of the plain-CrowdBT baseline, default ``Beta(5, 1)``)."""
-    from inference.batch.contextual import fit_contextual
+    from crowdrank.inference.batch.contextual import fit_contextual
 
     X = np.asarray(X, float).reshape(table.n_pairs, -1)
     win, lose = table.winner_loser()

@@ -1,12 +1,12 @@
 """The peers' table: every crowdrank method beside other packages' aggregators, in one
 process on the same data.
 
-On one data set (:func:`models.io.load_dataset`) each method gives a score per item, and
+On one data set (:func:`crowdrank.models.io.load_dataset`) each method gives a score per item, and
 each score vector is judged by the same two numbers against the set's truth:
 
 - **accuracy**: the paper's pairwise accuracy ([Pan18], Sect. 5.1) over the pairs the truth
   orders inside one component of the comparison graph
-  (:func:`validation.compare.pairwise_accuracy_comparable`);
+  (:func:`crowdrank.validation.compare.pairwise_accuracy_comparable`);
 - **Spearman's ρ** between the scores and the truth over the items the truth scores.
 
 crowdrank's methods: the online updates (COUPLE's OnlineGBMM, CrowdBT online, Weng–Lin's
@@ -14,7 +14,7 @@ OnlinePL and OnlineBT) and TrueSkill over ``orders`` random orders (mean and sd;
 order would be unfair: PrefLib's files list identical rankings together, and TrueSkill in
 that order scores dots at accuracy 0.58 against 1.0 shuffled),
 the batch MAP of BT and PL (``N(0, 1)`` prior, Newton), CrowdBT's MAP by EM, and
-PeerGrader's MAP, under the paper's real-data priors (:func:`validation.replicate.real_priors`).
+PeerGrader's MAP, under the paper's real-data priors (:func:`crowdrank.validation.replicate.real_priors`).
 The peers: ``crowd-kit``'s ``BradleyTerry`` (ML by MM; twice: as shipped, which stops
 after two MM updates — the convergence test of crowd-kit 1.4.2 compares the iterate
 with an alias of itself — and with ``tol=0``, which runs every iteration) and
@@ -101,24 +101,24 @@ def method_scores(data, method: str, *, seed: int = 0, priors=None):
     pri = real_priors(data) if priors is None else priors
     info = {}
     if method in ONLINE:
-        from inference.online import fit_online
+        from crowdrank.inference.online import fit_online
         post = fit_online(data, method, pri, order="shuffle", seed=seed, progress=False)
         return np.asarray(post.mu, float), info
     if method == "trueskill":
-        from inference.online.trueskill import fit_trueskill
+        from crowdrank.inference.online.trueskill import fit_trueskill
         perm = np.random.default_rng(seed).permutation(data.n_rankings)
         return np.asarray(fit_trueskill(data.subset(perm), pri).mu, float), info
     if method in ("map-bt", "map-pl"):
-        from inference.batch import fit_batch
+        from crowdrank.inference.batch import fit_batch
         fit = fit_batch(data, method[-2:], pri, laplace_cov=False)
         return np.asarray(fit.mu, float), {"converged": bool(fit.converged)}
     if method == "em-crowdbt":
-        from inference.batch.crowdbt_em import fit_crowdbt_em
+        from crowdrank.inference.batch.crowdbt_em import fit_crowdbt_em
         fit = fit_crowdbt_em(data, pri, max_iter=EM_MAX_ITER)
         return np.asarray(fit.mu, float), {"iterations": int(fit.iterations),
                                            "converged": bool(fit.converged)}
     if method == "peergrader":
-        from inference.peergrader import fit_peergrader
+        from crowdrank.inference.peergrader import fit_peergrader
         fit = fit_peergrader(data, pri)
         return np.asarray(fit.lam, float), {"converged": bool(fit.converged)}
     if method in CROWDKIT:

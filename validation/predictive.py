@@ -1,10 +1,10 @@
 """Posterior model checks: PSIS-LOO model comparison and posterior predictive checks
 (docs/design.md, "Model checks").
 
-Both read what :func:`inference.nuts.fit_nuts` stores from the observed site ``rankings``:
+Both read what :func:`crowdrank.inference.nuts.fit_nuts` stores from the observed site ``rankings``:
 the per-ranking log-likelihood (group ``log_likelihood``) and new orders of the observed
 tasks drawn by the model's generative process (group ``posterior_predictive``). Pure
-functions of those arrays; :mod:`reports.predictive_html` renders them.
+functions of those arrays; :mod:`crowdrank.reports.predictive_html` renders them.
 
 Which observations a model can be compared on
 ---------------------------------------------
@@ -44,13 +44,13 @@ the left-out ranking (what removing it from the data changes), and the expected 
 Posterior predictive checks
 ---------------------------
 A statistic ``T`` of the rankings measured against the *posterior order* of each task's
-items (the order by ``λ`` of the same draw, :func:`validation.predictive_stats.order_by_scores`)
+items (the order by ``λ`` of the same draw, :func:`crowdrank.validation.predictive_stats.order_by_scores`)
 is computed on the data and on the draw's replicated data: ``T(y, θ_d)`` against
 ``T(y_rep,d, θ_d)``, a realised-discrepancy check [Gelman96]. Reported per statistic: the
 posterior mean of the observed value, the mean and the 5–95 % range of the replicated
 value, and the posterior predictive p-value ``P(T(y_rep) ≥ T(y))`` (ties count half);
 values near 0 or 1 mean the model does not reproduce that feature of the data. The
-statistics are :mod:`validation.predictive_stats`'s (shared with the prior predictive
+statistics are :mod:`crowdrank.validation.predictive_stats`'s (shared with the prior predictive
 checks): the first-choice rate by stage and each worker's pair agreement.
 """
 
@@ -62,8 +62,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from models.data import Rankings
-from models.registry import get as get_model
+from crowdrank.models.data import Rankings
+from crowdrank.models.registry import get as get_model
 
 from .predictive_stats import first_choice_by_stage, order_by_scores, worker_pair_agreement
 
@@ -364,11 +364,11 @@ def model_checks(data: Rankings, priors, fits: dict, extra_models=(), *, out=Non
                  log=None, **nuts_kw) -> ModelChecks:
     """LOO comparison and posterior predictive checks of ``fits`` (``{model: DataTree}``)
     and of ``extra_models`` fitted here by NUTS (``nuts_kw`` for
-    :func:`inference.nuts.fit_nuts`; written to ``out/checks/<model>/`` when ``out`` is
+    :func:`crowdrank.inference.nuts.fit_nuts`; written to ``out/checks/<model>/`` when ``out`` is
     given). All fits are on ``data``, under ``priors``."""
     from pathlib import Path
 
-    from inference.nuts import fit_nuts, write_nuts
+    from crowdrank.inference.nuts import fit_nuts, write_nuts
 
     log = log or (lambda msg: None)
     fits = dict(fits)

@@ -9,7 +9,7 @@ against a *reference order* of each ranking's own items:
 - the task's true order, where it is known (simulated data, prior predictive draws), or
 - the order by a score vector (the true λ, or a posterior mean), :func:`order_by_scores`.
 
-Every statistic is a pure function of the rankings (:class:`models.data.Rankings`) and a
+Every statistic is a pure function of the rankings (:class:`crowdrank.models.data.Rankings`) and a
 reference in the same per-position layout (``(K, N)``, best first, ``PAD`` after ``k``):
 
 - :func:`first_choice_by_stage`: at stage ``i`` of a ranking, does the reported item equal
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.data import PAD, Rankings
+from crowdrank.models.data import PAD, Rankings
 
 
 def _check(data: Rankings, reference: np.ndarray) -> np.ndarray:

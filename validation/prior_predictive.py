@@ -4,9 +4,9 @@ Before any data is seen, a prior over item scores and worker quality already say
 crowd reports. Each *draw* here takes a fresh ``λ ~ N(mu0, sigma0²)`` and a fresh worker
 quality from the prior each worker gets in inference (``η_w ~ Dir(α_w)`` for COUPLE,
 ``η_w¹ ~ Beta(a_w, b_w)`` for CrowdBT, perfect workers for PL/BT), then generates a data
-set with the model's own simulator (:func:`models.simulate.simulate`: PL true orders by the
+set with the model's own simulator (:func:`crowdrank.models.simulate.simulate`: PL true orders by the
 Gumbel trick, the worker's stagewise slips, or normalised COUPLE's exact sampler), and
-summarises it with the statistics of :mod:`validation.predictive_stats` against the true
+summarises it with the statistics of :mod:`crowdrank.validation.predictive_stats` against the true
 order of every task and against the order by λ.
 
 The named priors (:func:`named_prior`) are those a user can give ``crowdrank fit``:
@@ -18,7 +18,7 @@ The named priors (:func:`named_prior`) are those a user can give ``crowdrank fit
 - ``flat``: ``Dir(1, …, 1)``, every uncertainty vector equally likely (``E[η¹] = 1/K``:
   the prior expects a random worker);
 - ``gold``: ``α_w = 1 + counts`` from gold tasks with a known true order ([Pan18],
-  Sect. 5.1, :meth:`models.priors.Priors.from_gold`), here simulated for a crowd of the
+  Sect. 5.1, :meth:`crowdrank.models.priors.Priors.from_gold`), here simulated for a crowd of the
   paper's four worker types, so each worker's prior concentrates near what that worker did.
 """
 
@@ -27,10 +27,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from models.errors import UsageError
-from models.priors import Priors
-from models.registry import MODELS, get
-from models.simulate import WORKER_TYPES, simulate
+from crowdrank.models.errors import UsageError
+from crowdrank.models.priors import Priors
+from crowdrank.models.registry import MODELS, get
+from crowdrank.models.simulate import WORKER_TYPES, simulate
 
 from .predictive_stats import order_by_scores, summarise
 

@@ -320,8 +320,8 @@ def tail_visits_of(idata, model: str, priors) -> dict | None:
     """:func:`tail_visits` of a fit's worker simplexes: COUPLE's ``η_w ~ Dirichlet(α_w)``,
     CrowdBT's ``η_w ~ Beta(a_w, b_w)`` as the two-entry simplex ``[η, 1 − η]``; ``None``
     for models without one (or a posterior without ``eta``)."""
-    from models.errors import UsageError
-    from models.registry import get
+    from crowdrank.models.errors import UsageError
+    from crowdrank.models.registry import get
 
     try:
         family = get(model).worker_prior

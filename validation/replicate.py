@@ -1,8 +1,8 @@
 """The COUPLE paper's experiments ([Pan18], Sect. 5), replicated on this suite's methods.
 
-Each experiment is a grid of JSON specs run by :func:`validation.experiments.run_grid`
+Each experiment is a grid of JSON specs run by :func:`crowdrank.validation.experiments.run_grid`
 (cached under ``<out>/cache``, resumable, on local processes or a Dask cluster) and then
-summarised into one JSON-able dict that :mod:`reports.replicate_html` turns into a page.
+summarised into one JSON-able dict that :mod:`crowdrank.reports.replicate_html` turns into a page.
 Every random choice derives from the master ``seed``: the simulated data of a setting from
 ``(seed, setting)``, the sample order of repeat ``r`` from ``(seed, r)``.
 
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.errors import UsageError
+from crowdrank.models.errors import UsageError
 
 EXPERIMENTS = ("fig7", "babyface", "cost", "readlevel", "preflib")
 ONLINE = ("couple", "crowdbt", "pl", "bt")
@@ -138,7 +138,7 @@ def worker_quality(post) -> np.ndarray | None:
     Sect. 5.3, noisy worker detection); ``None`` for PL/BT."""
     if post.alpha is None:
         return None
-    from models.registry import get as get_model
+    from crowdrank.models.registry import get as get_model
 
     a = np.asarray(post.alpha, float)
     # a Beta's two parameters, or the Dirichlet's whole row
@@ -150,14 +150,14 @@ def online_curve(data, model: str, priors, perm: np.ndarray, truth, fractions, c
     """One pass of ``model`` over ``data`` in the order ``perm``, with the accuracy after
     each share of ``fractions``; resuming a state chunk after chunk gives the same numbers
     as one pass (``inference.online.api``). Returns ``(accuracies, posterior, seconds)``."""
-    from inference.online import OnlinePosterior, fit_online
-    from inference.online.api import algorithm_options
+    from crowdrank.inference.online import OnlinePosterior, fit_online
+    from crowdrank.inference.online.api import algorithm_options
 
     n = len(perm)
     cuts = sorted({max(1, int(round(f * n))) for f in fractions})
     # the start state sized for the whole data (a first chunk may hold no ranking of the
     # longest length, and COUPLE's worker vectors must have the data's K from the start)
-    from models.registry import get as get_model
+    from crowdrank.models.registry import get as get_model
 
     spec = get_model(model)
     pri = priors if not spec.has_eta else priors.for_data(
@@ -187,8 +187,8 @@ def synthetic(setting: str, seed: int, n_items: int, n_workers: int, tasks_per_w
     """
     from dataclasses import replace
 
-    from models.priors import Priors
-    from models.simulate import simulate
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import simulate
 
     if simulator not in SIMULATORS:
         raise UsageError(f"unknown simulator {simulator!r}; expected one of "
@@ -230,7 +230,7 @@ def fig7_job(spec: dict) -> dict:
 
 def nuts_synthetic_job(spec: dict) -> dict:
     """NUTS and the online methods on one setting at :data:`NUTS_SCALE` (one order)."""
-    from inference.online import fit_online
+    from crowdrank.inference.online import fit_online
 
     sc = spec["scale"]
     sim, priors = synthetic(spec["setting"], spec["seed"], sc["n_items"], sc["n_workers"],
@@ -251,7 +251,7 @@ def nuts_synthetic_job(spec: dict) -> dict:
 
 
 def _nuts_mean(data, model, priors, spec):
-    from inference.nuts import fit_nuts
+    from crowdrank.inference.nuts import fit_nuts
 
     t = time.perf_counter()
     res = fit_nuts(data, model, priors, chains=spec["chains"], tune=spec["tune"],
@@ -317,7 +317,7 @@ def summarise_fig7(specs, results, nuts_results=None) -> dict:
 
 # ------------------------------------------------------------------ real data
 def real_data(name: str, opts: dict, remove: Sequence[str] = (), duplicate: int = 1):
-    """A shared set (:func:`models.io.load_dataset`) without the ``remove`` workers' rankings,
+    """A shared set (:func:`crowdrank.models.io.load_dataset`) without the ``remove`` workers' rankings,
     its rankings repeated ``duplicate`` times ([Pan18], Sect. 5.3-5.4: duplicated "to
     reduce the adverse effects of other random factors"), and its truth."""
     data, truth = _load(name, tuple(sorted(opts.items())))
@@ -331,21 +331,22 @@ def real_data(name: str, opts: dict, remove: Sequence[str] = (), duplicate: int 
 
 @functools.lru_cache(maxsize=8)
 def _load(name, opts):
-    from models.io import load_dataset
+    from crowdrank.models.io import load_dataset
     return load_dataset(name, **dict(opts))
 
 
 def real_priors(data):
     """[Pan18], Sect. 5.1 for real data: COUPLE geometric ``a0 = 10, a = 6``; CrowdBT
     ``Beta(5, 1)`` for every worker; PeerGrader's default Gamma (mean 1)."""
-    from models.priors import Priors
+    from crowdrank.models.priors import Priors
     return Priors.geometric(data.workers, max(data.K, 2), a0=10.0, a=6.0).with_crowdbt_beta(5, 1)
 
 
 def real_online_job(spec: dict) -> dict:
     """Orders ``spec["orders"]`` of every online method on one (cleaned, duplicated) set:
     the accuracy per order and the sum over orders of each worker's quality."""
-    from inference.online import fit_online
+    from crowdrank.inference.online import fit_online
+
     from .compare import comparison_components
 
     data, truth = real_data(spec["dataset"], spec["opts"], spec["remove"], spec["duplicate"])
@@ -373,7 +374,8 @@ def real_online_job(spec: dict) -> dict:
 
 def real_peergrader_job(spec: dict) -> dict:
     """PeerGrader's MAP on the same data (order-free: one fit)."""
-    from inference.peergrader import fit_peergrader
+    from crowdrank.inference.peergrader import fit_peergrader
+
     from .compare import comparison_components
 
     data, truth = real_data(spec["dataset"], spec["opts"], spec["remove"], spec["duplicate"])
@@ -446,8 +448,8 @@ def summarise_real(variant_specs, variant_results, pg, nuts=None) -> dict:
 def cost_job(spec: dict) -> dict:
     """Seconds of one pass of every online method over the set (after a warm-up that
     compiles the kernels), and PeerGrader's one pass and full MAP."""
-    from inference.online import fit_online
-    from inference.peergrader import fit_peergrader, one_pass_seconds
+    from crowdrank.inference.online import fit_online
+    from crowdrank.inference.peergrader import fit_peergrader, one_pass_seconds
 
     if spec["data"] == "babyface":
         data, _ = real_data("babyface", {}, (), spec["duplicate"])
@@ -524,7 +526,7 @@ def run_experiment(name: str, out: str | Path, *, repeats: int = 5, seed: int = 
     the synthetic sizes of the NUTS reference (default :data:`NUTS_SCALE`) and
     ``nuts_settings`` the settings it is run on (default all four).
     """
-    from models.simulate import PAPER_SCALE
+    from crowdrank.models.simulate import PAPER_SCALE
 
     from .experiments import run_grid
 

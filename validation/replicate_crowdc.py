@@ -16,7 +16,7 @@ grid task measures the plausible readings side by side (:func:`crowdc_job`): τ-
 (they differ only where scores tie: with ``t = 1`` a complete design gives many items the
 same record), the ratio of mean τ, the share of item pairs ordered right
 (``(1 + τ_a)/2``, "concordance"), CrowDC's τ against BTL's own scores, the conquer step
-read by score or by position (:data:`inference.batch.crowdc.PLACEMENTS`), and the joint
+read by score or by position (:data:`crowdrank.inference.batch.crowdc.PLACEMENTS`), and the joint
 BT fit of CrowDC's comparisons (its information limit); and, to say *where* the τ is lost,
 the concordance of pairs inside one group and across groups, for CrowDC and for BTL.
 """
@@ -74,7 +74,7 @@ def crowdc_job(spec: dict) -> dict:
     """One setting: per data set, BTL's τ and the mean over divisions of every reading."""
     from threadpoolctl import threadpool_limits
 
-    from inference.batch import crowdc as dc
+    from crowdrank.inference.batch import crowdc as dc
 
     n, t, r, g, p = (spec[k] for k in ("n", "t", "r", "g", "p"))
     r100 = round(100 * r)
@@ -119,7 +119,7 @@ def crowdc_job(spec: dict) -> dict:
 
 def summarise(specs, results) -> dict:
     """One row per setting (means over data sets) and the claim's verdict."""
-    from inference.batch import crowdc as dc
+    from crowdrank.inference.batch import crowdc as dc
 
     rows = []
     for s, res in zip(specs, results):
@@ -180,7 +180,7 @@ def findings(rows) -> dict:
 def run(grid, repeats: int, seed: int, settings=None, divisions: int = 20) -> dict:
     """The experiment on ``grid`` (a ``specs -> results`` runner); ``settings`` a list of
     ``(n, t, r, g, p)`` (default :data:`GRID`), ``repeats`` data sets per setting."""
-    from inference.batch.crowdc import pivot_orders
+    from crowdrank.inference.batch.crowdc import pivot_orders
 
     settings = GRID if settings is None else [tuple(s) for s in settings]
     for n, t, r, g, p in settings:
@@ -208,8 +208,8 @@ def run_experiment(out, *, repeats: int = 20, seed: int = 0, scheduler=None,
                    processes: int | None = None, progress: bool = True, settings=None,
                    divisions: int = 20) -> dict:
     """``crowdrank replicate crowdc``: the grid cached under ``out/cache`` (on local
-    processes or Dask, :func:`validation.experiments.run_grid`), summarised."""
-    from models.errors import UsageError
+    processes or Dask, :func:`crowdrank.validation.experiments.run_grid`), summarised."""
+    from crowdrank.models.errors import UsageError
 
     from .experiments import run_grid
     from .replicate import machine
@@ -236,7 +236,7 @@ def run_experiment(out, *, repeats: int = 20, seed: int = 0, scheduler=None,
 def parse_settings(text: str | None):
     """``"100,5,0.8,2,12;200,5,0.8,2,12"`` → settings; ``None``/``"paper"`` → :data:`GRID`;
     ``"claim"`` → the claim's settings of :data:`GRID`."""
-    from models.errors import UsageError
+    from crowdrank.models.errors import UsageError
 
     if text is None or text == "paper":
         return None

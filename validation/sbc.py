@@ -35,11 +35,11 @@ Uniformity tests
 * Verdict: calibrated iff every family's combined p-value is at least ``alpha / F``
   (Bonferroni over the ``F`` families; ``alpha = 0.05`` by default).
 
-Every replicate is one spec of :func:`validation.experiments.run_grid` (cached, resumable,
+Every replicate is one spec of :func:`crowdrank.validation.experiments.run_grid` (cached, resumable,
 run in parallel processes); with NumPyro, batches of replicates (:data:`DEFAULT_BATCH`) are
-fitted in one vmapped program (:mod:`inference.batched`) and the batch is the cached unit;
+fitted in one vmapped program (:mod:`crowdrank.inference.batched`) and the batch is the cached unit;
 with PyMC, each worker process compiles the model once and loads every replicate's rankings
-into it (:mod:`inference.pymc_reuse`, ``SbcConfig.pymc_reuse``).
+into it (:mod:`crowdrank.inference.pymc_reuse`, ``SbcConfig.pymc_reuse``).
 Every random choice derives from ``(seed, sim)``.
 """
 
@@ -59,8 +59,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.errors import UsageError
-from models.registry import REGISTRY, get
+from crowdrank.models.errors import UsageError
+from crowdrank.models.registry import REGISTRY, get
 
 
 def sbc_models() -> tuple[str, ...]:
@@ -137,8 +137,8 @@ class SbcConfig:
     lane_groups: int = 1
     warmup_depth: int | None = None
     #: PyMC: compile the model once per worker process and load each replicate's rankings
-    #: into it (:mod:`inference.pymc_reuse`); False builds and compiles a model per
-    #: replicate (:func:`inference.nuts.fit_nuts`). Same sampler, same log density.
+    #: into it (:mod:`crowdrank.inference.pymc_reuse`); False builds and compiles a model per
+    #: replicate (:func:`crowdrank.inference.nuts.fit_nuts`). Same sampler, same log density.
     pymc_reuse: bool = True
 
     def __post_init__(self):
@@ -197,7 +197,7 @@ class SbcConfig:
     @property
     def batch_size(self) -> int:
         """Replicates per vmapped NumPyro program (default :data:`DEFAULT_BATCH`; 1 runs
-        :func:`inference.nuts.fit_nuts` per replicate, the only way for PyMC)."""
+        :func:`crowdrank.inference.nuts.fit_nuts` per replicate, the only way for PyMC)."""
         if self.batch is not None:
             return int(self.batch)
         return DEFAULT_BATCH if self.backend == "numpyro" else 1
@@ -271,10 +271,10 @@ def draw_truth(model: str, priors, n_items: int, rng: np.random.Generator
 
 
 def make_priors(cfg: Mapping):
-    """The :class:`~models.priors.Priors` of a spec: the ``worker_prior`` profile (same
+    """The :class:`~crowdrank.models.priors.Priors` of a spec: the ``worker_prior`` profile (same
     syntax as ``crowdrank fit --worker-prior``) for workers ``w0..``, length ``kmax``
     (CrowdBT reads its first two entries as ``(a, b)``)."""
-    from models.priors import parse_worker_prior
+    from crowdrank.models.priors import parse_worker_prior
 
     workers = [f"w{w}" for w in range(int(cfg["n_workers"]))]
     K = get(cfg["model"]).prior_K(max(int(cfg["kmax"]), 2)) or max(int(cfg["kmax"]), 2)
@@ -370,7 +370,7 @@ def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
     """PIT ``F_q(θ̃)`` of every parameter under the online marginals (docs/design.md, Validation):
     ``N(μ_r, σ_r²)`` for λ; for centred λ the mean-field Gaussian of ``λ_r − mean λ``
     (mean ``μ_r − μ̄``, variance ``σ_r²(1 − 2/L) + Σσ²/L²``); Beta marginals of the
-    Dirichlet for η (:func:`validation.metrics.dirichlet_marginals`), CrowdBT
+    Dirichlet for η (:func:`crowdrank.validation.metrics.dirichlet_marginals`), CrowdBT
     ``Beta(a_w, b_w)``."""
     from scipy import stats
 
@@ -400,7 +400,7 @@ def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- one replicate
 def _prepare(spec: dict) -> dict:
     """Truth, data and the random streams of one replicate (everything before the fit)."""
-    from models.simulate import simulate
+    from crowdrank.models.simulate import simulate
 
     model = spec["model"]
     rng_data, nuts_seed, rng_ties = _seeds(spec["seed"], spec["sim"])
@@ -453,9 +453,9 @@ def _finish(prep: dict, flat: np.ndarray, gate: dict, timings: dict) -> dict:
     out.update(rank=ranks.tolist(), n_draws=int(flat.shape[0]), gate=_jsonable(gate))
 
     if spec.get("online", True) and get(model).online is not None:
-        from inference.online import fit_online
-        from inference.online.api import algorithm_options
-        from inference.online.state import OnlinePosterior
+        from crowdrank.inference.online import fit_online
+        from crowdrank.inference.online.api import algorithm_options
+        from crowdrank.inference.online.state import OnlinePosterior
 
         omodel = get(model).online
         t = time.perf_counter()
@@ -498,7 +498,7 @@ def sbc_job(spec: dict) -> dict:
         timings["nuts_detail"] = detail
         flat = _posterior_flat(prep, post["lambda"], post.get("eta"))
     else:
-        from inference.nuts import fit_nuts
+        from crowdrank.inference.nuts import fit_nuts
 
         t = time.perf_counter()
         # one XLA program for all chains: no thread contention when replicates run in
@@ -540,14 +540,14 @@ def sbc_job(spec: dict) -> dict:
 
 def _fit_pymc_reused(prep: dict, spec: dict) -> tuple[dict, dict, dict]:
     """PyMC's NUTS on this process's compiled model of the replicate's layout
-    (:func:`inference.pymc_reuse.reused_nuts`; compiled on the first replicate of each layout
-    only): the posterior draws, the gate (:func:`inference.gate.check`, as
-    :func:`inference.nuts.fit_nuts` applies it) and the timings."""
+    (:func:`crowdrank.inference.pymc_reuse.reused_nuts`; compiled on the first replicate of each layout
+    only): the posterior draws, the gate (:func:`crowdrank.inference.gate.check`, as
+    :func:`crowdrank.inference.nuts.fit_nuts` applies it) and the timings."""
     from arviz_base import from_dict
 
-    from inference.gate import check
-    from inference.pymc_reuse import reused_nuts
-    from models.model_inputs import model_inputs
+    from crowdrank.inference.gate import check
+    from crowdrank.inference.pymc_reuse import reused_nuts
+    from crowdrank.models.model_inputs import model_inputs
 
     t0 = time.perf_counter()
     inputs = model_inputs(prep["model"], prep["data"], prep["priors"])
@@ -578,11 +578,11 @@ def batch_specs(specs: Sequence[dict], size: int) -> list[dict]:
 
 def sbc_batch_job(bspec: dict, lane_groups: int = 1) -> dict:
     """A batch of NumPyro replicates fitted in one vmapped program
-    (:func:`inference.batched.fit_nuts_batched`); each replicate's truth, data, seeds, ranks
+    (:func:`crowdrank.inference.batched.fit_nuts_batched`); each replicate's truth, data, seeds, ranks
     and online PIT are exactly those of :func:`sbc_job`. ``lane_groups`` regroups the
     batch's lanes by difficulty between chunks (the draws do not change, so it is not part
     of the cache key). Returns ``{"members": [...]}``."""
-    from inference.batched import fit_nuts_batched
+    from crowdrank.inference.batched import fit_nuts_batched
 
     t0, c0 = time.perf_counter(), time.process_time()
     members = bspec["members"]
@@ -848,11 +848,11 @@ def run_sbc(cfg: SbcConfig, out: str | Path, *, processes: int | None = None,
             progress: bool = True, n_sim: int = 2000, scheduler=None) -> dict:
     """Run (or resume) an SBC study and write ``ranks.csv`` and ``sbc.json`` into ``out``.
 
-    Replicates are cached under ``out/cache`` (:func:`validation.experiments.run_grid`):
+    Replicates are cached under ``out/cache`` (:func:`crowdrank.validation.experiments.run_grid`):
     rerunning the same command does only what is missing, and a larger ``--sims`` adds
     replicates. A replicate that raises is listed under ``failed_replicates`` and left out
     of the tests (rerun to retry it). ``scheduler`` sends the replicates to Dask
-    ``distributed`` (:func:`validation.experiments.run_grid`: ``"local"``, an address or a
+    ``distributed`` (:func:`crowdrank.validation.experiments.run_grid`: ``"local"``, an address or a
     ``Client``); results and cache are the same. Returns the summary written to
     ``sbc.json``.
     """

@@ -25,7 +25,7 @@ pd.set_option("display.width", 120)"""
 SETUP = "import numpy as np\nimport pandas as pd\n\n" + PANDAS
 SETUP_PLT = "import matplotlib.pyplot as plt\n" + SETUP
 SETUP_NUTS = ("import numpy as np\nimport pandas as pd\n\n"
-              "from inference.nuts import configure_host_devices\n\n" + PANDAS + """
+              "from crowdrank.inference.nuts import configure_host_devices\n\n" + PANDAS + """
 configure_host_devices()      # one XLA CPU device per chain: before JAX starts""")
 
 # ============================================================================ 1. the story
@@ -61,7 +61,7 @@ the true order of the items still on the table: η¹ is being right, η², η³,
 worse slips. The paper's four worker types draw η from a Dirichlet with concentrations α0
 (Sect. 5.2):"""),
     ("code", """\
-from models.simulate import WORKER_TYPES, worker_alpha0
+from crowdrank.models.simulate import WORKER_TYPES, worker_alpha0
 
 types = pd.DataFrame(WORKER_TYPES, index=["α1", "α2", "α3", "α4"]).T
 types["E[η¹]"] = types["α1"] / types[["α1", "α2", "α3", "α4"]].sum(axis=1)
@@ -77,7 +77,7 @@ Plackett–Luce with the scores λ. Adding an independent standard Gumbel variab
 and sorting gives exactly that draw — which is how the simulator does it
 (`models.simulate.pl_true_order`)."""),
     ("code", """\
-from models.simulate import pl_true_order, sample_subsets
+from crowdrank.models.simulate import pl_true_order, sample_subsets
 
 task = sample_subsets(rng, len(items), 4, 1)          # one task of k = 4 items
 true = pl_true_order(rng, lam, task)[0]
@@ -103,7 +103,7 @@ at offset t of the remaining true order (`models.simulate.couple_report`).
 `reports.story.tell` narrates one such report stage by stage (on its own seeded example,
 the one `crowdrank story --seed 0` tells):"""),
     ("code", """\
-from reports.story import tell
+from crowdrank.reports.story import tell
 
 story = tell("couple", "amateur", seed=0, figures=False, html=False,
              predictive_workers=20, predictive_tasks=20)
@@ -113,7 +113,7 @@ pd.DataFrame(story.facts["stages"])[["stage", "candidates", "etabar", "true_winn
 Many reports of the *same* true order by the same worker: the share of stage-1 reports at
 each offset is η̄ over all four places, i.e. η itself."""),
     ("code", """\
-from models.simulate import couple_report
+from crowdrank.models.simulate import couple_report
 
 reports = couple_report(rng, np.repeat(true[None], 20000, axis=0), np.repeat(eta[None], 20000, axis=0))
 offset1 = (reports[:, :1] == true[None, :]).argmax(axis=1)
@@ -129,8 +129,8 @@ predictive checks use (`validation.predictive_stats`), against each task's true 
 share of reports whose first item is the true winner, the stage-by-stage rate of picking
 the best remaining item, the share of rank-broken pairs in the true order, Kendall's τ."""),
     ("code", """\
-from models.simulate import simulate
-from validation.predictive_stats import summarise
+from crowdrank.models.simulate import simulate
+from crowdrank.validation.predictive_stats import summarise
 
 rows, examples = [], {}
 for t in WORKER_TYPES:
@@ -164,7 +164,7 @@ stage i by mixing, with weights η̄, the Plackett–Luce probabilities of the c
 *in reported order*. Summed over all k! orderings of a task it gives a number Z that is
 1 for k = 2 (CrowdBT) but not for k ≥ 3:"""),
     ("code", """\
-from models.likelihood import eq4_all_orderings
+from crowdrank.models.likelihood import eq4_all_orderings
 
 for k in (2, 3, 4):
     perms, logp = eq4_all_orderings(lam[None, true[:k]], eta[None, :k])
@@ -175,7 +175,7 @@ for k in (2, 3, 4):
 On this task and worker Z is close to 1, but it depends on λ and η. Over random tasks
 (λ ~ N(0, 1), η from a random worker type) it strays far:"""),
     ("code", """\
-from reports.story import eq4_normalizers
+from crowdrank.reports.story import eq4_normalizers
 
 
 def random_Z(k, n=3000):
@@ -193,7 +193,7 @@ distribution with an exact sampler (draw the whole ordering), and that is what
 simulation-based calibration needs. The stagewise story is a third distribution. One task,
 all 24 orderings, three columns:"""),
     ("code", """\
-from reports.story import story_report_prob
+from crowdrank.reports.story import story_report_prob
 
 sub = list(true)
 perms, logp = eq4_all_orderings(lam[None, sub], eta[None, :4])
@@ -208,7 +208,7 @@ tab.sort_values("story (simulator)", ascending=False).head(8)"""),
 The normalised model's sampler (`simulate("couple-normalized", ...)`) reproduces its
 column: simulate many reports of this one task and compare frequencies."""),
     ("code", """\
-from models.simulate import couple_normalized_report
+from crowdrank.models.simulate import couple_normalized_report
 
 rep = couple_normalized_report(rng, lam, np.repeat(np.array(sub)[None], 40000, axis=0),
                                np.repeat(eta[None], 40000, axis=0))
@@ -250,7 +250,7 @@ Three worker priors, as `crowdrank fit` and `crowdrank audit` accept them:
   order is known (Sect. 5.1)."""),
     ("code", SETUP_PLT),
     ("code", """\
-from validation.prior_predictive import (
+from crowdrank.validation.prior_predictive import (
     PRIOR_KINDS,
     draw_eta,
     named_prior,
@@ -346,7 +346,7 @@ by adversarial workers explains the data as well as the right one. Only the prio
 them apart, and a flat Beta(1, 1) does not — its prior predictive agrees with the order by
 λ on half of the pairs, the geometric prior on most of them:"""),
     ("code", """\
-from models.priors import Priors
+from crowdrank.models.priors import Priors
 
 pair_priors = {"geometric": named_prior("geometric", "crowdbt", W, 2),
                "flat Beta(1, 1)": Priors(tuple(f"w{w}" for w in range(W)), np.ones((W, 2)))}
@@ -364,7 +364,7 @@ pd.DataFrame(rows).T"""),
 `prior_predictive.json`/`.csv`) to the story page; `--priors`, `--prior-draws`,
 `--geometric a0=..,a=..` choose what is drawn."""),
     ("code", """\
-from reports.prior import check_priors
+from crowdrank.reports.prior import check_priors
 
 chk = check_priors("couple", n_draws=20, out="prior-out", figures=False)
 print(chk.markdown[:600])"""),
@@ -387,8 +387,8 @@ convergence gate will then *not* trust the reference (too few draws). For a real
 the defaults (4 chains × (1000 + 1000))."""),
     ("code", "import matplotlib.pyplot as plt\n" + SETUP_NUTS),
     ("code", """\
-from models.priors import Priors
-from models.simulate import simulate
+from crowdrank.models.priors import Priors
+from crowdrank.models.simulate import simulate
 
 CHAINS, TUNE, DRAWS = 2, 150, 150      # tiny: raise for a reference you can trust
 sim = simulate("couple", n_items=8, n_workers=4, tasks_per_worker=15, kmax=3,
@@ -404,7 +404,7 @@ Dirichlet for each η."""),
     ("code", """\
 import time
 
-from inference.online import fit_online
+from crowdrank.inference.online import fit_online
 
 t = time.perf_counter()
 online = fit_online(data, "couple", priors, progress=False)
@@ -416,7 +416,7 @@ online.items_table().head()"""),
 Both read the *same* `Priors` object; the chains start from the online posterior
 (`approx=online`, a warm start)."""),
     ("code", """\
-from inference.nuts import fit_nuts
+from crowdrank.inference.nuts import fit_nuts
 
 nuts = fit_nuts(data, "couple", priors, backend="numpyro", chains=CHAINS, tune=TUNE,
                 draws=DRAWS, approx=online, progress=False, seed=0)
@@ -428,7 +428,7 @@ print("PyMC:   ", nuts_pymc.gate.verdict())"""),
 Do the two PPLs agree? `validation.reference.backend_agreement` matches parameters by id
 and tests each difference of means against its Monte Carlo error (Bonferroni)."""),
     ("code", """\
-from validation.reference import backend_agreement
+from crowdrank.validation.reference import backend_agreement
 
 agreement = backend_agreement(nuts.idata, nuts_pymc.idata)
 print(agreement.verdict())"""),
@@ -439,7 +439,7 @@ print(agreement.verdict())"""),
 z = (online mean − NUTS mean) / NUTS sd, the sd ratio (below 1: the approximation is
 over-confident), KL, W1 and the coverage of the approximation's intervals."""),
     ("code", """\
-from validation.compare import align, compare
+from crowdrank.validation.compare import align, compare
 
 # truths aligned with the posterior's item and worker coordinates (ids, never positions)
 ids = [str(i) for i in nuts.idata["posterior"]["item"].values]
@@ -464,7 +464,7 @@ NUTS does not care about the order of the rankings; a one-pass online update doe
 online on seeded permutations and measure how far the item means move, in units of the
 NUTS sd (`validation.compare.order_sensitivity`)."""),
     ("code", """\
-from validation.compare import order_sensitivity
+from crowdrank.validation.compare import order_sensitivity
 
 lam_rows = tab[tab.kind == "lambda"]
 perm = np.stack([align(fit_online(data, "couple", priors, order="shuffle", seed=s,
@@ -494,8 +494,8 @@ the workers, the order sensitivity and the two PPLs' agreement."""),
     ("code", """\
 from pathlib import Path
 
-from reports.html import write_audit_report
-from validation.audit import AuditConfig, ModelAudit, Subject, build_metrics
+from crowdrank.reports.html import write_audit_report
+from crowdrank.validation.audit import AuditConfig, ModelAudit, Subject, build_metrics
 
 subject = Subject(data, truth=sim.lam, truth_eta1=sim.eta[:, 0],
                   description="tutorial: 8 items, 4 workers (expert, 2 amateurs, malicious)")
@@ -529,7 +529,7 @@ fits again (Table 6). The data set lives in `../shared/datasets` beside the chec
 (`CROWDRANK_DATASETS` names another folder)."""),
     ("code", SETUP_NUTS),
     ("code", """\
-from models.io import load_dataset
+from crowdrank.models.io import load_dataset
 
 data, truth = load_dataset("babyface")
 print(data)
@@ -543,9 +543,9 @@ Accuracy is the paper's pairwise accuracy against the ground truth
 (`validation.compare.pairwise_accuracy`). A one-pass online fit depends on the data order,
 so, like the paper, we repeat it on shuffled orders and report mean ± sd."""),
     ("code", """\
-from inference.online import fit_online
-from models.priors import Priors
-from validation.compare import align, pairwise_accuracy, worker_quality_online
+from crowdrank.inference.online import fit_online
+from crowdrank.models.priors import Priors
+from crowdrank.validation.compare import align, pairwise_accuracy, worker_quality_online
 
 priors = Priors.geometric(data.workers, K=data.K, a0=10, a=6)
 online = fit_online(data, "couple", priors, progress=False)
@@ -567,7 +567,7 @@ E[η_w¹] = α_w¹ / Σα_w is a worker's posterior chance of reporting the best
 Beside it: how often the worker's first choice is the true best (from the ground truth,
 with `validation.predictive_stats`)."""),
     ("code", """\
-from validation.predictive_stats import order_by_scores, worker_first_choice, worker_pair_agreement
+from crowdrank.validation.predictive_stats import order_by_scores, worker_first_choice, worker_pair_agreement
 
 ref = order_by_scores(data, truth)
 workers = pd.DataFrame({
@@ -583,8 +583,8 @@ ax.set_title("BabyFace: worker posterior vs agreement with the truth");"""),
 And the same worker posteriors from NUTS (a short run, warm-started from the online
 posterior; raise the draws for a trusted reference):"""),
     ("code", """\
-from inference.nuts import fit_nuts
-from validation.compare import worker_quality_nuts
+from crowdrank.inference.nuts import fit_nuts
+from crowdrank.validation.compare import worker_quality_nuts
 
 nuts = fit_nuts(data, "couple", priors, chains=2, tune=150, draws=150, approx=online,
                 progress=False)
@@ -597,7 +597,7 @@ workers[["E[η¹] online", "E[η¹] NUTS"]].corr(method="spearman")"""),
 
 Remove every ranking of the six workers with the lowest E[η¹] and fit again."""),
     ("code", """\
-from validation.compare import lowest
+from crowdrank.validation.compare import lowest
 
 noisy = lowest(workers["E[η¹] online"].to_numpy(), list(workers.index), 6)
 keep = np.flatnonzero(~np.isin(np.asarray(data.workers)[data.worker], noisy))

@@ -1,7 +1,7 @@
 """Batch point estimates of BT and PL with their intervals: the public entry points.
 
 :func:`fit_batch` maximises the posterior (``method="map"``, the ``N(μ0, σ0²)`` prior of
-:class:`models.priors.Priors` as a ridge) or the likelihood (``method="ml"``, ``Σ λ = 0``)
+:class:`crowdrank.models.priors.Priors` as a ridge) or the likelihood (``method="ml"``, ``Σ λ = 0``)
 with one of the solvers of :mod:`.solvers`, and attaches Laplace's covariance
 (:mod:`.laplace`). The result, :class:`BatchFit`, has the attributes the validation layer
 reads from an online posterior (``model, items, mu, sigma2, workers, alpha``), so an audit
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.data import DataError, Rankings
+from crowdrank.models.data import DataError, Rankings
 
 from . import laplace, luce
 from .solvers import SOLVERS, Problem, solve
@@ -106,7 +106,7 @@ def fit_batch(data: Rankings, model: str, priors=None, *, method: str = "map",
               lam0=None, laplace_cov: bool = True) -> BatchFit:
     """MAP or ML scores of ``model`` (``"bt"`` or ``"pl"``) on ``data`` by ``solver``.
 
-    ``priors`` is a :class:`models.priors.Priors` (only ``mu0, sigma0`` are read; ``None``
+    ``priors`` is a :class:`crowdrank.models.priors.Priors` (only ``mu0, sigma0`` are read; ``None``
     means ``N(0, 1)``). Returns a :class:`BatchFit` with Laplace's covariance unless
     ``laplace_cov=False``. A run that stops before ``tol`` is reported (``converged`` is
     False in the result and in ``fit.json``), not raised.

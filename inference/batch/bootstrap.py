@@ -32,7 +32,7 @@ from multiprocessing import get_context
 
 import numpy as np
 
-from models.data import DataError
+from crowdrank.models.data import DataError
 
 from . import luce
 from .solvers import Problem, solve

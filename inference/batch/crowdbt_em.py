@@ -35,7 +35,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, log_expit
 
-from models.data import DataError, Rankings
+from crowdrank.models.data import DataError, Rankings
 
 from . import luce
 from .solvers import Problem, init, newton_step
@@ -203,7 +203,7 @@ def em_step(P: Pairs, lam, eta, ab, prior: luce.Prior):
 
 
 def squarem_step(P: Pairs, lam, eta, ab, prior: luce.Prior):
-    """One SQUAREM cycle (:func:`inference.batch.squarem.squarem_cycle`) of :func:`em_step`
+    """One SQUAREM cycle (:func:`crowdrank.inference.batch.squarem.squarem_cycle`) of :func:`em_step`
     in ``x = (λ, η)``, ``η`` projected into ``(0, 1)``. Returns ``(λ, η, EM steps used)``."""
     from .squarem import squarem_cycle
 

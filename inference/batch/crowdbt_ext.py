@@ -1,6 +1,6 @@
 """The MAP of the CrowdBT extensions (annotator bias, domain-specific reliability) by EM.
 
-The model is (E1) of :mod:`models.crowdbt_ext`: ``P(y_s) = η_g σ(y_s(d_s + β_w)) +
+The model is (E1) of :mod:`crowdrank.models.crowdbt_ext`: ``P(y_s) = η_g σ(y_s(d_s + β_w)) +
 (1 − η_g) σ(y_s(β_w − d_s))``. As for CrowdBT (:mod:`.crowdbt_em`, the article in
 ``seeds/002_*``, "EM"), a latent indicator ``z_s`` says whether the worker judged the true
 comparison (``z = 1``) or its reverse. With ``θ = (λ, β)``, ``A_s = σ(y_s(d_s + β_w))`` and
@@ -38,8 +38,8 @@ from scipy import sparse
 from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit
 
-from models.crowdbt_ext import Structure, group_beta, loglik
-from models.errors import DataError
+from crowdrank.models.crowdbt_ext import Structure, group_beta, loglik
+from crowdrank.models.errors import DataError
 
 
 @dataclass(frozen=True, eq=False)
@@ -256,7 +256,7 @@ class ExtFit:
 
 
 def squarem_step(st: Structure, Z: Design, theta, eta, ab):
-    """One SQUAREM cycle (:func:`inference.batch.squarem.squarem_cycle`) of :func:`em_step`
+    """One SQUAREM cycle (:func:`crowdrank.inference.batch.squarem.squarem_cycle`) of :func:`em_step`
     in ``x = (θ, η)``: ``η`` projected into ``(0, 1)`` (on the logit scale instead,
     accuracies creeping to 1 barely moved: 3x slower), and an extrapolation where some
     ``P(y_s)`` underflows is not admissible. Returns ``(θ, η, EM steps used)``."""

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.data import PAD, DataError, Rankings
-from models.registry import get
+from crowdrank.models.data import PAD, DataError, Rankings
+from crowdrank.models.registry import get
 
 
 @dataclass(frozen=True, eq=False)

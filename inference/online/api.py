@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.data import DataError, Rankings
-from models.errors import UsageError
-from models.priors import Priors
-from models.registry import get
+from crowdrank.models.data import DataError, Rankings
+from crowdrank.models.errors import UsageError
+from crowdrank.models.priors import Priors
+from crowdrank.models.registry import get
 
 from . import kernels
 from .crowdbt import TAYLOR as CROWDBT_TAYLOR
@@ -334,7 +334,7 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
     expected count, when known). ``run_info`` updates this pass's entry in
     ``options["runs"]`` (e.g. the order an external shuffle gave). ``order``/``passes`` other than one pass in file order
     are refused: a stream has no random access (the CLI's ``--order shuffle`` shuffles
-    externally, :func:`models.io.shuffle.external_shuffle`, and feeds the result here).
+    externally, :func:`crowdrank.models.io.shuffle.external_shuffle`, and feeds the result here).
     """
     if opts.get("order", "file") != "file" or opts.get("passes", 1) != 1:
         raise UsageError("streaming runs one pass in the order of the chunks; shuffle the "
@@ -342,7 +342,7 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
     opts = {k: v for k, v in opts.items() if k not in ("order", "passes", "progress")}
     source = None
     if isinstance(chunks, str):
-        from models.io import iter_rankings_chunks
+        from crowdrank.models.io import iter_rankings_chunks
         source = chunks
         chunks = iter_rankings_chunks(chunks, chunk_size, keep_task=False)
     skip = 0

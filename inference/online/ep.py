@@ -35,7 +35,7 @@ revisits it:
 Convergence is measured after each pass: the largest item-mean change in units of the
 previous sd, the largest ``|Δ log σ²|`` and the largest ``|Δ log α|``; the run stops when all
 three are below ``tol`` (or after ``passes``). The result is an
-:class:`~inference.online.state.OnlinePosterior` in the usual ``posterior.json`` schema
+:class:`~crowdrank.inference.online.state.OnlinePosterior` in the usual ``posterior.json`` schema
 (``algorithm = "ep-" + the one-pass algorithm``, the per-pass log in ``options["ep"]``), so
 the audit compares it like any other variant.
 
@@ -54,9 +54,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from models.data import Rankings
-from models.errors import UsageError
-from models.priors import Priors
+from crowdrank.models.data import Rankings
+from crowdrank.models.errors import UsageError
+from crowdrank.models.priors import Priors
 
 from . import kernels
 from .api import (
@@ -110,7 +110,7 @@ def ep_init(data: Rankings, model: str, priors: Priors, *, strict: bool = False,
             **alg) -> EPState:
     """The EP state at the prior: approximation ``=`` prior, every site zero.
 
-    ``alg`` are the one-pass options (:func:`~inference.online.api.algorithm_options`:
+    ``alg`` are the one-pass options (:func:`~crowdrank.inference.online.api.algorithm_options`:
     ``taylor``, ``score_alpha``, ``kappa``, ``kappa2``, ``wl_params``, ``bt_breaking``).
     """
     opts = algorithm_options(model, priors=priors, **alg)
@@ -394,7 +394,7 @@ def fit_ep(data: Rankings, model: str, priors: Priors, *, passes: int = EP_PASSE
     damping : weight kept on a site's previous value, in ``[0, 1)``; from the pass after
         one with an improper cavity at least :data:`EP_FALLBACK_DAMPING` (:func:`pass_damping`).
     tol : convergence threshold.
-    order, seed : unit order per pass, as :func:`~inference.online.api.fit_online`
+    order, seed : unit order per pass, as :func:`~crowdrank.inference.online.api.fit_online`
         (``"shuffle"`` draws a new seeded permutation each pass).
     callback : called with each pass's log entry (the CLI prints it).
     alg : the one-pass options (``taylor``, ``score_alpha``, ``kappa``, ``kappa2``,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.registry import get
+from crowdrank.models.registry import get
 
 
 def to_datatree(post, draws: int = 1000, seed: int = 0, chains: int = 1):

@@ -1,7 +1,7 @@
 """The guards of docs/design.md (Online, Guards): never a silent NaN.
 
 A new ``α`` or ``σ²`` that is non-finite or non-positive (and a non-finite ``μ``) is an
-:class:`~inference.online.state.OnlineError` in strict mode. Otherwise it is replaced and
+:class:`~crowdrank.inference.online.state.OnlineError` in strict mode. Otherwise it is replaced and
 counted: a non-finite value keeps the value from before the update (the moment match broke
 down, so the update carries no usable information), a value below :data:`FLOOR` (zero,
 negative, or an underflow) becomes :data:`FLOOR`. The numba kernels apply the very same rule.

@@ -9,9 +9,9 @@ arrays are allocated once per call.
 
 Common arguments: ``seq`` (int64) are the column indices of ``order`` to process, in that
 order, from ``seq[start]`` to ``seq[stop-1]``; ``counts`` (int64, 5) are the guard counters
-in the order of :data:`inference.online.state.CLAMP_KEYS`; ``err`` (int64, 3) receives
+in the order of :data:`crowdrank.inference.online.state.CLAMP_KEYS`; ``err`` (int64, 3) receives
 ``(position in seq, code, stage)`` when a guard fails in strict mode (codes in
-:data:`inference.online.guards.CODES`). The return value is ``-1`` when all went through,
+:data:`crowdrank.inference.online.guards.CODES`). The return value is ``-1`` when all went through,
 otherwise the position in ``seq`` of the ranking that failed (strict mode).
 """
 
@@ -89,7 +89,7 @@ GAMMA_CODES = {"sigma/c": 0, "1/k": 1}               # anything else: a constant
 
 @njit(cache=True, inline="always", error_model="numpy")
 def _positive(new, old, counts, strict):
-    """The guard of :func:`inference.online.guards.guard_positive`; returns (value, fail)."""
+    """The guard of :func:`crowdrank.inference.online.guards.guard_positive`; returns (value, fail)."""
     if math.isfinite(new) and new >= FLOOR:
         return new, False
     if strict and (not math.isfinite(new) or new <= 0.0):

@@ -3,7 +3,7 @@
 Items carry a Gaussian ``N(μ_r, σ_r²)``; COUPLE workers a Dirichlet ``α_w`` of length ``K``
 ([Pan18], Sect. 4.1); CrowdBT workers a Beta ``(a_w, b_w)`` [Chen13]; PL/BT
 (Weng–Lin) have no worker parameters. The state is initialised from the same
-:class:`models.priors.Priors` object that the NUTS models read, so that both routes start
+:class:`crowdrank.models.priors.Priors` object that the NUTS models read, so that both routes start
 from the same prior.
 
 The state *is* the result: :class:`OnlinePosterior` is written as the JSON of
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from models.data import DataError, Rankings
-from models.priors import Priors
-from models.registry import get
+from crowdrank.models.data import DataError, Rankings
+from crowdrank.models.priors import Priors
+from crowdrank.models.registry import get
 
 #: Online model names (``docs/contracts.md``) and the algorithm each one runs.
 ALGORITHMS = {

@@ -91,7 +91,7 @@ def fit_trueskill(data, priors, *, beta: float | None = None, tau: float = 0.0,
     """TrueSkill over the rank-broken pairs of ``data`` in file order, from the
     ``N(mu0, sigma0²)`` of ``priors``; ``beta`` defaults to ``sigma0/2`` (the trueskill
     package's convention, as for Weng–Lin here). Returns an
-    :class:`~inference.online.state.OnlinePosterior` (model ``bt``, algorithm
+    :class:`~crowdrank.inference.online.state.OnlinePosterior` (model ``bt``, algorithm
     ``trueskill``)."""
     from tqdm.auto import tqdm
 

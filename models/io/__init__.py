@@ -18,7 +18,7 @@ Layout (one module per format, a registry that detects and parses):
     :func:`list_datasets`) and :func:`read_data` (a file or a set's name).
 
 Input rules: blank lines are skipped and counted in :attr:`Rankings.notes`; ties are split
-and counted; every other irregularity is a :class:`~models.data.DataError` naming the file,
+and counted; every other irregularity is a :class:`~crowdrank.models.data.DataError` naming the file,
 the line and the reason, and so is a file with no ranking at all or one that is not UTF-8.
 Tie-split rankings keep their input ranking's worker, task and line, and
 :attr:`Rankings.origin` maps each to the index of its *input* ranking.

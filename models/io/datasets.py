@@ -234,7 +234,7 @@ def list_datasets(root: str | Path | None = None, *, pairs: bool = False) -> lis
     (:data:`.pair_datasets.PAIR_DATASETS`, kind ``"pairs"``) after the rankings sets."""
     sets = [("rankings", d) for d in REGISTRY.values()]
     if pairs:
-        from .pair_datasets import PAIR_DATASETS   # imports this module: resolved late
+        from .pair_datasets import PAIR_DATASETS  # imports this module: resolved late
         sets += [("pairs", d) for d in PAIR_DATASETS.values()]
     out = []
     for kind, d in sets:

@@ -2,7 +2,7 @@
 readers built on it (:func:`read_rankings`, :func:`iter_rankings_chunks`).
 
 A format module provides ``parse(path, builder, ...)``, a generator that feeds the file's
-rankings to a :class:`~models.io._base.Builder` and yields how many input rows it added
+rankings to a :class:`~crowdrank.models.io._base.Builder` and yields how many input rows it added
 (streamable formats -- the line-based ones and Parquet -- take ``block``, the most rows
 per step); formats recognised by their header provide ``recognises(header)``. See
 ``docs/data.md``.

@@ -1,4 +1,4 @@
-"""Shared real data sets as *pair tables* (:class:`models.pair_table.PairTable`): the
+"""Shared real data sets as *pair tables* (:class:`crowdrank.models.pair_table.PairTable`): the
 input of contextual BT and the CrowdBT extensions, with a real covariate and category.
 
 PrefLib's Mechanical Turk Dots (00024) and Puzzle (00025) sets [Mao13] come as four files,

@@ -1,7 +1,7 @@
 """``rankings-csv``: ``worker,ranking[,task]``, items joined by ``>``, best first.
 
 ``a>b=c>d`` marks a tie group; a tied ranking is split as appendix 1.3 of [Pan18]
-does (``a>b>d`` and ``a>c>d``, :func:`models.data.split_ties`) and counted. Ids are
+does (``a>b>d`` and ``a>c>d``, :func:`crowdrank.models.data.split_ties`) and counted. Ids are
 stripped of surrounding white space. See ``docs/data.md``.
 
 One reader, two paths to the same result:
@@ -318,7 +318,7 @@ def _python_rest(path: Path, b: Builder, g: _Groups, header, shape, offset: int,
 
 
 def _csv_rows(fh, b: Builder, before: int):
-    """:func:`models.io._base.csv_rows` on an open text ``fh`` whose first line is line
+    """:func:`crowdrank.models.io._base.csv_rows` on an open text ``fh`` whose first line is line
     ``before + 1`` of the file, past the header."""
     reader = csv.reader(fh)
     try:

@@ -116,7 +116,7 @@ def read_truth(path: str | Path, data: Rankings, *, strict: bool = False) -> np.
     """Ground truth aligned with ``data.items`` (higher = better).
 
     An item of ``data`` without a score is an error. Items of the file that ``data`` never
-    names are left out with a :class:`~models.errors.DataWarning` that counts them
+    names are left out with a :class:`~crowdrank.models.errors.DataWarning` that counts them
     (:func:`load_truth` returns them instead); ``strict=True`` makes them an error.
     """
     t = load_truth(path, data, strict=strict)
@@ -215,7 +215,7 @@ def read_worker_truth(path: str | Path) -> WorkerTruth:
 def write_gold(gold: Rankings, true_order: np.ndarray, path: str | Path) -> Path:
     """Write gold tasks: ``worker,ranking,true_order[,task]``: what the worker reported and
     the task's true order (same items, best first). Read back with :func:`read_gold` and
-    feed :meth:`models.priors.Priors.from_gold`."""
+    feed :meth:`crowdrank.models.priors.Priors.from_gold`."""
     import pandas as pd
 
     true_order = np.asarray(true_order)

@@ -2,8 +2,8 @@
 compare the posteriors, and write a report (the suite's main job).
 
 With no DATA it audits the embedded default: a seeded simulation with the paper's
-``amateur`` workers (:data:`reports.audit.DEFAULT_SIMULATION`), ground truth known.
-DATA is a rankings file (any format :func:`models.io.read_rankings` reads) or the name of a
+``amateur`` workers (:data:`crowdrank.reports.audit.DEFAULT_SIMULATION`), ground truth known.
+DATA is a rankings file (any format :func:`crowdrank.models.io.read_rankings` reads) or the name of a
 shared real data set (``babyface``, ``readlevel``, ...).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from models.errors import UsageError
+from crowdrank.models.errors import UsageError
 
 
 def register(sub) -> None:
@@ -99,13 +99,13 @@ def register(sub) -> None:
     p.add_argument("--progress-bars", action="store_true",
                    help="also show the samplers' own progress bars")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    from reports.commands import audit_pairs
+    from crowdrank.reports.commands import audit_pairs
     audit_pairs.add_arguments(p)
     p.set_defaults(func=run)
 
 
 def _model_list(text: str, option: str) -> tuple[str, ...]:
-    from models.registry import get
+    from crowdrank.models.registry import get
 
     names = tuple(m.strip() for m in (text or "").split(",") if m.strip())
     for m in names:
@@ -117,10 +117,10 @@ def _model_list(text: str, option: str) -> tuple[str, ...]:
 
 
 def config_from_args(args, data=None):
-    """An :class:`reports.audit.AuditConfig` from the parsed options (``data``: the data set
+    """An :class:`crowdrank.reports.audit.AuditConfig` from the parsed options (``data``: the data set
     audited, which sets a quick audit's draws; None for the embedded default)."""
-    from reports.audit import MODELS, AuditConfig, parse_variants
-    from validation.audit import n_scalar_params
+    from crowdrank.reports.audit import MODELS, AuditConfig, parse_variants
+    from crowdrank.validation.audit import n_scalar_params
 
     kw = {"models": MODELS if args.model == "all" else (args.model,), "backend": args.backend,
           "variants": parse_variants((args.variants or [])
@@ -145,10 +145,10 @@ def config_from_args(args, data=None):
 
 
 def run(args) -> int:
-    from reports.commands import audit_pairs
+    from crowdrank.reports.commands import audit_pairs
     if args.model in audit_pairs.PAIR_MODELS:
         return audit_pairs.run(args)
-    from reports.audit import Log, Subject, default_subject, run_audit
+    from crowdrank.reports.audit import Log, Subject, default_subject, run_audit
 
     config_from_args(args)          # option errors before the data are read
     if args.data is None:
@@ -156,13 +156,13 @@ def run(args) -> int:
             raise UsageError("--truth needs DATA (the embedded simulation has its own truth)")
         subject = default_subject()
     else:
-        from models.io import read_data
+        from crowdrank.models.io import read_data
 
         data, truth = read_data(args.data, fmt=args.fmt, truth=args.truth)
         subject = Subject(data, truth=truth, description=f"{args.data} ({data.n_rankings} "
                           f"rankings, {data.n_items} items, {data.n_workers} workers)")
     cfg = config_from_args(args, subject.data)
-    from validation.experiments import SchedulerError, resolve_scheduler
+    from crowdrank.validation.experiments import SchedulerError, resolve_scheduler
 
     if args.processes is not None and args.processes < 1:
         raise UsageError("--processes must be >= 1")

@@ -1,6 +1,6 @@
 """``crowdrank audit PAIRS.csv --model {crowdbt-bias,crowdbt-domain,contextual-bt}``: the
 point method of a pair-table model against its NUTS posterior
-(:mod:`validation.pair_audit`).
+(:mod:`crowdrank.validation.pair_audit`).
 
 The approximation is ``--approx em`` for the CrowdBT extensions (the EM MAP with Laplace's
 sd and the Beta of the responsibilities, plus the joint Laplace over ``(λ, β, η)``) and
@@ -8,7 +8,7 @@ sd and the Beta of the responsibilities, plus the joint Laplace over ``(λ, β, 
 
 - ``report.html``: the gate, the approximation vs NUTS per parameter family, figures,
   what the model says, the backend agreement, PSIS-LOO and the predictive checks
-  (:mod:`reports.pair_audit_html`);
+  (:mod:`crowdrank.reports.pair_audit_html`);
 - ``metrics.json``: settings, the EM/MAP and NUTS summaries, the gate, per family the
   per-parameter metrics and their aggregates, ``backend_agreement``, ``checks``;
 - ``parameters.csv``: one row per parameter (``family, parameter, mcmc_mean, mcmc_sd,
@@ -18,7 +18,7 @@ sd and the Beta of the responsibilities, plus the joint Laplace over ``(λ, β, 
   ``checks/<model>/posterior.nc`` for the LOO baselines and ``checks/ppc.csv``.
 
 ``--check-backends`` also fits the model with the other PPL and compares the posteriors
-parameter by parameter (:func:`validation.reference.backend_agreement`);
+parameter by parameter (:func:`crowdrank.validation.reference.backend_agreement`);
 ``--scheduler`` runs every NUTS fit as a Dask task; ``--no-checks`` skips LOO and the
 predictive checks; ``--loo-models`` picks the baselines among ``crowdbt`` and ``bt``
 (``pl`` is ``bt`` on pairs).
@@ -31,15 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from models.errors import UsageError
-from models.registry import PAIR_MODELS, PAIR_TABLE
+from crowdrank.models.errors import UsageError
+from crowdrank.models.registry import PAIR_MODELS, PAIR_TABLE
 
 APPROX = {name: PAIR_TABLE[name].extra["approx"] for name in PAIR_MODELS}
 
 
 def add_arguments(p) -> None:
     """The same model options as ``crowdrank fit`` (one definition)."""
-    from reports.commands.fit_pairs import add_arguments as model_options
+    from crowdrank.reports.commands.fit_pairs import add_arguments as model_options
 
     model_options(p)
 
@@ -56,7 +56,7 @@ def _rows(families: dict, names: dict) -> list[dict]:
 
 
 def _baselines(text: str | None) -> tuple[str, ...]:
-    from validation.pair_audit import BASELINES
+    from crowdrank.validation.pair_audit import BASELINES
 
     if text is None:
         return BASELINES
@@ -76,9 +76,9 @@ def _baselines(text: str | None) -> tuple[str, ...]:
 def run(args) -> int:
     import pandas as pd
 
-    from models.pair_table import read_pair_table
-    from validation.experiments import SchedulerError, resolve_scheduler
-    from validation.pair_audit import contextual_audit, crowdbt_ext_audit
+    from crowdrank.models.pair_table import read_pair_table
+    from crowdrank.validation.experiments import SchedulerError, resolve_scheduler
+    from crowdrank.validation.pair_audit import contextual_audit, crowdbt_ext_audit
 
     if args.data is None:
         raise UsageError(f"--model {args.model} audits a pairwise CSV: give DATA")
@@ -100,8 +100,8 @@ def run(args) -> int:
     mu0, s0 = args.prior_mu, args.prior_sigma
     try:
         if args.model == "contextual-bt":
-            from models.contextual import encode_covariates, parse_spec
-            from reports.commands.fit_pairs import _worker_ab
+            from crowdrank.models.contextual import encode_covariates, parse_spec
+            from crowdrank.reports.commands.fit_pairs import _worker_ab
             spec = parse_spec(args.covariates)
             table = read_pair_table(args.data, tuple(n for n, _ in spec))
             cov = encode_covariates(table, spec)
@@ -113,8 +113,8 @@ def run(args) -> int:
             names = {"lambda": list(table.items),
                      "gamma": [f"{i}:{c}" for i in table.items for c in cov.names]}
         else:
-            from models.crowdbt_ext import structure
-            from reports.commands.fit_pairs import _worker_ab
+            from crowdrank.models.crowdbt_ext import structure
+            from crowdrank.reports.commands.fit_pairs import _worker_ab
             if args.model == "crowdbt-domain" and not args.category:
                 raise UsageError("--model crowdbt-domain needs --category COLUMN")
             table = read_pair_table(args.data, (args.category,) if args.category else ())
@@ -138,7 +138,7 @@ def run(args) -> int:
     (out / "metrics.json").write_text(json.dumps(jsonable(rep), indent=1))
     pd.DataFrame(_rows(rep["families"], names)).to_csv(out / "parameters.csv", index=False,
                                                        float_format="%.10g")
-    from reports.pair_audit_html import write_pair_report
+    from crowdrank.reports.pair_audit_html import write_pair_report
     write_pair_report(out / "report.html", audit)
     parts = [f"{k} median |z| {f['aggregate']['median_abs_z']:.2f}, median sd ratio "
              f"{f['aggregate']['median_sd_ratio']:.2f}" for k, f in rep["families"].items()]
@@ -157,13 +157,13 @@ def run(args) -> int:
 
 
 def _log():
-    from validation.audit import Log
+    from crowdrank.validation.audit import Log
 
     return Log(True)
 
 
 def jsonable(x):
-    from validation.audit import jsonable as j
+    from crowdrank.validation.audit import jsonable as j
 
     return j(x)
 

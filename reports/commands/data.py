@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 
-from models.io import DATASETS, FORMATS
+from crowdrank.models.io import DATASETS, FORMATS
 
 
 def register(sub) -> None:
@@ -128,7 +128,7 @@ def format_summary(s: dict) -> str:
 
 
 def run_summary(args) -> int:
-    from models.io import read_data
+    from crowdrank.models.io import read_data
 
     data, truth = read_data(args.file, fmt=args.fmt, truth=args.truth,
                             invalid="skip" if args.skip_invalid else "error",
@@ -155,7 +155,7 @@ def format_list(sets: list[dict], root) -> str:
 
 
 def run_list(args) -> int:
-    from models.io import datasets_root, list_datasets
+    from crowdrank.models.io import datasets_root, list_datasets
 
     sets = list_datasets(pairs=True)
     print(json.dumps(sets, indent=2) if args.json else format_list(sets, datasets_root()))
@@ -168,9 +168,9 @@ def run_convert(args) -> int:
 
     from tqdm.auto import tqdm
 
-    from models.errors import UsageError
-    from models.io import STREAM_FORMATS, detect_format, iter_rankings_chunks, read_data
-    from models.io.parquet import Writer
+    from crowdrank.models.errors import UsageError
+    from crowdrank.models.io import STREAM_FORMATS, detect_format, iter_rankings_chunks, read_data
+    from crowdrank.models.io.parquet import Writer
 
     if args.row_group < 1:
         raise UsageError(f"--row-group must be >= 1, got {args.row_group}")

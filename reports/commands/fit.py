@@ -1,7 +1,7 @@
 """``crowdrank fit``: one model, one method (NUTS or online), written to a folder.
 
 The options shared by both methods (data, model, priors, seed, output) are parsed and
-turned into a :class:`models.data.Rankings` and a :class:`models.priors.Priors` here, so
+turned into a :class:`crowdrank.models.data.Rankings` and a :class:`crowdrank.models.priors.Priors` here, so
 that the two methods always receive the same data and the same priors.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from models.priors import DEFAULT_WORKER_PRIOR, Priors, build_priors
-from models.registry import MODELS
-from models.registry import get as get_model
+from crowdrank.models.priors import DEFAULT_WORKER_PRIOR, Priors, build_priors
+from crowdrank.models.registry import MODELS
+from crowdrank.models.registry import get as get_model
 
 
 def register(sub) -> None:
@@ -23,7 +23,7 @@ def register(sub) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("data", help="rankings file (rankings CSV, pairwise CSV, PrefLib, ...) or "
                                 "a shared data set name (babyface, readlevel, ...)")
-    from reports.commands.fit_pairs import PAIR_MODELS
+    from crowdrank.reports.commands.fit_pairs import PAIR_MODELS
     p.add_argument("--model", choices=MODELS + PAIR_MODELS, default="couple",
                    help="contextual-bt, crowdbt-bias, crowdbt-domain read a pairwise CSV "
                         "with extra columns (--covariates, --category): see docs/guide.md")
@@ -106,9 +106,9 @@ def register(sub) -> None:
     o.add_argument("--wl-tau", type=float, default=None, help="Weng–Lin τ dynamics (default 0)")
     o.add_argument("--wl-gamma", default=None,
                    help="Weng–Lin γ: sigma/c (openskill's default), 1/k, or a number")
-    from reports.commands import fit_batch
+    from crowdrank.reports.commands import fit_batch
     fit_batch.add_arguments(p)
-    from reports.commands import fit_pairs
+    from crowdrank.reports.commands import fit_pairs
     fit_pairs.add_arguments(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
@@ -124,18 +124,18 @@ def load_priors(args, data) -> Priors:
 
 
 def run(args) -> int:
-    from models.io import read_data
-    from reports.commands.fit_pairs import PAIR_MODELS
+    from crowdrank.models.io import read_data
+    from crowdrank.reports.commands.fit_pairs import PAIR_MODELS
 
     if args.model in PAIR_MODELS:
-        from reports.commands import fit_pairs
+        from crowdrank.reports.commands import fit_pairs
         return fit_pairs.run(args)
 
     if getattr(args, "passes", None) is None:
-        from inference.online.ep import EP_PASSES
+        from crowdrank.inference.online.ep import EP_PASSES
         args.passes = EP_PASSES if args.method == "ep" else 1
     if args.method == "online" and not getattr(args, "in_memory", False):
-        from reports.commands import fit_online
+        from crowdrank.reports.commands import fit_online
         path = fit_online.stream_source(args.data)
         if path is not None:
             return fit_online.run_stream(args, path)
@@ -143,13 +143,13 @@ def run(args) -> int:
     priors = load_priors(args, data)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     if args.method in ("map", "ml", "trueskill"):
-        from reports.commands import fit_batch
+        from crowdrank.reports.commands import fit_batch
         return fit_batch.run(args, data, priors)
     if args.method == "nuts":
-        from reports.commands import fit_nuts
+        from crowdrank.reports.commands import fit_nuts
         return fit_nuts.run(args, data, priors)
     if args.method == "ep":
-        from reports.commands import fit_ep
+        from crowdrank.reports.commands import fit_ep
         return fit_ep.run(args, data, priors)
-    from reports.commands import fit_online
+    from crowdrank.reports.commands import fit_online
     return fit_online.run(args, data, priors)

@@ -4,7 +4,7 @@
 ``--method trueskill`` (model ``bt``) is TrueSkill over the rank-broken pairs
 (:func:`run_trueskill`).
 
-Called by :mod:`reports.commands.fit` as ``run(args, data, priors)``; :func:`add_arguments`
+Called by :mod:`crowdrank.reports.commands.fit` as ``run(args, data, priors)``; :func:`add_arguments`
 adds the options of this method to the ``fit`` parser. ``map`` maximises the posterior
 under the ``--prior-mu``/``--prior-sigma`` Normal prior (the same prior NUTS and the online
 updates read); ``ml`` maximises the likelihood under ``Σ λ = 0`` and refuses data whose
@@ -23,7 +23,7 @@ import json
 import os
 from pathlib import Path
 
-from models.errors import UsageError
+from crowdrank.models.errors import UsageError
 
 METHODS = ("map", "ml")
 
@@ -54,7 +54,7 @@ def add_arguments(p) -> None:
 
 
 def run(args, data, priors) -> int:
-    from inference.batch.api import fit_with_intervals
+    from crowdrank.inference.batch.api import fit_with_intervals
 
     if (args.tol is not None and args.tol <= 0) or args.processes < 1:
         raise UsageError("--tol must be > 0 and --processes >= 1")
@@ -91,10 +91,10 @@ def run(args, data, priors) -> int:
 
 
 def run_crowdbt_em(args, data, priors) -> int:
-    """CrowdBT's MAP by EM (:mod:`inference.batch.crowdbt_em`): ``items.csv`` (Laplace sd with
+    """CrowdBT's MAP by EM (:mod:`crowdrank.inference.batch.crowdbt_em`): ``items.csv`` (Laplace sd with
     the accuracies fixed), ``workers.csv`` (``worker, eta, a, b``: the MAP accuracy and the
     Beta of its responsibilities) and ``fit.json``."""
-    from inference.batch.crowdbt_em import fit_crowdbt_em
+    from crowdrank.inference.batch.crowdbt_em import fit_crowdbt_em
 
     if args.intervals != "laplace":
         raise UsageError("CrowdBT by EM reports Laplace intervals only (no bootstrap yet)")
@@ -113,9 +113,9 @@ def run_crowdbt_em(args, data, priors) -> int:
 
 
 def run_trueskill(args, data, priors) -> int:
-    """TrueSkill (:mod:`inference.online.trueskill`): ``posterior.json`` and ``items.csv``
+    """TrueSkill (:mod:`crowdrank.inference.online.trueskill`): ``posterior.json`` and ``items.csv``
     like the other online methods."""
-    from inference.online.trueskill import fit_trueskill
+    from crowdrank.inference.online.trueskill import fit_trueskill
 
     if args.model != "bt":
         raise UsageError(f"--method trueskill rates pairs: use --model bt, not {args.model!r}")

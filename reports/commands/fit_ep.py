@@ -1,7 +1,7 @@
 """``crowdrank fit --method ep``: expectation propagation over an online update.
 
-Called by :mod:`reports.commands.fit` as ``run(args, data, priors)`` with the data and the
-priors already built. Runs :func:`inference.online.ep.fit_ep` (the one-pass options
+Called by :mod:`crowdrank.reports.commands.fit` as ``run(args, data, priors)`` with the data and the
+priors already built. Runs :func:`crowdrank.inference.online.ep.fit_ep` (the one-pass options
 ``--taylor``, ``--score-alpha``, ``--kappa``, ``--kappa2``, ``--bt-breaking`` and the
 Weng–Lin parameters choose the update it refines), prints one line per pass (the largest
 mean change in sds, log-variance and log-concentration changes, improper cavities) and
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from models.errors import UsageError
+from crowdrank.models.errors import UsageError
 
 
 def _line(entry: dict) -> str:
@@ -26,8 +26,8 @@ def _line(entry: dict) -> str:
 
 
 def run(args, data, priors) -> int:
-    from inference.online.ep import fit_ep
-    from reports.commands.fit_online import _check_model, _options
+    from crowdrank.inference.online.ep import fit_ep
+    from crowdrank.reports.commands.fit_online import _check_model, _options
 
     _check_model(args)
     if getattr(args, "state_in", None):

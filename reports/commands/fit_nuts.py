@@ -1,11 +1,11 @@
 """``crowdrank fit --method nuts``: sample one model with NUTS and write the posterior.
 
-Called by :mod:`reports.commands.fit` as ``run(args, data, priors)`` with the data and the
+Called by :mod:`crowdrank.reports.commands.fit` as ``run(args, data, priors)`` with the data and the
 priors already built (the same priors the online methods get). Writes
 ``DIR/posterior.nc`` (the ArviZ DataTree, NetCDF) and ``DIR/summary.csv`` (one row per
 parameter, named by its real id), and prints the convergence gate's verdict and, for
 models with a worker simplex, the audit's informational tail-visits line
-(:func:`validation.reference.tail_visits_of`).
+(:func:`crowdrank.validation.reference.tail_visits_of`).
 
 ``--init-from posterior.json`` warm-starts NUTS from an online posterior (the JSON of
 ``docs/contracts.md``, read here with plain :mod:`json` so that the NUTS route does not
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.data import DataError
-from models.registry import get
+from crowdrank.models.data import DataError
+from crowdrank.models.registry import get
 
 
 def init_from_online_json(path, data, model: str) -> dict:
@@ -101,14 +101,14 @@ def tail_visits_line(idata, model: str, priors) -> str | None:
     """The audit's informational tail-visits line for a fit with a worker simplex (COUPLE's
     Dirichlet, CrowdBT's Beta) whose prior has entries with α < 0.5; ``None`` otherwise.
     Printed beside the gate's verdict, never part of it (docs/design.md §5.1)."""
-    from validation.reference import tail_visits_of, tail_visits_sentence
+    from crowdrank.validation.reference import tail_visits_of, tail_visits_sentence
 
     tv = tail_visits_of(idata, model, priors)
     return None if tv is None else tail_visits_sentence(tv, model)
 
 
 def run(args, data, priors) -> int:
-    from inference.nuts import fit_nuts, write_nuts
+    from crowdrank.inference.nuts import fit_nuts, write_nuts
 
     init = approx = None
     if getattr(args, "init_from", None):

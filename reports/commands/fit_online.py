@@ -5,12 +5,12 @@ Two paths with the same numbers, bit for bit (tested):
 * **streaming** (the default for a rankings file in a streamable format: rankings CSV,
   pairwise CSV, wide CSV, worker-winner-loser, Parquet): :func:`run_stream` reads the file
   in chunks of ``--chunk-size`` rankings and feeds each to the kernel
-  (:func:`inference.online.fit_online_stream`); memory is bounded by the chunk plus the
+  (:func:`crowdrank.inference.online.fit_online_stream`); memory is bounded by the chunk plus the
   state, ids are mapped incrementally, and the priors are built for the workers seen so
   far. ``--order shuffle`` on a stream is a seeded external shuffle
-  (:mod:`models.io.shuffle`): a uniformly random order, drawn anew for every pass.
+  (:mod:`crowdrank.models.io.shuffle`): a uniformly random order, drawn anew for every pass.
 * **in memory** (a shared data set's name, PrefLib or MATLAB files, or ``--in-memory``):
-  :func:`run`, called by :mod:`reports.commands.fit` with the data and the priors built,
+  :func:`run`, called by :mod:`crowdrank.reports.commands.fit` with the data and the priors built,
   as NUTS gets them. Its ``--order shuffle`` is ``fit_online``'s in-memory permutation
   (another draw for the same seed than the stream's; both uniform).
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from models.data import DataError
-from models.registry import get as get_model
+from crowdrank.models.data import DataError
+from crowdrank.models.registry import get as get_model
 
 
 def _wl_params(args) -> dict | None:
@@ -56,7 +56,7 @@ def _check_model(args) -> None:
 
 def run(args, data, priors) -> int:
     """The in-memory path: ``data`` and ``priors`` already built."""
-    from inference.online import OnlinePosterior, fit_online
+    from crowdrank.inference.online import OnlinePosterior, fit_online
 
     _check_model(args)
     state_in = getattr(args, "state_in", None)
@@ -73,7 +73,7 @@ def run(args, data, priors) -> int:
 def stream_source(spec: str) -> Path | None:
     """``spec`` as a file the streaming path can read, or ``None`` (a data set's name, a
     format that is not streamable: the in-memory path reads those)."""
-    from models.io import STREAM_FORMATS, detect_format
+    from crowdrank.models.io import STREAM_FORMATS, detect_format
 
     p = Path(spec)
     if not p.is_file():
@@ -97,14 +97,14 @@ def stream_priors(args):
     ``fit``'s ``load_priors`` makes them for the whole file (same ``--prior-*`` and
     ``--worker-prior*`` options), with ``K`` the longest ranking seen so far: the
     profiles' entries do not depend on ``K``, so a later, longer ``K`` only appends."""
-    from models.priors import build_priors, read_worker_prior_file
+    from crowdrank.models.priors import build_priors, read_worker_prior_file
 
     spec = get_model(args.model)
     fixed = (read_worker_prior_file(args.worker_prior_file, args.prior_mu, args.prior_sigma)
              if args.worker_prior_file else None)
     gold = None
     if fixed is None and getattr(args, "worker_prior_gold", None):
-        from models.io import read_gold
+        from crowdrank.models.io import read_gold
         gold = read_gold(args.worker_prior_gold)
     kmax = 2
 
@@ -124,10 +124,10 @@ def run_stream(args, path: Path) -> int:
     """The streaming path (module docstring)."""
     import numpy as np
 
-    from inference.online import OnlinePosterior, fit_online_stream
-    from models.errors import UsageError
-    from models.io import iter_rankings_chunks
-    from models.io.shuffle import buckets_for, external_shuffle
+    from crowdrank.inference.online import OnlinePosterior, fit_online_stream
+    from crowdrank.models.errors import UsageError
+    from crowdrank.models.io import iter_rankings_chunks
+    from crowdrank.models.io.shuffle import buckets_for, external_shuffle
 
     _check_model(args)
     chunk = int(getattr(args, "chunk_size", 1 << 17))
@@ -164,8 +164,8 @@ def run_stream(args, path: Path) -> int:
 
 def _count_hint(path: Path) -> int | None:
     """The number of rankings when the file says it without being read (Parquet)."""
-    from models.io import detect_format
-    from models.io.parquet import n_rows
+    from crowdrank.models.io import detect_format
+    from crowdrank.models.io.parquet import n_rows
 
     return n_rows(path) if detect_format(path) == "parquet" else None
 

@@ -1,13 +1,13 @@
 """``crowdrank fit PAIRS.csv --model {contextual-bt,crowdbt-bias,crowdbt-domain}``: the
-models that read presented pairs with extra columns (:mod:`models.pair_table`).
+models that read presented pairs with extra columns (:mod:`crowdrank.models.pair_table`).
 
-- ``contextual-bt`` (:mod:`models.contextual`): ``--method map`` (damped Newton with
-  Laplace's covariance, :func:`inference.batch.contextual.fit_contextual`) or ``--method
+- ``contextual-bt`` (:mod:`crowdrank.models.contextual`): ``--method map`` (damped Newton with
+  Laplace's covariance, :func:`crowdrank.inference.batch.contextual.fit_contextual`) or ``--method
   nuts`` (NumPyro or PyMC); ``--covariates col1,col2[:cat]`` names the covariate columns
   (categorical ones one-hot with a reported baseline). Writes ``items.csv`` (``λ``),
   ``coefficients.csv`` (``item, covariate, mean, sd``: ``γ``) and ``fit.json``.
-- ``crowdbt-bias`` / ``crowdbt-domain`` (:mod:`models.crowdbt_ext`): ``--method map`` (EM
-  in SQUAREM cycles finished by projected Newton steps, :mod:`inference.batch.crowdbt_ext`)
+- ``crowdbt-bias`` / ``crowdbt-domain`` (:mod:`crowdrank.models.crowdbt_ext`): ``--method map`` (EM
+  in SQUAREM cycles finished by projected Newton steps, :mod:`crowdrank.inference.batch.crowdbt_ext`)
   or ``nuts``; the domain model needs ``--category
   COLUMN``. Writes ``items.csv``, ``groups.csv`` (one row per worker, or per worker and
   category: accuracy ``eta``; with EM the Beta ``a, b`` of its responsibilities and, when
@@ -15,7 +15,7 @@ models that read presented pairs with extra columns (:mod:`models.pair_table`).
   ``beta_sd`` for the bias model) and ``fit.json``.
 
 ``DATA`` is a pairwise CSV or a registered pair data set (``preflib-dots-pairs``,
-``preflib-puzzle-pairs``: :mod:`models.io.pair_datasets`).
+``preflib-puzzle-pairs``: :mod:`crowdrank.models.io.pair_datasets`).
 
 The worker accuracy prior is ``Beta(a, b)`` from ``--worker-prior-file`` (CSV
 ``worker,a,b``) or ``--eta-beta A,B`` for every worker (default ``5,1``, the CrowdBT choice
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.errors import DataError, UsageError
-from models.registry import PAIR_MODELS  # noqa: F401  (the models this route fits)
+from crowdrank.models.errors import DataError, UsageError
+from crowdrank.models.registry import PAIR_MODELS  # noqa: F401  (the models this route fits)
 
 
 def add_arguments(p) -> None:
@@ -52,7 +52,7 @@ def add_arguments(p) -> None:
 
 def _worker_ab(args, workers) -> np.ndarray:
     if args.worker_prior_file:
-        from models.priors import read_worker_prior_file
+        from crowdrank.models.priors import read_worker_prior_file
         pri = read_worker_prior_file(args.worker_prior_file)
         index = {w: k for k, w in enumerate(pri.workers)}
         missing = [w for w in workers if w not in index]
@@ -87,7 +87,7 @@ def _nuts_kw(args) -> dict:
 
 
 def _sample(args, numpyro_model, pymc_model):
-    from inference.pair_nuts import sample
+    from crowdrank.inference.pair_nuts import sample
 
     if args.backend == "numpyro":
         import jax
@@ -111,7 +111,7 @@ def _nuts_info(res) -> dict:
 
 
 def run(args) -> int:
-    from models.pair_table import read_pair_table
+    from crowdrank.models.pair_table import read_pair_table
 
     _check(args)
     out = Path(args.out)
@@ -128,8 +128,8 @@ def run(args) -> int:
 def run_contextual(args, out: Path) -> int:
     import pandas as pd
 
-    from models.contextual import encode_covariates, numpyro_model, parse_spec, pymc_model
-    from models.pair_table import read_pair_table
+    from crowdrank.models.contextual import encode_covariates, numpyro_model, parse_spec, pymc_model
+    from crowdrank.models.pair_table import read_pair_table
 
     spec = parse_spec(args.covariates)
     table = read_pair_table(args.data, tuple(n for n, _ in spec))
@@ -140,7 +140,7 @@ def run_contextual(args, out: Path) -> int:
             "baselines": cov.baselines,
             "prior": {"mu0": args.prior_mu, "sigma0": args.prior_sigma, "tau": args.tau}}
     if args.method == "map":
-        from inference.batch.contextual import fit_contextual
+        from crowdrank.inference.batch.contextual import fit_contextual
         win, lose = table.winner_loser()
         fit = fit_contextual(win, lose, X, L, mu0=args.prior_mu, sigma0=args.prior_sigma,
                              tau=args.tau, tol=1e-9 if args.tol is None else args.tol,
@@ -181,7 +181,7 @@ def run_contextual(args, out: Path) -> int:
 def run_crowdbt_ext(args, table, out: Path) -> int:
     import pandas as pd
 
-    from models.crowdbt_ext import numpyro_model, pymc_model, structure
+    from crowdrank.models.crowdbt_ext import numpyro_model, pymc_model, structure
 
     st = structure(table, args.model, args.category)
     wab = _worker_ab(args, st.workers)
@@ -195,7 +195,7 @@ def run_crowdbt_ext(args, table, out: Path) -> int:
     groups = pd.DataFrame({"group": list(st.groups),
                            "worker": [st.workers[w] for w in st.group_worker]})
     if args.method == "map":
-        from inference.batch.crowdbt_ext import fit_ext_em
+        from crowdrank.inference.batch.crowdbt_ext import fit_ext_em
         if np.any(wab < 1):
             raise UsageError("the EM MAP needs Beta(a, b) priors with a, b >= 1")
         fit = fit_ext_em(st, wab, mu0=mu0, sigma0=s0, bias_sd=bsd,

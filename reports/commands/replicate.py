@@ -1,6 +1,6 @@
 """``crowdrank replicate``: the COUPLE paper's experiments ([Pan18], Sect. 5), our numbers
-beside the paper's. The logic is in :mod:`validation.replicate`, the page in
-:mod:`reports.replicate_html`; grid tasks are cached in ``--out/cache`` and run on local
+beside the paper's. The logic is in :mod:`crowdrank.validation.replicate`, the page in
+:mod:`crowdrank.reports.replicate_html`; grid tasks are cached in ``--out/cache`` and run on local
 processes or, with ``--scheduler``, on a Dask cluster.
 """
 
@@ -29,7 +29,7 @@ OTHER = ("crowdc",)
 
 
 def register(sub) -> None:
-    from validation.replicate import EXPERIMENTS
+    from crowdrank.validation.replicate import EXPERIMENTS
 
     experiments = tuple(EXPERIMENTS) + tuple(x for x in OTHER if x not in EXPERIMENTS)
     p = sub.add_parser(
@@ -87,7 +87,7 @@ def register(sub) -> None:
 
 
 def parse_scale(text: str | None, option: str = "--scale") -> dict | None:
-    from models.errors import UsageError
+    from crowdrank.models.errors import UsageError
 
     if text is None:
         return None
@@ -105,10 +105,10 @@ def parse_scale(text: str | None, option: str = "--scale") -> dict | None:
 def run(args) -> int:
     from pathlib import Path
 
-    from models.errors import UsageError
-    from reports.replicate_html import write_all
-    from validation.experiments import SchedulerError, resolve_scheduler
-    from validation.replicate import run_experiment
+    from crowdrank.models.errors import UsageError
+    from crowdrank.reports.replicate_html import write_all
+    from crowdrank.validation.experiments import SchedulerError, resolve_scheduler
+    from crowdrank.validation.replicate import run_experiment
 
     out = Path(args.out or f"replicate-{args.experiment}")
     if args.experiment == "crowdc":
@@ -137,10 +137,10 @@ def run(args) -> int:
 
 
 def run_crowdc(args, out) -> int:
-    from models.errors import UsageError
-    from reports.replicate_crowdc_html import write_all
-    from validation.experiments import SchedulerError, resolve_scheduler
-    from validation.replicate_crowdc import parse_settings, run_experiment
+    from crowdrank.models.errors import UsageError
+    from crowdrank.reports.replicate_crowdc_html import write_all
+    from crowdrank.validation.experiments import SchedulerError, resolve_scheduler
+    from crowdrank.validation.replicate_crowdc import parse_settings, run_experiment
 
     if args.processes is not None and args.processes < 1:
         raise UsageError("--processes must be >= 1")

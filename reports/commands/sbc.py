@@ -5,7 +5,7 @@ NUTS and by the matching online method, and tests whether the ranks of the true 
 among the posterior draws (and the PITs under the online marginals) are uniform (Talts et
 al. 2018; Säilynoja et al. 2022). Writes ``ranks.csv``, ``sbc.json`` and ``sbc.html`` into
 ``--out``; replicates are cached in ``--out/cache``, so an interrupted or extended run
-resumes. The logic is in :mod:`validation.sbc`, the page in :mod:`reports.sbc_html`.
+resumes. The logic is in :mod:`crowdrank.validation.sbc`, the page in :mod:`crowdrank.reports.sbc_html`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 
 
 def register(sub) -> None:
-    from validation.sbc import sbc_models  # models with an exact simulator (the registry)
+    from crowdrank.validation.sbc import sbc_models  # models with an exact simulator (the registry)
 
     p = sub.add_parser(
         "sbc", help="simulation-based calibration (SBC) of NUTS and of the online methods",
@@ -100,8 +100,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from reports.sbc_html import write_sbc_report
-    from validation.sbc import SbcConfig, run_sbc
+    from crowdrank.reports.sbc_html import write_sbc_report
+    from crowdrank.validation.sbc import SbcConfig, run_sbc
 
     if args.processes is not None and args.processes < 1:
         raise ValueError(f"--processes must be >= 1, got {args.processes}")
@@ -114,10 +114,10 @@ def run(args) -> int:
                     alpha=args.alpha, batch=args.batch, lane_groups=args.lane_groups,
                     warmup_depth=args.warmup_depth)
     # validate the worker prior before any process starts
-    from validation.sbc import make_priors
+    from crowdrank.validation.sbc import make_priors
     make_priors(cfg.spec(0))
-    from models.errors import UsageError
-    from validation.experiments import SchedulerError, resolve_scheduler
+    from crowdrank.models.errors import UsageError
+    from crowdrank.validation.experiments import SchedulerError, resolve_scheduler
     try:
         summary = run_sbc(cfg, args.out, processes=args.processes,
                           progress=not args.no_progress,

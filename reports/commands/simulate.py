@@ -4,12 +4,12 @@ Writes ``rankings.csv`` (``worker,ranking,task``; with ``--format parquet``
 ``rankings.parquet``, the same columns with ``ranking`` a list of item ids), ``truth.csv`` (``item,score`` = the true
 λ), ``workers.csv`` (``worker,setting,eta_1..eta_K``), with ``--gold G`` also ``gold.csv``
 (``worker,ranking,true_order,task``: reported gold rankings and their true order, for
-:meth:`models.priors.Priors.from_gold` via :func:`models.io.read_gold`), and
+:meth:`crowdrank.models.priors.Priors.from_gold` via :func:`crowdrank.models.io.read_gold`), and
 ``simulation.json`` (the parameters, counts and timings).
 
 The pair-table models (``--model crowdbt-bias|crowdbt-domain|contextual-bt``,
-:data:`models.registry.PAIR_TABLE`) are simulated by their own simulators
-(:func:`models.crowdbt_ext.simulate`, :func:`inference.batch.contextual.simulate_contextual`)
+:data:`crowdrank.models.registry.PAIR_TABLE`) are simulated by their own simulators
+(:func:`crowdrank.models.crowdbt_ext.simulate`, :func:`crowdrank.inference.batch.contextual.simulate_contextual`)
 into ``pairs.csv`` — the pairwise CSV ``crowdrank fit PAIRS.csv --model ...`` reads
 (``worker,left,right,label``, ``left`` shown first, plus ``category`` or the covariate
 columns ``x0, x1, ...``) — with ``truth.csv`` (``item,score`` = the true λ), the workers'
@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from models.errors import UsageError
-from models.registry import PAIR_MODELS, get
-from models.simulate import PAPER_SCALE, SIM_MODELS, WORKER_TYPES
+from crowdrank.models.errors import UsageError
+from crowdrank.models.registry import PAIR_MODELS, get
+from crowdrank.models.simulate import PAPER_SCALE, SIM_MODELS, WORKER_TYPES
 
 
 def register(sub) -> None:
@@ -112,14 +112,14 @@ def _positive(name: str, value: int | None) -> None:
 
 
 def run(args) -> int:
-    from models.io import (
+    from crowdrank.models.io import (
         write_gold,
         write_parquet,
         write_rankings,
         write_truth,
         write_worker_truth,
     )
-    from models.simulate import simulate
+    from crowdrank.models.simulate import simulate
 
     for name in ("items", "workers", "tasks", "kmax"):
         _positive(name, getattr(args, name))
@@ -170,7 +170,7 @@ def run(args) -> int:
     files = [rankings_file, "truth.csv", "workers.csv"]
     if sim.gold is not None:
         g = sim.gold
-        from models.data import Rankings
+        from crowdrank.models.data import Rankings
 
         g = Rankings(items=g.items, workers=g.workers, order=g.order, lengths=g.lengths,
                      worker=g.worker,
@@ -249,8 +249,8 @@ def _write_csv(path: Path, header: list[str], rows) -> None:
 
 def run_pairs(args) -> int:
     """``simulate --model crowdbt-bias|crowdbt-domain|contextual-bt`` (module docstring)."""
-    from models.io import write_truth
-    from models.pair_table import write_pair_table
+    from crowdrank.models.io import write_truth
+    from crowdrank.models.pair_table import write_pair_table
 
     _check_pair_args(args)
     L = args.items if args.items is not None else 20
@@ -262,8 +262,8 @@ def run_pairs(args) -> int:
     params: dict = {"n_items": L, "n_workers": W, "n_pairs": S}
     files = ["pairs.csv", "truth.csv"]
     if args.model == "contextual-bt":
-        from inference.batch.contextual import simulate_contextual
-        from models.contextual import table_from_simulation
+        from crowdrank.inference.batch.contextual import simulate_contextual
+        from crowdrank.models.contextual import table_from_simulation
 
         P = 1 if args.n_covariates is None else args.n_covariates
         tau = 1.0 if args.tau is None else args.tau
@@ -280,7 +280,7 @@ def run_pairs(args) -> int:
                    f"--tau {tau:g} --out FIT/"
                    + (f" --covariates {','.join(names)}" if P else ""))
     else:
-        from models.crowdbt_ext import simulate as simulate_ext
+        from crowdrank.models.crowdbt_ext import simulate as simulate_ext
 
         ab = _eta_beta(args.eta_beta or "8,2")
         C = 3 if args.categories is None else args.categories

@@ -1,13 +1,13 @@
-"""``crowdrank story``: the generative story told for teaching (see :mod:`reports.story`)."""
+"""``crowdrank story``: the generative story told for teaching (see :mod:`crowdrank.reports.story`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from models.errors import UsageError
-from models.simulate import SIM_MODELS, WORKER_TYPES
-from validation.prior_predictive import PRIOR_KINDS
+from crowdrank.models.errors import UsageError
+from crowdrank.models.simulate import SIM_MODELS, WORKER_TYPES
+from crowdrank.validation.prior_predictive import PRIOR_KINDS
 
 
 def register(sub) -> None:
@@ -58,7 +58,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from reports.story import tell
+    from crowdrank.reports.story import tell
 
     if "/" in args.markdown or not args.markdown.endswith(".md"):
         raise UsageError(f"--markdown must be a plain file name ending in .md, got "

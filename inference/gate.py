@@ -50,6 +50,33 @@ class Gate:
                 "ess_tail_min": self.ess_tail_min, "divergences": self.divergences,
                 "ebfmi_min": self.ebfmi_min}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Gate:
+        """The inverse of :meth:`to_dict` (a missing figure is NaN)."""
+        def num(k):
+            v = d.get(k)
+            return math.nan if v is None else float(v)
+        return cls(trusted=bool(d.get("trusted", False)),
+                   reasons=[str(r) for r in d.get("reasons") or []],
+                   rhat_max=num("rhat_max"), ess_bulk_min=num("ess_bulk_min"),
+                   ess_tail_min=num("ess_tail_min"), divergences=int(d.get("divergences") or 0),
+                   ebfmi_min=num("ebfmi_min"))
+
+    def to_attrs(self) -> dict:
+        """The tree attributes ``gate_*`` (NetCDF keeps no lists: reasons joined by "; ")."""
+        out = {f"gate_{k}": ("; ".join(v) if isinstance(v, list) else v)
+               for k, v in self.to_dict().items()}
+        out["gate_trusted"] = int(self.trusted)
+        return out
+
+    @classmethod
+    def from_attrs(cls, attrs) -> Gate:
+        """The gate :meth:`to_attrs` (or ``write_nuts``) stored in a tree's attributes."""
+        d = {k[5:]: v for k, v in dict(attrs).items() if str(k).startswith("gate_")}
+        reasons = d.get("reasons") or ""
+        d["reasons"] = [r for r in str(reasons).split("; ") if r]
+        return cls.from_dict(d)
+
 
 def _worst(values: list[np.ndarray], worst) -> tuple[float, bool]:
     """The worst value and whether any value is NaN (not computable)."""

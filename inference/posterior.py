@@ -1,0 +1,512 @@
+"""One posterior type for every inference method: :class:`Posterior`.
+
+Every way to fit a model (NUTS, the online updates, EP, the batch MAP with Laplace or
+bootstrap intervals, EM, TrueSkill, and what :mod:`crowdrank.inference.methods` registers)
+returns a :class:`Posterior`; the audit, ``crowdrank fit`` and
+:func:`crowdrank.validation.compare.compare` read nothing else (docs/contracts.md,
+"Posterior").
+
+A posterior holds
+
+- ``model``, ``method`` (the registry's name: ``nuts``, ``online``, ``ep``, ``laplace``,
+  ``bootstrap``, ``em``, ``trueskill``, ...), ``algorithm`` (the method's own label, e.g.
+  ``online-gbmm``, ``ep-crowdbt-online``), ``options`` (the method's options as a dict),
+  ``seconds``;
+- ``tree``: an ArviZ ``xarray.DataTree`` of draws, or ``None``. Group ``posterior`` holds
+  ``lambda`` ``(chain, draw, item)`` and, for models with a worker parameter, ``eta``
+  ``(chain, draw, worker, stage)`` (Dirichlet rows, ``stage = 1..K``) or ``(chain, draw,
+  worker)`` (a Beta accuracy), coordinates the real ids: the layout NUTS writes
+  (``docs/contracts.md``, NUTS result);
+- ``marginals``: closed-form marginals (:class:`Marginals`: Gaussian ``λ_r ~ N(μ_r, σ_r²)``,
+  Dirichlet rows ``Dir(α_w)`` or Beta ``(a_w, b_w)`` for ``η_w``), so that KL, W1 and the
+  coverages of a closed-form approximation stay exact;
+- ``diagnostics``: a dict; ``"gate"`` is the :class:`crowdrank.inference.gate.Gate` of a
+  sampler, an optimiser writes ``converged``/``iterations``/``grad_norm``, EP its pass
+  log; a PSIS ``k̂`` goes under ``"psis_khat"``;
+- ``native``: the method's own result object, kept for its own writer (the online state
+  that ``--state-in`` resumes from, ``write_nuts``'s summary); never read by a comparison.
+
+Construction::
+
+    Posterior.from_marginals(model, method, items=..., mu=..., sigma2=..., workers=...,
+                             alpha=..., diagnostics=..., options=..., seconds=...)
+    Posterior.from_draws(model, method, draws={"lambda": (C, S, L), "eta": (C, S, W[, K])},
+                         items=..., workers=..., diagnostics=..., options=..., seconds=...)
+    Posterior.from_tree(tree, model=None, method=None, gate=None)   # a NUTS-layout tree
+    as_posterior(obj)     # NutsResult, OnlinePosterior (online, EP, TrueSkill), BatchFit,
+                          # EMFit, a DataTree, or a Posterior (returned as is)
+
+**Draw-only methods** (the bootstrap, variational methods): :meth:`Posterior.from_draws`
+stores the draws in ``tree`` and moment-matches marginals to them
+(:func:`moment_marginals`: ``λ`` Gaussian with the draws' mean and variance; Beta ``η``
+with the draws' mean and variance; Dirichlet rows with the draws' means and one
+concentration per worker, the geometric mean over stages of ``m(1 − m)/v − 1``), flagged
+``marginals.moment_matched``. The comparison reads ``z``, the sd ratio, KL and W1 from
+these marginals, and the coverages from the draws themselves: the share of reference
+draws inside the approximation's percentile intervals
+(:func:`crowdrank.validation.intervals.percentile_coverage`). The bootstrap keeps its own
+marginals (the estimate and the refits' variance) beside its refits.
+
+Files (:func:`write_posterior`, :func:`read_posterior`; the CLI and the audit use the
+same two functions): ``posterior.nc`` holds the tree (NUTS: ``write_nuts``'s, with the
+gate in its attributes, and ``summary.csv`` beside it); ``posterior.json`` holds the
+marginals and everything else, in the schema of the online state (``items: {id: {mu,
+sigma2}}``, ``workers: {id: {alpha}}``) plus ``method``, ``diagnostics`` and ``options``.
+The online methods write their state itself there (``OnlinePosterior.to_json``), so the
+file a fit writes is also the state ``--state-in`` resumes from.
+
+Importing this module costs NumPy only; ArviZ and xarray load when a tree is built or read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from crowdrank.inference.gate import Gate
+from crowdrank.models.errors import DataError
+
+
+def worker_family(model: str) -> str | None:
+    """``"dirichlet"``, ``"beta"`` (marginals exist), ``"gamma"`` or ``None`` for ``model``."""
+    from crowdrank.models.registry import get
+
+    return get(model).worker_prior
+
+
+@dataclass
+class Marginals:
+    """Closed-form marginals of an approximation.
+
+    ``mu``, ``sigma2`` ``(L,)``: ``λ_r ~ N(μ_r, σ_r²)`` in ``items`` order; ``alpha``: the
+    worker rows in ``workers`` order, ``(W, K)`` Dirichlet (``family="dirichlet"``) or
+    ``(W, 2)`` Beta ``[a, b]`` (``family="beta"``), ``None`` without a worker parameter;
+    ``moment_matched``: the marginals were fitted to draws (:func:`moment_marginals`).
+    """
+
+    items: tuple[str, ...]
+    mu: np.ndarray
+    sigma2: np.ndarray
+    workers: tuple[str, ...] = ()
+    alpha: np.ndarray | None = None
+    family: str | None = None
+    moment_matched: bool = False
+
+    def __post_init__(self):
+        self.items = tuple(str(i) for i in self.items)
+        self.workers = tuple(str(w) for w in self.workers)
+        self.mu = np.asarray(self.mu, float)
+        self.sigma2 = np.asarray(self.sigma2, float)
+        L = len(self.items)
+        if self.mu.shape != (L,) or self.sigma2.shape != (L,):
+            raise ValueError(f"mu and sigma2 must have shape ({L},) like items; got "
+                             f"{self.mu.shape} and {self.sigma2.shape}")
+        if self.alpha is not None:
+            self.alpha = np.asarray(self.alpha, float)
+            if self.alpha.ndim != 2 or self.alpha.shape[0] != len(self.workers):
+                raise ValueError(f"alpha must be (W, K) with W = {len(self.workers)} workers; "
+                                 f"got {self.alpha.shape}")
+
+
+@dataclass
+class Posterior:
+    """The result of any inference method (module docstring)."""
+
+    model: str
+    method: str
+    tree: Any = None
+    marginals: Marginals | None = None
+    diagnostics: dict = field(default_factory=dict)
+    seconds: float = math.nan
+    options: dict = field(default_factory=dict)
+    algorithm: str = ""
+    native: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.tree is None and self.marginals is None:
+            raise ValueError("a Posterior needs draws (tree) or marginals")
+
+    # ---------------------------------------------------------------- ids
+    @property
+    def items(self) -> tuple[str, ...]:
+        if self.marginals is not None:
+            return self.marginals.items
+        return tuple(str(v) for v in self.tree["posterior"]["item"].values)
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        if self.marginals is not None:
+            return self.marginals.workers
+        post = self.tree["posterior"]
+        return tuple(str(v) for v in post["worker"].values) if "worker" in post.coords else ()
+
+    # ------------------------------------------- the marginals, as the samplers' starts read
+    @property
+    def mu(self) -> np.ndarray:
+        return self._marg().mu
+
+    @property
+    def sigma2(self) -> np.ndarray:
+        return self._marg().sigma2
+
+    @property
+    def alpha(self) -> np.ndarray | None:
+        return self._marg().alpha
+
+    def _marg(self) -> Marginals:
+        if self.marginals is None:
+            self.marginals = moment_marginals(self.tree, self.model)
+        return self.marginals
+
+    # ---------------------------------------------------------------- diagnostics
+    @property
+    def gate(self) -> Gate | None:
+        """The sampler's convergence gate (``diagnostics["gate"]``), or ``None``."""
+        return self.diagnostics.get("gate")
+
+    @property
+    def has_draws(self) -> bool:
+        return self.tree is not None
+
+    def datatree(self, draws: int = 1000, seed: int = 0, chains: int = 1):
+        """The draws: ``tree`` when the method made draws, else ``chains × draws`` seeded
+        draws from the marginals, in the same layout."""
+        if self.tree is not None:
+            return self.tree
+        return marginal_draws(self, draws=draws, seed=seed, chains=chains)
+
+    def items_table(self):
+        """``rank, item, mu, sigma2, sd``, best first (the ``items.csv`` of every method)."""
+        import pandas as pd
+
+        m = self._marg()
+        df = pd.DataFrame({"item": list(m.items), "mu": m.mu, "sigma2": m.sigma2,
+                           "sd": np.sqrt(m.sigma2)})
+        df = df.sort_values("mu", ascending=False, kind="stable").reset_index(drop=True)
+        df.insert(0, "rank", np.arange(1, len(df) + 1))
+        return df
+
+    # ---------------------------------------------------------------- constructors
+    @classmethod
+    def from_marginals(cls, model: str, method: str, *, items, mu, sigma2, workers=(),
+                       alpha=None, diagnostics=None, options=None, seconds=math.nan,
+                       algorithm: str = "", draws=None, native=None) -> Posterior:
+        """A closed-form approximation; ``draws`` (optional ``{"lambda": (C, S, L), ...}``)
+        adds draws the method made itself (the bootstrap's refits)."""
+        fam = worker_family(model) if alpha is not None else None
+        marg = Marginals(items, mu, sigma2, workers, alpha, fam)
+        tree = None if draws is None else draws_tree(model, method, draws, marg.items,
+                                                     marg.workers)
+        return cls(model, method, tree, marg, dict(diagnostics or {}), float(seconds),
+                   dict(options or {}), algorithm or method, native)
+
+    @classmethod
+    def from_draws(cls, model: str, method: str, *, draws: dict, items, workers=(),
+                   diagnostics=None, options=None, seconds=math.nan, algorithm: str = "",
+                   native=None) -> Posterior:
+        """A draw-only method: ``draws = {"lambda": (C, S, L), "eta": (C, S, W) or
+        (C, S, W, K)}``; marginals are moment-matched (module docstring)."""
+        tree = draws_tree(model, method, draws, items, workers)
+        return cls(model, method, tree, moment_marginals(tree, model),
+                   dict(diagnostics or {}), float(seconds), dict(options or {}),
+                   algorithm or method, native)
+
+    @classmethod
+    def from_tree(cls, tree, *, model: str | None = None, method: str | None = None,
+                  gate: Gate | None = None, seconds: float = math.nan, native=None
+                  ) -> Posterior:
+        """A tree in the NUTS layout (a sampler's, or one read from ``posterior.nc``). The
+        gate: ``gate``, else the one ``write_nuts`` stored in the attributes, else computed
+        (:func:`crowdrank.inference.gate.check`) when the tree has ``sample_stats``."""
+        attrs = dict(tree.attrs)
+        model = model or attrs.get("model")
+        if not model:
+            raise DataError("the posterior names no model (attribute 'model')", "posterior.nc")
+        method = method or str(attrs.get("method", "nuts"))
+        diag = {}
+        if gate is None and "gate_trusted" in attrs:
+            gate = Gate.from_attrs(attrs)
+        if gate is None and "sample_stats" in tree.children:
+            from crowdrank.inference.gate import check
+            gate = check(tree)
+        if gate is not None:
+            diag["gate"] = gate
+        opts = {k: _plain(v) for k, v in attrs.items() if not str(k).startswith("gate_")}
+        return cls(str(model), method, tree, None, diag, float(seconds), opts,
+                   str(attrs.get("sampler", method)), native)
+
+
+# ====================================================================== draws
+def draws_tree(model: str, method: str, draws: dict, items, workers=()):
+    """``{"lambda": (C, S, L), "eta": ...}`` as a DataTree in the NUTS layout (attributes
+    ``model``, ``method``)."""
+    from arviz_base import from_dict
+
+    items = [str(i) for i in items]
+    workers = [str(w) for w in workers]
+    unknown = set(draws) - {"lambda", "eta"}
+    if unknown or "lambda" not in draws:
+        raise ValueError(f"draws hold 'lambda' and optionally 'eta'; got {sorted(draws)}")
+    lam = np.asarray(draws["lambda"], float)
+    if lam.ndim != 3 or lam.shape[2] != len(items):
+        raise ValueError(f"lambda draws must be (chain, draw, {len(items)}); got {lam.shape}")
+    data, dims, coords = {"lambda": lam}, {"lambda": ["item"]}, {"item": items}
+    if "eta" in draws and draws["eta"] is not None:
+        eta = np.asarray(draws["eta"], float)
+        if eta.shape[:3] != lam.shape[:2] + (len(workers),) or eta.ndim not in (3, 4):
+            raise ValueError(f"eta draws must be (chain, draw, {len(workers)}[, K]); got "
+                             f"{eta.shape}")
+        data["eta"] = eta
+        dims["eta"] = ["worker"] + (["stage"] if eta.ndim == 4 else [])
+        coords["worker"] = workers
+        if eta.ndim == 4:
+            coords["stage"] = list(range(1, eta.shape[3] + 1))
+    tree = from_dict({"posterior": data}, coords=coords, dims=dims)
+    tree.attrs.update({"model": model, "method": method})
+    return tree
+
+
+def marginal_draws(post: Posterior, draws: int = 1000, seed: int = 0, chains: int = 1):
+    """Seeded draws from a posterior's marginals (independent factors), in the NUTS layout
+    (:func:`crowdrank.inference.online.export.to_datatree`, which draws for every method)."""
+    from crowdrank.inference.online.export import to_datatree
+
+    tree = to_datatree(_MarginalView(post), draws=draws, seed=seed, chains=chains)
+    tree.attrs["method"] = post.method
+    return tree
+
+
+class _MarginalView:
+    """What :func:`~crowdrank.inference.online.export.to_datatree` reads of a posterior."""
+
+    def __init__(self, post: Posterior):
+        m = post._marg()
+        self.model, self.algorithm, self.options = post.model, post.algorithm, post.options
+        self.items, self.mu, self.sigma2 = m.items, m.mu, m.sigma2
+        self.workers, self.alpha = m.workers, m.alpha
+
+
+def moment_marginals(tree, model: str) -> Marginals:
+    """Marginals moment-matched to the draws of ``tree`` (module docstring): Gaussian ``λ``;
+    Beta ``η`` ``(a, b) = m·s, (1 − m)·s`` with ``s = m(1 − m)/v − 1``; Dirichlet rows
+    ``α = m·s`` with ``s`` the geometric mean over stages of the same estimate."""
+    post = tree["posterior"]
+    lam = np.asarray(post["lambda"].transpose("chain", "draw", "item").values, float)
+    flat = lam.reshape(-1, lam.shape[-1])
+    items = [str(v) for v in post["item"].values]
+    workers, alpha, fam = (), None, None
+    if "eta" in post:
+        fam = "dirichlet" if "stage" in post["eta"].dims else "beta"
+        dims = ("chain", "draw", "worker") + (("stage",) if fam == "dirichlet" else ())
+        e = np.asarray(post["eta"].transpose(*dims).values, float)
+        e = e.reshape((-1,) + e.shape[2:])
+        m, v = e.mean(axis=0), e.var(axis=0, ddof=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = m * (1 - m) / v - 1.0
+        s = np.where(np.isfinite(s) & (s > 0), s, np.nan)
+        if fam == "beta":
+            alpha = np.stack([m * s, (1 - m) * s], axis=1)
+        else:
+            conc = np.exp(np.nanmean(np.log(s), axis=1, keepdims=True))
+            alpha = m * conc
+        workers = tuple(str(v) for v in post["worker"].values)
+    return Marginals(items, flat.mean(axis=0), flat.var(axis=0, ddof=1), workers, alpha,
+                     fam, moment_matched=True)
+
+
+# ====================================================================== adapters
+def from_nuts(result, method: str = "nuts") -> Posterior:
+    """A :class:`~crowdrank.inference.nuts.NutsResult` (its DataTree, gate, timings)."""
+    t = dict(result.timings or {})
+    post = Posterior.from_tree(result.idata, method=method, gate=result.gate,
+                               seconds=float(t.get("total", math.nan)), native=result)
+    post.diagnostics["timings"] = t
+    if getattr(result, "adaptation", None) is not None:
+        post.diagnostics["adaptation"] = result.adaptation
+    return post
+
+
+def _online_method(algorithm: str) -> str:
+    if algorithm.startswith("ep-"):
+        return "ep"
+    return "trueskill" if algorithm == "trueskill" else "online"
+
+
+def from_online(post, method: str | None = None) -> Posterior:
+    """An :class:`~crowdrank.inference.online.OnlinePosterior` (one-pass update, EP,
+    TrueSkill): Gaussian ``λ``, Dirichlet/Beta ``η``; ``clamped`` and EP's pass log are
+    diagnostics."""
+    opts = dict(post.options or {})
+    diag = {"clamped": dict(post.clamped or {}), "n_rankings": int(post.n_rankings)}
+    if "ep" in opts:
+        diag["ep"] = opts["ep"]
+    alpha = None if post.alpha is None or not len(post.workers) else post.alpha
+    return Posterior.from_marginals(
+        post.model, method or _online_method(post.algorithm), items=post.items, mu=post.mu,
+        sigma2=post.sigma2, workers=post.workers if alpha is not None else (), alpha=alpha,
+        diagnostics=diag, options=opts, seconds=float(post.seconds),
+        algorithm=post.algorithm, native=post)
+
+
+def from_batch(fit) -> Posterior:
+    """A :class:`~crowdrank.inference.batch.api.BatchFit` (MAP/ML with Laplace's intervals,
+    or the bootstrap's: the estimate and the refits' variance, the refits as draws)."""
+    method = "bootstrap" if fit.algorithm == "bootstrap" else "laplace"
+    diag = {"converged": bool(fit.converged), "iterations": int(fit.iterations),
+            "grad_norm": float(fit.grad_norm), "objective": float(fit.objective),
+            "stop_reason": fit.reason}
+    draws = None if fit.draws is None else {"lambda": np.asarray(fit.draws, float)[None]}
+    return Posterior.from_marginals(
+        fit.model, method, items=fit.items, mu=fit.mu, sigma2=fit.sigma2, diagnostics=diag,
+        options={"estimate": fit.method, "solver": fit.solver, "tol": fit.tol,
+                 "prior": fit.prior, **fit.extra},
+        seconds=float(fit.seconds), algorithm=f"{fit.method}-{fit.algorithm}", draws=draws,
+        native=fit)
+
+
+def from_em(fit) -> Posterior:
+    """A :class:`~crowdrank.inference.batch.crowdbt_em.EMFit` (CrowdBT's MAP by EM: Laplace
+    ``λ``, the Beta of each worker's responsibilities)."""
+    return Posterior.from_marginals(
+        fit.model, "em", items=fit.items, mu=fit.mu, sigma2=fit.sigma2, workers=fit.workers,
+        alpha=fit.alpha, diagnostics={"converged": bool(fit.converged),
+                                      "iterations": int(fit.iterations),
+                                      "grad_norm": float(fit.grad_norm),
+                                      "objective": float(fit.objective)},
+        options={"tol": fit.tol, "prior": fit.prior}, seconds=float(fit.seconds),
+        algorithm=fit.algorithm, native=fit)
+
+
+def as_posterior(obj) -> Posterior:
+    """Any method's result as a :class:`Posterior` (a Posterior is returned as it is)."""
+    if isinstance(obj, Posterior):
+        return obj
+    kind = type(obj).__name__
+    if kind == "NutsResult":
+        return from_nuts(obj)
+    if kind == "OnlinePosterior":
+        return from_online(obj)
+    if kind == "BatchFit":
+        return from_batch(obj)
+    if kind == "EMFit":
+        return from_em(obj)
+    if kind == "DataTree":
+        return Posterior.from_tree(obj)
+    raise TypeError(f"cannot read a {kind} as a posterior: expected a Posterior, NutsResult, "
+                    "OnlinePosterior, BatchFit, EMFit or DataTree")
+
+
+# ====================================================================== files
+def _plain(v):
+    """A JSON-able value (NumPy scalars and arrays as Python)."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, Gate):
+        return v.to_dict()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v if isinstance(v, str | int | float | bool | type(None)) else str(v)
+
+
+def to_json_dict(post: Posterior) -> dict:
+    """``posterior.json``: the online state's schema plus ``method``, ``diagnostics``."""
+    m = post._marg()
+    d = {"model": post.model, "method": post.method, "algorithm": post.algorithm,
+         "options": _plain(post.options), "seconds": _plain(float(post.seconds)),
+         "diagnostics": _plain(post.diagnostics),
+         "marginals": "moment-matched" if m.moment_matched else "closed-form",
+         "items": {i: {"mu": float(a), "sigma2": float(b)}
+                   for i, a, b in zip(m.items, m.mu, m.sigma2)}}
+    if m.alpha is not None:
+        d["workers"] = {w: {"alpha": [float(x) for x in row]}
+                        for w, row in zip(m.workers, m.alpha)}
+    return d
+
+
+def write_posterior(post: Posterior, out) -> dict[str, str]:
+    """Write ``post`` into the folder ``out``; returns ``{"posterior": path, ...}``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    kind = type(post.native).__name__
+    if kind == "NutsResult":
+        from crowdrank.inference.nuts import write_nuts
+        return write_nuts(post.native, out)
+    if kind == "OnlinePosterior":
+        post.native.to_json(out / "posterior.json")
+        return {"posterior": str(out / "posterior.json")}
+    paths = {}
+    if post.tree is not None:
+        tree = post.tree.copy()
+        gate = post.gate
+        if gate is not None:
+            tree.attrs.update(gate.to_attrs())
+        tree.to_netcdf(out / "posterior.nc", engine="h5netcdf")
+        paths["draws"] = str(out / "posterior.nc")
+    (out / "posterior.json").write_text(json.dumps(to_json_dict(post), indent=1))
+    paths["posterior"] = str(out / "posterior.json")
+    return paths
+
+
+def read_posterior(path) -> Posterior:
+    """Read what :func:`write_posterior` (or ``write_nuts``, or an online fit) wrote: a
+    folder, its ``posterior.json`` or its ``posterior.nc``."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    js = path if path.suffix == ".json" else folder / "posterior.json"
+    nc = path if path.suffix == ".nc" else folder / "posterior.nc"
+    if path.suffix == ".nc" or (path.is_dir() and not js.exists()):
+        if not nc.exists():
+            raise FileNotFoundError(f"{path}: no posterior.json or posterior.nc here")
+        return Posterior.from_tree(_open_tree(nc))
+    if not js.exists():
+        raise FileNotFoundError(f"{js}: no such posterior")
+    try:
+        d = json.loads(js.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataError(f"not valid JSON: {exc.msg}", str(js), exc.lineno) from None
+    if not isinstance(d, dict) or "items" not in d or "model" not in d:
+        raise DataError("not a posterior: no 'model' or 'items'", str(js))
+    if d.get("method", "online") == "online" and "marginals" not in d:
+        from crowdrank.inference.online import OnlinePosterior
+        return from_online(OnlinePosterior.from_json(js))
+    return _from_json_dict(d, js, nc if nc.exists() else None)
+
+
+def _open_tree(nc: Path):
+    import xarray as xr
+
+    return xr.open_datatree(nc, engine="h5netcdf").load()
+
+
+def _from_json_dict(d: dict, js: Path, nc: Path | None) -> Posterior:
+    try:
+        items = list(d["items"])
+        mu = [float(d["items"][i]["mu"]) for i in items]
+        s2 = [float(d["items"][i]["sigma2"]) for i in items]
+        wk = d.get("workers") or {}
+        workers = list(wk)
+        alpha = np.array([[float(x) for x in wk[w]["alpha"]] for w in workers]) if wk else None
+    except (KeyError, TypeError, ValueError):
+        raise DataError("every item needs numeric 'mu' and 'sigma2', every worker an "
+                        "'alpha' list", str(js)) from None
+    diag = dict(d.get("diagnostics") or {})
+    if isinstance(diag.get("gate"), dict):
+        diag["gate"] = Gate.from_dict(diag["gate"])
+    marg = Marginals(items, mu, s2, workers, alpha,
+                     worker_family(d["model"]) if alpha is not None else None,
+                     moment_matched=d.get("marginals") == "moment-matched")
+    return Posterior(str(d["model"]), str(d.get("method", "")),
+                     _open_tree(nc) if nc is not None else None, marg, diag,
+                     float(d.get("seconds") or math.nan), dict(d.get("options") or {}),
+                     str(d.get("algorithm", "")))

@@ -6,6 +6,10 @@ PYTHON ?= $(if $(PYENV_PY),$(PYENV_PY),python3.12)
 VENV := .venv
 BIN := $(VENV)/bin
 OUT ?= audit-out
+# the suite on both cores: whole files (or explicit xdist groups) per worker, heaviest
+# first (tests/conftest.py, pytest_collection_modifyitems); JOBS=1 runs one process
+JOBS ?= 2
+XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadgroup --no-loadscope-reorder)
 
 .PHONY: venv test test-fast test-times audit story bench lint clean mutate results
 
@@ -18,10 +22,10 @@ $(BIN)/crowdrank: pyproject.toml
 venv: $(BIN)/crowdrank
 
 test: venv
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST)
 
 test-fast: venv
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow"
 
 # the suite with CPU seconds per test (docs/testing.md, "The suite's time")
 test-times: venv

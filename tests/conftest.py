@@ -80,7 +80,15 @@ def _session_compilation_cache() -> None:
     removed when the run ends: every run starts cold, as on CI, and nothing is shared with
     other runs or with the README commands' subprocesses. Only compiles above
     :data:`CACHE_MIN_COMPILE_S` are written (the many tiny eager ones cost more to store
-    than to redo). ``CROWDRANK_TEST_JAX_CACHE=0`` turns it off."""
+    than to redo). ``CROWDRANK_TEST_JAX_CACHE=0`` turns it off.
+
+    Under pytest-xdist (``make test``: two workers) the controller makes the folder and
+    hands it to its workers through :data:`CACHE_ENV` (they inherit its environment when
+    they start), so a program one worker compiled is loaded by the other. The workers
+    then read and write one folder at once: a size bound (:data:`CACHE_MAX_BYTES`, never
+    reached by one run) turns on JAX's file lock around every read and write, so no
+    worker reads an entry another is still writing. Only the process that made the
+    folder removes it."""
     if os.environ.get("CROWDRANK_TEST_JAX_CACHE", "1") == "0":
         return
     import atexit
@@ -90,14 +98,24 @@ def _session_compilation_cache() -> None:
     import jax
 
     global _CACHE_DIR
-    _CACHE_DIR = tempfile.mkdtemp(prefix="crowdrank-test-xla-")
-    atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
+    shared = os.environ.get(CACHE_ENV) if os.environ.get("PYTEST_XDIST_WORKER") else None
+    if shared:
+        _CACHE_DIR = shared
+    else:
+        _CACHE_DIR = tempfile.mkdtemp(prefix="crowdrank-test-xla-")
+        atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
+        os.environ[CACHE_ENV] = _CACHE_DIR         # for the xdist workers started later
     jax.config.update("jax_compilation_cache_dir", _CACHE_DIR)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_S)
+    jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
 
 
 #: compile time (s) above which a program is written to the run's compilation cache
 CACHE_MIN_COMPILE_S = 0.3
+#: the cache's size bound: set only so that JAX locks the folder (16 GiB, never reached)
+CACHE_MAX_BYTES = 16 << 30
+#: the environment variable through which xdist workers get the controller's cache folder
+CACHE_ENV = "CROWDRANK_TEST_XLA_CACHE_DIR"
 _CACHE_DIR: str | None = None
 
 _session_compilation_cache()
@@ -115,6 +133,7 @@ def worker_compilation_cache(monkeypatch):
     if _CACHE_DIR is not None:
         monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", _CACHE_DIR)
         monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(CACHE_MIN_COMPILE_S))
+        monkeypatch.setenv("JAX_COMPILATION_CACHE_MAX_SIZE", str(CACHE_MAX_BYTES))
 
 
 #: mappings above which a module's end drops the compiled programs (the kernel's default
@@ -144,6 +163,44 @@ def _release_compiled_programs():
 
         sys.modules["jax"].clear_caches()
         gc.collect()
+
+
+#: a slow test's cost in units of a fast test's, to order the xdist work (an estimate: the
+#: fast part of the suite is ~1,200 tests in ~10 CPU-min, ~0.5 s each; a slow one costs
+#: 10-60 s, ~15 on average)
+SLOW_WEIGHT = 30
+
+
+def _group(item) -> str:
+    names = sorted(str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                   for m in item.iter_markers("xdist_group"))
+    return "_".join(names)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup`` (``make test``): every test without an explicit
+    ``xdist_group`` mark joins its file's group, and the groups are handed out heaviest
+    first.
+
+    Why: a file's tests compile the same models and share module-scoped fixtures (an
+    audit, a data set), so a file kept on one worker compiles them once (``--dist load``
+    would split a file over both workers and compile, and build its fixtures, twice).
+    Files that hold several independent long runs (the README commands) mark their tests
+    with groups of their own so that the two workers can share them. Handing the heaviest
+    groups out first (weight: fast tests 1, slow ones :data:`SLOW_WEIGHT`) leaves small
+    ones for the end, so neither worker idles long while the other finishes a long file;
+    xdist's own reordering (by number of tests) must be off (``--no-loadscope-reorder``).
+    The order is computed the same way on every worker, as xdist requires."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    weight: dict[str, int] = {}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(Path(str(item.fspath)).name))
+        g = _group(item)
+        weight[g] = weight.get(g, 0) + (SLOW_WEIGHT if item.get_closest_marker("slow") else 1)
+    items.sort(key=lambda it: -weight[_group(it)])      # stable: file order within a group
 
 
 SHARED_DATASETS = Path(os.environ.get("CROWDRANK_DATASETS", ROOT.parent / "shared" / "datasets"))

@@ -190,13 +190,9 @@ def model_inputs(model: str, data: Rankings, priors: Priors) -> ModelInputs:
     # A fresh origin 0..N-1: the pointwise log-lik is indexed by this data set's rankings,
     # whatever subset history the container carries.
     fresh = dataclasses.replace(data, origin=None)
-    alpha = None
-    if spec.worker_prior == "beta":
-        alpha = spec.worker_priors(priors, data).beta()
-    elif spec.worker_prior == "gamma":
-        alpha = spec.worker_priors(priors, data).gamma_params()
-    elif spec.worker_prior == "dirichlet":
-        alpha = spec.worker_priors(priors, data).alpha[:, : data.K].copy()
+    fam = spec.worker_prior
+    # the family reads its own parameters: Dirichlet α[:, :K], Beta (a, b), Gamma (shape, rate)
+    alpha = None if fam is None else fam.table(spec.worker_priors(priors, data), data.K)
     return ModelInputs(
         model=model, n_items=data.n_items, n_workers=data.n_workers, n_obs=data.n_rankings,
         alpha=None if alpha is None else np.asarray(alpha, float),

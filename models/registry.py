@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .errors import UsageError
+from .families import BETA, DIRICHLET, GAMMA, WorkerFamily, family
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,14 @@ class ModelSpec:
         The name used everywhere (CLI ``--model``, files, reports).
     title : str
         One line for ``--help`` and reports.
-    worker_prior : {"dirichlet", "beta", "gamma", None}
-        ``η_w ~ Dirichlet(α_w)`` over ``K`` entries (COUPLE), ``Beta(a_w, b_w)`` (CrowdBT, read
-        from :meth:`Priors.beta`), ``Gamma(shape, rate)`` (PeerGrader's reliability, read
-        from :meth:`Priors.gamma_params`), or no worker parameter.
+    worker_prior : WorkerFamily or None
+        The worker prior's family (:mod:`crowdrank.models.families`): :data:`DIRICHLET`,
+        ``η_w ~ Dirichlet(α_w)`` over ``K`` entries (COUPLE); :data:`BETA`,
+        ``Beta(a_w, b_w)`` (CrowdBT, read from :meth:`Priors.beta`); :data:`GAMMA`,
+        ``Gamma(shape, rate)`` (PeerGrader's reliability, read from
+        :meth:`Priors.gamma_params`); or ``None``, no worker parameter. A family's name
+        (``"beta"``) is accepted and turned into the object. Layers ask the family for
+        what they need (its sites, draws, marginals, flattening) instead of comparing it.
     pairwise : bool
         k-ary data are fully rank-broken into pairs before fitting (BT, CrowdBT).
     exact_simulator : bool
@@ -86,7 +91,7 @@ class ModelSpec:
 
     name: str
     title: str
-    worker_prior: str | None
+    worker_prior: WorkerFamily | None
     pairwise: bool
     exact_simulator: bool
     online: str | None
@@ -105,6 +110,9 @@ class ModelSpec:
     #: :attr:`normalized`); ``{"sbc_hint": "..."}``: why SBC refuses this model.
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
+    def __post_init__(self):
+        object.__setattr__(self, "worker_prior", family(self.worker_prior))
+
     @property
     def has_eta(self) -> bool:
         return self.worker_prior is not None
@@ -112,7 +120,7 @@ class ModelSpec:
     @property
     def eta_scalar(self) -> bool:
         """One number per worker (Beta accuracy, Gamma reliability), not a row."""
-        return self.worker_prior in ("beta", "gamma")
+        return self.worker_prior is not None and self.worker_prior.scalar
 
     @property
     def normalized(self) -> bool:
@@ -132,11 +140,7 @@ class ModelSpec:
     def prior_K(self, data_K: int) -> int | None:
         """Length of the worker prior this model reads for data with longest ranking
         ``data_K`` (``None``: no worker prior): Beta's 2, or the data's ``K``."""
-        if self.worker_prior in ("beta", "gamma"):
-            return 2
-        if self.worker_prior == "dirichlet":
-            return data_K
-        return None
+        return None if self.worker_prior is None else self.worker_prior.prior_K(data_K)
 
     def worker_priors(self, priors, data):
         """``priors`` checked against ``data`` and cut to this model's length."""
@@ -171,13 +175,13 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               redraw=f"{_SIM}:redraw_pl", numpyro_columns=f"{_NP}:pair_columns",
               pymc_columns=f"{_PM}:pair_columns", pair_loglik=f"{_LL}:pair_bt"),
     ModelSpec("crowdbt", "CrowdBT: Bradley–Terry with a Beta accuracy per worker [Chen13]",
-              "beta", True, True, "crowdbt", True, "crowdbt_loglik",
+              BETA, True, True, "crowdbt", True, "crowdbt_loglik",
               simulate_report=f"{_SIM}:report_stagewise", redraw=f"{_SIM}:redraw_crowdbt",
               numpyro_columns=f"{_NP}:pair_columns", numpyro_draw=f"{_NP}:draw_crowdbt",
               pymc_columns=f"{_PM}:pair_columns", sbc_flatten="crowdrank.validation.sbc:flatten_accuracy",
               pair_loglik=f"{_LL}:pair_crowdbt"),
     ModelSpec("couple", "COUPLE: stagewise Plackett–Luce with a Dirichlet uncertainty vector "
-              "per worker [Pan18, Eq. 3-4]", "dirichlet", False, False, "couple", True,
+              "per worker [Pan18, Eq. 3-4]", DIRICHLET, False, False, "couple", True,
               "couple_loglik", simulate_report=f"{_SIM}:report_stagewise",
               redraw=f"{_SIM}:redraw_couple", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_fast=f"{_NP}:couple_fast", numpyro_draw=f"{_NP}:draw_couple",
@@ -186,14 +190,14 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               extra={"sbc_hint": "stagewise COUPLE has no normalised generative process, so "
                                  "no exact simulator: use couple-normalized"}),
     ModelSpec("couple-normalized", "COUPLE normalised over the k! orderings of each task "
-              "(exact generative process)", "dirichlet", False, True, "couple", False,
+              "(exact generative process)", DIRICHLET, False, True, "couple", False,
               "couple_normalized_loglik", simulate_report=f"{_SIM}:report_normalized",
               redraw=f"{_SIM}:redraw_normalized", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_draw=f"{_NP}:draw_normalized", pymc_columns=f"{_PM}:couple_columns",
               sbc_flatten="crowdrank.validation.sbc:flatten_simplex", pair_loglik=f"{_LL}:pair_couple",
               extra={"normalized": True}),
     ModelSpec("peergrader", "PeerGrader: Plackett–Luce on reliability-scaled scores η_g·λ, "
-              "η_g ~ Gamma [Raman14]", "gamma", False, True, None, False,
+              "η_g ~ Gamma [Raman14]", GAMMA, False, True, None, False,
               "peergrader_loglik", redraw=f"{_SIM}:redraw_peergrader",
               numpyro_columns=f"{_NP}:scaled_columns", numpyro_draw=f"{_NP}:draw_scaled",
               pymc_columns=f"{_PM}:scaled_columns", pair_loglik=f"{_LL}:pair_scaled"),
@@ -228,14 +232,14 @@ def names(**where) -> tuple[str, ...]:
 #: method the audit compares with NUTS) and ``fit_approx`` (its function).
 PAIR_TABLE: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("crowdbt-bias", "CrowdBT with a per-worker bias β_w towards the item shown "
-              "first [Chen13]", "beta", True, True, None, False,
+              "first [Chen13]", BETA, True, True, None, False,
               "crowdrank.models.crowdbt_ext:loglik",
               extra={"data": "pair-table", "simulate": "crowdrank.models.crowdbt_ext:simulate",
                      "numpyro": "crowdrank.models.crowdbt_ext:numpyro_model",
                      "pymc": "crowdrank.models.crowdbt_ext:pymc_model", "approx": "em",
                      "fit_approx": "crowdrank.inference.batch.crowdbt_ext:fit_ext_em"}),
     ModelSpec("crowdbt-domain", "CrowdBT with an accuracy per worker and category ρ_{w,c} "
-              "[Chen13]", "beta", True, True, None, False, "crowdrank.models.crowdbt_ext:loglik",
+              "[Chen13]", BETA, True, True, None, False, "crowdrank.models.crowdbt_ext:loglik",
               extra={"data": "pair-table", "simulate": "crowdrank.models.crowdbt_ext:simulate",
                      "numpyro": "crowdrank.models.crowdbt_ext:numpyro_model",
                      "pymc": "crowdrank.models.crowdbt_ext:pymc_model", "approx": "em",

@@ -293,7 +293,8 @@ def _run_kernel(model, opts, ordr, lengths, wk, seq, start, stop, mu, s2, alpha,
 
 def _grows_with_K(model: str) -> bool:
     """The worker vector is as long as the longest ranking (a Dirichlet prior: COUPLE)."""
-    return get(model).worker_prior == "dirichlet"
+    spec = get(model)
+    return spec.has_eta and not spec.eta_scalar
 
 
 def _raise_strict(data, src, seq, err, p, pairwise):

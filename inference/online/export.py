@@ -27,21 +27,12 @@ def to_datatree(post, draws: int = 1000, seed: int = 0, chains: int = 1):
     dims = {"lambda": ["item"]}
     coords = {"item": list(post.items)}
     family = get(post.model).worker_prior
-    if family == "dirichlet":
-        W, K = post.alpha.shape
-        # Dirichlet via normalised Gammas; tiny α may underflow to 0: keep the simplex exact
-        g = rng.standard_gamma(np.broadcast_to(post.alpha, (chains, draws, W, K)))
-        tot = g.sum(-1, keepdims=True)
-        data["eta"] = np.where(tot > 0, g / np.where(tot > 0, tot, 1.0), 1.0 / K)
-        dims["eta"] = ["worker", "stage"]
+    if family is not None:
+        data["eta"] = family.posterior_draws(rng, post.alpha, (chains, draws))
+        dims["eta"] = list(family.dims)
         coords["worker"] = list(post.workers)
-        coords["stage"] = list(range(1, K + 1))
-    elif family == "beta":
-        W = post.alpha.shape[0]
-        data["eta"] = rng.beta(np.broadcast_to(post.alpha[:, 0], (chains, draws, W)),
-                               np.broadcast_to(post.alpha[:, 1], (chains, draws, W)))
-        dims["eta"] = ["worker"]
-        coords["worker"] = list(post.workers)
+        if "stage" in family.dims:
+            coords["stage"] = list(range(1, post.alpha.shape[1] + 1))
     attrs = {"model": post.model, "method": "online", "algorithm": post.algorithm,
              "seed": int(seed), "mu0": float(post.options.get("mu0", 0.0)),
              "sigma0": float(post.options.get("sigma0", 1.0)),

@@ -115,16 +115,13 @@ class OnlinePosterior:
                 raise DataError(f"no worker prior for {len(missing)} worker(s), e.g. "
                                 f"{missing[:5]}", priors.spec)
             sel = [index[w] for w in wk]
-            rows = priors.alpha[sel]
-            if family == "beta":
-                # beta(), not alpha[:, :2]: gold priors give CrowdBT its own pair counts
-                alpha = priors.beta()[sel]
-            else:
-                K = priors.K if K is None else K
-                if priors.K < K:
-                    raise DataError(f"worker priors have length {priors.K} but COUPLE needs "
-                                    f"K={K}", priors.spec)
-                alpha = rows[:, :K].copy()
+            # the family reads its own table (CrowdBT: beta(), not alpha[:, :2]: gold
+            # priors give CrowdBT its own pair counts), as long as the model needs
+            K = family.prior_K(priors.K if K is None else K)
+            if priors.K < K:
+                raise DataError(f"worker priors have length {priors.K} but {model} needs "
+                                f"K={K}", priors.spec)
+            alpha = family.table(priors, K)[sel]
         opts = {"mu0": float(priors.mu0), "sigma0": float(priors.sigma0),
                 "prior_spec": priors.spec}
         opts.update(options or {})
@@ -166,10 +163,10 @@ class OnlinePosterior:
             if priors.K < K:
                 raise DataError(f"worker priors have length {priors.K}, state needs {K}",
                                 priors.spec)
-            # CrowdBT reads beta(), not alpha[:, :2], as from_priors does (gold priors
-            # give CrowdBT its own pair counts)
-            table = priors.beta() if get(self.model).worker_prior == "beta" else priors.alpha
-            rows = table[[index[w] for w in new_w]][:, :K]
+            # the family's table, as from_priors reads it (CrowdBT: beta(), its own
+            # gold pair counts)
+            table = get(self.model).worker_prior.table(priors, K)
+            rows = table[[index[w] for w in new_w]]
             self.workers.extend(new_w)
             self.alpha = np.concatenate([self.alpha, rows])
         return self

@@ -8,7 +8,7 @@ data set (10 items, 4 workers x 25 tasks, kmax 4, geometric prior), jitted, time
 * normalised COUPLE with the static-reordering, linear-space normaliser (the current
   :func:`crowdrank.models.numpyro_models.couple_log_normalizer`),
 
-one lane and a vmapped batch of lanes (as :mod:`crowdrank.inference.batched` runs them). Writes
+one lane and a vmapped batch of lanes (as :mod:`crowdrank.inference.nuts.batched` runs them). Writes
 ``bench/results/couple_normalizer.json`` with CPU seconds and the load average.
 
     nice -n 10 .venv/bin/python bench/bench_couple_normalizer.py
@@ -55,7 +55,7 @@ def main() -> int:
     jax.config.update("jax_enable_x64", True)
     from numpyro.infer.util import initialize_model
 
-    from crowdrank.inference.batched import _program, pad_layout
+    from crowdrank.inference.nuts.batched import _program, pad_layout
     from crowdrank.models import numpyro_models as npm
     from crowdrank.validation.sbc import SbcConfig, _prepare
 

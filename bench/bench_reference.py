@@ -33,7 +33,7 @@ Writes ``bench/results/reference_<what>.json``::
         [--eta-update gibbs --gibbs-sweeps 2 --gibbs-walk 0]
 
 ``paper --eta-update gibbs``: NUTS on the scores within the exact Gibbs step of the worker
-simplexes (``fit_nuts(eta_update="gibbs")``, :mod:`crowdrank.inference.gibbs`); the record adds the
+simplexes (``fit_nuts(eta_update="gibbs")``, :mod:`crowdrank.inference.nuts.gibbs`); the record adds the
 Gibbs step's cost per iteration (``gibbs_ms``, all its sweeps, one chain) and its share.
 """
 

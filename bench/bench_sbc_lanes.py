@@ -1,5 +1,5 @@
 """Where a vmapped SBC batch spends its time: the slowest-lane cost of
-:func:`crowdrank.inference.batched.fit_nuts_batched`.
+:func:`crowdrank.inference.nuts.batched.fit_nuts_batched`.
 
 A vmapped NUTS iteration runs its tree-building ``while_loop`` until the *longest*
 trajectory among its lanes has finished, so every lane pays for the hardest one. This
@@ -32,7 +32,7 @@ def measure(model: str, replicates: int, batch: int, tune: int, draws: int, chai
             seed: int, extra: dict) -> dict:
     import numpy as np
 
-    from crowdrank.inference.batched import fit_nuts_batched, pad_layout
+    from crowdrank.inference.nuts.batched import fit_nuts_batched, pad_layout
     from crowdrank.validation.sbc import SbcConfig, _prepare
 
     cfg = SbcConfig(model=model, backend="numpyro", sims=max(replicates, 2), seed=seed,

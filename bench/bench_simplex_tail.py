@@ -182,7 +182,7 @@ def sequential_sweep(seeds: int, level_sd) -> dict:
 
 def iid_draws(rng, alpha, repeats: int, n: int) -> np.ndarray:
     """``(repeats·CHAINS, n/CHAINS, K)`` exact Dirichlet draws (log-space Gammas)."""
-    from crowdrank.inference.warmstart import log_dirichlet_draws
+    from crowdrank.inference.nuts.starts import log_dirichlet_draws
 
     x = np.exp(log_dirichlet_draws(rng, np.asarray(alpha)[None], repeats * n))[:, 0, :]
     return x.reshape(repeats * CHAINS, n // CHAINS, len(alpha))

@@ -39,7 +39,7 @@ SPIKE = 1e-3
 
 def worker_tables(tables, w: int):
     """The stages of worker ``w`` only, re-indexed as worker 0 of 1."""
-    from crowdrank.inference.gibbs import StageTables
+    from crowdrank.inference.nuts.gibbs import StageTables
 
     ms, its, wks = [], [], []
     for m, it, wk in zip(tables.m, tables.items, tables.worker):
@@ -58,7 +58,7 @@ def conditional_runner(tables, alpha, beta, iters: int, sweeps: int, walk: int, 
     import jax
     import jax.numpy as jnp
 
-    from crowdrank.inference import gibbs as gb
+    from crowdrank.inference.nuts import gibbs as gb
 
     @jax.jit
     def run(key, log_g0, lam):
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     import jax
     import jax.numpy as jnp
 
-    from crowdrank.inference import gibbs as gb
+    from crowdrank.inference.nuts import gibbs as gb
     from crowdrank.inference.nuts import gibbs_jump_proposal, gibbs_mode_center
     from crowdrank.inference.online import fit_online
     from crowdrank.models.model_inputs import model_inputs

@@ -10,7 +10,7 @@ routes:
   ``init_nuts`` (which compiles the log density and gradient), step assignment, trace set-up
   (compiles the deterministics), the NUTS loop, conversion to InferenceData, the DataTree
   and the gate;
-* ``reused_compile`` (the default): :mod:`crowdrank.inference.pymc_reuse` — the model compiled once
+* ``reused_compile`` (the default): :mod:`crowdrank.inference.nuts.pymc_reuse` — the model compiled once
   per process, then per replicate only the data load, PyMC's NUTS loop, the deterministics
   and the gate.
 
@@ -101,7 +101,7 @@ def profile_route(route: str, warm: int, reps: int, seed: int) -> dict:
         patches.append((mod, name, orig))
 
     if reuse:
-        import crowdrank.inference.pymc_reuse as pr
+        import crowdrank.inference.nuts.pymc_reuse as pr
         patch(pr.ReusedNuts, "__init__", "compile (once per process)")
         patch(pr.ReusedNuts, "_starts", "starts (jitter, finite check)")
         patch(pr.ReusedNuts, "_deterministics", "deterministics (lambda, eta)")
@@ -138,7 +138,7 @@ def profile_route(route: str, warm: int, reps: int, seed: int) -> dict:
             prep = sbc._prepare(spec)
             inputs = model_inputs("couple-normalized", prep["data"], prep["priors"])
             if reuse:
-                from crowdrank.inference.pymc_reuse import reused_nuts
+                from crowdrank.inference.nuts.pymc_reuse import reused_nuts
                 s, _ = reused_nuts(inputs)
                 s.data.set(inputs)
                 f = s.func
@@ -197,7 +197,7 @@ def linker_modes(seed: int, reps: int = 2000, rounds: int = 3) -> dict:
     import numpy as np
     from pytensor.compile.mode import Mode
 
-    from crowdrank.inference.pymc_reuse import ReusedNuts
+    from crowdrank.inference.nuts.pymc_reuse import ReusedNuts
     from crowdrank.models import pymc_models as pmm
     from crowdrank.models.model_inputs import model_inputs
     from crowdrank.validation import sbc

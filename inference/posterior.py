@@ -76,7 +76,8 @@ def worker_family(model: str) -> str | None:
     """``"dirichlet"``, ``"beta"`` (marginals exist), ``"gamma"`` or ``None`` for ``model``."""
     from crowdrank.models.registry import get
 
-    return get(model).worker_prior
+    fam = get(model).worker_prior
+    return None if fam is None else str(getattr(fam, "name", fam))
 
 
 @dataclass

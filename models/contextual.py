@@ -8,7 +8,7 @@ comparison ``s`` of ``f_s`` (shown first) and ``t_s`` carries covariates ``x_s �
 
 with ``λ_i ~ N(μ0, σ0²)`` and every ``γ_ik ~ N(0, τ²)``. The MAP (with Laplace's
 covariance) is :func:`crowdrank.inference.batch.contextual.fit_contextual`; NUTS runs these programs
-through :mod:`crowdrank.inference.pair_nuts`.
+through :mod:`crowdrank.inference.nuts.pair_nuts`.
 
 Covariates (:func:`encode_covariates`) are named columns of the pairwise CSV
 (:mod:`crowdrank.models.pair_table`). A column is **numeric** when every cell parses as a finite

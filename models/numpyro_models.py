@@ -22,7 +22,7 @@ always ``λ_r ~ Normal(mu0, sigma0²)`` iid and ``η_w ~ Dirichlet(α_w)`` (COUP
   clips the simplex and inflates ``E[η_t]`` several-fold without a divergence.
   ``simplex="gibbs"`` (COUPLE): one site ``eta_log_g`` = ``log g``, ``g_t ~ Gamma(α_t)``
   (:class:`LogGamma`), that NUTS never moves: the exact Gibbs step of
-  :mod:`crowdrank.inference.gibbs` does (``fit_nuts(eta_update="gibbs")``).
+  :mod:`crowdrank.inference.nuts.gibbs` does (``fit_nuts(eta_update="gibbs")``).
 * ``level="centered"``: ``λ = m·1 + λ_c`` with ``m ~ Normal(mu0, sigma0²/L)`` (site
   ``lambda_mean``) and ``λ_c ~ ZeroSumNormal(sigma0)`` (site ``lambda_c``), the same prior
   as iid ``Normal(mu0, sigma0²)``; the likelihood sees only ``λ_c``, so the narrow ridge
@@ -388,7 +388,7 @@ def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered
     simplex : {"gamma", "dirichlet", "gibbs"}
         How ``η_w`` is sampled (module docstring); the model is the same. ``"gibbs"``
         (COUPLE): one site ``eta_log_g`` (:class:`LogGamma`), moved only by the exact
-        Gibbs step of :mod:`crowdrank.inference.gibbs`, never by NUTS.
+        Gibbs step of :mod:`crowdrank.inference.nuts.gibbs`, never by NUTS.
     level : {"centered", "iid"}
         How ``λ`` is sampled; the model is the same.
     fast : bool

@@ -365,7 +365,7 @@ def build_shared_model(inputs: ModelInputs, *, simplex: str = "gamma",
                        level: str = "centered", boost=None) -> tuple[pm.Model, SharedData]:
     """The model of :func:`build_model` with the observed layout in shared variables, so that
     one compiled log density (and its gradient) serves every data set of the same
-    :func:`layout_key` (SBC's replicates: :mod:`crowdrank.inference.pymc_reuse`).
+    :func:`layout_key` (SBC's replicates: :mod:`crowdrank.inference.nuts.pymc_reuse`).
 
     The free variables, their priors and the likelihood are :func:`build_model`'s; the
     likelihood enters as the ``pm.Potential`` ``rankings`` — the sum of the same column

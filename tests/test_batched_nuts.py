@@ -1,4 +1,4 @@
-"""NUTS on many data sets in one vmapped program (``inference/batched.py``).
+"""NUTS on many data sets in one vmapped program (``inference/nuts/batched.py``).
 
 Oracles: the padded layout's weighted log-likelihood against the NumPy reference
 likelihood of each data set (``models.likelihood.loglik``, written from the formulas); the
@@ -41,7 +41,7 @@ def test_padded_total_equals_reference_likelihood(model, kmax):
     import jax
     import jax.numpy as jnp
 
-    from crowdrank.inference.batched import pad_layout
+    from crowdrank.inference.nuts.batched import pad_layout
     from crowdrank.models import numpyro_models as npm
 
     sets = _sets(model, 3, 1, kmax)
@@ -71,7 +71,7 @@ def test_padded_total_equals_reference_likelihood(model, kmax):
 
 
 def test_pad_layout_refuses_counts_below_the_data():
-    from crowdrank.inference.batched import pad_layout
+    from crowdrank.inference.nuts.batched import pad_layout
 
     sets = _sets("pl", 2, 3, 3)
     with pytest.raises(ValueError, match="smaller"):
@@ -90,7 +90,7 @@ def _quadrature_bt(n12, n21, sigma0=1.0):
 
 @pytest.mark.slow
 def test_batched_posterior_matches_quadrature_and_lanes_are_independent():
-    from crowdrank.inference.batched import fit_nuts_batched
+    from crowdrank.inference.nuts.batched import fit_nuts_batched
 
     def data(n12, n21):
         return Rankings.from_lists([["a", "b"]] * n12 + [["b", "a"]] * n21,
@@ -130,7 +130,7 @@ def test_lane_groups_give_the_same_draws_and_count_the_steps():
     Both runs cap the warm-up trees at depth 2 (``warmup_max_tree_depth``): NumPyro's
     depth-``d`` tree has at most ``2^d − 1`` leapfrog steps, so no warm-up iteration takes
     more than 3, while sampling, with the usual cap, has longer trees."""
-    from crowdrank.inference.batched import fit_nuts_batched
+    from crowdrank.inference.nuts.batched import fit_nuts_batched
 
     sets = _sets("crowdbt", 3, 5, 2)
     pri = _priors("crowdbt", sets[0])

@@ -24,7 +24,7 @@ from crowdrank.validation.reference import simplex_prior_check
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
-from crowdrank.inference import gibbs as G  # noqa: E402
+from crowdrank.inference.nuts import gibbs as G  # noqa: E402
 
 ALPHA4 = 10 * 6.0 ** -np.arange(1, 5)            # the paper's geometric prior, α_4 ≈ 0.0077
 

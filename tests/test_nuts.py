@@ -291,7 +291,7 @@ def test_auxiliary_conditionals_are_exact():
     e ~ Exp(1) — checked by a Kolmogorov–Smirnov test on 4,000 draws, for tiny α too."""
     from scipy import stats
 
-    from crowdrank.inference.warmstart import augment, log_dirichlet_draws
+    from crowdrank.inference.nuts.starts import augment, log_dirichlet_draws
 
     alpha = np.array([[1.67, 0.278, 0.0463, 0.0077]])
     rng = np.random.default_rng(3)

@@ -129,7 +129,7 @@ def test_shifted_copy_fails_the_agreement_check():
 
 # ---------------------------------------------------------------- per-worker level, refined η
 def test_worker_level_sd_is_the_dirichlet_sd_of_log_eta():
-    from crowdrank.inference.warmstart import log_dirichlet_draws, worker_level_sd
+    from crowdrank.inference.nuts.starts import log_dirichlet_draws, worker_level_sd
     from crowdrank.models.model_inputs import LEVEL_SD
 
     alpha = np.array([[900.0, 400.0, 0.05, 0.01],      # two pinned entries
@@ -166,7 +166,7 @@ def _refine_by_loops(inputs, lam, a0, iters):
 
 
 def test_refine_worker_alpha_matches_a_loop_em():
-    from crowdrank.inference.warmstart import refine_worker_alpha
+    from crowdrank.inference.nuts.starts import refine_worker_alpha
 
     d, pr = _tiny()
     inputs = model_inputs("couple", d, pr)

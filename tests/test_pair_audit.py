@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from scipy.special import log_expit, logsumexp
 
-from crowdrank.inference.pair_nuts import PairNuts
+from crowdrank.inference.nuts.pair_nuts import PairNuts
 from crowdrank.models import contextual as cx
 from crowdrank.models import crowdbt_ext as m
 from crowdrank.models.likelihood import pair_bt, pair_crowdbt
@@ -62,7 +62,7 @@ def _draws(fit, rng, n):
 
 
 def _nuts(draws, backend="numpyro"):
-    from crowdrank.inference.pair_nuts import _summarise
+    from crowdrank.inference.nuts.pair_nuts import _summarise
     return PairNuts(draws, _summarise(draws), backend, 0.0)
 
 
@@ -346,7 +346,7 @@ def test_numpyro_inits_map_each_chain_through_its_sites_bijection():
     jax.config.update("jax_enable_x64", True)
     from scipy.special import logit
 
-    from crowdrank.inference.pair_nuts import _numpyro_inits
+    from crowdrank.inference.nuts.pair_nuts import _numpyro_inits
 
     _, st, _, fit = _ext("crowdbt-bias")
     rng = np.random.default_rng(0)

@@ -19,7 +19,7 @@ ALPHA = 10 * 6.0 ** -np.arange(1, 5)
 
 
 def _iid(rng, alpha, chains=2, draws=1000):
-    from crowdrank.inference.warmstart import log_dirichlet_draws
+    from crowdrank.inference.nuts.starts import log_dirichlet_draws
 
     x = np.exp(log_dirichlet_draws(rng, np.asarray(alpha)[None], chains * draws))[:, 0, :]
     return x.reshape(chains, draws, len(alpha))
@@ -127,7 +127,7 @@ def test_tail_visits_counts_and_effective_number():
 
     rng = np.random.default_rng(5)
     alpha = np.stack([ALPHA, ALPHA[::-1]])                          # (W=2, K=4)
-    from crowdrank.inference.warmstart import log_dirichlet_draws
+    from crowdrank.inference.nuts.starts import log_dirichlet_draws
 
     eta = np.exp(log_dirichlet_draws(rng, alpha, 4000)).reshape(2, 2000, 2, 4)
     res = tail_visits(eta, alpha)

@@ -1,4 +1,4 @@
-"""One compiled PyMC model for many SBC replicates (inference/pymc_reuse.py,
+"""One compiled PyMC model for many SBC replicates (inference/nuts/pymc_reuse.py,
 models.pymc_models.build_shared_model).
 
 The re-used graph must be the *same model* as a fresh :func:`build_model` for whatever data
@@ -126,7 +126,7 @@ def test_reused_sampler_reproduces_a_fresh_one_exactly(couple_sets):
     """Fit A then B on one compiled model; a newly compiled model fitting B with the same
     seed gives the very same draws (nothing of A's data or adaptation survives), and
     fitting A again reproduces the first fit of A."""
-    from crowdrank.inference.pymc_reuse import ReusedNuts, clear_cache, reused_nuts
+    from crowdrank.inference.nuts.pymc_reuse import ReusedNuts, clear_cache, reused_nuts
 
     (a, _), (b, _) = couple_sets
     clear_cache()
@@ -189,7 +189,7 @@ def test_reused_route_agrees_with_fit_nuts_within_mcse():
     import arviz_stats as azs
 
     from crowdrank.inference.nuts import fit_nuts
-    from crowdrank.inference.pymc_reuse import ReusedNuts
+    from crowdrank.inference.nuts.pymc_reuse import ReusedNuts
 
     a, pa = _inputs(sim=3)
     post, _, _ = ReusedNuts(a).fit(a, chains=4, tune=200, draws=300, seed=1)

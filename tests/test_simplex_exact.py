@@ -33,7 +33,7 @@ def _eta(result, w=0):
 def test_prior_check_oracle_on_exact_draws():
     """The check itself: exact Dirichlet draws pass, draws with the smallest component
     floored at 1e-6 (a clipping transform) fail, and so do draws shifted towards η_1."""
-    from crowdrank.inference.warmstart import log_dirichlet_draws
+    from crowdrank.inference.nuts.starts import log_dirichlet_draws
 
     alpha = 10 * 6.0 ** -np.arange(1, 5)
     rng = np.random.default_rng(0)

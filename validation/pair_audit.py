@@ -73,7 +73,7 @@ PPC_DRAWS = 400
 def compare(approx: dict, nuts) -> dict:
     """``approx``: name → ``(family, p1, p2)`` or ``(family, p1, p2, site)`` (flattened
     arrays; ``site``: the NUTS site, default the name); ``nuts`` a
-    :class:`crowdrank.inference.pair_nuts.PairNuts`. Returns name → ``{"parameters": {metric:
+    :class:`crowdrank.inference.nuts.pair_nuts.PairNuts`. Returns name → ``{"parameters": {metric:
     list}, "aggregate": {...}}``."""
     out = {}
     for name, spec in approx.items():
@@ -256,7 +256,7 @@ def _aligned(obj):
 
 def run_fit(fit: PairFit):
     """NUTS for one :class:`PairFit` (also the Dask task: it builds the program here)."""
-    from crowdrank.inference.pair_nuts import sample
+    from crowdrank.inference.nuts.pair_nuts import sample
 
     fit = _aligned(fit)
     numpyro_fn, pymc_fn = fit.programs()

@@ -37,9 +37,9 @@ Uniformity tests
 
 Every replicate is one spec of :func:`crowdrank.validation.experiments.run_grid` (cached, resumable,
 run in parallel processes); with NumPyro, batches of replicates (:data:`DEFAULT_BATCH`) are
-fitted in one vmapped program (:mod:`crowdrank.inference.batched`) and the batch is the cached unit;
+fitted in one vmapped program (:mod:`crowdrank.inference.nuts.batched`) and the batch is the cached unit;
 with PyMC, each worker process compiles the model once and loads every replicate's rankings
-into it (:mod:`crowdrank.inference.pymc_reuse`, ``SbcConfig.pymc_reuse``).
+into it (:mod:`crowdrank.inference.nuts.pymc_reuse`, ``SbcConfig.pymc_reuse``).
 Every random choice derives from ``(seed, sim)``.
 """
 
@@ -137,7 +137,7 @@ class SbcConfig:
     lane_groups: int = 1
     warmup_depth: int | None = None
     #: PyMC: compile the model once per worker process and load each replicate's rankings
-    #: into it (:mod:`crowdrank.inference.pymc_reuse`); False builds and compiles a model per
+    #: into it (:mod:`crowdrank.inference.nuts.pymc_reuse`); False builds and compiles a model per
     #: replicate (:func:`crowdrank.inference.nuts.fit_nuts`). Same sampler, same log density.
     pymc_reuse: bool = True
 
@@ -540,13 +540,13 @@ def sbc_job(spec: dict) -> dict:
 
 def _fit_pymc_reused(prep: dict, spec: dict) -> tuple[dict, dict, dict]:
     """PyMC's NUTS on this process's compiled model of the replicate's layout
-    (:func:`crowdrank.inference.pymc_reuse.reused_nuts`; compiled on the first replicate of each layout
+    (:func:`crowdrank.inference.nuts.pymc_reuse.reused_nuts`; compiled on the first replicate of each layout
     only): the posterior draws, the gate (:func:`crowdrank.inference.gate.check`, as
     :func:`crowdrank.inference.nuts.fit_nuts` applies it) and the timings."""
     from arviz_base import from_dict
 
     from crowdrank.inference.gate import check
-    from crowdrank.inference.pymc_reuse import reused_nuts
+    from crowdrank.inference.nuts.pymc_reuse import reused_nuts
     from crowdrank.models.model_inputs import model_inputs
 
     t0 = time.perf_counter()
@@ -578,11 +578,11 @@ def batch_specs(specs: Sequence[dict], size: int) -> list[dict]:
 
 def sbc_batch_job(bspec: dict, lane_groups: int = 1) -> dict:
     """A batch of NumPyro replicates fitted in one vmapped program
-    (:func:`crowdrank.inference.batched.fit_nuts_batched`); each replicate's truth, data, seeds, ranks
+    (:func:`crowdrank.inference.nuts.batched.fit_nuts_batched`); each replicate's truth, data, seeds, ranks
     and online PIT are exactly those of :func:`sbc_job`. ``lane_groups`` regroups the
     batch's lanes by difficulty between chunks (the draws do not change, so it is not part
     of the cache key). Returns ``{"members": [...]}``."""
-    from crowdrank.inference.batched import fit_nuts_batched
+    from crowdrank.inference.nuts.batched import fit_nuts_batched
 
     t0, c0 = time.perf_counter(), time.process_time()
     members = bspec["members"]

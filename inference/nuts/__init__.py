@@ -35,7 +35,7 @@ from crowdrank.models.errors import UsageError
 from crowdrank.models.model_inputs import ModelInputs, model_inputs
 from crowdrank.models.priors import Priors
 
-from .gate import Gate, check
+from ..gate import Gate, check
 
 
 def configure_host_devices(n: int | None = None) -> bool:
@@ -106,14 +106,14 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         ``{"lambda": (L,), "eta": (W, K)}`` (COUPLE) or ``(W,)``/``(W, 2)`` (CrowdBT: the
         accuracy, or Beta ``(a, b)`` from which the mean is taken; a missing ``eta`` starts
         at its prior mean). It is mapped to the sampler's coordinates
-        (:mod:`crowdrank.inference.warmstart`) and each chain starts there plus its own uniform
+        (:mod:`crowdrank.inference.nuts.starts`) and each chain starts there plus its own uniform
         jitter in ``[-init_jitter, init_jitter]`` on the unconstrained scale (NumPyro; PyMC
         applies its usual ``[-1, 1]`` jitter).
     approx : OnlinePosterior, optional
         Warm start from an approximate posterior (e.g. :func:`crowdrank.inference.online.fit_online`
         on the same data and priors): chain ``c`` starts at its own draw of the
         approximation, mapped to the sampler's coordinates through the exact conditionals
-        of the auxiliary variables (:mod:`crowdrank.inference.warmstart`), and, with ``seed_mass``
+        of the auxiliary variables (:mod:`crowdrank.inference.nuts.starts`), and, with ``seed_mass``
         (NumPyro), the initial inverse mass matrix is the variance of 400 such draws on the
         unconstrained scale. Overrides ``init``.
     init_jitter : float
@@ -177,26 +177,26 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         magnitude ``log S`` (exact for any law): ``"fixed"`` sd
         :data:`crowdrank.models.model_inputs.LEVEL_SD` for everyone, ``"approx"`` per worker the sd of
         its pinned ``log η_t`` under the approximation
-        (:func:`crowdrank.inference.warmstart.worker_level_sd`), which removes the stiffest
+        (:func:`crowdrank.inference.nuts.starts.worker_level_sd`), which removes the stiffest
         directions when the data pin ``η`` tightly (hundreds of tasks per worker).
     refine_eta : bool
         COUPLE with ``approx``: replace the approximation's worker concentrations by
         ``α + n_w``, the EM expected offset counts given its item means
-        (:func:`crowdrank.inference.warmstart.refine_worker_alpha`), before they choose the boost
+        (:func:`crowdrank.inference.nuts.starts.refine_worker_alpha`), before they choose the boost
         mask, the starts and the seeded mass — for data where the one-pass update leaves
         small components at their prior. Changes only the sampler's efficiency.
     eta_update : {"nuts", "gibbs"}
         How the worker simplexes move. ``"nuts"`` (default): jointly with ``λ`` in NUTS
         (``simplex``). ``"gibbs"`` (NumPyro, model ``"couple"``): NUTS moves ``λ`` given
         ``η`` and each iteration first runs ``gibbs_sweeps`` sweeps of the exact Gibbs step
-        of ``η`` given ``λ`` (:mod:`crowdrank.inference.gibbs`; ``numpyro.infer.HMCGibbs``): the
+        of ``η`` given ``λ`` (:mod:`crowdrank.inference.nuts.gibbs`; ``numpyro.infer.HMCGibbs``): the
         gradient sees only ``λ``, and a worker whose ``η_t`` has a prior spike beside a data
         mode is moved by exact conditional draws instead of a trajectory. ``simplex``,
         ``worker_level`` and ``adapt`` keep their defaults; ``approx``, ``init``,
         ``max_draws`` and ``refine_eta`` work (the seeded mass is ``λ``'s only);
         ``NutsResult.adaptation`` is None. With ``approx`` each iteration also starts
         with exact Metropolis–Hastings jumps of every worker's row and of each entry
-        (:func:`crowdrank.inference.gibbs.jump`, :func:`crowdrank.inference.gibbs.entry_jump`; proposal
+        (:func:`crowdrank.inference.nuts.gibbs.jump`, :func:`crowdrank.inference.nuts.gibbs.entry_jump`; proposal
         :func:`gibbs_jump_proposal`), which free an entry stuck in its prior spike;
         without ``approx``, no jumps. Measured on the paper-scale proxy: ~13 leapfrogs per
         draw instead of ~110, but ``η`` not better mixed than under joint NUTS
@@ -207,14 +207,14 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
         gathers over the stages, no gradient.
     gibbs_walk : int
         ``eta_update="gibbs"``: random-walk Metropolis steps of each worker's row per
-        iteration after the sweeps (:func:`crowdrank.inference.gibbs.walk`; exact, one likelihood
+        iteration after the sweeps (:func:`crowdrank.inference.nuts.gibbs.walk`; exact, one likelihood
         pass each, no gradient). Default 0.
     gibbs_mode_jump : bool
         ``eta_update="gibbs"`` with ``approx``: each iteration first one independence
         Metropolis–Hastings move of every worker's row from a mixture over which of the
         two smallest-``α`` entries sit in their prior spike, each component a Laplace fit
         (Newton at the approximation's scores, refitted by a few steps at the current
-        ``λ``; :func:`crowdrank.inference.gibbs.mode_jump`; exact whatever the fit). Measured on the
+        ``λ``; :func:`crowdrank.inference.nuts.gibbs.mode_jump`; exact whatever the fit). Measured on the
         paper-scale proxy: η min bulk ESS 18.6 → 74 but not yet trusted, and only with
         ``gibbs_walk`` (docs/design.md, Sect. 5.3a). Default off.
 
@@ -265,7 +265,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
     if approx is not None:
         from crowdrank.models.model_inputs import boost_mask
 
-        from .warmstart import approx_alpha, approx_draws
+        from .starts import approx_alpha, approx_draws
         if refine_eta:
             approx = _refined_approx(inputs, approx, data)
         if gibbs:
@@ -279,7 +279,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, *, backend: str = "nump
             if worker_level == "approx":
                 from crowdrank.models.model_inputs import INFORMED_ALPHA
 
-                from .warmstart import worker_level_sd
+                from .starts import worker_level_sd
                 param["level_sd"] = worker_level_sd(a_post, a_post >= INFORMED_ALPHA)
         lam_d, leta_d = approx_draws(inputs, approx, data.items, data.workers,
                                      max(chains, 400 if seed_mass else chains), rng)
@@ -399,11 +399,11 @@ JUMP_SHRINK = 0.5
 
 
 def gibbs_jump_proposal(inputs: ModelInputs, approx, data: Rankings) -> np.ndarray:
-    """``β = α + JUMP_SHRINK·n̂`` ``(W, K)``: the proposal of :func:`crowdrank.inference.gibbs.jump`,
+    """``β = α + JUMP_SHRINK·n̂`` ``(W, K)``: the proposal of :func:`crowdrank.inference.nuts.gibbs.jump`,
     ``n̂`` the EM expected offset counts at the approximation's item means
-    (:func:`crowdrank.inference.warmstart.refine_worker_alpha`). Fixed before sampling (it depends on
+    (:func:`crowdrank.inference.nuts.starts.refine_worker_alpha`). Fixed before sampling (it depends on
     the data and the approximation only), as an independence proposal must be."""
-    from .warmstart import _positions, refine_worker_alpha
+    from .starts import _positions, refine_worker_alpha
 
     ix = _positions(approx.items, data.items, "item")
     a0 = np.asarray(inputs.alpha, float)
@@ -413,8 +413,8 @@ def gibbs_jump_proposal(inputs: ModelInputs, approx, data: Rankings) -> np.ndarr
 
 def gibbs_mode_center(approx, data: Rankings) -> np.ndarray:
     """The approximation's item means in ``data``'s item order: where
-    :func:`crowdrank.inference.gibbs.mode_fit` fits the mode jump's mixture (fixed before sampling)."""
-    from .warmstart import _positions
+    :func:`crowdrank.inference.nuts.gibbs.mode_fit` fits the mode jump's mixture (fixed before sampling)."""
+    from .starts import _positions
 
     return np.asarray(approx.mu, float)[_positions(approx.items, data.items, "item")]
 
@@ -422,10 +422,10 @@ def gibbs_mode_center(approx, data: Rankings) -> np.ndarray:
 def _gibbs_values(inputs: ModelInputs, lam, log_eta, rng: np.random.Generator,
                   level: str) -> dict:
     """Sampler values of the Gibbs route for ``(λ, log η)`` (any leading batch dims): the
-    item sites as :func:`crowdrank.inference.warmstart.sampler_values`, and ``eta_log_g = log η +
+    item sites as :func:`crowdrank.inference.nuts.starts.sampler_values`, and ``eta_log_g = log η +
     log S`` with ``S ~ Gamma(Σα)`` drawn independently — exact, since ``g/S ~ Dir(α)`` is
     independent of ``S = Σ g ~ Gamma(Σα)``."""
-    from .warmstart import item_values
+    from .starts import item_values
 
     out = item_values(inputs, lam, level)
     log_eta = np.asarray(log_eta, float)
@@ -451,7 +451,7 @@ def gibbs_jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: in
                           jitter: float, level: str) -> dict:
     """:func:`jittered_starts` for the Gibbs route (the jitter on the NUTS block only; the
     worker table's own randomness is its ``S`` draw)."""
-    from .warmstart import point_log_eta
+    from .starts import point_log_eta
 
     rng = np.random.default_rng([int(seed), 0x5EED])
     lam = np.broadcast_to(np.asarray(init["lambda"], float), (chains, inputs.n_items))
@@ -467,10 +467,10 @@ def gibbs_jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: in
 # ---------------------------------------------------------------- init
 def _refined_approx(inputs: ModelInputs, approx, data: Rankings):
     """A shallow copy of ``approx`` whose COUPLE worker concentrations are refined by
-    :func:`crowdrank.inference.warmstart.refine_worker_alpha` at its item means."""
+    :func:`crowdrank.inference.nuts.starts.refine_worker_alpha` at its item means."""
     import copy
 
-    from .warmstart import _positions, refine_worker_alpha
+    from .starts import _positions, refine_worker_alpha
 
     ix = _positions(approx.items, data.items, "item")
     iw = _positions(approx.workers, data.workers, "worker")
@@ -540,7 +540,7 @@ def jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: int,
     """Per-chain NumPyro starting points around ``init``, on the unconstrained scale.
 
     ``init`` (constrained ``λ``, ``η``, as checked by :func:`_check_init`) is mapped to the
-    sampler's coordinates (:func:`crowdrank.inference.warmstart.sampler_values`: each chain draws its
+    sampler's coordinates (:func:`crowdrank.inference.nuts.starts.sampler_values`: each chain draws its
     own auxiliary Gamma variables given ``η``) and to the unconstrained scale through
     NumPyro's own bijections; chain ``c`` then starts at that point plus an independent
     ``Uniform(-jitter, jitter)`` offset on every coordinate, PyMC's ``jitter+adapt_diag``
@@ -554,7 +554,7 @@ def jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: int,
     ``eta`` starts at its prior mean. Returns ``{site: (chains, ...)}``, or the
     unbatched point when ``chains == 1``.
     """
-    from .warmstart import point_log_eta, sampler_values
+    from .starts import point_log_eta, sampler_values
 
     rng = np.random.default_rng([int(seed), 0x5EED])
     lam = np.broadcast_to(np.asarray(init["lambda"], float), (chains, inputs.n_items))
@@ -574,7 +574,7 @@ def numpyro_starts_from_draws(inputs: ModelInputs, lam_draws, log_eta_draws, cha
     """Chain starts (the first ``chains`` draws) and the initial inverse mass matrix (the
     variance of all draws, per unconstrained coordinate, flattened in NumPyro's order:
     sites sorted by name, each raveled) from draws ``(λ, log η)`` of an approximation."""
-    from .warmstart import sampler_values
+    from .starts import sampler_values
 
     vals = sampler_values(inputs, lam_draws, log_eta_draws, rng, **param)
     z = _unconstrain(inputs, vals, param)
@@ -942,7 +942,7 @@ def gradient_timing(inputs: ModelInputs, reps: int = 5, *, z: dict | None = None
 def gibbs_timing(inputs: ModelInputs, sweeps: int = 1, reps: int = 5, *,
                  z: dict | None = None, level: str = "centered",
                  walk_steps: int = 0) -> dict:
-    """Seconds to compile :func:`crowdrank.inference.gibbs.sweeps` and ms per call (``sweeps``
+    """Seconds to compile :func:`crowdrank.inference.nuts.gibbs.sweeps` and ms per call (``sweeps``
     sweeps, one chain) at ``z`` (default: λ = 0 and a prior draw of the worker table): the
     cost the Gibbs route adds to each iteration besides the gradients (with
     ``walk_steps`` random-walk steps after the sweeps; the jump not included)."""
@@ -1050,7 +1050,7 @@ def pymc_initvals(inputs: ModelInputs, draws_z, init_values, chains: int,
     approximation draws ``(λ, log η)`` (the first ``chains`` of them) or from a point
     (auxiliaries drawn per chain); and, from approximation draws, the constrained values of
     all draws (to seed the mass matrix, :func:`_pymc_mass`), else None."""
-    from .warmstart import point_log_eta, sampler_values
+    from .starts import point_log_eta, sampler_values
 
     if draws_z is not None:
         vals = sampler_values(inputs, draws_z[0], draws_z[1], rng, **param)

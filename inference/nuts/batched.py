@@ -62,7 +62,7 @@ from crowdrank.models.model_inputs import ModelInputs, PermGroup, model_inputs
 from crowdrank.models.priors import Priors
 from crowdrank.models.registry import get
 
-from .gate import check
+from ..gate import check
 
 
 @dataclasses.dataclass

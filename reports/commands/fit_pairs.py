@@ -87,7 +87,7 @@ def _nuts_kw(args) -> dict:
 
 
 def _sample(args, numpyro_model, pymc_model):
-    from crowdrank.inference.pair_nuts import sample
+    from crowdrank.inference.nuts.pair_nuts import sample
 
     if args.backend == "numpyro":
         import jax

@@ -1,0 +1,170 @@
+"""The ``fit`` functions of :mod:`crowdrank.inference.methods`' entries.
+
+Each is ``f(data, model, priors, options, *, seed=0, progress=False) -> Posterior``: it
+checks the options a user can get wrong (a :class:`UsageError` naming the option), calls
+the method's own module through its public function, and wraps the result with the
+adapters of :mod:`crowdrank.inference.posterior`. The method's defaults live in its
+options dataclass only; a ``None`` option means "the library's own default" and is not
+passed on.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from crowdrank.models.errors import UsageError
+
+from .posterior import Posterior, from_batch, from_em, from_nuts, from_online, read_posterior
+
+
+def _given(**kw) -> dict:
+    """The keywords whose value is not ``None``."""
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+# ====================================================================== NUTS
+def fit_nuts_method(data, model, priors, options, *, seed=0, progress=False,
+                    **nuts_kw) -> Posterior:
+    """``fit_nuts`` with the entry's options; ``init_from`` (a fit's folder or file, or a
+    posterior) warm-starts every chain at its own draw of it (``fit_nuts(approx=...)``).
+    ``nuts_kw``: further ``fit_nuts`` keywords (the audit's ``chain_method``)."""
+    from crowdrank.inference import nuts
+
+    approx = options.init_from
+    if isinstance(approx, str | Path):
+        approx = read_posterior(approx)
+    result = nuts.fit_nuts(
+        data, model, priors, backend=options.backend, chains=int(options.chains),
+        tune=int(options.tune), draws=int(options.draws),
+        target_accept=float(options.target_accept), seed=int(seed), approx=approx,
+        progress=progress, precision=options.precision, eta_update=options.eta_update,
+        gibbs_sweeps=int(options.gibbs_sweeps), **nuts_kw)
+    return from_nuts(result)
+
+
+# ====================================================================== online, EP
+def update_options(options) -> dict:
+    """The one-pass update's keywords, as ``fit_online`` and ``fit_ep`` take them."""
+    wl = _given(beta=options.wl_beta, kappa=options.wl_kappa, tau=options.wl_tau,
+                gamma=options.wl_gamma)
+    return {"taylor": options.taylor, "score_alpha": options.score_alpha,
+            "strict": bool(options.strict), "kappa": float(options.kappa),
+            "kappa2": float(options.kappa2), "bt_breaking": options.bt_breaking,
+            "wl_params": wl or None}
+
+
+def online_state(options):
+    """The state ``options.state_in`` names (an online ``posterior.json``), or ``None``."""
+    if not options.state_in:
+        return None
+    from crowdrank.inference.online import OnlinePosterior
+    return OnlinePosterior.from_json(options.state_in)
+
+
+def fit_online_method(data, model, priors, options, *, seed=0, progress=False,
+                      order=None) -> Posterior:
+    """One or more passes of the online update, in memory (``order`` overrides
+    ``options.order``: the audit's permutations)."""
+    from crowdrank.inference.online import fit_online
+
+    if int(options.passes) < 1:
+        raise UsageError("passes must be >= 1")
+    post = fit_online(data, model, priors, order=order or options.order, seed=int(seed),
+                      passes=int(options.passes), state=online_state(options),
+                      progress=progress, **update_options(options))
+    return from_online(post, "online")
+
+
+def fit_ep_method(data, model, priors, options, *, seed=0, progress=False, order=None,
+                  callback=None) -> Posterior:
+    """EP over the one-pass update (``callback(entry)`` after every pass)."""
+    from crowdrank.inference.online.ep import fit_ep
+
+    post = fit_ep(data, model, priors, passes=int(options.passes),
+                  damping=float(options.damping), tol=float(options.ep_tol),
+                  order=order or options.order, seed=int(seed), progress=progress,
+                  callback=callback, **update_options(options))
+    return from_online(post, "ep")
+
+
+# ====================================================================== batch
+def _processes(options) -> int:
+    p = options.processes if options.processes is not None else min(2, os.cpu_count() or 1)
+    if p < 1:
+        raise UsageError("--processes must be >= 1")
+    return int(p)
+
+
+def _point(data, model, priors, options, estimate, intervals, seed, progress) -> Posterior:
+    from crowdrank.inference.batch.api import fit_with_intervals
+
+    if options.tol is not None and options.tol <= 0:
+        raise UsageError("--tol must be > 0")
+    kw = {}
+    if intervals == "bootstrap":
+        if options.bootstrap < 2:
+            raise UsageError(f"--bootstrap needs at least 2 resamples, got "
+                             f"{options.bootstrap}")
+        if not 0 < options.interval_prob < 1:
+            raise UsageError(f"--interval-prob must be in (0, 1), got "
+                             f"{options.interval_prob}")
+        kw = {"resamples": int(options.bootstrap), "prob": float(options.interval_prob),
+              "processes": _processes(options)}
+    fit = fit_with_intervals(data, model, priors, intervals=intervals, method=estimate,
+                             solver=options.solver, seed=int(seed), progress=progress,
+                             max_iter=options.max_iter, **kw, **_given(tol=options.tol))
+    return from_batch(fit)
+
+
+def fit_map(data, model, priors, options, *, seed=0, progress=False) -> Posterior:
+    """MAP of BT/PL with ``options.intervals``; CrowdBT's MAP by EM (Laplace only)."""
+    if model == "crowdbt":
+        if options.intervals != "laplace":
+            raise UsageError("CrowdBT by EM reports Laplace intervals only (no bootstrap "
+                             "yet)")
+        return _em(data, priors, options)
+    return _point(data, model, priors, options, "map", options.intervals, seed, progress)
+
+
+def fit_ml(data, model, priors, options, *, seed=0, progress=False) -> Posterior:
+    """Maximum likelihood (``Σ λ = 0``) of BT/PL with ``options.intervals``."""
+    return _point(data, model, priors, options, "ml", options.intervals, seed, progress)
+
+
+def fit_laplace(data, model, priors, options, *, seed=0, progress=False) -> Posterior:
+    """MAP of BT/PL with Laplace's intervals."""
+    return _point(data, model, priors, options, "map", "laplace", seed, progress)
+
+
+def fit_bootstrap(data, model, priors, options, *, seed=0, progress=False) -> Posterior:
+    """MAP of BT/PL with the bootstrap's intervals (its refits kept as draws)."""
+    return _point(data, model, priors, options, "map", "bootstrap", seed, progress)
+
+
+def _em(data, priors, options) -> Posterior:
+    from crowdrank.inference.batch.crowdbt_em import fit_crowdbt_em
+
+    if options.tol is not None and options.tol <= 0:
+        raise UsageError("--tol must be > 0")
+    return from_em(fit_crowdbt_em(data, priors, **_given(tol=options.tol,
+                                                         max_iter=options.max_iter)))
+
+
+def fit_em(data, model, priors, options, *, seed=0, progress=False) -> Posterior:
+    """CrowdBT's MAP by EM (deterministic: ``seed`` is unused)."""
+    return _em(data, priors, options)
+
+
+def fit_trueskill(data, model, priors, options, *, seed=0, progress=False) -> Posterior:
+    """TrueSkill over the rank-broken pairs, in file order (deterministic)."""
+    from crowdrank.inference.online.trueskill import fit_trueskill as ts
+
+    o = options
+    if not 0 <= o.ts_draw_probability < 1 or o.ts_tau < 0 or (
+            o.ts_beta is not None and not o.ts_beta > 0):
+        raise UsageError("need --ts-beta > 0, --ts-tau >= 0 and 0 <= --ts-draw-probability "
+                         "< 1")
+    post = ts(data, priors, beta=o.ts_beta, tau=o.ts_tau,
+              draw_probability=o.ts_draw_probability, progress=progress)
+    return from_online(post, "trueskill")

@@ -1,0 +1,303 @@
+"""The inference methods, one entry each: the method registry beside the model registry.
+
+Every way to get a :class:`crowdrank.inference.posterior.Posterior` is one :class:`Method`
+in :data:`REGISTRY`, in the spirit of :mod:`crowdrank.models.registry` (and crowd-kit's
+one-class-per-aggregator): its ``name`` (what the user types: ``crowdrank fit --method
+NAME``, ``crowdrank audit --approx NAME``), a description, the models it fits, its
+back-ends, an options dataclass whose field defaults are the method's defaults (stated
+nowhere else; each field's ``metadata["help"]`` is its ``--help`` line), and its ``fit``
+function::
+
+    fit(data, model, priors, options, *, seed=0, progress=False) -> Posterior
+
+named as a ``"module:function"`` string and imported on first use (:meth:`Method.fn`),
+so that importing this module, which ``crowdrank --help`` does, costs no NumPy, JAX or
+PyTensor. Use::
+
+    from crowdrank.inference import methods
+    m = methods.get("online")                       # UsageError naming the choices
+    post = m.run(data, "couple", priors, m.options(taylor="quadrature"), seed=0)
+    methods.names(model="bt")                       # the methods that fit BT
+    methods.register(Method(name="toy", ...))       # an extension (tests/test_methods.py)
+
+``crowdrank fit`` builds its ``--method`` choices and one option group per method from
+this table (:func:`crowdrank.reports.commands.fit.add_method_options`); the audit fits
+its approximations through it (:func:`crowdrank.validation.audit.fit_variant`). Adding a
+method: docs/design.md, "Adding a method".
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields, replace
+
+from crowdrank.models.errors import UsageError
+
+
+def opt(default, help: str, **meta):
+    """A method option: its default and its ``--help`` line (``choices``, ``flag``,
+    ``type``, ``metavar``, ``cli=False`` in ``meta``)."""
+    return field(default=default, metadata={"help": help, **meta})
+
+
+# ====================================================================== options
+@dataclass(frozen=True)
+class NutsOptions:
+    backend: str = opt("numpyro", "NUTS in NumPyro or PyMC", choices=("numpyro", "pymc"))
+    chains: int = opt(4, "chains (one XLA CPU device each)")
+    tune: int = opt(1000, "warm-up iterations per chain")
+    draws: int = opt(1000, "kept draws per chain")
+    target_accept: float = opt(0.8, "target acceptance of the step-size adaptation")
+    precision: str = opt("float64", "NumPyro floating point: float32 is ~2x faster per "
+                         "gradient", choices=("float64", "float32"))
+    eta_update: str = opt("nuts", "COUPLE, NumPyro: move the worker simplexes by an exact "
+                          "Gibbs step given the scores, NUTS on the scores only "
+                          "(docs/design.md 5.3a)", choices=("nuts", "gibbs"))
+    gibbs_sweeps: int = opt(1, "--eta-update gibbs: Gibbs sweeps of the simplexes per "
+                            "iteration")
+    init_from: object = opt(None, "a fitted approximation (a folder or posterior.json of "
+                            "crowdrank fit): each chain starts at its own draw of it, the "
+                            "mass matrix from its variances (a warm start); in Python also a "
+                            "Posterior", type=str)
+
+
+@dataclass(frozen=True)
+class UpdateOptions:
+    """The options of the one-pass online update (shared by ``online`` and ``ep``)."""
+
+    taylor: str = opt("paper", "OnlineGBMM approximation of E[softmax] (quadrature: "
+                      "Gauss–Hermite moment matching, also for the score step); CrowdBT "
+                      "takes paper (Chen et al.'s expansion) or quadrature",
+                      choices=("paper", "full", "plugin", "quadrature"))
+    score_alpha: str = opt("updated", "which α the OnlineGBMM score step uses",
+                           choices=("updated", "prior"))
+    order: str = opt("file", "pass order: the file's, or a seeded shuffle (of a streamed "
+                     "file: an external shuffle through temporary bucket files)",
+                     choices=("file", "shuffle"))
+    strict: bool = opt(False, "error instead of a counted clamp on a non-positive α or σ²")
+    kappa: float = opt(1e-4, "σ² floor factor of Eq. (12)")
+    kappa2: float = opt(1e-4, "floor of R_t (appendix 1.1.2) in OnlineGBMM / CrowdBT")
+    bt_breaking: str = opt("game", "OnlineBT per ranking (openskill's full pairing) or per "
+                           "rank-broken pair", choices=("game", "pairs"))
+    wl_beta: float | None = opt(None, "Weng–Lin β (default prior-sigma/2, openskill's "
+                                "convention)", type=float)
+    wl_kappa: float | None = opt(None, "Weng–Lin κ (default 1e-4)", type=float)
+    wl_tau: float | None = opt(None, "Weng–Lin τ dynamics (default 0)", type=float)
+    wl_gamma: str | None = opt(None, "Weng–Lin γ: sigma/c (openskill's default), 1/k, or a "
+                               "number", type=str)
+
+
+@dataclass(frozen=True)
+class OnlineOptions(UpdateOptions):
+    passes: int = opt(1, "passes over the data")
+    state_in: str | None = opt(None, "resume from a saved online state (posterior.json)",
+                               type=str)
+    chunk_size: int = opt(1 << 17, "rankings read and updated at a time when the file is "
+                          "streamed (rankings/pairwise/wide CSV, worker-winner-loser, "
+                          "Parquet); memory is bounded by it")
+    in_memory: bool = opt(False, "read the whole file first instead of streaming it (same "
+                          "numbers)")
+
+
+@dataclass(frozen=True)
+class EpOptions(UpdateOptions):
+    passes: int = opt(10, "the most passes (stopping once converged)")
+    damping: float = opt(0.0, "weight kept on a ranking's previous site, in [0, 1) (0.5 "
+                         "from the pass after one that met an improper cavity)")
+    ep_tol: float = opt(1e-3, "converged when no mean moves by more than this many sds, and "
+                        "no log variance or log concentration by more than this")
+
+
+@dataclass(frozen=True)
+class LaplaceOptions:
+    solver: str = opt("newton", "Newton (analytic Hessian), MM (Hunter 2004) or gradient "
+                      "ascent", choices=("newton", "mm", "gradient"))
+    tol: float | None = opt(None, "stop when max |gradient| <= tol (None: the solver's "
+                            "default, 1e-9; CrowdBT's EM 1e-6)", type=float)
+    max_iter: int | None = opt(None, "iteration cap (None: 100 Newton, 100000 MM/gradient; "
+                               "EM 5000)", type=int)
+
+
+@dataclass(frozen=True)
+class BootstrapOptions(LaplaceOptions):
+    bootstrap: int = opt(1000, "bootstrap resamples", metavar="B")
+    interval_prob: float = opt(0.95, "probability of the bootstrap percentile intervals")
+    processes: int | None = opt(None, "processes for the bootstrap refits (None: at most 2, "
+                                "at most the CPUs)", type=int)
+
+
+@dataclass(frozen=True)
+class PointOptions(BootstrapOptions):
+    intervals: str = opt("laplace", "sd from Laplace (inverse Hessian) or from bootstrap "
+                         "refits", choices=("laplace", "bootstrap"))
+
+
+@dataclass(frozen=True)
+class EmOptions:
+    tol: float | None = opt(None, "stop when max |gradient| <= tol (None: 1e-6)", type=float)
+    max_iter: int | None = opt(None, "iteration cap (None: 5000)", type=int)
+
+
+@dataclass(frozen=True)
+class TrueSkillOptions:
+    ts_beta: float | None = opt(None, "performance sd β (default prior-sigma/2)", type=float)
+    ts_tau: float = opt(0.0, "dynamics τ added before a game")
+    ts_draw_probability: float = opt(0.0, "sets the draw margin (no draws reach it from a "
+                                     "file: ties are split)")
+
+
+# ====================================================================== the entry
+@dataclass(frozen=True)
+class Method:
+    """One inference method (module docstring).
+
+    Attributes
+    ----------
+    name : str
+        What the user types (``--method``, ``--approx``).
+    title : str
+        One line for ``--help``.
+    fit : str or callable
+        ``"module:function"`` (or a callable) ``f(data, model, priors, options, *, seed,
+        progress) -> Posterior``.
+    options_class : type
+        A frozen dataclass: every field has a default and ``metadata["help"]``.
+    models : tuple of str, or ``"online"``
+        The models it fits; ``"online"``: every model whose spec names an online update
+        (``ModelSpec.online``) and that is not normalised; ``()``: every model.
+    backends : tuple of str
+        The back-ends it can run on (the ``backend`` option's choices), or ``()``.
+    reference : bool
+        A sampler whose draws are the audit's reference (NUTS), not an approximation.
+    """
+
+    name: str
+    title: str
+    fit: str | Callable
+    options_class: type
+    models: tuple[str, ...] | str = ()
+    backends: tuple[str, ...] = ()
+    reference: bool = False
+    description: str = ""
+
+    def fn(self, role: str = "fit") -> Callable:
+        """The function named by ``role`` (``"fit"``), imported on first use."""
+        ref = getattr(self, role)
+        if ref is None or callable(ref):
+            return ref
+        module, _, name = ref.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def options(self, **given):
+        """The options dataclass with ``given`` over its defaults (``None`` values keep
+        the default); an unknown name is a :class:`UsageError`."""
+        known = {f.name for f in fields(self.options_class)}
+        bad = sorted(set(given) - known)
+        if bad:
+            raise UsageError(f"method {self.name} has no option {bad[0]!r}; it takes "
+                             f"{', '.join(sorted(known))}")
+        return self.options_class(**{k: v for k, v in given.items() if v is not None})
+
+    def fits(self, model: str) -> bool:
+        """Whether this method fits ``model``."""
+        if self.models == "online":
+            from crowdrank.models.registry import get as get_model
+            spec = get_model(model)
+            return spec.online is not None and not spec.normalized
+        return not self.models or model in self.models
+
+    def check_model(self, model: str) -> None:
+        if not self.fits(model):
+            raise UsageError(f"method {self.name} fits models "
+                             f"{', '.join(self.model_names())}, not {model!r}")
+
+    def model_names(self) -> tuple[str, ...]:
+        from crowdrank.models.registry import names
+        return tuple(m for m in names() if self.fits(m))
+
+    def run(self, data, model: str, priors, options=None, *, seed: int = 0,
+            progress: bool = False):
+        """Check the model, fill the default options, and fit: a ``Posterior``."""
+        self.check_model(model)
+        options = self.options() if options is None else options
+        if not isinstance(options, self.options_class):
+            raise UsageError(f"method {self.name} takes {self.options_class.__name__}, got "
+                             f"{type(options).__name__}")
+        return self.fn("fit")(data, model, priors, options, seed=seed, progress=progress)
+
+
+_FITS = "crowdrank.inference.method_fits"
+REGISTRY: dict[str, Method] = {m.name: m for m in (
+    Method("nuts", "the reference: NUTS in NumPyro or PyMC, behind the convergence gate",
+           f"{_FITS}:fit_nuts_method", NutsOptions, backends=("numpyro", "pymc"),
+           reference=True),
+    Method("online", "one pass of online moment matching (OnlineGBMM, CrowdBT online, "
+           "Weng–Lin)", f"{_FITS}:fit_online_method", OnlineOptions, models="online"),
+    Method("ep", "expectation propagation over the online update: passes that revisit every "
+           "ranking's contribution", f"{_FITS}:fit_ep_method", EpOptions, models="online"),
+    Method("map", "batch MAP (the prior as a ridge) with --intervals laplace or bootstrap; "
+           "CrowdBT's MAP by EM", f"{_FITS}:fit_map", PointOptions,
+           models=("bt", "pl", "crowdbt")),
+    Method("ml", "batch maximum likelihood (sum-to-zero) with --intervals laplace or "
+           "bootstrap", f"{_FITS}:fit_ml", PointOptions, models=("bt", "pl")),
+    Method("laplace", "batch MAP with Laplace's intervals (inverse Hessian)",
+           f"{_FITS}:fit_laplace", LaplaceOptions, models=("bt", "pl")),
+    Method("bootstrap", "batch MAP with bootstrap intervals (refits of resampled data)",
+           f"{_FITS}:fit_bootstrap", BootstrapOptions, models=("bt", "pl")),
+    Method("em", "CrowdBT's MAP by EM, Beta worker accuracies", f"{_FITS}:fit_em",
+           EmOptions, models=("crowdbt",)),
+    Method("trueskill", "TrueSkill over the rank-broken pairs", f"{_FITS}:fit_trueskill",
+           TrueSkillOptions, models=("bt",)),
+)}
+
+
+def register(method: Method, *, replace_existing: bool = False) -> Method:
+    """Add ``method`` to :data:`REGISTRY` (an extension; a name in use is refused unless
+    ``replace_existing``). Its options dataclass must give every field a default and a
+    help line."""
+    if method.name in REGISTRY and not replace_existing:
+        raise UsageError(f"a method named {method.name!r} is already registered")
+    check_options_class(method.options_class)
+    REGISTRY[method.name] = method
+    return method
+
+
+def unregister(name: str) -> None:
+    """Remove ``name`` (tests' fixtures)."""
+    REGISTRY.pop(name, None)
+
+
+def check_options_class(cls) -> None:
+    """Every field has a default and a non-empty ``metadata["help"]``."""
+    for f in fields(cls):
+        if f.default is MISSING and f.default_factory is MISSING:
+            raise UsageError(f"{cls.__name__}.{f.name} has no default")
+        if not f.metadata.get("help"):
+            raise UsageError(f"{cls.__name__}.{f.name} has no help")
+
+
+def get(name: str) -> Method:
+    """The method called ``name``; a :class:`UsageError` naming the choices otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UsageError(f"unknown method {name!r}; choose one of "
+                         f"{', '.join(REGISTRY)}") from None
+
+
+def names(*, model: str | None = None, reference: bool | None = None) -> tuple[str, ...]:
+    """Registered method names, optionally only those fitting ``model`` or of one kind."""
+    return tuple(n for n, m in REGISTRY.items()
+                 if (model is None or m.fits(model))
+                 and (reference is None or m.reference == reference))
+
+
+def approximations() -> tuple[str, ...]:
+    """The methods the audit can compare with NUTS (every entry that is not a reference)."""
+    return names(reference=False)
+
+
+def with_options(options, **given):
+    """``options`` with the non-``None`` entries of ``given`` replaced."""
+    return replace(options, **{k: v for k, v in given.items() if v is not None})

@@ -72,7 +72,7 @@ import numpyro.distributions as dist
 from jax.nn import log_sigmoid
 
 from .couple_normalizer import ordering_stage_product
-from .model_inputs import ModelInputs, boost_split, level_log_ratio
+from .model_inputs import ModelInputs
 from .registry import get
 
 SIMPLEX = ("gamma", "dirichlet", "gibbs")
@@ -160,10 +160,8 @@ def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):
     ``eta`` (a Dirichlet row, or CrowdBT's accuracy ``(W,)``)."""
     if log_eta is not None:
         return jnp.asarray(log_eta)
-    eta = jnp.asarray(eta)
-    if get(inputs.model).worker_prior == "beta":      # an accuracy: [log η, log(1 − η)]
-        return jnp.stack([jnp.log(eta), jnp.log1p(-eta)], axis=1)
-    return _safe_log(eta)      # Dirichlet rows; Gamma (W,) reliabilities
+    # the family's layout: Beta [log η, log(1 − η)]; Dirichlet rows and Gamma (W,) in log
+    return get(inputs.model).worker_prior.log_table(jnp.asarray(eta), jnp, _safe_log)
 
 
 def couple_log_normalizer(lam, log_eta, log_cum, index, worker, group):
@@ -296,55 +294,14 @@ def item_scores(inputs: ModelInputs, level: str = "centered"):
 
 
 def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None, level_sd=None):
-    """Sample the worker simplexes and return the table of :func:`log_eta_table`.
+    """Sample the worker parameters and return the table of :func:`log_eta_table`: the
+    sites are the worker family's (:meth:`crowdrank.models.families.WorkerFamily.numpyro_log_eta`).
 
     ``simplex="gamma"``: the Marsaglia–Tsang Gamma construction (module docstring),
     ``log g = log u − e/α`` and ``log η = log_softmax(log g)``; ``"dirichlet"``: NumPyro's
-    Dirichlet (COUPLE) or Beta (CrowdBT) site ``eta``.
+    Dirichlet (COUPLE) or Beta (CrowdBT) site ``eta``; ``"gibbs"``: COUPLE's ``eta_log_g``.
     """
-    alpha = jnp.asarray(inputs.alpha)
-    family = get(inputs.model).worker_prior
-    crowdbt = family == "beta"
-    if family == "gamma":
-        # a positive scale, not a simplex: NumPyro's log transform is the natural
-        # coordinate whatever ``simplex`` says
-        eta = numpyro.sample("eta", dist.Gamma(alpha[:, 0], alpha[:, 1]).to_event(1))
-        return jnp.log(eta)
-    if simplex == "dirichlet":
-        if crowdbt:
-            eta = numpyro.sample("eta", dist.Beta(alpha[:, 0], alpha[:, 1]).to_event(1))
-        else:
-            eta = numpyro.sample("eta", dist.Dirichlet(alpha).to_event(1))
-        return log_eta_table(inputs, eta)
-    if simplex == "gibbs":
-        if crowdbt:
-            raise ValueError("simplex='gibbs' is COUPLE's (a Dirichlet worker table)")
-        # one plain site, log g_t with g_t ~ Gamma(α_t) independent (no boost, no level
-        # factor): NUTS never moves it; the exact Gibbs step of inference.gibbs does
-        log_g = numpyro.sample("eta_log_g", LogGamma(alpha).to_event(2))
-        log_eta = log_g - jax.scipy.special.logsumexp(log_g, axis=1, keepdims=True)
-        numpyro.deterministic("eta", jnp.exp(log_eta))
-        return log_eta
-    big, small = boost_split(inputs.alpha, boost)
-    log_g = jnp.zeros(alpha.shape, alpha.dtype)
-    if big[0].size:
-        # α ≥ BOOST_BELOW: g ~ Gamma(α) itself; its log (the sampler's coordinate) has a
-        # log-concave density with sd ≈ 1/√α and no long tail
-        g = numpyro.sample("eta_g", dist.Gamma(alpha[big], 1.0).to_event(1))
-        log_g = log_g.at[big].set(jnp.log(g))
-    if small[0].size:
-        a_s = alpha[small]
-        u = numpyro.sample("eta_u", dist.Gamma(a_s + 1.0, 1.0).to_event(1))
-        e = numpyro.sample("eta_e", dist.Exponential(jnp.ones_like(a_s)).to_event(1))
-        log_g = log_g.at[small].set(jnp.log(u) - e / a_s)
-    log_s = jax.scipy.special.logsumexp(log_g, axis=1)
-    # S = Σ g is independent of η and unseen by the likelihood: reweighting its law is exact
-    # for η and keeps each log g_t on its own axis (models.model_inputs.LEVEL_SD)
-    numpyro.factor("eta_level", jnp.sum(level_log_ratio(log_s, inputs.alpha.sum(axis=1), jnp,
-                                                        level_sd)))
-    log_eta = log_g - log_s[:, None]
-    numpyro.deterministic("eta", jnp.exp(log_eta[:, 0]) if crowdbt else jnp.exp(log_eta))
-    return log_eta
+    return get(inputs.model).worker_prior.numpyro_log_eta(inputs, simplex, boost, level_sd)
 
 
 class LogGamma(dist.Distribution):

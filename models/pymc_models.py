@@ -26,7 +26,7 @@ import pytensor.tensor as pt
 from pytensor.gradient import zero_grad
 
 from .couple_normalizer import ordering_stage_product
-from .model_inputs import ModelInputs, PermGroup, boost_split, level_log_ratio
+from .model_inputs import ModelInputs, PermGroup
 from .registry import get
 
 
@@ -98,10 +98,8 @@ def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):
     """``(W, K)`` ``log η`` (COUPLE) or ``(W, 2)`` ``[log η, log(1 − η)]`` (CrowdBT)."""
     if log_eta is not None:
         return pt.as_tensor_variable(log_eta)
-    eta = pt.as_tensor_variable(eta)
-    if get(inputs.model).worker_prior == "beta":      # an accuracy: [log η, log(1 − η)]
-        return pt.stack([pt.log(eta), pt.log1p(-eta)], axis=1)
-    return _safe_log(eta)      # COUPLE rows; PeerGrader's (W,) reliabilities
+    # the family's layout: Beta [log η, log(1 − η)]; COUPLE rows and PeerGrader's (W,) in log
+    return get(inputs.model).worker_prior.log_table(pt.as_tensor_variable(eta), pt, _safe_log)
 
 
 def _cumlogsumexp(x, K):
@@ -207,38 +205,9 @@ def item_scores(inputs: ModelInputs, level: str = "centered"):
 
 
 def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None):
-    """The worker simplexes (Marsaglia–Tsang Gammas, or PyMC's Dirichlet/Beta)."""
-    alpha = np.asarray(inputs.alpha, float)
-    family = get(inputs.model).worker_prior
-    crowdbt = family == "beta"
-    if family == "gamma":     # a positive scale (log-transformed by PyMC)
-        eta = pm.Gamma("eta", alpha=alpha[:, 0], beta=alpha[:, 1], dims="worker")
-        return pt.log(eta)
-    if simplex == "dirichlet":
-        if crowdbt:
-            eta = pm.Beta("eta", alpha=alpha[:, 0], beta=alpha[:, 1], dims="worker")
-        else:
-            eta = pm.Dirichlet("eta", a=alpha, dims=("worker", "stage"))
-        return log_eta_table(inputs, eta)
-    big, small = boost_split(alpha, boost)
-    log_g = pt.zeros(alpha.shape)
-    if big[0].size:      # α ≥ BOOST_BELOW: g ~ Gamma(α) itself (log-transformed by PyMC)
-        g = pm.Gamma("eta_g", alpha=alpha[big], beta=1.0)
-        log_g = pt.set_subtensor(log_g[big], pt.log(g))
-    if small[0].size:
-        a_s = alpha[small]
-        u = pm.Gamma("eta_u", alpha=a_s + 1.0, beta=1.0)
-        e = pm.Exponential("eta_e", lam=1.0, shape=a_s.shape)
-        log_g = pt.set_subtensor(log_g[small], pt.log(u) - e / a_s)
-    log_s = pt.logsumexp(log_g, axis=1)
-    # S = Σ g is independent of η and unseen by the likelihood: reweighting its law is exact
-    pm.Potential("eta_level", pt.sum(level_log_ratio(log_s, alpha.sum(axis=1), pt)))
-    log_eta = log_g - log_s[:, None]
-    if crowdbt:
-        pm.Deterministic("eta", pt.exp(log_eta[:, 0]), dims="worker")
-    else:
-        pm.Deterministic("eta", pt.exp(log_eta), dims=("worker", "stage"))
-    return log_eta
+    """The worker parameters (Marsaglia–Tsang Gammas, or PyMC's Dirichlet/Beta/Gamma): the
+    worker family's sites (:meth:`crowdrank.models.families.WorkerFamily.pymc_log_eta`)."""
+    return get(inputs.model).worker_prior.pymc_log_eta(inputs, simplex, boost)
 
 
 def build_model(inputs: ModelInputs, items=None, workers=None, *, simplex: str = "gamma",

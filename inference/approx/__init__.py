@@ -1,0 +1,78 @@
+"""The PPLs' own approximations of the posterior: ADVI (mean-field, full-rank, low-rank),
+Laplace at the mode and multi-path Pathfinder, each fitted on the model's NumPyro (or PyMC)
+program, with PSIS k̂ for every approximation that has a density (``docs/fidelity.md``,
+"The PPLs' approximations").
+
+One module per family, one result type (:class:`ApproxFit`: draws written as NUTS writes
+them); :func:`fit_approx` dispatches by method name.
+"""
+
+from __future__ import annotations
+
+from .psis import KHAT_RELIABLE, label, online_log_ratios, psis_diagnostic
+from .result import ApproxFit
+
+#: method name -> (module, fit function, options class, description)
+METHODS = {
+    "advi": ("vi", "fit_vi", "VIOptions",
+             "mean-field Gaussian ADVI (NumPyro AutoNormal; PyMC pm.fit advi)"),
+    "fullrank-advi": ("vi", "fit_vi", "VIOptions",
+                      ("full-rank Gaussian ADVI (NumPyro AutoMultivariateNormal; PyMC "
+                      "fullrank_advi)")),
+    "lowrank-advi": ("vi", "fit_vi", "VIOptions",
+                     ("low-rank-plus-diagonal Gaussian ADVI (NumPyro "
+                     "AutoLowRankMultivariateNormal)")),
+    "laplace": ("laplace", "fit_laplace", "LaplaceOptions",
+                ("Gaussian at the mode with the inverse Hessian (NumPyro potential, "
+                "jax.hessian)")),
+    "pathfinder": ("pathfinder", "fit_pathfinder", "PathfinderOptions",
+                   ("multi-path Pathfinder with PSIS resampling (blackjax on the NumPyro "
+                   "density)")),
+}
+#: The models these methods fit (every ranking model with a NumPyro program).
+MODELS = ("couple", "couple-normalized", "crowdbt", "pl", "bt", "peergrader")
+
+
+def options_class(method: str):
+    """The options dataclass of ``method``."""
+    import importlib
+
+    mod, _, cls, _ = _entry(method)
+    return getattr(importlib.import_module(f"{__name__}.{mod}"), cls)
+
+
+def _entry(method: str):
+    if method not in METHODS:
+        raise ValueError(f"unknown approximation {method!r}; expected one of {tuple(METHODS)}")
+    return METHODS[method]
+
+
+def fit_approx(data, model: str, priors, method: str, *, psis: bool = False,
+               **options) -> ApproxFit:
+    """Fit ``model`` by ``method`` with ``options`` (fields of its options class), attach
+    PSIS k̂; ``psis=True`` returns the importance-resampled draws instead of q's own."""
+    import importlib
+
+    if model not in MODELS:
+        raise ValueError(f"the PPL approximations fit {MODELS}, not {model!r}")
+    mod, fn, _, _ = _entry(method)
+    f = getattr(importlib.import_module(f"{__name__}.{mod}"), fn)
+    seed = options.get("seed", 0)
+    if mod == "vi":
+        fit = f(data, model, priors, method, **options)
+    else:
+        fit = f(data, model, priors, **options)
+    return fit.with_psis(resample=psis, seed=seed + 7)
+
+
+__all__ = [
+    "KHAT_RELIABLE",
+    "METHODS",
+    "MODELS",
+    "ApproxFit",
+    "fit_approx",
+    "label",
+    "online_log_ratios",
+    "options_class",
+    "psis_diagnostic",
+]

@@ -1,0 +1,161 @@
+"""Pareto-smoothed importance sampling diagnostic of an approximate posterior.
+
+For draws ``θ_s ~ q`` of an approximation with a density, the log importance ratios
+``log r_s = log p(θ_s) − log q(θ_s)`` (``p`` the unnormalised posterior, in the *same*
+coordinates as ``q``) are Pareto-smoothed and the shape ``k̂`` of the generalised Pareto
+fitted to their upper tail is the diagnostic of [Yao18] and [Vehtari24]: ``k̂ ≤ 0.5`` the
+approximation is close enough for importance sampling to correct it, ``0.5 < k̂ ≤ 0.7``
+usable with care, ``k̂ > 0.7`` "not reliable" (the importance-weighted estimates have no
+usable rate of convergence, and ``q`` misses mass that ``p`` has). The fit is ArviZ's
+(``arviz_stats`` ``psislw``), not a home-made one.
+
+Two families of densities are diagnosed:
+
+* the Gaussians of variational inference, Laplace and Pathfinder on the sampler's
+  unconstrained coordinates (:mod:`crowdrank.inference.approx.target`): ``log p`` is the
+  NumPyro potential there;
+* the online and EP posteriors, whose density is the factorised
+  ``Π_r N(λ_r; μ_r, σ_r²) Π_w Dir(η_w; α_w)`` (COUPLE) or ``Beta(a_w, b_w)`` (CrowdBT), in
+  the model's own ``(λ, η)`` coordinates: :func:`online_log_ratios` scores draws of it
+  against the exact log joint there (the model's likelihood plus the priors' log densities).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Above this k̂ the importance ratios have too heavy a tail: "not reliable" ([Vehtari24]).
+KHAT_RELIABLE = 0.7
+#: Below this k̂ the approximation is good (importance sampling corrects it quickly).
+KHAT_GOOD = 0.5
+
+
+def psis_diagnostic(log_p, log_q) -> tuple[float, np.ndarray]:
+    """``(k̂, normalised smoothed log weights)`` of draws from ``q`` (ArviZ's PSIS)."""
+    from arviz_stats.base import array_stats
+
+    lr = np.asarray(log_p, float) - np.asarray(log_q, float)
+    if lr.ndim != 1 or lr.size < 10:
+        raise ValueError(f"PSIS needs a vector of at least 10 log ratios, got shape {lr.shape}")
+    if np.isnan(lr).any() or np.isposinf(lr).any():
+        raise ValueError("PSIS: a log ratio is NaN or +inf (log q of a draw is -inf?)")
+    if np.isneginf(lr).any():
+        # a draw where p vanishes has weight 0: far below every finite ratio
+        lr = np.where(np.isneginf(lr), np.min(lr[np.isfinite(lr)]) - 745.0, lr)
+    lw, khat = array_stats.psislw(lr - np.max(lr[np.isfinite(lr)]))
+    lw = np.asarray(lw, float)
+    lw = lw - _logsumexp(lw)
+    return float(khat), lw
+
+
+def _logsumexp(x):
+    m = np.max(x[np.isfinite(x)])
+    return m + np.log(np.sum(np.exp(x - m)))
+
+
+def label(khat: float | None) -> str:
+    """``"good"``, ``"ok"``, ``"not reliable"`` or ``"n/a"``."""
+    if khat is None:
+        return "n/a"
+    if not np.isfinite(khat) or khat > KHAT_RELIABLE:
+        return "not reliable"
+    return "good" if khat <= KHAT_GOOD else "ok"
+
+
+# ------------------------------------------------------------------ online / EP
+def online_draws(post, n: int, seed: int = 0, K: int | None = None,
+                 beta: bool | None = None) -> dict:
+    """``n`` draws of an online/EP posterior's factorised density (``mu``, ``sigma2``,
+    ``alpha`` of :class:`crowdrank.inference.online.OnlinePosterior`), with their ``log q``.
+
+    Returns ``{"lambda": (n, L), "eta": (n, W[, K]) or None, "log_q": (n,)}`` in the
+    posterior's own item/worker order. COUPLE's ``alpha`` rows are Dirichlets (cut to
+    ``K``), CrowdBT's ``(a, b)`` Betas; ``η`` is scored on the first ``K − 1`` simplex
+    coordinates (the Dirichlet's density), as the prior is in :func:`online_log_ratios`;
+    ``K`` cuts COUPLE's rows to the data's longest ranking (the model's simplex).
+    """
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    mu = np.asarray(post.mu, float)
+    sd = np.sqrt(np.asarray(post.sigma2, float))
+    lam = mu + sd * rng.standard_normal((n, mu.size))
+    log_q = stats.norm.logpdf(lam, mu, sd).sum(axis=1)
+    eta = None
+    alpha = getattr(post, "alpha", None)
+    if alpha is not None and np.size(alpha):
+        alpha = np.asarray(alpha, float)
+        if beta is None:
+            beta = getattr(post, "model", "") == "crowdbt"
+        alpha = alpha if K is None or beta else alpha[:, :K]
+        if beta:
+            a, b = alpha[:, 0], alpha[:, 1]
+            eta = rng.beta(a, b, size=(n, a.size))
+            log_q = log_q + stats.beta.logpdf(eta, a, b).sum(axis=1)
+        else:
+            eta = np.stack([rng.dirichlet(row, size=n) for row in alpha], axis=1)
+            log_q = log_q + _dirichlet_logpdf(eta, alpha).sum(axis=1)
+    return {"lambda": lam, "eta": eta, "log_q": log_q}
+
+
+def _dirichlet_logpdf(x, alpha):
+    """``log Dir(x_w; α_w)`` for ``x`` ``(n, W, K)``, ``alpha`` ``(W, K)``; an entry that
+    underflowed to 0 is floored at the smallest positive float (its density is then
+    extreme, as it should be)."""
+    from scipy.special import gammaln
+
+    lx = np.log(np.maximum(x, np.finfo(float).tiny))
+    return (gammaln(alpha.sum(-1)) - gammaln(alpha).sum(-1)
+            + ((alpha - 1.0) * lx).sum(-1))
+
+
+def online_log_ratios(post, data, model: str, priors, n: int = 1000, seed: int = 0) -> dict:
+    """``log p − log q`` of ``n`` draws of an online/EP posterior ``post``, with ``p`` the
+    exact log joint in ``(λ, η)``: the likelihood (:func:`crowdrank.models.numpyro_models.
+    column_loglik`, the JAX twin of :mod:`crowdrank.models.likelihood`, vectorised over
+    draws) plus ``log N(λ_r; μ0, σ0²)`` and the worker prior's log density (Dirichlet or
+    Beta; the same coordinates as ``q``). Returns the draws, ``log_p``, ``log_q``, ``khat``.
+    """
+    import jax
+    from scipy import stats
+
+    from crowdrank.models import numpyro_models as npm
+    from crowdrank.models.model_inputs import model_inputs
+    from crowdrank.models.registry import get as get_model
+
+    from .target import x64
+
+    spec_items = list(post.items)
+    item_pos = {str(i): k for k, i in enumerate(spec_items)}
+    order = np.array([item_pos[str(i)] for i in data.items])
+    inputs = model_inputs(model, data, priors)
+    beta = get_model(model).worker_prior == "beta"
+    d = online_draws(post, n, seed, K=inputs.K, beta=beta)
+    lam = d["lambda"][:, order]
+    log_p = stats.norm.logpdf(lam, inputs.mu0, inputs.sigma0).sum(axis=1)
+    eta = None
+    if d["eta"] is not None:
+        wpos = {str(w): k for k, w in enumerate(post.workers)}
+        worder = np.array([wpos[str(w)] for w in data.workers])
+        eta = d["eta"][:, worder]
+        alpha = np.asarray(inputs.alpha, float)
+        if eta.ndim == 2:
+            log_p = log_p + stats.beta.logpdf(eta, alpha[:, 0], alpha[:, 1]).sum(axis=1)
+        else:
+            log_p = log_p + _dirichlet_logpdf(eta, alpha).sum(axis=1)
+    with x64():
+        def ll(la, et):
+            if et is None:
+                return npm.column_loglik(inputs, la).sum()
+            if et.ndim == 1:
+                log_eta = jax.numpy.stack([jax.numpy.log(et), jax.numpy.log1p(-et)], axis=1)
+            else:
+                log_eta = jax.numpy.log(jax.numpy.maximum(et, np.finfo(float).tiny))
+            return npm.column_loglik(inputs, la, log_eta=log_eta).sum()
+
+        f = jax.jit(jax.vmap(ll) if eta is not None else jax.vmap(lambda la: ll(la, None)))
+        vals = (f(lam, eta) if eta is not None else f(lam))
+        log_p = log_p + np.asarray(vals, float)
+    khat, lw = psis_diagnostic(log_p, d["log_q"])
+    return {"lambda": lam, "eta": eta, "log_p": log_p, "log_q": d["log_q"], "khat": khat,
+            "log_weights": lw}

@@ -1,0 +1,215 @@
+"""Automatic differentiation variational inference, as NumPyro and PyMC users run it.
+
+Three Gaussian families on the sampler's unconstrained coordinates
+(:mod:`crowdrank.inference.approx.target`; [Kucukelbir17]):
+
+* ``advi``: mean-field, NumPyro ``AutoNormal`` / PyMC ``pm.fit(method="advi")``;
+* ``fullrank-advi``: a full covariance, ``AutoMultivariateNormal`` /
+  ``pm.fit(method="fullrank_advi")``;
+* ``lowrank-advi``: diagonal plus rank ``r``, ``AutoLowRankMultivariateNormal`` (NumPyro
+  only: PyMC has no such family).
+
+The ELBO is maximised by Adam (step size decaying
+exponentially to ``decay`` times its first value at ``max_steps``) on reparametrised
+``particles``-draw gradients.
+**Stopping rule**: the loss is averaged over consecutive windows of ``window`` steps; the
+fit stops when the relative change of two consecutive window means,
+``|m_j − m_{j−1}| / |m_j|``, falls below ``tol``, or at ``max_steps`` (then it is reported
+as not converged). Stan's ADVI uses the same kind of relative-ELBO rule. PyMC's fit uses its
+own callback (``CheckParametersConvergence``, relative parameter change ``tol``) with the
+same ``max_steps``.
+
+The NumPyro fit has ``log q`` of each draw (the guide's density), so PSIS k̂ is computed
+([Yao18]); the PyMC fit returns draws and the ELBO trace only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from crowdrank.models.data import Rankings
+from crowdrank.models.priors import Priors
+
+from .result import ApproxFit
+from .target import build_target, x64
+
+FAMILIES = {"advi": "AutoNormal", "fullrank-advi": "AutoMultivariateNormal",
+            "lowrank-advi": "AutoLowRankMultivariateNormal"}
+PYMC_METHODS = {"advi": "advi", "fullrank-advi": "fullrank_advi"}
+
+
+@dataclass
+class VIOptions:
+    """Options of the ADVI fits (``crowdrank fit --method advi|fullrank-advi|lowrank-advi``)."""
+
+    max_steps: int = 20000      #: the most Adam steps
+    learning_rate: float = 0.01  #: Adam's step size
+    window: int = 500           #: steps per window of the stopping rule
+    tol: float = 1e-4           #: relative change of consecutive window-mean losses
+    decay: float = 0.1          #: learning rate at max_steps, as a fraction of the first
+    particles: int = 1          #: Monte Carlo draws per ELBO gradient
+    rank: int | None = None     #: lowrank-advi's rank (default: ⌈√D⌉, NumPyro's)
+    draws: int = 1000           #: draws of the fitted q
+    backend: str = "numpyro"    #: "numpyro" or "pymc"
+    simplex: str = "gamma"      #: worker simplex coordinates (docs/design.md §5.1)
+    level: str = "centered"     #: item-score coordinates (docs/design.md §5.2)
+    seed: int = 0
+    progress: bool = True
+
+
+def fit_vi(data: Rankings, model: str, priors: Priors, method: str = "advi",
+           options: VIOptions | None = None, **kw) -> ApproxFit:
+    """Fit ``model`` by the ADVI family ``method`` (module docstring); ``kw`` override
+    fields of ``options``."""
+    o = VIOptions(**{**(options.__dict__ if options else {}), **kw})
+    if method not in FAMILIES:
+        raise ValueError(f"unknown VI family {method!r}; expected one of {tuple(FAMILIES)}")
+    if o.backend == "pymc":
+        if method not in PYMC_METHODS:
+            raise ValueError(f"{method} is NumPyro only (PyMC has advi and fullrank-advi)")
+        return _fit_pymc(data, model, priors, method, o)
+    if o.backend != "numpyro":
+        raise ValueError(f"backend must be 'numpyro' or 'pymc', got {o.backend!r}")
+    return _fit_numpyro(data, model, priors, method, o)
+
+
+def _stop(means: list[float], tol: float) -> bool:
+    """The stopping rule on the window means of the loss (module docstring)."""
+    if len(means) < 2:
+        return False
+    return abs(means[-1] - means[-2]) <= tol * max(abs(means[-1]), 1e-12)
+
+
+def _guide(method: str, prog, o: VIOptions):
+    from numpyro.infer import autoguide, init_to_median
+
+    init = init_to_median(num_samples=15)
+    if method == "advi":
+        return autoguide.AutoNormal(prog, init_loc_fn=init)
+    if method == "fullrank-advi":
+        return autoguide.AutoMultivariateNormal(prog, init_loc_fn=init)
+    kw = {} if o.rank is None else {"rank": int(o.rank)}
+    return autoguide.AutoLowRankMultivariateNormal(prog, init_loc_fn=init, **kw)
+
+
+def _draw_q(method: str, guide, params, target, key, n: int):
+    """``n`` draws of the guide's ``q`` as flat ``z`` in ``target``'s order (sites sorted
+    by name, as ``ravel_pytree`` of the site dict) and their ``log q``. The full-rank and
+    low-rank guides flatten their sites in the model's trace order instead: their draws
+    are unpacked by site and re-flattened (a permutation, so ``log q`` is unchanged)."""
+    import jax.numpy as jnp
+    import numpyro.distributions as dist
+
+    sites = sorted(target.sites)
+    if method == "advi":
+        loc = jnp.concatenate([jnp.ravel(params[f"{s}_auto_loc"]) for s in sites])
+        scale = jnp.concatenate([jnp.ravel(params[f"{s}_auto_scale"]) for s in sites])
+        q = dist.Normal(loc, scale).to_event(1)
+        z = q.sample(key, (n,))
+        return np.asarray(z, float), np.asarray(q.log_prob(z), float)
+    q = guide.get_posterior(params)
+    zg = q.sample(key, (n,))
+    parts = guide._unpack_latent(zg)
+    z = jnp.concatenate([jnp.reshape(parts[s], (n, -1)) for s in sites], axis=1)
+    return np.asarray(z, float), np.asarray(q.log_prob(zg), float)
+
+
+def _fit_numpyro(data, model, priors, method, o: VIOptions) -> ApproxFit:
+    import jax
+    import numpyro
+    from numpyro.infer import SVI, Trace_ELBO
+    from tqdm.auto import tqdm
+
+    from crowdrank.models import numpyro_models as npm
+
+    t0 = time.perf_counter()
+    with x64():
+        target = build_target(data, model, priors, simplex=o.simplex, level=o.level,
+                              seed=o.seed)
+        inputs = target.inputs
+
+        def prog():
+            npm.model(inputs, pointwise=False, **target.param)
+
+        guide = _guide(method, prog, o)
+        # an exponentially decaying step size: Adam's stationary noise shrinks with it
+        from jax.example_libraries.optimizers import exponential_decay
+
+        step = exponential_decay(o.learning_rate, o.max_steps, o.decay)
+        svi = SVI(prog, guide, numpyro.optim.Adam(step),
+                  Trace_ELBO(num_particles=o.particles))
+        state = svi.init(jax.random.PRNGKey(o.seed))
+
+        @jax.jit
+        def chunk(state):
+            return jax.lax.scan(lambda s, _: svi.update(s), state, None, length=o.window)
+
+        means, trace, steps, converged = [], [], 0, False
+        bar = tqdm(total=o.max_steps, disable=not o.progress, desc=method, unit="step")
+        while steps < o.max_steps:
+            state, losses = chunk(state)
+            losses = np.asarray(losses)
+            steps += o.window
+            means.append(float(np.mean(losses)))
+            trace.append(-means[-1])
+            bar.update(o.window)
+            bar.set_postfix(elbo=f"{-means[-1]:.4g}")
+            if not np.isfinite(means[-1]):
+                break
+            if _stop(means, o.tol):
+                converged = True
+                break
+        bar.close()
+        params = svi.get_params(state)
+        z, log_q = _draw_q(method, guide, params, target, jax.random.PRNGKey(o.seed + 1),
+                           o.draws)
+        log_p = target.log_p_draws(z)
+        cons = target.constrain_draws(z)
+    diag = {"converged": converged, "steps": steps, "final_elbo": trace[-1] if trace else None,
+            "elbo_trace": trace, "stopping_rule": f"relative change of {o.window}-step mean "
+            f"ELBO < {o.tol:g}, at most {o.max_steps} steps",
+            "seconds": time.perf_counter() - t0, "dim": target.dim}
+    return ApproxFit(method=method, model=model, backend="numpyro", lam=cons["lambda"],
+                     eta=cons.get("eta"), items=list(data.items), workers=list(data.workers),
+                     z=z, log_q=log_q, log_p=log_p, diagnostics=diag)
+
+
+def _fit_pymc(data, model, priors, method, o: VIOptions) -> ApproxFit:
+    import pymc as pm
+
+    from crowdrank.models.model_inputs import model_inputs
+    from crowdrank.models.pymc_models import build_model
+
+    t0 = time.perf_counter()
+    inputs = model_inputs(model, data, priors)
+    pm_model = build_model(inputs, data.items, data.workers, simplex=o.simplex, level=o.level)
+    with pm_model:
+        cb = pm.callbacks.CheckParametersConvergence(every=o.window, tolerance=o.tol,
+                                                     diff="relative")
+        approx = pm.fit(n=o.max_steps, method=PYMC_METHODS[method], random_seed=o.seed,
+                        progressbar=o.progress, callbacks=[cb],
+                        obj_optimizer=pm.adam(learning_rate=o.learning_rate),
+                        obj_n_mc=o.particles)
+        idata = approx.sample(o.draws, random_seed=o.seed + 1)
+    hist = np.asarray(approx.hist, float)
+    steps = int(hist.size)
+    post = idata["posterior"]
+    lam = np.asarray(post["lambda"].transpose("chain", "draw", "item").values)[0]
+    eta = None
+    if "eta" in post:
+        e = post["eta"]
+        dims = ["chain", "draw", "worker"] + (["stage"] if "stage" in e.dims else [])
+        eta = np.asarray(e.transpose(*dims).values)[0]
+    tail = hist[-min(o.window, steps):] if steps else hist
+    diag = {"converged": steps < o.max_steps, "steps": steps,
+            "final_elbo": float(-np.mean(tail)) if steps else None,
+            "elbo_trace": [float(-np.mean(hist[i:i + o.window]))
+                           for i in range(0, steps, o.window)],
+            "stopping_rule": f"PyMC CheckParametersConvergence: relative parameter change "
+            f"< {o.tol:g} every {o.window} steps, at most {o.max_steps} steps",
+            "seconds": time.perf_counter() - t0}
+    return ApproxFit(method=method, model=model, backend="pymc", lam=lam, eta=eta,
+                     items=list(data.items), workers=list(data.workers), diagnostics=diag)

@@ -2,7 +2,7 @@
 
 The pipeline itself (configuration, fits, comparisons, ``metrics.json``) is
 :mod:`crowdrank.validation.audit`, shared with the experiment grid and the tests; this module only
-adds the report (:func:`crowdrank.reports.html.write_audit_report`) and re-exports the pipeline's
+adds the report (:func:`crowdrank.reports.audit_html.write_audit_report`) and re-exports the pipeline's
 names for the command and for callers that import them from here.
 """
 
@@ -35,7 +35,7 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
               processes: int | None = None) -> dict:
     """Run the audit (:func:`crowdrank.validation.audit.run_audit`; its fits on a Dask cluster with
     ``scheduler``) and write ``report.html``."""
-    from crowdrank.reports.html import write_audit_report
+    from crowdrank.reports.audit_html import write_audit_report
 
     return _run(subject, out, cfg, log=log, render=write_audit_report if report else None,
                 scheduler=scheduler, processes=processes)

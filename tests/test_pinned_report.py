@@ -236,7 +236,7 @@ def synthetic_audit(tmp_path: Path):
         jsonable,
         make_priors,
     )
-    from crowdrank.reports.html import write_audit_report
+    from crowdrank.reports.audit_html import write_audit_report
     from crowdrank.validation.compare import compare, order_sensitivity
 
     sim = simulate("couple", n_items=30, n_workers=3, tasks_per_worker=20, seed=1)

@@ -27,7 +27,7 @@ def synthetic_audit(tmp_path: Path):
     shapes the real pipeline produces; returns the report path and the metrics."""
     from crowdrank.models.simulate import simulate
     from crowdrank.reports.audit import AuditConfig, ModelAudit, Subject, build_metrics, make_priors
-    from crowdrank.reports.html import write_audit_report
+    from crowdrank.reports.audit_html import write_audit_report
     from crowdrank.validation.compare import compare, order_sensitivity
 
     sim = simulate("couple", n_items=30, n_workers=3, tasks_per_worker=20, seed=1)

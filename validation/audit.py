@@ -446,7 +446,7 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     """Audit every model of ``cfg`` on ``subject`` and write the outputs to ``out``.
 
     ``render(path, subject, cfg, priors, audits, metrics)``, when given, writes the page
-    (:func:`crowdrank.reports.html.write_audit_report`; this layer never imports ``reports``).
+    (:func:`crowdrank.reports.audit_html.write_audit_report`; this layer never imports ``reports``).
     ``scheduler`` (``"local"``, an address or a ``distributed.Client``; see
     :func:`crowdrank.validation.experiments.dask_client`) runs the fits as Dask tasks, one per
     audited model and one per model fitted for the checks only, all at once

@@ -68,12 +68,15 @@ class WorkerFamily:
         ArviZ dims of ``eta`` after ``(chain, draw)``.
     describe : str
         One phrase for reports.
+    table_label : str
+        What a row of :meth:`table` holds, for reports' column headings.
     """
 
     name: str = ""
     scalar: bool = True
     dims: tuple[str, ...] = ("worker",)
     describe: str = ""
+    table_label: str = "α"
 
     # A family is compared by identity. Comparing it with a name string is the branch
     # these objects remove; it stays possible (by name) only so that code written against
@@ -166,6 +169,15 @@ class WorkerFamily:
     def check_init(self, eta, n_workers: int, K: int) -> np.ndarray:
         """A user's starting ``eta`` checked and moved strictly inside the support."""
         raise UsageError(f"no starting value for a {self.name} worker prior")
+
+    #: An online posterior holds one factor of this family per worker (its ``alpha`` row).
+    online_factor: bool = False
+
+    def start_from_factor(self, rows: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(eta, table)``: the mean of each worker's online factor ``rows`` ``(W, ≥ K)``
+        (a saved posterior's ``alpha``) and the factor cut to the family's length; a
+        ``ValueError`` names what is wrong."""
+        raise ValueError(f"an online posterior holds no {self.name} worker factor")
 
 
 class _GammaSimplex(WorkerFamily):
@@ -349,6 +361,16 @@ class Dirichlet(_GammaSimplex):
         eta = np.clip(eta[:, :K], 1e-6, None)  # keep the start off the boundary
         return eta / eta.sum(axis=1, keepdims=True)
 
+    online_factor = True
+
+    def start_from_factor(self, rows, K):
+        if any(len(a) < K for a in rows):
+            raise ValueError(f"COUPLE workers need {K} alpha values (the data's K)")
+        a = np.array([np.asarray(x, float)[:K] for x in rows])
+        if not np.all(np.isfinite(a)) or np.any(a <= 0):
+            raise ValueError("worker alpha values must be finite and > 0")
+        return a / a.sum(axis=1, keepdims=True), a
+
 
 class Beta(_GammaSimplex):
     """``η_w ~ Beta(a_w, b_w)``, an accuracy (CrowdBT [Chen13]): :meth:`Priors.beta` (the
@@ -359,6 +381,7 @@ class Beta(_GammaSimplex):
 
     name = "beta"
     describe = "CrowdBT's Beta(a_w, b_w) on the accuracy η_w¹"
+    table_label = "α (CrowdBT: a, b)"
 
     def table(self, priors, K=None):
         return priors.beta()
@@ -421,6 +444,14 @@ class Beta(_GammaSimplex):
                              f"({n_workers}, 2), got {eta.shape}")
         return np.clip(eta, 1e-3, 1 - 1e-3)
 
+    online_factor = True
+
+    def start_from_factor(self, rows, K):
+        if any(len(a) < 2 for a in rows):
+            raise ValueError("CrowdBT workers need alpha = [a, b]")
+        ab = np.array([np.asarray(a, float)[:2] for a in rows])
+        return ab[:, 0] / ab.sum(axis=1), ab
+
 
 class Gamma(WorkerFamily):
     """``η_g ~ Gamma(shape, rate)``, a positive reliability (PeerGrader [Raman14]):
@@ -429,6 +460,7 @@ class Gamma(WorkerFamily):
 
     name = "gamma"
     describe = "η_g ~ Gamma(shape, rate)"
+    table_label = "(shape, rate)"
 
     def table(self, priors, K=None):
         return priors.gamma_params()

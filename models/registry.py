@@ -79,9 +79,11 @@ class ModelSpec:
         JAX ``f(key, items, log_w, lam) -> (n, k)``: the NumPyro site's ``sample``.
     pymc_columns : str
         PyTensor twin of ``numpyro_columns`` (:func:`crowdrank.models.pymc_models.column_loglik`).
-    sbc_flatten : str
+    sbc_flatten : str or None
         ``f(lam, eta) -> (..., P)``: the parameters SBC ranks, from NUTS draws or the
-        simulated truth (:mod:`crowdrank.validation.sbc`).
+        simulated truth (:mod:`crowdrank.validation.sbc`); ``None`` (the default): λ,
+        centred λ and the worker family's flattening of η
+        (:meth:`crowdrank.models.families.WorkerFamily.flatten`).
     pair_loglik : str or None
         NumPy ``f(lam, eta, winner, loser, worker) -> (..., P)``: ``log P`` of a pair's order
         as a two-item task of that worker, vectorised over draws; the composite pairwise LOO
@@ -103,7 +105,7 @@ class ModelSpec:
     numpyro_fast: str | None = None
     numpyro_draw: str = "crowdrank.models.numpyro_models:draw_pl"
     pymc_columns: str = "crowdrank.models.pymc_models:ranking_columns"
-    sbc_flatten: str = "crowdrank.validation.sbc:flatten_lambda"
+    sbc_flatten: str | None = None
     pair_loglik: str | None = None
     #: Extra per-model settings a layer may read (kept open so that a new model need not
     #: change this class). ``{"normalized": True}``: the likelihood carries ``log Σ_orderings`` (see
@@ -178,15 +180,13 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               BETA, True, True, "crowdbt", True, "crowdbt_loglik",
               simulate_report=f"{_SIM}:report_stagewise", redraw=f"{_SIM}:redraw_crowdbt",
               numpyro_columns=f"{_NP}:pair_columns", numpyro_draw=f"{_NP}:draw_crowdbt",
-              pymc_columns=f"{_PM}:pair_columns", sbc_flatten="crowdrank.validation.sbc:flatten_accuracy",
-              pair_loglik=f"{_LL}:pair_crowdbt"),
+              pymc_columns=f"{_PM}:pair_columns", pair_loglik=f"{_LL}:pair_crowdbt"),
     ModelSpec("couple", "COUPLE: stagewise Plackett–Luce with a Dirichlet uncertainty vector "
               "per worker [Pan18, Eq. 3-4]", DIRICHLET, False, False, "couple", True,
               "couple_loglik", simulate_report=f"{_SIM}:report_stagewise",
               redraw=f"{_SIM}:redraw_couple", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_fast=f"{_NP}:couple_fast", numpyro_draw=f"{_NP}:draw_couple",
-              pymc_columns=f"{_PM}:couple_columns", sbc_flatten="crowdrank.validation.sbc:flatten_simplex",
-              pair_loglik=f"{_LL}:pair_couple",
+              pymc_columns=f"{_PM}:couple_columns", pair_loglik=f"{_LL}:pair_couple",
               extra={"sbc_hint": "stagewise COUPLE has no normalised generative process, so "
                                  "no exact simulator: use couple-normalized"}),
     ModelSpec("couple-normalized", "COUPLE normalised over the k! orderings of each task "
@@ -194,7 +194,7 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               "couple_normalized_loglik", simulate_report=f"{_SIM}:report_normalized",
               redraw=f"{_SIM}:redraw_normalized", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_draw=f"{_NP}:draw_normalized", pymc_columns=f"{_PM}:couple_columns",
-              sbc_flatten="crowdrank.validation.sbc:flatten_simplex", pair_loglik=f"{_LL}:pair_couple",
+              pair_loglik=f"{_LL}:pair_couple",
               extra={"normalized": True}),
     ModelSpec("peergrader", "PeerGrader: Plackett–Luce on reliability-scaled scores η_g·λ, "
               "η_g ~ Gamma [Raman14]", GAMMA, False, True, None, False,

@@ -52,7 +52,7 @@ def check_priors(model: str = "couple", kinds=PRIOR_KINDS, *, n_draws: int = 100
     With ``out`` the two tables and the figures (``out/figures/prior_*.png``) are written.
     """
     spec = get(model)
-    beta = spec.worker_prior == "beta"       # a Beta accuracy read as (a, b)
+    fam = spec.worker_prior
     K = 2 if spec.pairwise else K
     facts: dict = {"model": model, "K": K, "n_draws": n_draws, "n_workers": n_workers,
                    "n_items": n_items, "tasks_per_worker": tasks_per_worker, "seed": seed,
@@ -65,7 +65,7 @@ def check_priors(model: str = "couple", kinds=PRIOR_KINDS, *, n_draws: int = 100
                                 tasks_per_worker=tasks_per_worker, k=K, seed=seed + j,
                                 progress=progress)
         s = summary(w, d, K)
-        alpha = pri.beta() if beta else pri.alpha[:, :K]
+        alpha = pri.alpha[:, :K] if fam is None else fam.table(pri, K)
         s["spec"] = pri.spec
         s["alpha_first_worker"] = [float(x) for x in alpha[0]]
         s["alpha_mean"] = [float(x) for x in alpha.mean(axis=0)]
@@ -76,9 +76,7 @@ def check_priors(model: str = "couple", kinds=PRIOR_KINDS, *, n_draws: int = 100
 
     h = heading
     md = [f"{h} Prior predictive checks: what the inference priors imply\n"]
-    what = ("CrowdBT's Beta(a_w, b_w) on the accuracy η_w¹" if beta else
-            "perfect workers (η = e₁) — only the λ prior matters" if not spec.has_eta else
-            "η_w ~ Dir(α_w)")
+    what = "perfect workers (η = e₁) — only the λ prior matters" if fam is None else fam.describe
     md.append(
         f"Before any data is seen, the priors already say what a crowd reports. For each prior "
         f"we draw {n_draws} data sets from the prior predictive of `{model}`: fresh "
@@ -97,7 +95,7 @@ def check_priors(model: str = "couple", kinds=PRIOR_KINDS, *, n_draws: int = 100
                      f"{_f(qs['0.05'], 2)} / {_f(qs['0.5'], 2)} / {_f(qs['0.95'], 2)}",
                      _f(s["worse_than_random"]), _f(s["pair_agreement_mean"]),
                      _f(s["pair_agreement_lambda_mean"])])
-    md.append(_table(["prior", "mean α (CrowdBT: a, b)" if beta else "mean α",
+    md.append(_table(["prior", f"mean {'α' if fam is None else fam.table_label}",
                       "E[η¹] drawn", "first-choice accuracy", "per worker 5 % / 50 % / 95 %",
                       f"workers below 1/k = {1 / K:.2f}", "pairs in true order",
                       "pairs in λ order"], rows))

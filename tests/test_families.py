@@ -84,3 +84,17 @@ def test_log_tables_and_point_values():
     with pytest.raises(UsageError, match="COUPLE must be"):
         DIRICHLET.check_init(np.ones((2, 2)), 2, 3)
     np.testing.assert_allclose(BETA.check_init(np.array([[3.0, 1.0]]), 1, 2), [0.75])
+
+
+def test_start_from_an_online_factor_is_its_mean():
+    eta, ab = BETA.start_from_factor([np.array([3.0, 1.0, 9.0]), np.array([1.0, 4.0])], 4)
+    np.testing.assert_allclose(eta, [stats.beta(3, 1).mean(), stats.beta(1, 4).mean()])
+    np.testing.assert_array_equal(ab, [[3.0, 1.0], [1.0, 4.0]])
+    eta, a = DIRICHLET.start_from_factor([np.array([2.0, 1.0, 1.0, 7.0])], 3)
+    np.testing.assert_allclose(eta[0], stats.dirichlet.mean([2.0, 1.0, 1.0]))
+    np.testing.assert_array_equal(a, [[2.0, 1.0, 1.0]])
+    with pytest.raises(ValueError, match="need 3 alpha values"):
+        DIRICHLET.start_from_factor([np.array([2.0, 1.0])], 3)
+    with pytest.raises(ValueError, match="finite and > 0"):
+        DIRICHLET.start_from_factor([np.array([2.0, 0.0, 1.0])], 3)
+    assert DIRICHLET.online_factor and BETA.online_factor and not GAMMA.online_factor

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from crowdrank.models import likelihood as L
+from crowdrank.models.families import BETA, GAMMA
 from crowdrank.models.registry import get
 from crowdrank.models.simulate import simulate
 from crowdrank.validation.predictive import composite_loo, composite_pair_loglik, loo_compare
@@ -34,9 +35,9 @@ def _eta(model, rng, W, K, size=()):
     spec = get(model)
     if not spec.has_eta:
         return None
-    if spec.worker_prior == "beta":
+    if spec.worker_prior is BETA:
         return rng.uniform(0.1, 0.9, size=size + (W,))
-    if spec.worker_prior == "gamma":
+    if spec.worker_prior is GAMMA:
         return rng.gamma(3.0, 0.5, size=size + (W,))
     return rng.dirichlet(np.full(K, 1.5), size=size + (W,))
 
@@ -110,7 +111,7 @@ def _fit(model, data, seed, sd=0.03, C=2, D=400):
         e0 = _eta(model, rng, data.n_workers, data.K)
         if e0.ndim == 1:
             eta = np.clip(e0 + 0.01 * rng.normal(size=(C, D) + e0.shape), 0.02, None)
-            if get(model).worker_prior == "beta":
+            if get(model).worker_prior is BETA:
                 eta = np.minimum(eta, 0.98)
             dims["eta"] = ["worker"]
         else:

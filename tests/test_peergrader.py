@@ -17,6 +17,7 @@ from scipy import stats
 
 from crowdrank.inference.peergrader import fit_peergrader, init, log_posterior
 from crowdrank.models.data import Rankings
+from crowdrank.models.families import GAMMA
 from crowdrank.models.likelihood import loglik
 from crowdrank.models.model_inputs import model_inputs
 from crowdrank.models.priors import PEERGRADER_GAMMA, Priors, build_priors
@@ -70,7 +71,7 @@ def reference_log_posterior(data, priors, lam, eta):
 
 def test_registry_entry():
     spec = get("peergrader")
-    assert spec.worker_prior == "gamma" and not spec.pairwise and spec.online is None
+    assert spec.worker_prior is GAMMA and not spec.pairwise and spec.online is None
     assert spec.prior_K(4) == 2 and spec.has_eta
 
 

@@ -21,6 +21,7 @@ from scipy import stats
 from scipy.special import expit, log_expit
 
 from crowdrank.models import registry
+from crowdrank.models.families import BETA
 from crowdrank.models.priors import Priors
 from crowdrank.models.registry import ModelSpec
 
@@ -102,7 +103,8 @@ def _priors(data):
 # ---------------------------------------------------------------- tests
 def test_registry_lists_and_resolves_the_toy(toy):
     assert registry.get(NAME) is TOY
-    assert NAME in registry.names(pairwise=True, worker_prior="beta")
+    assert NAME in registry.names(pairwise=True, worker_prior=BETA)
+    assert TOY.worker_prior is BETA          # the name "beta" is turned into the family
     assert TOY.fn("redraw") is tempered_redraw
     assert TOY.reference_loglik() is tempered_loglik
     assert TOY.prior_K(5) == 2

@@ -284,8 +284,8 @@ def audit_job(spec: dict) -> dict:
                       **{k: spec[k] for k in ("chains", "tune", "draws", "backend")
                          if k in spec})
     subject = Subject(data, truth=sim.lam,
-                      truth_eta1=(sim.eta[:, 0] if get_model(model).worker_prior == "dirichlet"
-                                  else None))
+                      truth_eta1=(sim.eta[:, 0] if get_model(model).has_eta
+                                  and not get_model(model).eta_scalar else None))
     variant = dict(spec.get("variant", {}))
     a = audit_model(subject, model, priors, cfg, None, variants=[variant])
     cmp = a.comparisons[0]

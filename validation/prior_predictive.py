@@ -79,12 +79,8 @@ def draw_eta(rng: np.random.Generator, model: str, priors: Priors, K: int) -> np
     if family is None:
         eta[:, 0] = 1.0
         return eta
-    if family == "beta":
-        ab = priors.beta()
-        p = rng.beta(ab[:, 0], ab[:, 1])
-        eta[:, 0], eta[:, 1] = p, 1.0 - p
-    else:
-        eta = np.stack([rng.dirichlet(priors.alpha[w, :K]) for w in range(W)])
+    # NumPy's own draw of the family (Dirichlet rows, a Beta accuracy) in the simulator's layout
+    eta = family.simulator_eta(family.draw_numpy(rng, family.table(priors, K)), K)
     # a Dirichlet draw with tiny concentrations can underflow to exact zeros; the simulator
     # and every likelihood need η > 0 (same guard as the simulator's own draws)
     eta = np.maximum(eta, 1e-300)

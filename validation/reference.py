@@ -327,16 +327,18 @@ def tail_visits_of(idata, model: str, priors) -> dict | None:
         family = get(model).worker_prior
     except UsageError:                  # a model outside the registry (the pair extensions)
         return None
-    if (family not in ("dirichlet", "beta") or idata is None or "posterior" not in idata
+    if (family is None or idata is None or "posterior" not in idata
             or "eta" not in idata["posterior"]):
         return None
     da = idata["posterior"]["eta"]
     eta = np.asarray(da.transpose("chain", "draw", *[d for d in da.dims
                                                      if d not in ("chain", "draw")]).values,
                      float)
-    if family == "beta":
-        return tail_visits(np.stack([eta, 1.0 - eta], axis=-1), priors.beta())
-    return tail_visits(eta, np.asarray(priors.alpha, float)[:, :eta.shape[-1]])
+    # the family's simplex (CrowdBT [η, 1 − η] ~ Dir(a, b)); None: the family has none
+    simplex = family.as_simplex(eta)
+    if simplex is None:
+        return None
+    return tail_visits(simplex, family.table(priors, simplex.shape[-1]))
 
 
 def tail_visits_sentence(tv: dict, model: str) -> str:

@@ -60,6 +60,7 @@ from pathlib import Path
 import numpy as np
 
 from crowdrank.models.errors import UsageError
+from crowdrank.models.families import BETA, DIRICHLET, draw_dirichlet  # noqa: F401 (re-exported)
 from crowdrank.models.registry import REGISTRY, get
 
 
@@ -232,22 +233,6 @@ def _seeds(seed: int, sim: int) -> tuple[np.random.Generator, int, np.random.Gen
 
 
 # ----------------------------------------------------------------------------- truth
-def draw_dirichlet(rng: np.random.Generator, alpha: np.ndarray) -> np.ndarray:
-    """Row-wise ``Dir(α)`` draws, exact also for tiny ``α`` (docs/design.md, Sampling).
-
-    ``Gamma(α) = Gamma(α + 1) · U^{1/α}`` (Marsaglia & Tsang 2000), so
-    ``log g = log u − e/α`` with ``u ~ Gamma(α + 1)``, ``e ~ Exp(1)``, and
-    ``η = softmax(log g)`` never divides an underflowed zero by a zero sum (the paper's
-    ``α_4 = 10·6⁻⁴ ≈ 0.0077`` puts most of ``g_4``'s mass far below double precision).
-    """
-    alpha = np.asarray(alpha, float)
-    if np.any(~(alpha > 0)) or np.any(~np.isfinite(alpha)):
-        raise ValueError("Dirichlet concentrations must be finite and > 0")
-    logg = np.log(rng.gamma(alpha + 1.0)) - rng.exponential(size=alpha.shape) / alpha
-    logg -= logg.max(axis=-1, keepdims=True)
-    return np.exp(logg - np.log(np.exp(logg).sum(axis=-1, keepdims=True)))
-
-
 def draw_truth(model: str, priors, n_items: int, rng: np.random.Generator
                ) -> tuple[np.ndarray, np.ndarray]:
     """``(λ, η)`` from the prior the fit uses: ``λ_r ~ N(mu0, sigma0²)``; CrowdBT
@@ -256,18 +241,13 @@ def draw_truth(model: str, priors, n_items: int, rng: np.random.Generator
     lam = rng.normal(priors.mu0, priors.sigma0, size=int(n_items))
     W, K = priors.alpha.shape
     family = get(model).worker_prior
-    if family == "beta":
-        ab = priors.beta()
-        acc = draw_dirichlet(rng, ab)[:, 0]
-        eta = np.stack([acc, 1.0 - acc], axis=1)
-    elif family == "dirichlet":
-        eta = draw_dirichlet(rng, priors.alpha)
-    elif family is not None:
-        raise UsageError(f"SBC draws no {family} worker prior (model {model!r})")
-    else:
+    if family is None:
         eta = np.zeros((W, K))
         eta[:, 0] = 1.0
-    return lam, eta
+        return lam, eta
+    # the family's exact draw (tiny concentrations included), in the simulator's layout
+    K = family.prior_K(K)
+    return lam, family.simulator_eta(family.draw(rng, family.table(priors, K)), K)
 
 
 def make_priors(cfg: Mapping):
@@ -339,14 +319,26 @@ def flatten_params(model: str, lam: np.ndarray, eta: np.ndarray | None) -> np.nd
     """``(..., P)``: λ, centred λ (``λ_r − mean λ``, identified by the data alone;
     docs/design.md, Validation) and the η entries in :func:`parameter_names` order. ``lam`` is
     ``(..., L)``; ``eta`` ``(..., W)`` (CrowdBT accuracy) or ``(..., W, K)``. The model's
-    ``sbc_flatten`` (models.registry) does the work."""
-    return get(model).fn("sbc_flatten")(lam, eta)
+    ``sbc_flatten`` (models.registry) does the work when it names one; otherwise the
+    worker family flattens η (:meth:`crowdrank.models.families.WorkerFamily.flatten`)."""
+    spec = get(model)
+    fn = spec.fn("sbc_flatten")
+    if fn is not None:
+        return fn(lam, eta)
+    if spec.worker_prior is None:
+        return flatten_lambda(lam)
+    return _with_eta(lam, spec.worker_prior.flatten(eta))
 
 
-# The models' SBC flattenings (models.registry.ModelSpec.sbc_flatten): ``f(lam, eta)``.
+# SBC flattenings ``f(lam, eta)`` (models.registry.ModelSpec.sbc_flatten names one of these
+# or a model's own); the η part is the worker family's.
 def _lambda_parts(lam):
     lam = np.asarray(lam, float)
     return [lam, lam - lam.mean(axis=-1, keepdims=True)]
+
+
+def _with_eta(lam, flat_eta) -> np.ndarray:
+    return np.concatenate(_lambda_parts(lam) + [flat_eta], axis=-1)
 
 
 def flatten_lambda(lam, eta=None) -> np.ndarray:
@@ -356,13 +348,12 @@ def flatten_lambda(lam, eta=None) -> np.ndarray:
 
 def flatten_accuracy(lam, eta) -> np.ndarray:
     """λ, centred λ and one accuracy per worker ``(..., W)``."""
-    return np.concatenate(_lambda_parts(lam) + [np.asarray(eta, float)], axis=-1)
+    return _with_eta(lam, BETA.flatten(eta))
 
 
 def flatten_simplex(lam, eta) -> np.ndarray:
     """λ, centred λ and every worker's simplex ``(..., W, K)`` row by row."""
-    e = np.asarray(eta, float)
-    return np.concatenate(_lambda_parts(lam) + [e.reshape(e.shape[:-2] + (-1,))], axis=-1)
+    return _with_eta(lam, DIRICHLET.flatten(eta))
 
 
 # ----------------------------------------------------------------------------- online PIT
@@ -370,11 +361,9 @@ def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
     """PIT ``F_q(θ̃)`` of every parameter under the online marginals (docs/design.md, Validation):
     ``N(μ_r, σ_r²)`` for λ; for centred λ the mean-field Gaussian of ``λ_r − mean λ``
     (mean ``μ_r − μ̄``, variance ``σ_r²(1 − 2/L) + Σσ²/L²``); Beta marginals of the
-    Dirichlet for η (:func:`crowdrank.validation.metrics.dirichlet_marginals`), CrowdBT
+    Dirichlet for η (:meth:`crowdrank.models.families.WorkerFamily.beta_marginals`), CrowdBT
     ``Beta(a_w, b_w)``."""
     from scipy import stats
-
-    from .metrics import dirichlet_marginals
 
     mu, s2 = np.asarray(post.mu, float), np.asarray(post.sigma2, float)
     L = mu.size
@@ -385,12 +374,8 @@ def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
     out = np.empty(P)
     out[: 2 * L] = stats.norm.cdf(truth[: 2 * L], loc, scale)
     if P > 2 * L:
-        alpha = np.asarray(post.alpha, float)
-        if get(model).worker_prior == "beta":
-            a, b = alpha[:, 0], alpha[:, 1]
-        else:
-            a, b = dirichlet_marginals(alpha)
-            a, b = a.ravel(), b.ravel()
+        # the family's exact Beta marginal of each flattened entry
+        a, b = get(model).worker_prior.beta_marginals(np.asarray(post.alpha, float))
         out[2 * L:] = stats.beta.cdf(truth[2 * L:], a, b)
     if not np.all(np.isfinite(out)):
         raise ValueError("non-finite PIT from the online posterior")
@@ -408,7 +393,7 @@ def _prepare(spec: dict) -> dict:
     L = int(spec["n_items"])
     lam, eta = draw_truth(model, priors, L, rng_data)
     mspec = get(model)
-    K = int(spec["kmax"]) if mspec.worker_prior == "dirichlet" else 2
+    K = mspec.prior_K(int(spec["kmax"])) or 2
     names, fams = parameter_names(model, L, int(spec["n_workers"]), K)
     eta_true = None if not mspec.has_eta else (eta[:, 0] if mspec.eta_scalar else eta)
     prep = {"spec": spec, "model": model, "priors": priors, "lam": lam, "eta": eta,
@@ -420,7 +405,7 @@ def _prepare(spec: dict) -> dict:
                        tasks_per_worker=int(spec["tasks_per_worker"]),
                        kmax=int(spec["kmax"]), lam=lam, eta=eta, seed=rng_data)
         data = sim.rankings
-        if mspec.worker_prior == "dirichlet" and data.K != K:
+        if mspec.prior_K(data.K) not in (None, K):      # a Dirichlet as long as the data
             raise ValueError(f"replicate {spec['sim']}: no ranking of length kmax={K} was "
                              f"drawn, so the fitted η would have a different prior; use more "
                              f"tasks")
@@ -465,7 +450,7 @@ def _finish(prep: dict, flat: np.ndarray, gate: dict, timings: dict) -> dict:
                 workers=list(priors.workers), K=priors.K,
                 options=algorithm_options(omodel, priors=priors))
         else:
-            pri = priors.for_data(data, K=2 if get(omodel).worker_prior == "beta" else None)
+            pri = priors.for_data(data, K=get(omodel).prior_K(data.K))
             on = fit_online(data, omodel, pri, progress=False)
         out["timings"]["online"] = time.perf_counter() - t
         out["online_pit"] = online_pit(model, on, truth).tolist()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from crowdrank.models.errors import UsageError
+from crowdrank.models.errors import DataError, UsageError
 
 from .posterior import Posterior, from_batch, from_em, from_nuts, from_online, read_posterior
 
@@ -31,16 +31,47 @@ def fit_nuts_method(data, model, priors, options, *, seed=0, progress=False,
     ``nuts_kw``: further ``fit_nuts`` keywords (the audit's ``chain_method``)."""
     from crowdrank.inference import nuts
 
-    approx = options.init_from
+    approx, init = options.init_from, None
     if isinstance(approx, str | Path):
         approx = read_posterior(approx)
+    if approx is not None:
+        approx, init = warm_start(approx, data, str(options.init_from))
     result = nuts.fit_nuts(
         data, model, priors, backend=options.backend, chains=int(options.chains),
         tune=int(options.tune), draws=int(options.draws),
         target_accept=float(options.target_accept), seed=int(seed), approx=approx,
-        progress=progress, precision=options.precision, eta_update=options.eta_update,
-        gibbs_sweeps=int(options.gibbs_sweeps), **nuts_kw)
-    return from_nuts(result)
+        init=init,
+        progress=progress, precision=options.precision, profile=bool(options.profile),
+        **nuts_kw)
+    return from_nuts(result, model=model)
+
+
+def warm_start(post: Posterior, data, source: str):
+    """``(approx, init)`` for ``fit_nuts``: the posterior itself when it has finite item
+    variances (each chain starts at its own draw of it), else a point start ``init`` at
+    its means (``λ`` = ``mu``, ``η`` = the Dirichlet/Beta means). Every item and worker of
+    ``data`` must be in it (a :class:`DataError` naming ``source`` otherwise)."""
+    import numpy as np
+
+    for what, have, want in (("item", post.items, data.items),
+                             ("worker", post.workers if post.alpha is not None else None,
+                              data.workers)):
+        if have is None:
+            continue
+        missing = sorted(set(map(str, want)) - set(have))
+        if missing:
+            raise DataError(f"{len(missing)} {what}(s) of the data are not in the posterior, "
+                            f"e.g. {missing[:5]}", source)
+    if np.all(np.isfinite(post.sigma2)) and np.all(post.sigma2 > 0):
+        return post, None
+    ix = [post.items.index(str(i)) for i in data.items]
+    init = {"lambda": np.asarray(post.mu, float)[ix]}
+    if post.alpha is not None:
+        a = np.asarray(post.alpha, float)[[post.workers.index(str(w)) for w in data.workers]]
+        a = a[:, : data.K] if a.shape[1] > 2 else a
+        init["eta"] = (a / a.sum(axis=1, keepdims=True))[:, 0] if a.shape[1] == 2 and \
+            post.marginals.family == "beta" else a / a.sum(axis=1, keepdims=True)
+    return None, init
 
 
 # ====================================================================== online, EP

@@ -51,11 +51,8 @@ class NutsOptions:
     target_accept: float = opt(0.8, "target acceptance of the step-size adaptation")
     precision: str = opt("float64", "NumPyro floating point: float32 is ~2x faster per "
                          "gradient", choices=("float64", "float32"))
-    eta_update: str = opt("nuts", "COUPLE, NumPyro: move the worker simplexes by an exact "
-                          "Gibbs step given the scores, NUTS on the scores only "
-                          "(docs/design.md 5.3a)", choices=("nuts", "gibbs"))
-    gibbs_sweeps: int = opt(1, "--eta-update gibbs: Gibbs sweeps of the simplexes per "
-                            "iteration")
+    profile: bool = opt(False, "NumPyro: also compile and time the potential and its "
+                        "gradient alone (printed; timings gradient_compile, gradient_ms)")
     init_from: object = opt(None, "a fitted approximation (a folder or posterior.json of "
                             "crowdrank fit): each chain starts at its own draw of it, the "
                             "mass matrix from its variances (a warm start); in Python also a "
@@ -250,6 +247,16 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("trueskill", "TrueSkill over the rank-broken pairs", f"{_FITS}:fit_trueskill",
            TrueSkillOptions, models=("bt",)),
 )}
+
+
+def _add_approx_entries() -> None:
+    # the PPLs' own approximations: advi, fullrank-advi, lowrank-advi, laplace-ppl,
+    # pathfinder (their options and fits live in crowdrank.inference.approx.entries)
+    from crowdrank.inference.approx.entries import method_entries
+    REGISTRY.update({m.name: m for m in method_entries()})
+
+
+_add_approx_entries()
 
 
 def register(method: Method, *, replace_existing: bool = False) -> Method:

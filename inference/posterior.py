@@ -34,7 +34,9 @@ Construction::
                          items=..., workers=..., diagnostics=..., options=..., seconds=...)
     Posterior.from_tree(tree, model=None, method=None, gate=None)   # a NUTS-layout tree
     as_posterior(obj)     # NutsResult, OnlinePosterior (online, EP, TrueSkill), BatchFit,
-                          # EMFit, a DataTree, or a Posterior (returned as is)
+                          # EMFit, a DataTree, a Posterior (returned as is), or any object
+                          # with the marginals' attributes (items, mu, sigma2[, workers,
+                          # alpha, model, options])
 
 **Draw-only methods** (the bootstrap, variational methods): :meth:`Posterior.from_draws`
 stores the draws in ``tree`` and moment-matches marginals to them
@@ -222,19 +224,14 @@ class Posterior:
                   gate: Gate | None = None, seconds: float = math.nan, native=None
                   ) -> Posterior:
         """A tree in the NUTS layout (a sampler's, or one read from ``posterior.nc``). The
-        gate: ``gate``, else the one ``write_nuts`` stored in the attributes, else computed
-        (:func:`crowdrank.inference.gate.check`) when the tree has ``sample_stats``."""
+        gate: ``gate``, else the one ``write_nuts`` stored in the attributes, else none
+        (a comparison then computes it from the draws, :func:`crowdrank.inference.gate.check`)."""
         attrs = dict(tree.attrs)
-        model = model or attrs.get("model")
-        if not model:
-            raise DataError("the posterior names no model (attribute 'model')", "posterior.nc")
+        model = model or attrs.get("model") or ""
         method = method or str(attrs.get("method", "nuts"))
         diag = {}
         if gate is None and "gate_trusted" in attrs:
             gate = Gate.from_attrs(attrs)
-        if gate is None and "sample_stats" in tree.children:
-            from crowdrank.inference.gate import check
-            gate = check(tree)
         if gate is not None:
             diag["gate"] = gate
         opts = {k: _plain(v) for k, v in attrs.items() if not str(k).startswith("gate_")}
@@ -321,10 +318,11 @@ def moment_marginals(tree, model: str) -> Marginals:
 
 
 # ====================================================================== adapters
-def from_nuts(result, method: str = "nuts") -> Posterior:
-    """A :class:`~crowdrank.inference.nuts.NutsResult` (its DataTree, gate, timings)."""
+def from_nuts(result, method: str = "nuts", model: str | None = None) -> Posterior:
+    """A :class:`~crowdrank.inference.nuts.NutsResult` (its DataTree, gate, timings;
+    ``model`` when the tree's attributes do not name it)."""
     t = dict(result.timings or {})
-    post = Posterior.from_tree(result.idata, method=method, gate=result.gate,
+    post = Posterior.from_tree(result.idata, model=model, method=method, gate=result.gate,
                                seconds=float(t.get("total", math.nan)), native=result)
     post.diagnostics["timings"] = t
     if getattr(result, "adaptation", None) is not None:
@@ -398,6 +396,15 @@ def as_posterior(obj) -> Posterior:
         return from_em(obj)
     if kind == "DataTree":
         return Posterior.from_tree(obj)
+    if all(hasattr(obj, a) for a in ("items", "mu", "sigma2")):
+        # any other object with the marginals' attributes (a method's own result type)
+        alpha = getattr(obj, "alpha", None)
+        return Posterior.from_marginals(
+            str(getattr(obj, "model", "") or ""), str(getattr(obj, "method", "") or kind),
+            items=obj.items, mu=obj.mu, sigma2=obj.sigma2,
+            workers=getattr(obj, "workers", None) or () if alpha is not None else (),
+            alpha=alpha, options=dict(getattr(obj, "options", None) or {}),
+            seconds=float(getattr(obj, "seconds", math.nan)), native=obj)
     raise TypeError(f"cannot read a {kind} as a posterior: expected a Posterior, NutsResult, "
                     "OnlinePosterior, BatchFit, EMFit or DataTree")
 
@@ -469,7 +476,10 @@ def read_posterior(path) -> Posterior:
     if path.suffix == ".nc" or (path.is_dir() and not js.exists()):
         if not nc.exists():
             raise FileNotFoundError(f"{path}: no posterior.json or posterior.nc here")
-        return Posterior.from_tree(_open_tree(nc))
+        post = Posterior.from_tree(_open_tree(nc))
+        if not post.model:
+            raise DataError("the posterior names no model (attribute 'model')", str(nc))
+        return post
     if not js.exists():
         raise FileNotFoundError(f"{js}: no such posterior")
     try:
@@ -478,7 +488,7 @@ def read_posterior(path) -> Posterior:
         raise DataError(f"not valid JSON: {exc.msg}", str(js), exc.lineno) from None
     if not isinstance(d, dict) or "items" not in d or "model" not in d:
         raise DataError("not a posterior: no 'model' or 'items'", str(js))
-    if d.get("method", "online") == "online" and "marginals" not in d:
+    if d.get("method") == "online" and "algorithm" in d and "marginals" not in d:
         from crowdrank.inference.online import OnlinePosterior
         return from_online(OnlinePosterior.from_json(js))
     return _from_json_dict(d, js, nc if nc.exists() else None)
@@ -494,12 +504,13 @@ def _from_json_dict(d: dict, js: Path, nc: Path | None) -> Posterior:
     try:
         items = list(d["items"])
         mu = [float(d["items"][i]["mu"]) for i in items]
-        s2 = [float(d["items"][i]["sigma2"]) for i in items]
+        # a file of means only (a point start for NUTS) has no variances: NaN
+        s2 = [float(d["items"][i].get("sigma2", math.nan)) for i in items]
         wk = d.get("workers") or {}
         workers = list(wk)
         alpha = np.array([[float(x) for x in wk[w]["alpha"]] for w in workers]) if wk else None
     except (KeyError, TypeError, ValueError):
-        raise DataError("every item needs numeric 'mu' and 'sigma2', every worker an "
+        raise DataError("every item needs a numeric 'mu' (and 'sigma2'), every worker an "
                         "'alpha' list", str(js)) from None
     diag = dict(d.get("diagnostics") or {})
     if isinstance(diag.get("gate"), dict):

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from crowdrank.inference.gate import Gate
+from crowdrank.inference.posterior import as_posterior
 from crowdrank.validation import compare as C
 
 
@@ -140,7 +142,7 @@ def test_unconverged_reference_is_marked_not_trusted():
     assert d["reference_note"].startswith("reference not trusted")
     assert not cmp.parameters.reference_trusted.any()
     # a gate handed over by the NUTS runner wins over recomputation
-    gate = SimpleNamespace(trusted=False, reasons=["3 divergent transition(s)"])
+    gate = Gate(trusted=False, reasons=["3 divergent transition(s)"])
     good = make_idata(MU, SD, ALPHA, seed=3)
     cmp2 = C.compare(online_stub("couple", ITEMS, MU, SD, WORKERS, ALPHA), good, gate=gate)
     assert not cmp2.trusted and cmp2.reasons == ["3 divergent transition(s)"]
@@ -148,7 +150,7 @@ def test_unconverged_reference_is_marked_not_trusted():
 
 def test_divergences_fail_the_gate():
     dt = make_idata(MU, SD, seed=4, divergent=[(1, 10)])
-    g = C.convergence_gate(dt)
+    g = C.reference_gate(as_posterior(dt))      # no gate handed over: from the draws
     assert not g.trusted and len(g.reasons) == 1
     assert g.reasons[0].startswith("1 divergent transition(s)")
 

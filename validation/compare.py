@@ -1,11 +1,12 @@
-"""An online (moment-matched) posterior against a NUTS reference on the same data and priors.
+"""An approximate posterior against a NUTS reference on the same data and priors.
 
-docs/design.md, Validation. The NUTS result is an ArviZ ``DataTree`` in the layout of
-``docs/contracts.md`` (``lambda`` over ``item``; COUPLE ``eta`` over ``(worker, stage)``,
-CrowdBT ``eta`` over ``worker``); the online posterior is anything with the attributes of
-``inference.online.OnlinePosterior`` (``model, items, mu, sigma2, workers, alpha``), read
-duck-typed so that this layer never needs to construct one. Parameters are matched by their
-real ids, never by position.
+docs/design.md, Validation. :func:`compare` takes two
+posteriors (:class:`crowdrank.inference.posterior.Posterior`), the reference and the approximation.
+The reference's draws are an ArviZ ``DataTree`` in the layout of ``docs/contracts.md``
+(``lambda`` over ``item``; COUPLE ``eta`` over ``(worker, stage)``, CrowdBT ``eta`` over
+``worker``); the approximation is read through its marginals (``model, items, mu, sigma2,
+workers, alpha``: the helpers below take any object with these attributes). Parameters are
+matched by their real ids, never by position.
 
 The approximate marginals compared are those the online state *is*: ``N(μ_r, σ_r²)`` for
 item scores; for COUPLE the Beta marginals ``Beta(α_t, S − α_t)`` of ``Dir(α_w)`` ([Pan18],
@@ -18,7 +19,7 @@ still computed, and the comparison carries ``trusted = False`` with the gate's r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -89,34 +90,18 @@ def align(values, ids_from, ids_to, what: str = "item(s)") -> np.ndarray:
 
 
 # ------------------------------------------------------------------ the gate
-@dataclass
-class GateStatus:
-    """Whether the NUTS reference is trusted, and why not."""
-
-    trusted: bool
-    reasons: list[str] = field(default_factory=list)
-
-
-def convergence_gate(idata) -> GateStatus:
-    """docs/design.md, Validation gate computed from a ``DataTree`` by :func:`crowdrank.inference.gate.check`
-    (rank R-hat < 1.01, bulk and tail ESS >= 400, no divergences, E-BFMI >= 0.3).
-
-    Used when only a ``posterior.nc`` is at hand; a fresh fit carries
-    ``NutsResult.gate``, which :func:`gate_status` prefers.
-    """
+def reference_gate(reference, gate=None):
+    """The trust decision: ``gate`` when given, else the reference's own
+    (``Posterior.gate``, ``NutsResult.gate``), else computed from its draws by
+    :func:`crowdrank.inference.gate.check` (rank R-hat < 1.01, bulk and tail ESS >= 400, no
+    divergences, E-BFMI >= 0.3)."""
     from crowdrank.inference.gate import check
 
-    g = check(idata)
-    return GateStatus(bool(g.trusted), [str(r) for r in g.reasons])
-
-
-def gate_status(gate=None, idata=None) -> GateStatus:
-    """The trust decision: from ``NutsResult.gate`` if given, else computed from ``idata``."""
     if gate is not None:
-        return GateStatus(bool(gate.trusted), [str(r) for r in gate.reasons])
-    if idata is None:
-        return GateStatus(False, ["no NUTS gate and no draws to compute one"])
-    return convergence_gate(idata)
+        return gate
+    if reference.gate is not None:
+        return reference.gate
+    return check(reference.tree)
 
 
 # ------------------------------------------------------------------ marginals
@@ -531,18 +516,40 @@ class Comparison:
                 "workers": self.workers, "identified": self.identified}
 
 
-def compare(online, idata, *, gate=None, truth=None, truth_eta1=None, model=None,
+def _as_pair(reference, approximation):
+    """Both arguments as posteriors, the reference first. A call with the approximation
+    first and a bare NUTS tree (or ``NutsResult``) second, ``compare(online, idata)``, is
+    read the same way."""
+    from crowdrank.inference.posterior import Posterior, as_posterior
+
+    def sampled(x):
+        return type(x).__name__ in ("DataTree", "NutsResult")
+
+    if sampled(approximation) and not (sampled(reference) or isinstance(reference, Posterior)):
+        reference, approximation = approximation, reference
+    return as_posterior(reference), as_posterior(approximation)
+
+
+def compare(reference, approximation, *, gate=None, truth=None, truth_eta1=None, model=None,
             variant: str = "default", components=None, identified: bool = True,
             max_pairs: int = MAX_PAIRS, seed: int = 0) -> Comparison:
-    """Compare ``online`` with the NUTS ``idata`` at parameter, ranking and worker level.
+    """Compare ``approximation`` with the sampled ``reference`` at parameter, ranking and
+    worker level.
 
     Parameters
     ----------
-    online : OnlinePosterior-like
-    idata : DataTree
-        The NUTS reference (contract layout).
-    gate : Gate-like, optional
-        ``NutsResult.gate``; computed from ``idata`` when absent.
+    reference : Posterior
+        The NUTS reference (draws in the contract layout; a ``NutsResult`` or a bare
+        DataTree is read as one, :func:`crowdrank.inference.posterior.as_posterior`).
+    approximation : Posterior
+        Any method's posterior (or a result :func:`~crowdrank.inference.posterior.as_posterior`
+        reads). Its marginals give ``z``, the sd ratio, KL, W1 and the coverages — exact
+        for closed-form marginals; a method with draws of its own (the bootstrap, the
+        draw-only methods, whose marginals are moment-matched) has its λ coverages from
+        the percentile intervals of those draws
+        (:func:`crowdrank.validation.intervals.percentile_coverage`).
+    gate : Gate, optional
+        The reference's gate; its own (or one computed from its draws) when absent.
     truth : array, optional
         True item scores aligned with the ``item`` coordinate (higher is better).
     truth_eta1 : array, optional
@@ -555,13 +562,17 @@ def compare(online, idata, *, gate=None, truth=None, truth_eta1=None, model=None
         probabilities and the common level (:func:`identified_comparison`; pairs sampled
         with ``seed`` above ``max_pairs``).
     """
-    g = gate_status(gate, idata)
-    table = parameter_table(online, idata, model=model, variant=variant, trusted=g.trusted)
+    ref, online = _as_pair(reference, approximation)
+    idata = ref.tree
+    g = reference_gate(ref, gate)
+    trusted, reasons = bool(g.trusted), [str(r) for r in g.reasons]
+    table = parameter_table(online, idata, model=model or online.model, variant=variant,
+                            trusted=trusted)
     lam = table[table.kind == "lambda"]
     ranking = ranking_agreement(lam.approx_mean.to_numpy(), lam.mcmc_mean.to_numpy(), truth,
                                 components=components)
     workers = None
-    if "eta" in idata["posterior"] and getattr(online, "alpha", None) is not None:
+    if "eta" in idata["posterior"] and online.alpha is not None:
         wid = _coord(idata, "worker")
         q_on = worker_quality_online(online)[_reindex(online.workers, wid, "worker(s)")]
         workers = worker_agreement(q_on, worker_quality_nuts(idata), wid, truth_eta1)
@@ -574,7 +585,13 @@ def compare(online, idata, *, gate=None, truth=None, truth_eta1=None, model=None
                                                    seed=seed)
         ident_table.insert(0, "variant", variant)
         ident_table.insert(0, "model", str(table.model.iloc[0]))
-    return Comparison(model=str(table.model.iloc[0]), variant=variant, parameters=table,
-                      aggregates=aggregates(table), ranking=ranking, workers=workers,
-                      trusted=g.trusted, reasons=g.reasons, identified=ident,
-                      identified_table=ident_table)
+    c = Comparison(model=str(table.model.iloc[0]), variant=variant, parameters=table,
+                   aggregates=aggregates(table), ranking=ranking, workers=workers,
+                   trusted=trusted, reasons=reasons, identified=ident,
+                   identified_table=ident_table)
+    if online.tree is not None:
+        from .intervals import percentile_coverage
+        draws = online.tree["posterior"]["lambda"].transpose("chain", "draw", "item")
+        percentile_coverage(c, np.asarray(draws.values, float).reshape(-1, draws.shape[-1]),
+                            [str(v) for v in draws["item"].values], idata)
+    return c

@@ -1,7 +1,8 @@
 """``crowdrank fit --method ep``: expectation propagation over an online update.
 
-Called by :mod:`crowdrank.reports.commands.fit` as ``run(args, data, priors)`` with the data and the
-priors already built. Runs :func:`crowdrank.inference.online.ep.fit_ep` (the one-pass options
+Called by :mod:`crowdrank.reports.commands.fit` as ``run_method(args, options)`` with the
+``ep`` entry's options (:mod:`crowdrank.inference.methods`). Runs
+:func:`crowdrank.inference.online.ep.fit_ep` through the entry (the one-pass options
 ``--taylor``, ``--score-alpha``, ``--kappa``, ``--kappa2``, ``--bt-breaking`` and the
 Weng–Lin parameters choose the update it refines), prints one line per pass (the largest
 mean change in sds, log-variance and log-concentration changes, improper cavities) and
@@ -25,24 +26,19 @@ def _line(entry: dict) -> str:
             f"improper cavities {entry['improper_cavities']}")
 
 
-def run(args, data, priors) -> int:
-    from crowdrank.inference.online.ep import fit_ep
-    from crowdrank.reports.commands.fit_online import _check_model, _options
+def run_method(args, options) -> int:
+    from crowdrank.inference import methods
+    from crowdrank.reports.commands.fit import load
 
-    _check_model(args)
-    if getattr(args, "state_in", None):
+    if args.state_in:
         raise UsageError("--state-in resumes a one-pass run; EP starts from the prior")
-    opts = _options(args)
-    quiet = getattr(args, "no_progress", False)
+    data, priors = load(args)
+    quiet = args.no_progress
     t0 = time.perf_counter()
-    post = fit_ep(data, args.model, priors, passes=int(args.passes),
-                  damping=float(getattr(args, "damping", 0.0)),
-                  tol=float(getattr(args, "ep_tol", 1e-3)),
-                  order=getattr(args, "order", "file"), seed=int(getattr(args, "seed", 0)),
-                  progress=not quiet,
-                  callback=None if quiet else (lambda e: print(_line(e), file=sys.stderr,
-                                                               flush=True)),
-                  **opts)
+    result = methods.get("ep").fn("fit")(
+        data, args.model, priors, options, seed=args.seed, progress=not quiet,
+        callback=None if quiet else (lambda e: print(_line(e), file=sys.stderr, flush=True)))
+    post = result.native
     seconds = time.perf_counter() - t0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -10,8 +10,8 @@ Two paths with the same numbers, bit for bit (tested):
   far. ``--order shuffle`` on a stream is a seeded external shuffle
   (:mod:`crowdrank.models.io.shuffle`): a uniformly random order, drawn anew for every pass.
 * **in memory** (a shared data set's name, PrefLib or MATLAB files, or ``--in-memory``):
-  :func:`run`, called by :mod:`crowdrank.reports.commands.fit` with the data and the priors built,
-  as NUTS gets them. Its ``--order shuffle`` is ``fit_online``'s in-memory permutation
+  :func:`run`, with the data and the priors of :mod:`crowdrank.reports.commands.fit`,
+  as every method gets them (the ``online`` entry of :mod:`crowdrank.inference.methods`). Its ``--order shuffle`` is ``fit_online``'s in-memory permutation
   (another draw for the same seed than the stream's; both uniform).
 
 Either writes ``DIR/posterior.json`` (the JSON of ``docs/contracts.md``, also a state to
@@ -27,46 +27,26 @@ from crowdrank.models.data import DataError
 from crowdrank.models.registry import get as get_model
 
 
-def _wl_params(args) -> dict | None:
-    """Weng–Lin parameters given on the command line (the rest keep their defaults)."""
-    given = {key: getattr(args, f"wl_{key}", None) for key in ("beta", "kappa", "tau", "gamma")}
-    given = {k: v for k, v in given.items() if v is not None}
-    return given or None
+def run_method(args, options) -> int:
+    """``crowdrank fit --method online``: the stream when the file is streamable and
+    ``--in-memory`` is not given, else the in-memory path (:func:`run`)."""
+    if not options.in_memory:
+        path = stream_source(args.data)
+        if path is not None:
+            return run_stream(args, options, path)
+    return run(args, options)
 
 
-def _options(args) -> dict:
-    """The options of the update, as ``fit_online`` takes them."""
-    return {"taylor": getattr(args, "taylor", "paper"),
-            "score_alpha": getattr(args, "score_alpha", "updated"),
-            "strict": bool(getattr(args, "strict", False)),
-            "kappa": float(getattr(args, "kappa", 1e-4)),
-            "kappa2": float(getattr(args, "kappa2", 1e-4)),
-            "bt_breaking": getattr(args, "bt_breaking", "game"), "wl_params": _wl_params(args)}
+def run(args, options) -> int:
+    """The in-memory path: the data and priors of ``fit``, fitted by the ``online`` entry."""
+    from crowdrank.inference import methods
+    from crowdrank.reports.commands.fit import load
 
-
-def _check_model(args) -> None:
-    spec = get_model(args.model)
-    if spec.normalized:       # its spec names OnlineGBMM, which approximates stagewise COUPLE
-        raise DataError("there is no online update for normalised COUPLE; use --model couple "
-                        "(OnlineGBMM) or --method nuts", "--model")
-    if spec.online is None:
-        raise DataError(f"there is no online update for {args.model}; use --method nuts",
-                        "--model")
-
-
-def run(args, data, priors) -> int:
-    """The in-memory path: ``data`` and ``priors`` already built."""
-    from crowdrank.inference.online import OnlinePosterior, fit_online
-
-    _check_model(args)
-    state_in = getattr(args, "state_in", None)
-    state = OnlinePosterior.from_json(state_in) if state_in else None
+    data, priors = load(args)
     t0 = time.perf_counter()
-    post = fit_online(
-        data, args.model, priors, order=getattr(args, "order", "file"),
-        seed=int(getattr(args, "seed", 0)), passes=int(getattr(args, "passes", 1)),
-        state=state, progress=not getattr(args, "no_progress", False), **_options(args))
-    return _write(args, post, data.n_rankings * int(getattr(args, "passes", 1)),
+    post = methods.get("online").run(data, args.model, priors, options, seed=args.seed,
+                                     progress=not args.no_progress)
+    return _write(args, post.native, data.n_rankings * int(options.passes),
                   time.perf_counter() - t0, "in memory")
 
 
@@ -103,7 +83,7 @@ def stream_priors(args):
     fixed = (read_worker_prior_file(args.worker_prior_file, args.prior_mu, args.prior_sigma)
              if args.worker_prior_file else None)
     gold = None
-    if fixed is None and getattr(args, "worker_prior_gold", None):
+    if fixed is None and args.worker_prior_gold:
         from crowdrank.models.io import read_gold
         gold = read_gold(args.worker_prior_gold)
     kmax = 2
@@ -120,26 +100,23 @@ def stream_priors(args):
     return priors
 
 
-def run_stream(args, path: Path) -> int:
+def run_stream(args, options, path: Path) -> int:
     """The streaming path (module docstring)."""
     import numpy as np
 
-    from crowdrank.inference.online import OnlinePosterior, fit_online_stream
+    from crowdrank.inference.method_fits import online_state, update_options
+    from crowdrank.inference.online import fit_online_stream
     from crowdrank.models.errors import UsageError
     from crowdrank.models.io import iter_rankings_chunks
     from crowdrank.models.io.shuffle import buckets_for, external_shuffle
 
-    _check_model(args)
-    chunk = int(getattr(args, "chunk_size", 1 << 17))
-    passes = int(getattr(args, "passes", 1))
+    chunk, passes, order = int(options.chunk_size), int(options.passes), options.order
     if chunk < 1:
         raise UsageError(f"--chunk-size must be >= 1, got {chunk}")
     if passes < 1:
         raise UsageError("passes must be >= 1")
-    order = getattr(args, "order", "file")
-    seed = int(getattr(args, "seed", 0))
-    state_in = getattr(args, "state_in", None)
-    post = OnlinePosterior.from_json(state_in) if state_in else None
+    seed = int(args.seed)
+    post = online_state(options)
     total = _count_hint(path)
     rng = np.random.default_rng(seed)
     priors = stream_priors(args)
@@ -154,8 +131,8 @@ def run_stream(args, path: Path) -> int:
             info.update(order="shuffle", seed=seed, shuffle="external", buckets=buckets)
         before = 0 if post is None else post.n_rankings
         post = fit_online_stream(chunks, args.model, priors, state=post,
-                                 progress=not getattr(args, "no_progress", False),
-                                 total=total, run_info=info, **_options(args))
+                                 progress=not args.no_progress,
+                                 total=total, run_info=info, **update_options(options))
         n += post.n_rankings - before
     return _write(args, post, n, time.perf_counter() - t0,
                   f"streamed in chunks of {chunk:,}"
@@ -184,7 +161,7 @@ def write_items_csv(post, path: Path) -> None:
     order = np.argsort(-mu, kind="stable")  # best first, ties and NaNs as pandas sorts them
 
     def num(x: float) -> str:
-        return "" if np.isnan(x) else "%.17g" % x
+        return "" if np.isnan(x) else f"{x:.17g}"
 
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")

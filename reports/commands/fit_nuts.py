@@ -52,7 +52,7 @@ def init_from_online_json(path, data, model: str) -> dict:
         raise DataError("an item 'mu' is not finite", str(path))
     init = {"lambda": lam}
     family = get(model).worker_prior
-    if family in ("beta", "dirichlet"):         # an online posterior's α to start from
+    if family is not None and family.online_factor:   # an online posterior's α to start from
         workers = d.get("workers") or {}
         missing = [w for w in data.workers if w not in workers]
         if missing:
@@ -62,21 +62,10 @@ def init_from_online_json(path, data, model: str) -> dict:
             alpha = [np.asarray(workers[w]["alpha"], float) for w in data.workers]
         except (KeyError, TypeError, ValueError):
             raise DataError("every worker needs a numeric 'alpha' list", str(path)) from None
-        if family == "beta":
-            if any(a.shape[0] < 2 for a in alpha):
-                raise DataError("CrowdBT workers need alpha = [a, b]", str(path))
-            ab = np.array([a[:2] for a in alpha])
-            init["eta"] = ab[:, 0] / ab.sum(axis=1)
-            init["alpha"] = ab
-        else:
-            if any(a.shape[0] < data.K for a in alpha):
-                raise DataError(f"COUPLE workers need {data.K} alpha values (the data's K)",
-                                str(path))
-            a = np.array([x[: data.K] for x in alpha])
-            if not np.all(np.isfinite(a)) or np.any(a <= 0):
-                raise DataError("worker alpha values must be finite and > 0", str(path))
-            init["eta"] = a / a.sum(axis=1, keepdims=True)
-            init["alpha"] = a
+        try:        # the factors' means, cut to the family's length (Beta (a, b), COUPLE K)
+            init["eta"], init["alpha"] = family.start_from_factor(alpha, data.K)
+        except ValueError as exc:
+            raise DataError(str(exc), str(path)) from None
     try:
         s2 = np.array([float(items[it]["sigma2"]) for it in data.items])
         if np.all(np.isfinite(s2)) and np.all(s2 > 0):

@@ -79,7 +79,7 @@ def nuts_run(data, priors, backend, chains, tune, draws, precision, init=None) -
 
     r = nuts.fit_nuts(data, "couple", priors, backend=backend, chains=chains, tune=tune,
                       draws=draws, seed=0, progress=False, precision=precision,
-                      pointwise=False, init=init)
+                      pointwise=False, init=init, profile=True)
     post = r.idata["posterior"].to_dataset()
     ess = min(float(np.nanmin(np.asarray(azs.ess(post[v], method="bulk"))))
               for v in post.data_vars)

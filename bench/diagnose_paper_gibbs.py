@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 #: An entry below this is "in its prior spike" (the data modes sit at 0.05 or more).
 SPIKE = 1e-3
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     import jax.numpy as jnp
 
     from crowdrank.inference.nuts import gibbs as gb
-    from crowdrank.inference.nuts import gibbs_jump_proposal, gibbs_mode_center
+    from crowdrank.inference.nuts.experimental import gibbs_jump_proposal, gibbs_mode_center
     from crowdrank.inference.online import fit_online
     from crowdrank.models.model_inputs import model_inputs
     from crowdrank.models.priors import Priors

@@ -1,5 +1,5 @@
 """The exact Gibbs step of COUPLE's worker simplexes (inference.gibbs) and the Gibbs route of
-``fit_nuts(eta_update="gibbs")``.
+``fit_nuts_experimental(eta_update="gibbs")``.
 
 Oracles: the exact Dirichlet marginals (prior only); the exact conditional
 ``p(η | λ, data)`` of one worker by self-normalised importance sampling from its Dirichlet
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from crowdrank.inference import nuts
+from crowdrank.inference.nuts.experimental import fit_nuts_experimental
 from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import Priors
 from crowdrank.models.simulate import simulate
@@ -24,7 +25,7 @@ from crowdrank.validation.reference import simplex_prior_check
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
-from crowdrank.inference.nuts import gibbs as G  # noqa: E402
+from crowdrank.inference.nuts import gibbs as G
 
 ALPHA4 = 10 * 6.0 ** -np.arange(1, 5)            # the paper's geometric prior, α_4 ≈ 0.0077
 
@@ -72,8 +73,8 @@ def test_prior_only_step_draws_the_exact_dirichlet():
 @pytest.mark.slow
 def test_fit_nuts_gibbs_prior_only_matches_exact_prior():
     d, pr = _tiny()
-    r = nuts.fit_nuts(d, "couple", pr, chains=2, tune=50, draws=1000, seed=3, progress=False,
-                      prior_only=True, eta_update="gibbs", chain_method="sequential")
+    r = fit_nuts_experimental(d, "couple", pr, chains=2, tune=50, draws=1000, seed=3, progress=False,
+                              prior_only=True, eta_update="gibbs", chain_method="sequential")
     eta = np.asarray(r.idata["posterior"]["eta"].values)
     for w in range(d.n_workers):
         res = simplex_prior_check(eta[:, :, w, :], pr.alpha[w])
@@ -247,19 +248,19 @@ def test_unsupported_combinations_raise_usage_errors():
                       ("couple", {"gibbs_walk": -1})]:
         # the combination is refused before the data or priors are read
         with pytest.raises(UsageError):
-            nuts.fit_nuts(d, model, pr, chains=1, tune=2, draws=2, progress=False,
-                          eta_update="gibbs", **kw)
+            fit_nuts_experimental(d, model, pr, chains=1, tune=2, draws=2, progress=False,
+                                  eta_update="gibbs", **kw)
     with pytest.raises(UsageError):
-        nuts.fit_nuts(d, "couple", pr, chains=1, tune=2, draws=2, progress=False,
-                      eta_update="hmc")
+        fit_nuts_experimental(d, "couple", pr, chains=1, tune=2, draws=2, progress=False,
+                              eta_update="hmc")
     # the mode jump is fitted at an approximation's scores: without one, or off the
     # Gibbs route, it is refused
     with pytest.raises(UsageError):
-        nuts.fit_nuts(d, "couple", pr, chains=1, tune=2, draws=2, progress=False,
-                      eta_update="gibbs", gibbs_mode_jump=True)
+        fit_nuts_experimental(d, "couple", pr, chains=1, tune=2, draws=2, progress=False,
+                              eta_update="gibbs", gibbs_mode_jump=True)
     with pytest.raises(UsageError):
-        nuts.fit_nuts(d, "couple", pr, chains=1, tune=2, draws=2, progress=False,
-                      gibbs_mode_jump=True)
+        fit_nuts_experimental(d, "couple", pr, chains=1, tune=2, draws=2, progress=False,
+                              gibbs_mode_jump=True)
 
 
 @pytest.mark.slow
@@ -282,44 +283,18 @@ def test_gibbs_route_agrees_with_default_nuts():
           "pointwise": False, "predictive": False}
     ref = nuts.fit_nuts(d, "couple", pr, **kw)
     # warm-started: the route then also makes its independence jump every iteration
-    gib = nuts.fit_nuts(d, "couple", pr, eta_update="gibbs", gibbs_sweeps=2,
-                        approx=fit_online(d, "couple", pr, progress=False), **kw)
+    gib = fit_nuts_experimental(d, "couple", pr, eta_update="gibbs", gibbs_sweeps=2,
+                                profile=True, approx=fit_online(d, "couple", pr, progress=False), **kw)
     assert gib.timings["gibbs_ms"] > 0 and gib.idata.attrs["gibbs_jump"] == 1
     ag = backend_agreement(ref.idata, gib.idata, labels=("nuts", "gibbs"))
     assert ag.agree, ag.verdict()
     assert not backend_agreement(ref.idata, _shift_first_score(gib.idata)).agree
     # the same route with the mode jump (its fit refitted at each λ) against the same
     # reference: the composition with NUTS on λ | η still targets the joint posterior
-    mj = nuts.fit_nuts(d, "couple", pr, eta_update="gibbs", gibbs_sweeps=2,
-                       gibbs_mode_jump=True,
-                       approx=fit_online(d, "couple", pr, progress=False), **kw)
+    mj = fit_nuts_experimental(d, "couple", pr, eta_update="gibbs", gibbs_sweeps=2,
+                               gibbs_mode_jump=True,
+                               approx=fit_online(d, "couple", pr, progress=False), **kw)
     assert mj.idata.attrs["gibbs_mode_jump"] == 1
     ag = backend_agreement(ref.idata, mj.idata, labels=("nuts", "gibbs+mode jump"))
     assert ag.agree, ag.verdict()
     assert not backend_agreement(ref.idata, _shift_first_score(mj.idata)).agree
-
-
-@pytest.mark.slow
-def test_cli_fit_nuts_eta_update_gibbs(tmp_path, capsys):
-    """``crowdrank fit --method nuts --eta-update gibbs`` runs the Gibbs route (tiny sizes:
-    the plumbing, not the posterior) and refuses it for a model it does not support."""
-    from crowdrank.models.io import write_rankings
-    from crowdrank.reports.cli import main
-
-    d, _ = _tiny()
-    f = tmp_path / "r.csv"
-    write_rankings(d, f)
-    rc = main(["fit", str(f), "--method", "nuts", "--model", "couple", "--chains", "2",
-               "--tune", "20", "--draws", "20", "--eta-update", "gibbs", "--gibbs-sweeps",
-               "3", "--out", str(tmp_path / "o"), "--no-progress"])
-    assert rc == 0
-    back = nuts.read_nuts(tmp_path / "o" / "posterior.nc")
-    assert back.attrs["eta_update"] == "gibbs" and int(back.attrs["gibbs_sweeps"]) == 3
-    eta = np.asarray(back["posterior"]["eta"].values)
-    assert np.allclose(eta.sum(-1), 1.0)
-    capsys.readouterr()
-    rc = main(["fit", str(f), "--method", "nuts", "--model", "couple-normalized",
-               "--chains", "1", "--tune", "2", "--draws", "2", "--eta-update", "gibbs",
-               "--out", str(tmp_path / "o2"), "--no-progress"])
-    assert rc != 0
-    assert "couple" in capsys.readouterr().err

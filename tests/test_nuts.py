@@ -13,6 +13,7 @@ import pytest
 
 from crowdrank.inference import nuts
 from crowdrank.inference.gate import check
+from crowdrank.inference.nuts import pymc as nuts_pymc
 from crowdrank.models.priors import Priors
 from crowdrank.models.simulate import simulate
 
@@ -398,7 +399,7 @@ def test_pymc_mass_matrix_is_seeded_from_the_approximation_in_value_var_order():
     starts, values = nuts.pymc_initvals(inputs, (lam, leta), None, 2, rng,
                                         {"simplex": "gamma", "level": "centered"})
     assert len(starts) == 2 and values is not None
-    pot = nuts._pymc_mass(model, values)
+    pot = nuts_pymc._pymc_mass(model, values)
     sizes = [int(np.prod(model.initial_point()[v.name].shape)) for v in model.value_vars]
     assert pot._var.size == sum(sizes)
     # lambda_mean comes first: the variance of the draws' means (sd 2/√6)

@@ -1,4 +1,5 @@
-"""Warm-up schemes of ``fit_nuts(adapt=...)`` (:func:`crowdrank.inference.nuts._staged_warmup`), the
+"""Warm-up schemes of ``fit_nuts_experimental(adapt=...)``
+(:func:`crowdrank.inference.nuts.experimental._staged_warmup`), the
 per-worker law of the auxiliary magnitude (``worker_level``) and refined concentrations
 (``refine_eta``).
 
@@ -15,6 +16,9 @@ import numpy as np
 import pytest
 
 from crowdrank.inference import nuts
+from crowdrank.inference.nuts import experimental
+from crowdrank.inference.nuts import starts as nuts_starts
+from crowdrank.inference.nuts.experimental import fit_nuts_experimental
 from crowdrank.models.errors import UsageError
 from crowdrank.models.model_inputs import model_inputs
 from crowdrank.models.priors import Priors
@@ -32,7 +36,7 @@ def test_pooled_variance_is_the_pooled_unconstrained_variance():
     d, pr = _tiny()
     inputs = model_inputs("couple", d, pr)
     param = {"simplex": "gamma", "level": "iid"}       # lambda (identity), eta_u/eta_e (log)
-    sites = nuts._site_bijections(inputs, param)
+    sites = nuts_starts._site_bijections(inputs, param)
     assert {"lambda", "eta_u", "eta_e"} <= set(sites)
     rng = np.random.default_rng(0)
     C, D = 3, 40
@@ -41,7 +45,7 @@ def test_pooled_variance_is_the_pooled_unconstrained_variance():
     samples = {k: np.exp(rng.normal(size=(C, D) + shapes[k])) for k in sites}
     samples["lambda"] = rng.normal(2.0, 3.0, size=(C, D, inputs.n_items))
     samples["eta"] = rng.uniform(size=(C, D, 3))        # a deterministic site: ignored
-    got = nuts.pooled_variance(inputs, samples, param)
+    got = experimental.pooled_variance(inputs, samples, param)
     half = D // 2
     n = C * (D - half)
     want = []
@@ -69,7 +73,8 @@ def test_staged_schemes_need_a_seeded_mass():
                 {"adapt": "fixed", "backend": "pymc"},
                 {"adapt": "nope"}):
         with pytest.raises(UsageError):
-            nuts.fit_nuts(d, "couple", pr, chains=1, tune=5, draws=5, progress=False, **bad)
+            fit_nuts_experimental(d, "couple", pr, chains=1, tune=5, draws=5, progress=False,
+                                  **bad)
 
 
 @pytest.mark.slow
@@ -82,10 +87,10 @@ def test_pooled_warmup_targets_the_same_posterior_as_the_default():
     kw = {"chains": 2, "tune": 200, "draws": 400, "seed": 1, "approx": on, "progress": False,
           "pointwise": False, "predictive": False}
     ref = nuts.fit_nuts(d, "couple", pr, **kw)
-    res = {"pooled": nuts.fit_nuts(d, "couple", pr, adapt="pooled", **kw),
+    res = {"pooled": fit_nuts_experimental(d, "couple", pr, adapt="pooled", **kw),
            # per-worker law of the auxiliary magnitude, refined concentrations
-           "windowed": nuts.fit_nuts(d, "couple", pr, worker_level="approx",
-                                     refine_eta=True, **kw)}
+           "windowed": fit_nuts_experimental(d, "couple", pr, worker_level="approx",
+                                             refine_eta=True, **kw)}
     assert res["windowed"].idata.attrs["worker_level"] == "approx"
     for a, r in res.items():
         assert r.idata.attrs["adapt"] == a

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from crowdrank.inference import nuts
+from crowdrank.inference.nuts import pymc as nuts_pymc
 from crowdrank.models.priors import Priors
 from crowdrank.models.simulate import simulate
 
@@ -34,8 +35,8 @@ def test_pymc_dense_potential_is_seeded_with_the_diagonal_variances():
     leta = np.log(rng.dirichlet([5.0, 2.0, 1.0], size=(400, 2)))
     _, values = nuts.pymc_initvals(inputs, (lam, leta), None, 2, rng,
                                    {"simplex": "gamma", "level": "centered"})
-    diag = nuts._pymc_mass(model, values)
-    full = nuts._pymc_mass(model, values, dense=True)
+    diag = nuts_pymc._pymc_mass(model, values)
+    full = nuts_pymc._pymc_mass(model, values, dense=True)
     assert isinstance(full, QuadPotentialFullAdapt)
     cov = np.asarray(full._cov)
     np.testing.assert_allclose(np.diag(cov), diag._var, rtol=1e-12)

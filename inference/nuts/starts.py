@@ -16,7 +16,12 @@ density of ``u ~ Gamma(α+1)`` times that of ``g = u·V``, ``V ~ Beta(α, 1)``, 
 on ``u > g``) and ``e_t = α_t·log(u_t/g_t)``. Everything is computed in logs, so ``η_t``
 far below ``1e-300`` is no problem.
 
-All functions are NumPy only, and every random choice takes a ``numpy.random.Generator``.
+The second half maps a starting point or approximation draws to what each back-end takes:
+NumPyro's per-chain unconstrained starts and seeded inverse mass
+(:func:`jittered_starts`, :func:`numpyro_starts_from_draws`; NumPyro's own bijections) and
+PyMC's constrained initial values (:func:`pymc_initvals`).
+
+Every random choice takes a ``numpy.random.Generator`` (or a seed for one).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
+from crowdrank.models.data import Rankings
+from crowdrank.models.errors import UsageError
 from crowdrank.models.model_inputs import BOOST_BELOW, LEVEL_SD, ModelInputs
 
 
@@ -227,3 +234,149 @@ def worker_level_sd(alpha: np.ndarray, pinned: np.ndarray, floor: float = 0.02) 
     for w in np.nonzero(pinned.any(axis=1))[0]:
         out[w] = np.median(sd[w, pinned[w]])
     return np.clip(out, floor, LEVEL_SD)
+
+
+# ---------------------------------------------------------------- starts per back-end
+def _refined_approx(inputs: ModelInputs, approx, data: Rankings):
+    """A shallow copy of ``approx`` whose COUPLE worker concentrations are refined by
+    :func:`crowdrank.inference.nuts.starts.refine_worker_alpha` at its item means."""
+    import copy
+
+    ix = _positions(approx.items, data.items, "item")
+    iw = _positions(approx.workers, data.workers, "worker")
+    alpha = np.array(approx.alpha, float)
+    alpha[iw, : inputs.K] = refine_worker_alpha(inputs, np.asarray(approx.mu, float)[ix],
+                                                inputs.alpha)
+    out = copy.copy(approx)
+    out.alpha = alpha
+    return out
+
+
+def _check_init(init: dict, inputs: ModelInputs) -> dict:
+    """Validate a starting point and move it strictly inside the support."""
+    out = {}
+    lam = np.asarray(init.get("lambda"), float)
+    if lam.shape != (inputs.n_items,) or not np.all(np.isfinite(lam)):
+        raise UsageError(f"init['lambda'] must be {inputs.n_items} finite values, "
+                         f"got shape {lam.shape}")
+    out["lambda"] = lam
+    family = inputs.spec.worker_prior
+    if family == "beta" and init.get("eta") is not None:
+        eta = np.asarray(init["eta"], float)
+        if eta.ndim == 2 and eta.shape[1] == 2:  # Beta (a, b): start at the mean
+            eta = eta[:, 0] / eta.sum(axis=1)
+        if eta.shape != (inputs.n_workers,):
+            raise UsageError(f"init['eta'] for CrowdBT must be ({inputs.n_workers},) "
+                             f"or ({inputs.n_workers}, 2), got {eta.shape}")
+        out["eta"] = np.clip(eta, 1e-3, 1 - 1e-3)
+    elif family == "dirichlet" and init.get("eta") is not None:
+        eta = np.asarray(init["eta"], float)
+        if eta.ndim != 2 or eta.shape[0] != inputs.n_workers or eta.shape[1] < inputs.K:
+            raise UsageError(f"init['eta'] for COUPLE must be ({inputs.n_workers}, "
+                             f">={inputs.K}), got {eta.shape}")
+        eta = np.clip(eta[:, : inputs.K], 1e-6, None)  # keep the start off the boundary
+        out["eta"] = eta / eta.sum(axis=1, keepdims=True)
+    return out
+
+
+# ---------------------------------------------------------------- NumPyro
+def _site_bijections(inputs: ModelInputs, param: dict) -> dict:
+    """``{site: bijection from unconstrained to constrained}`` of the NumPyro program."""
+    import jax
+    from numpyro import handlers
+    from numpyro.distributions import biject_to
+
+    from crowdrank.models import numpyro_models as npm
+
+    with jax.enable_x64(True), handlers.seed(rng_seed=0):
+        tr = handlers.trace(npm.model).get_trace(inputs, prior_only=True, **param)
+    return {k: biject_to(v["fn"].support) for k, v in tr.items()
+            if v["type"] == "sample" and not v.get("is_observed", False)}
+
+
+def _unconstrain(inputs: ModelInputs, values: dict, param: dict) -> dict:
+    """Constrained site values (any leading batch dims) → unconstrained, float64 NumPy."""
+    import jax
+
+    bij = _site_bijections(inputs, param)
+    with jax.enable_x64(True):
+        return {k: np.asarray(bij[k].inv(jax.numpy.asarray(v, jax.numpy.float64)), float)
+                for k, v in values.items()}
+
+
+def jittered_starts(inputs: ModelInputs, init: dict, chains: int, seed: int,
+                    jitter: float = 1.0, *, simplex: str = "gamma",
+                    level: str = "centered", boost=None) -> dict:
+    """Per-chain NumPyro starting points around ``init``, on the unconstrained scale.
+
+    ``init`` (constrained ``λ``, ``η``, as checked by :func:`_check_init`) is mapped to the
+    sampler's coordinates (:func:`crowdrank.inference.nuts.starts.sampler_values`: each chain draws its
+    own auxiliary Gamma variables given ``η``) and to the unconstrained scale through
+    NumPyro's own bijections; chain ``c`` then starts at that point plus an independent
+    ``Uniform(-jitter, jitter)`` offset on every coordinate, PyMC's ``jitter+adapt_diag``
+    rule.
+
+    Why: with one common start, every chain follows the same path into the same basin,
+    and R-hat, which compares chains, cannot see a second mode or a chain that has not
+    left the start's neighbourhood; dispersed starts are what make the between-chain
+    comparison informative. Random choices come from ``numpy.random.default_rng`` keyed on
+    ``seed``, so the same seed gives the same starts (and the same draws). A missing
+    ``eta`` starts at its prior mean. Returns ``{site: (chains, ...)}``, or the
+    unbatched point when ``chains == 1``.
+    """
+    rng = np.random.default_rng([int(seed), 0x5EED])
+    lam = np.broadcast_to(np.asarray(init["lambda"], float), (chains, inputs.n_items))
+    leta = point_log_eta(inputs, init.get("eta"))
+    if leta is not None:
+        leta = np.broadcast_to(leta, (chains,) + leta.shape)
+    param = {"simplex": simplex, "level": level, "boost": boost}
+    vals = sampler_values(inputs, lam, leta, rng, **param)
+    z = _unconstrain(inputs, vals, param)
+    out = {k: z[k] + jitter * rng.uniform(-1.0, 1.0, size=z[k].shape) for k in sorted(z)}
+    return out if chains > 1 else {k: v[0] for k, v in out.items()}
+
+
+def numpyro_starts_from_draws(inputs: ModelInputs, lam_draws, log_eta_draws, chains: int,
+                              rng: np.random.Generator, param: dict, *,
+                              seed_mass: bool = True):
+    """Chain starts (the first ``chains`` draws) and the initial inverse mass matrix (the
+    variance of all draws, per unconstrained coordinate, flattened in NumPyro's order:
+    sites sorted by name, each raveled) from draws ``(λ, log η)`` of an approximation."""
+    vals = sampler_values(inputs, lam_draws, log_eta_draws, rng, **param)
+    z = _unconstrain(inputs, vals, param)
+    return _starts_and_mass(z, chains, seed_mass, mass_sites=sorted(z))
+
+
+def _starts_and_mass(z: dict, chains: int, seed_mass: bool, mass_sites: list):
+    """Chain starts (the first ``chains`` draws of every site in ``z``, unconstrained) and,
+    from 20 draws on, the initial inverse mass: each draw-variance of ``mass_sites``'
+    coordinates, in NumPyro's order (sites sorted by name, each raveled)."""
+    starts = {k: z[k][:chains] for k in sorted(z)}
+    if chains == 1:
+        starts = {k: v[0] for k, v in starts.items()}
+    n = next(iter(z.values())).shape[0]
+    inv_mass = None
+    if seed_mass and n >= 20:
+        var = np.concatenate([z[k].reshape(n, -1).var(axis=0) for k in mass_sites])
+        # a coordinate the draws barely move (or move wildly) must not freeze or blow up
+        # the first adaptation window
+        inv_mass = np.clip(var, 1e-4, 1e2)
+    return starts, inv_mass
+
+
+def pymc_initvals(inputs: ModelInputs, draws_z, init_values, chains: int,
+                  rng: np.random.Generator, param: dict) -> tuple[list[dict], dict | None]:
+    """One dict of constrained starting values per chain for PyMC's free variables, from
+    approximation draws ``(λ, log η)`` (the first ``chains`` of them) or from a point
+    (auxiliaries drawn per chain); and, from approximation draws, the constrained values of
+    all draws (to seed the mass matrix, :func:`_pymc_mass`), else None."""
+    if draws_z is not None:
+        vals = sampler_values(inputs, draws_z[0], draws_z[1], rng, **param)
+        starts = [{k: np.asarray(v[c], float) for k, v in vals.items()} for c in range(chains)]
+        return starts, (vals if draws_z[0].shape[0] >= 20 else None)
+    lam = np.broadcast_to(init_values["lambda"], (chains, inputs.n_items))
+    leta = point_log_eta(inputs, init_values.get("eta"))
+    if leta is not None:
+        leta = np.broadcast_to(leta, (chains,) + leta.shape)
+    vals = sampler_values(inputs, lam, leta, rng, **param)
+    return [{k: np.asarray(v[c], float) for k, v in vals.items()} for c in range(chains)], None

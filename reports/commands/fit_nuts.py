@@ -7,6 +7,7 @@ parameter, named by its real id), and prints the convergence gate's verdict and,
 models with a worker simplex, the audit's informational tail-visits line
 (:func:`crowdrank.validation.reference.tail_visits_of`).
 
+``--profile`` also times the potential and its gradient alone (:func:`profile_line`).
 ``--init-from posterior.json`` warm-starts NUTS from an online posterior (the JSON of
 ``docs/contracts.md``, read here with plain :mod:`json` so that the NUTS route does not
 depend on the online package): each chain starts at its own draw of the approximation and
@@ -96,6 +97,15 @@ def tail_visits_line(idata, model: str, priors) -> str | None:
     return None if tv is None else tail_visits_sentence(tv, model)
 
 
+def profile_line(timings: dict) -> str | None:
+    """The gradient's cost of a ``--profile`` run (``NutsConfig.profile``): compile seconds and
+    milliseconds per potential+gradient call at the first start; ``None`` without it."""
+    if "gradient_ms" not in timings:
+        return None
+    return (f"profile: potential+gradient compiled in {timings['gradient_compile']:.2f} s, "
+            f"{timings['gradient_ms']:.3f} ms per call")
+
+
 def run(args, data, priors) -> int:
     from crowdrank.inference.nuts import fit_nuts, write_nuts
 
@@ -110,14 +120,16 @@ def run(args, data, priors) -> int:
         seed=int(args.seed), init=init, approx=approx,
         progress=not getattr(args, "no_progress", False),
         precision=getattr(args, "precision", None) or "float64",
-        eta_update=getattr(args, "eta_update", None) or "nuts",
-        gibbs_sweeps=int(getattr(args, "gibbs_sweeps", None) or 1))
+        profile=bool(getattr(args, "profile", False)))
     paths = write_nuts(result, args.out)
     t = result.timings
     print(f"NUTS ({args.backend}, {args.model}): {data.n_rankings} rankings, "
           f"{data.n_items} items, {data.n_workers} workers; {args.chains} chains x "
           f"{args.draws} draws in {t.get('total', float('nan')):.1f} s")
     print(result.gate.verdict())
+    line = profile_line(t)
+    if line:
+        print(line)
     line = tail_visits_line(result.idata, args.model, priors)
     if line:
         print(line)

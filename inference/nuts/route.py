@@ -1,0 +1,93 @@
+"""How :func:`crowdrank.inference.nuts.fit_nuts` moves the parameters: the sampling route.
+
+:class:`NutsRoute` is the default and trusted route: NUTS on every coordinate of the
+sampler (:mod:`crowdrank.models.numpyro_models`, ``simplex``/``level``), Stan's windowed
+warm-up, starts and seeded mass from :mod:`crowdrank.inference.nuts.starts`. Its methods are the
+points where a route may differ — the sampler's sites, how an approximation is prepared,
+the starts, the kernel, the warm-up, what is timed and summarised, the attributes recorded
+— so that the experimental routes (:mod:`crowdrank.inference.nuts.experimental`) change them by
+overriding, and the public entry point names none of their options.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crowdrank.models.data import Rankings
+from crowdrank.models.model_inputs import ModelInputs
+
+from .config import NutsConfig
+
+
+class NutsRoute:
+    """Plain NUTS on all coordinates (the default of :func:`~crowdrank.inference.nuts.fit_nuts`)."""
+
+    #: recorded in the DataTree's attrs (``docs/contracts.md``)
+    eta_update = "nuts"
+    adapt = "windowed"
+    worker_level = "fixed"
+    refine_eta = False
+    #: where the NUTS state's fields sit in the kernel's state ("" for NUTS itself)
+    prefix = ""
+    #: NumPyro's chain method when there are fewer host devices than chains
+    fallback_chain_method = "vectorized"
+
+    def check(self, cfg: NutsConfig, model: str, approx) -> None:
+        """Reject options this route cannot honour (the config checked its own values)."""
+
+    def param(self, cfg: NutsConfig) -> dict:
+        """The sampler's coordinates (keyword arguments of the PPL programs)."""
+        return {"simplex": cfg.simplex, "level": cfg.level}
+
+    def prepare_approx(self, inputs: ModelInputs, approx, data: Rankings, cfg: NutsConfig,
+                       param: dict):
+        """The approximation the starts are drawn from; with the Gamma simplex, the entries
+        it says the data pin become one plain Gamma coordinate (``param["boost"]``)."""
+        if inputs.has_eta and cfg.simplex == "gamma":
+            from crowdrank.models.model_inputs import boost_mask
+
+            from .starts import approx_alpha
+            param["boost"] = boost_mask(inputs.alpha,
+                                        approx_alpha(inputs, approx, data.workers))
+        return approx
+
+    def numpyro_starts(self, inputs: ModelInputs, cfg: NutsConfig, draws_z, init_values,
+                       rng: np.random.Generator, param: dict):
+        """NumPyro's per-chain unconstrained starts and seeded inverse mass (or ``None``s)."""
+        from .starts import jittered_starts, numpyro_starts_from_draws
+
+        if draws_z is not None:
+            return numpyro_starts_from_draws(inputs, *draws_z, cfg.chains, rng, param,
+                                             seed_mass=cfg.seed_mass)
+        if init_values is not None:
+            return jittered_starts(inputs, init_values, cfg.chains, cfg.seed, cfg.init_jitter,
+                                   **param), None
+        return None, None
+
+    def kernel(self, nuts, inputs: ModelInputs, prior_only: bool):
+        """The MCMC kernel around the NUTS kernel."""
+        return nuts
+
+    def warmup(self, inputs, make, make_mcmc, key, tune, inv_mass, init_params, param,
+               timings):
+        """A warm-up of the route's own, returning the warmed-up ``MCMC``; ``None`` asks
+        for Stan's windowed adaptation (NumPyro's default)."""
+
+    def profile(self, inputs: ModelInputs, z0, param: dict, loglik_dtype) -> dict:
+        """``NutsConfig.profile``: compile and time the potential and its gradient alone
+        (``gradient_compile`` seconds, ``gradient_ms`` per call)."""
+        from .numpyro import gradient_timing
+
+        t = gradient_timing(inputs, z=z0, param=param, loglik_dtype=loglik_dtype)
+        return {"gradient_compile": t["compile"], "gradient_ms": t["gradient_ms"]}
+
+    def after_sampling(self, inputs: ModelInputs, param: dict, mcmc, samples: dict,
+                       chains: int, timings: dict) -> None:
+        """What the adapted sampler looked like (``NutsResult.adaptation``)."""
+        from .numpyro import adaptation_summary
+
+        timings["adaptation"] = adaptation_summary(inputs, param, mcmc, samples, chains)
+
+    def attrs(self) -> dict:
+        """Attributes of the route's own beyond those every fit writes."""
+        return {}

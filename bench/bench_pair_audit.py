@@ -34,7 +34,7 @@ def _cpu() -> float:
 
 def _data(model: str, pairs: int, folder: Path) -> tuple[Path, list[str]]:
     """A simulated pairwise CSV for ``model`` and the options it needs."""
-    from crowdrank.models.pair_table import write_pair_table
+    from crowdrank.models.io import write_pair_table
 
     if model == "contextual-bt":
         from crowdrank.inference.batch.contextual import simulate_contextual

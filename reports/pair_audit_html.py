@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .audit_html import DEFINITIONS
 from .html import (
-    DEFINITIONS,
     Section,
     agreement_blocks,
     figure,

@@ -17,7 +17,7 @@ from scipy import stats
 from crowdrank.inference.batch.contextual import simulate_contextual
 from crowdrank.models import contextual as cx
 from crowdrank.models.errors import DataError, UsageError
-from crowdrank.models.pair_table import read_pair_table, write_pair_table
+from crowdrank.models.io import read_pair_table, write_pair_table
 
 
 def _table(n_items=5, n=200, p=2, seed=0):

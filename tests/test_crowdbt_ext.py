@@ -18,7 +18,8 @@ from scipy import stats
 from crowdrank.inference.batch import crowdbt_ext as ext
 from crowdrank.models import crowdbt_ext as m
 from crowdrank.models.errors import DataError, UsageError
-from crowdrank.models.pair_table import PairTable, from_rankings, read_pair_table, write_pair_table
+from crowdrank.models.io import read_pair_table, write_pair_table
+from crowdrank.models.pair_table import PairTable, from_rankings
 
 
 def _sig(x):

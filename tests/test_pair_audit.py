@@ -23,7 +23,8 @@ from crowdrank.inference.nuts.pair_nuts import PairNuts
 from crowdrank.models import contextual as cx
 from crowdrank.models import crowdbt_ext as m
 from crowdrank.models.likelihood import pair_bt, pair_crowdbt
-from crowdrank.models.pair_table import PairTable, write_pair_table
+from crowdrank.models.io import write_pair_table
+from crowdrank.models.pair_table import PairTable
 from crowdrank.validation import pair_audit as pa
 
 PRIOR = {"mu0": 0.0, "sigma0": 1.0, "bias_sd": 1.0, "tau": 1.0}

@@ -6,16 +6,21 @@ Layout (one module per format, a registry that detects and parses):
 ``formats``
     :data:`REGISTRY` of :class:`Format`, :func:`detect_format`, :func:`read_rankings`,
     :func:`iter_rankings_chunks` (streaming, for the line-based formats).
-``rankings_csv``, ``pairwise_csv``, ``wide_csv``, ``worker_winner_loser``, ``preflib``, ``mat``,
-``parquet``
-    One format each (``fmt=`` names ``rankings-csv``, ``pairwise-csv``, ``wide-csv``,
-    ``worker-winner-loser``, ``preflib``, ``mat``, ``parquet``; :data:`STREAM_FORMATS`
-    can be streamed).
+the format modules
+    ``rankings_csv``, ``pairwise_csv``, ``wide_csv``, ``worker_winner_loser``, ``preflib``,
+    ``mat``, ``parquet``: one format each (``fmt=`` names ``rankings-csv``,
+    ``pairwise-csv``, ``wide-csv``, ``worker-winner-loser``, ``preflib``, ``mat``,
+    ``parquet``; :data:`STREAM_FORMATS` can be streamed).
 ``truth``
     Ground-truth scores, simulated workers' true η, gold tasks.
 ``datasets``
     The shared real data sets (:data:`DATASETS`, :func:`load_dataset`,
-    :func:`list_datasets`) and :func:`read_data` (a file or a set's name).
+    :func:`read_data` (a file or a set's name).
+``pair_datasets``, ``pair_table_csv``
+    The pair-table sets and the pairwise CSV with extra columns
+    (:func:`read_pair_table`, :func:`write_pair_table`).
+``catalog``
+    :func:`list_datasets`: both kinds of shared set.
 
 Input rules: blank lines are skipped and counted in :attr:`Rankings.notes`; ties are split
 and counted; every other irregularity is a :class:`~crowdrank.models.data.DataError` naming the file,
@@ -32,11 +37,11 @@ from dataclasses import dataclass  # noqa: F401
 from pathlib import Path  # noqa: F401
 
 from ..data import PAD, DataError, Rankings, align_scores, split_ties
+from .catalog import list_datasets
 from .datasets import (
     DATASETS,
     DataSet,
     datasets_root,
-    list_datasets,
     load_dataset,
     read_data,
 )
@@ -52,6 +57,7 @@ from .formats import (
     read_rankings,
 )
 from .formats import REGISTRY as FORMAT_REGISTRY
+from .pair_table_csv import read_pair_table, write_pair_table
 from .pairwise_csv import write as write_pairwise
 from .parquet import write as write_parquet
 from .rankings_csv import write as write_rankings
@@ -94,12 +100,14 @@ __all__ = [
     "load_truth",
     "read_data",
     "read_gold",
+    "read_pair_table",
     "read_rankings",
     "read_truth",
     "read_truth_scores",
     "read_worker_truth",
     "split_ties",
     "write_gold",
+    "write_pair_table",
     "write_pairwise",
     "write_parquet",
     "write_rankings",

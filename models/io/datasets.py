@@ -24,7 +24,7 @@ from .preflib import metadata as preflib_metadata
 from .preflib import parse as parse_preflib
 from .truth import load_truth, read_truth
 
-__all__ = ["DATASETS", "REGISTRY", "DataSet", "datasets_root", "list_datasets",
+__all__ = ["DATASETS", "REGISTRY", "DataSet", "datasets_root",
            "load_dataset", "read_data"]
 
 
@@ -225,25 +225,6 @@ def load_dataset(name: str, root: str | Path | None = None, **opts
     if name not in REGISTRY:
         raise UsageError(f"unknown data set {name!r}; expected one of {DATASETS}")
     return REGISTRY[name].load(root, **opts)
-
-
-def list_datasets(root: str | Path | None = None, *, pairs: bool = False) -> list[dict]:
-    """The registry as plain dicts: name, kind, description, as loaded, truth, origin,
-    folder, options, and whether the files are present (``missing`` lists those that are
-    not). ``pairs=True`` also lists the pair-table sets
-    (:data:`.pair_datasets.PAIR_DATASETS`, kind ``"pairs"``) after the rankings sets."""
-    sets = [("rankings", d) for d in REGISTRY.values()]
-    if pairs:
-        from .pair_datasets import PAIR_DATASETS  # imports this module: resolved late
-        sets += [("pairs", d) for d in PAIR_DATASETS.values()]
-    out = []
-    for kind, d in sets:
-        missing = d.missing(root)
-        out.append({"name": d.name, "kind": kind, "description": d.description,
-                    "as_loaded": d.as_loaded, "truth": d.truth, "origin": d.origin,
-                    "folder": str(d.path(root)), "options": list(d.options),
-                    "present": not missing, "missing": [str(p) for p in missing]})
-    return out
 
 
 def read_data(spec: str | Path, fmt: str | None = None, truth: str | Path | None = None,

@@ -76,7 +76,7 @@ def _baselines(text: str | None) -> tuple[str, ...]:
 def run(args) -> int:
     import pandas as pd
 
-    from crowdrank.models.pair_table import read_pair_table
+    from crowdrank.models.io import read_pair_table
     from crowdrank.validation.experiments import SchedulerError, resolve_scheduler
     from crowdrank.validation.pair_audit import contextual_audit, crowdbt_ext_audit
 

@@ -111,7 +111,7 @@ def _nuts_info(res) -> dict:
 
 
 def run(args) -> int:
-    from crowdrank.models.pair_table import read_pair_table
+    from crowdrank.models.io import read_pair_table
 
     _check(args)
     out = Path(args.out)
@@ -129,7 +129,7 @@ def run_contextual(args, out: Path) -> int:
     import pandas as pd
 
     from crowdrank.models.contextual import encode_covariates, numpyro_model, parse_spec, pymc_model
-    from crowdrank.models.pair_table import read_pair_table
+    from crowdrank.models.io import read_pair_table
 
     spec = parse_spec(args.covariates)
     table = read_pair_table(args.data, tuple(n for n, _ in spec))

@@ -250,7 +250,7 @@ def _write_csv(path: Path, header: list[str], rows) -> None:
 def run_pairs(args) -> int:
     """``simulate --model crowdbt-bias|crowdbt-domain|contextual-bt`` (module docstring)."""
     from crowdrank.models.io import write_truth
-    from crowdrank.models.pair_table import write_pair_table
+    from crowdrank.models.io import write_pair_table
 
     _check_pair_args(args)
     L = args.items if args.items is not None else 20

@@ -4,7 +4,7 @@
 data set: the observed rankings are constants of the graph, so PyTensor rewrites and
 compiles the log density and its gradient anew each time, and ``pm.sample`` compiles its
 initial-point, trace and conversion functions on top. For SBC's small replicates that
-compilation was about as long as the sampling itself (``bench/profile_sbc_pymc.py``).
+compilation was about as long as the sampling itself (``bench/profile_sbc_pymc.py`` at commit e59f652, docs/notes.md).
 
 Here the rankings live in shared variables (:func:`crowdrank.models.pymc_models.build_shared_model`),
 so one compiled ``logp_dlogp`` function serves every replicate whose

@@ -11,7 +11,7 @@ OUT ?= audit-out
 JOBS ?= 2
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadgroup --no-loadscope-reorder)
 
-.PHONY: venv test test-fast test-times audit story bench lint clean mutate results
+.PHONY: venv test test-fast test-times audit story bench lint clean mutate results docs
 
 $(BIN)/crowdrank: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,20 @@ mutate: venv
 # docs/results.md from bench/results/*.json, so published figures cannot drift
 results: venv
 	$(BIN)/python bench/render_results.py
+
+# the documentation site -> docs/_build/html (open docs/_build/html/index.html): Sphinx,
+# MyST-NB and the PyData theme (docs/conf.py); the tutorials are executed and cached
+# (docs/_build/.jupyter_cache: an unchanged notebook is not re-run); any warning fails;
+# then every link, image and tutorial figure is checked (docs/_ext/check_site.py).
+# CROWDRANK_DOCS_EXECUTE=off builds without executing the notebooks.
+DOCS_EXECUTE = $(if $(filter off,$(CROWDRANK_DOCS_EXECUTE)),,--tutorials)
+docs: $(VENV)/.docs-installed
+	MPLBACKEND=Agg $(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
+	$(BIN)/python docs/_ext/check_site.py docs/_build/html $(DOCS_EXECUTE)
+
+$(VENV)/.docs-installed: $(BIN)/crowdrank
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $@
 
 lint: venv
 	$(BIN)/ruff check .

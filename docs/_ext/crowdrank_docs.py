@@ -48,6 +48,7 @@ GUIDE_PAGES: dict[str, list[str]] = {
     "sbc": ["`crowdrank sbc`: simulation-based calibration"],
     "replicate": ["`crowdrank replicate`: the COUPLE paper's experiments",
                   "Running grids on a Dask cluster"],
+    "export": ["`crowdrank export`: a NUTS reference in posteriordb's layout"],
 }
 #: one line per command page, for the index's table
 PAGE_BLURB = {
@@ -58,6 +59,7 @@ PAGE_BLURB = {
     "audit": "online against NUTS under the same priors, with an HTML report",
     "sbc": "simulation-based calibration of NUTS and of the online methods",
     "replicate": "the COUPLE paper's experiments; grids on a Dask cluster",
+    "export": "a trusted NUTS reference in posteriordb's layout, for PPL and VI developers",
 }
 
 CITE_KEY = re.compile(r"\*\*\[([A-Za-z][A-Za-z]*\d{2}[a-z]?)\]\*\*")

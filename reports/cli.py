@@ -24,7 +24,7 @@ import sys
 from crowdrank.models.errors import InputError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("simulate", "data", "story", "fit", "audit", "sbc", "replicate")
+COMMANDS = ("simulate", "data", "story", "fit", "audit", "sbc", "replicate", "export")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

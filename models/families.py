@@ -166,9 +166,10 @@ class WorkerFamily:
         caller augments (``inference.nuts``' starts)."""
         return None
 
-    def check_init(self, eta, n_workers: int, K: int) -> np.ndarray:
-        """A user's starting ``eta`` checked and moved strictly inside the support."""
-        raise UsageError(f"no starting value for a {self.name} worker prior")
+    def check_init(self, eta, n_workers: int, K: int) -> np.ndarray | None:
+        """A user's starting ``eta`` checked and moved strictly inside the support;
+        ``None``: the family takes no user start (the sampler's default start is used)."""
+        return None
 
     #: An online posterior holds one factor of this family per worker (its ``alpha`` row).
     online_factor: bool = False
@@ -203,7 +204,7 @@ class _GammaSimplex(WorkerFamily):
         alpha = jnp.asarray(inputs.alpha)
         if simplex == "dirichlet":
             eta = numpyro.sample("eta", self._ppl_site_numpyro(dist, alpha))
-            from .numpyro_models import _safe_log
+            from .numpyro.blocks import _safe_log
 
             return self.log_table(jnp.asarray(eta), jnp, _safe_log)
         if simplex == "gibbs":
@@ -303,7 +304,7 @@ class Dirichlet(_GammaSimplex):
         import jax.numpy as jnp
         import numpyro
 
-        from .numpyro_models import LogGamma
+        from .numpyro.program import LogGamma
 
         # one plain site, log g_t with g_t ~ Gamma(α_t) independent (no boost, no level
         # factor): NUTS never moves it; the exact Gibbs step of inference.nuts.gibbs does

@@ -129,12 +129,16 @@ def _check_story(out, model="couple", setting="amateur", seed=0):
     return check
 
 
-def _check_prior_predictive(out, stdout):
+def _check_prior_predictive(out, stdout=None):
     """prior_predictive.json: the geometric prior's α_t = a0 a^-t from its spec, the
     stage-1 first-choice rate near α1/Σα (closed form) and the lines the command prints."""
     import numpy as np
 
     pp = json.loads((Path(out) / "prior_predictive.json").read_text())
+    if stdout is None:          # not printed (the tutorial notebook): the JSON only
+        stdout = "".join(f"prior predictive, {n}: first-choice accuracy "
+                         f"{pr['first_choice_mean']}, {100 * pr['worse_than_random']} % of "
+                         "workers worse than random\n" for n, pr in pp["priors"].items())
     printed = {n: (float(a), float(w)) for n, a, w in re.findall(
         r"^prior predictive, (\w+): first-choice accuracy ([\d.]+), ([\d.]+) % of workers "
         r"worse than random$", stdout, re.MULTILINE)}

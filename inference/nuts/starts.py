@@ -96,17 +96,12 @@ def sampler_values(inputs: ModelInputs, lam: np.ndarray, log_eta: np.ndarray | N
     """
     out = item_values(inputs, lam, level)
     family = inputs.spec.worker_prior
-    if family == "gamma":
-        # a Gamma reliability is one positive site ``eta`` (W,), whatever ``simplex``
-        out["eta"] = np.exp(np.asarray(log_eta, float))
-    elif inputs.has_eta:
-        if simplex == "dirichlet":
-            eta = np.exp(log_eta)
-            if family == "beta":          # the Beta site holds the accuracy η
-                out["eta"] = np.clip(eta[..., 0], 1e-9, 1 - 1e-9)
-            else:
-                eta = np.maximum(eta, 1e-12)   # stick-breaking cannot represent an exact 0
-                out["eta"] = eta / eta.sum(axis=-1, keepdims=True)
+    if family is not None:
+        # the family's own site ``eta`` (a Gamma reliability whatever ``simplex``; the PPL's
+        # Dirichlet/Beta with simplex="dirichlet"), else the Gamma construction's sites
+        direct = family.direct_values(log_eta, simplex)
+        if direct is not None:
+            out.update(direct)
         else:
             out.update(augment(rng, log_eta, inputs.alpha, BOOST_BELOW,
                                LEVEL_SD if level_sd is None else np.asarray(level_sd, float),
@@ -119,17 +114,8 @@ def point_log_eta(inputs: ModelInputs, eta) -> np.ndarray | None:
     ``(W,)`` reliabilities), or of the prior mean when ``eta`` is None."""
     if not inputs.has_eta:
         return None
-    a = np.asarray(inputs.alpha, float)
-    family = inputs.spec.worker_prior
-    if family == "gamma":                  # Gamma(shape, rate): the mean is shape/rate
-        return np.log(a[:, 0] / a[:, 1] if eta is None else np.asarray(eta, float))
-    if eta is None:
-        eta = a / a.sum(axis=1, keepdims=True)
-        return np.log(eta)
-    eta = np.asarray(eta, float)
-    if family == "beta":                   # an accuracy: [log η, log(1 − η)]
-        return np.stack([np.log(eta), np.log1p(-eta)], axis=-1)
-    return np.log(eta)
+    # the family's table: Gamma log η (prior mean shape/rate), Beta [log η, log(1 − η)]
+    return inputs.spec.worker_prior.point_log_eta(np.asarray(inputs.alpha, float), eta)
 
 
 def approx_draws(inputs: ModelInputs, approx, items, workers, n: int,
@@ -165,7 +151,7 @@ def approx_alpha(inputs: ModelInputs, approx, workers) -> np.ndarray:
     """The approximation's worker concentrations aligned to ``workers``, in the layout of
     ``inputs.alpha`` (COUPLE ``(W, K)``; CrowdBT ``(W, 2)`` Beta ``[a, b]``)."""
     a = np.asarray(approx.alpha, float)[_positions(approx.workers, workers, "worker")]
-    return a[:, :2] if inputs.spec.worker_prior == "beta" else a[:, : inputs.K]
+    return a[:, : inputs.spec.prior_K(inputs.K)]       # Beta (a, b); COUPLE's K entries
 
 
 def refine_worker_alpha(inputs: ModelInputs, lam: np.ndarray, alpha0: np.ndarray,
@@ -261,21 +247,11 @@ def _check_init(init: dict, inputs: ModelInputs) -> dict:
                          f"got shape {lam.shape}")
     out["lambda"] = lam
     family = inputs.spec.worker_prior
-    if family == "beta" and init.get("eta") is not None:
-        eta = np.asarray(init["eta"], float)
-        if eta.ndim == 2 and eta.shape[1] == 2:  # Beta (a, b): start at the mean
-            eta = eta[:, 0] / eta.sum(axis=1)
-        if eta.shape != (inputs.n_workers,):
-            raise UsageError(f"init['eta'] for CrowdBT must be ({inputs.n_workers},) "
-                             f"or ({inputs.n_workers}, 2), got {eta.shape}")
-        out["eta"] = np.clip(eta, 1e-3, 1 - 1e-3)
-    elif family == "dirichlet" and init.get("eta") is not None:
-        eta = np.asarray(init["eta"], float)
-        if eta.ndim != 2 or eta.shape[0] != inputs.n_workers or eta.shape[1] < inputs.K:
-            raise UsageError(f"init['eta'] for COUPLE must be ({inputs.n_workers}, "
-                             f">={inputs.K}), got {eta.shape}")
-        eta = np.clip(eta[:, : inputs.K], 1e-6, None)  # keep the start off the boundary
-        out["eta"] = eta / eta.sum(axis=1, keepdims=True)
+    if family is not None and init.get("eta") is not None:
+        # checked and moved inside the support by the family (Beta: an accuracy or (a, b))
+        eta = family.check_init(init["eta"], inputs.n_workers, inputs.K)
+        if eta is not None:
+            out["eta"] = eta
     return out
 
 

@@ -210,8 +210,12 @@ class Method:
                              f"{', '.join(self.model_names())}, not {model!r}")
 
     def model_names(self) -> tuple[str, ...]:
+        """The registered models it fits (in the entry's own order when it lists them)."""
         from crowdrank.models.registry import names
-        return tuple(m for m in names() if self.fits(m))
+        known = names()
+        if self.models and self.models != "online":
+            return tuple(m for m in self.models if m in known)
+        return tuple(m for m in known if self.fits(m))
 
     def run(self, data, model: str, priors, options=None, *, seed: int = 0,
             progress: bool = False):

@@ -442,6 +442,18 @@ def to_json_dict(post: Posterior) -> dict:
     return d
 
 
+def write_posterior_json(post: Posterior, path) -> Path:
+    """The marginals' JSON alone at ``path``: the method's own file when its result writes
+    one (the online state, a batch fit's), else :func:`to_json_dict`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if hasattr(post.native, "to_json"):
+        post.native.to_json(path)
+    else:
+        path.write_text(json.dumps(to_json_dict(post), indent=1))
+    return path
+
+
 def write_posterior(post: Posterior, out) -> dict[str, str]:
     """Write ``post`` into the folder ``out``; returns ``{"posterior": path, ...}``."""
     out = Path(out)

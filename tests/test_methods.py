@@ -56,7 +56,9 @@ def test_which_methods_fit_which_models():
     assert set(methods.names(model="bt")) >= {"nuts", "online", "ep", "map", "ml",
                                               "laplace", "bootstrap", "trueskill"}
     assert "online" not in methods.names(model="couple-normalized")
-    assert methods.names(model="crowdbt", reference=False) == ("online", "ep", "map", "em")
+    crowdbt = methods.names(model="crowdbt", reference=False)
+    assert {"online", "ep", "map", "em"} <= set(crowdbt)
+    assert not {"laplace", "bootstrap", "ml", "trueskill"} & set(crowdbt)
     assert methods.names(reference=True) == ("nuts",)
 
 
@@ -68,3 +70,142 @@ def test_importing_the_registry_is_cheap():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+# ====================================================================== a toy method
+def fit_prior(data, model, priors, options, *, seed=0, progress=False):
+    """The toy method: the prior's marginals as the posterior (λ_r ~ N(μ0, (scale·σ0)²))."""
+    import numpy as np
+
+    from crowdrank.inference.posterior import Posterior
+
+    L = len(data.items)
+    return Posterior.from_marginals(
+        model, "prior", items=data.items, mu=np.full(L, priors.mu0),
+        sigma2=np.full(L, (options.scale * priors.sigma0) ** 2), options={"scale": options.scale},
+        seconds=0.0)
+
+
+@pytest.fixture
+def toy_method():
+    from dataclasses import dataclass, field
+
+    @dataclass(frozen=True)
+    class PriorOptions:
+        scale: float = field(default=1.0, metadata={"help": "multiplies the prior sd"})
+
+    m = methods.register(methods.Method(
+        name="prior", title="the prior itself (a toy method)", fit=fit_prior,
+        options_class=PriorOptions, models=("bt", "pl")))
+    yield m
+    methods.unregister("prior")
+
+
+def _bt_file(tmp_path, seed=0, n_items=5, tasks=30):
+    from crowdrank.models.io import write_rankings
+    from crowdrank.models.simulate import simulate
+
+    sim = simulate("bt", n_items=n_items, n_workers=2, tasks_per_worker=tasks, seed=seed)
+    f = tmp_path / "pairs.csv"
+    write_rankings(sim.rankings, f)
+    return f, sim.rankings
+
+
+def test_register_refuses_a_taken_name(toy_method):
+    with pytest.raises(UsageError, match="already registered"):
+        methods.register(toy_method)
+    assert "prior" in methods.names(model="bt") and "prior" not in methods.names(model="couple")
+
+
+def test_toy_method_through_crowdrank_fit(toy_method, tmp_path, capsys):
+    import numpy as np
+
+    from crowdrank.inference.posterior import read_posterior
+    from crowdrank.reports.cli import main
+
+    f, data = _bt_file(tmp_path)
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    text = capsys.readouterr().out
+    assert "--method prior: the prior itself" in text and "--scale" in text
+    assert main(["fit", str(f), "--model", "bt", "--method", "prior", "--prior-mu", "0.5",
+                 "--prior-sigma", "2", "--scale", "1.5", "--out", str(tmp_path / "o")]) == 0
+    post = read_posterior(tmp_path / "o")         # the loader the audit uses
+    assert post.method == "prior" and set(post.items) == set(data.items)
+    np.testing.assert_array_equal(post.mu, 0.5)                  # the prior mean, exactly
+    np.testing.assert_allclose(post.sigma2, (1.5 * 2.0) ** 2)    # (scale · σ0)²
+    assert (tmp_path / "o" / "items.csv").exists()
+    # the toy fits BT and PL only: a clear one-line error otherwise
+    assert main(["fit", str(f), "--model", "crowdbt", "--method", "prior",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "fits models bt, pl, not 'crowdbt'" in capsys.readouterr().err
+
+
+def test_toy_method_through_compare(toy_method):
+    """Reference draws from the very law the toy returns: z ≈ 0, sd ratio ≈ 1, nominal
+    coverage; a reference from twice the sd: sd ratio ≈ 0.5."""
+    import arviz_base as ab
+    import numpy as np
+
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import simulate
+    from crowdrank.validation.compare import compare
+
+    data = simulate("bt", n_items=6, n_workers=2, tasks_per_worker=10, seed=1).rankings
+    pri = Priors.geometric(data.workers, K=2, a0=10, a=3)
+    approx = methods.get("prior").run(data, "bt", pri)
+    rng = np.random.default_rng(0)
+
+    def reference(sd):
+        lam = rng.normal(pri.mu0, sd, size=(4, 4000, len(data.items)))
+        stats_ = {"diverging": np.zeros((4, 4000), bool), "energy": rng.normal(size=(4, 4000))}
+        t = ab.from_dict({"posterior": {"lambda": lam}, "sample_stats": stats_},
+                         dims={"lambda": ["item"]}, coords={"item": list(data.items)})
+        t.attrs["model"] = "bt"
+        return t
+
+    c = compare(reference(pri.sigma0), approx, identified=False)
+    agg = c.aggregates["lambda"]
+    assert agg["median_abs_z"] < 0.05 and abs(agg["median_sd_ratio"] - 1) < 0.03
+    assert abs(agg["mean_coverage_90"] - 0.9) < 0.02
+    wide = compare(reference(2 * pri.sigma0), approx, identified=False)
+    assert abs(wide.aggregates["lambda"]["median_sd_ratio"] - 0.5) < 0.02
+
+
+def test_toy_method_through_the_audit(toy_method, tmp_path):
+    """``crowdrank audit --approx prior`` on tiny data with a tiny NUTS run: the toy is
+    fitted, compared and written like every approximation (its label in metrics.json and
+    parameters.csv, its file under variants/)."""
+    import json
+
+    import pandas as pd
+
+    from crowdrank.reports.cli import main
+
+    f, _ = _bt_file(tmp_path, n_items=4, tasks=15)
+    out = tmp_path / "audit"
+    assert main(["audit", str(f), "--model", "bt", "--approx", "prior", "--chains", "2",
+                 "--tune", "30", "--draws", "30", "--permutations", "0", "--no-checks",
+                 "--quiet", "--out", str(out)]) == 0
+    m = json.loads((out / "metrics.json").read_text())["models"]["bt"]
+    assert [v["variant"] for v in m["variants"]] == ["default", "method=prior"]
+    table = pd.read_csv(out / "parameters.csv")
+    prior_rows = table[table.variant == "method=prior"]
+    assert len(prior_rows) == 4 and (prior_rows.approx_mean == 0.0).all()
+    assert (out / "bt" / "online" / "variants" / "method-prior.json").exists()
+
+
+def test_contracts_md_lists_posterior_and_method():
+    """docs/contracts.md names the fields and signatures the code has (the helpers of
+    tests/test_docs.py)."""
+    from test_docs import _check_signature, _contract_params
+
+    from crowdrank.inference.posterior import Marginals, Posterior, read_posterior
+
+    for cls in (Posterior, Marginals, methods.Method):
+        assert _contract_params(cls.__name__)[0] == [f.name for f in fields(cls)]
+    for name in ("from_marginals", "from_draws", "from_tree"):
+        _check_signature(f"Posterior.{name}", getattr(Posterior, name))
+    _check_signature("Method.run", methods.Method.run, skip_self=True)
+    _check_signature("register", methods.register)
+    _check_signature("read_posterior", read_posterior)

@@ -51,27 +51,36 @@ DEFAULT_SIMULATION = {"n_items": 40, "n_workers": 6, "tasks_per_worker": 100, "k
                       "setting": "amateur", "seed": 2026, "gold_per_worker": 10}
 
 #: Online variants that can be compared (OnlineGBMM, docs/design.md, Online); the first value of
-#: each is the default. ``method=ep`` refines the update by expectation propagation
-#: (:mod:`crowdrank.inference.online.ep`) with at most ``ep_passes`` passes; ``method`` and
-#: ``ep_passes`` apply to every audited model, the others to COUPLE only. ``method=laplace``
-#: and ``method=bootstrap`` are the batch MAP with Laplace's or the bootstrap's intervals
-#: (:mod:`crowdrank.inference.batch`; models ``bt`` and ``pl``), ``method=em`` CrowdBT's MAP by EM
-#: (:mod:`crowdrank.inference.batch.crowdbt_em`), ``method=trueskill`` TrueSkill (model ``bt``).
+#: each is the default. ``method`` names any approximation of the method registry
+#: (:mod:`crowdrank.inference.methods`; :func:`variant_choices` lists them, ``online`` first):
+#: ``ep`` refines the update by expectation propagation with at most ``ep_passes`` passes,
+#: ``laplace``/``bootstrap`` are the batch MAP with Laplace's or the bootstrap's intervals,
+#: ``em`` CrowdBT's MAP by EM, ``trueskill`` TrueSkill, and a registered extension itself.
+#: ``method`` and ``ep_passes`` apply to every audited model, the others to COUPLE only.
 VARIANT_CHOICES = {"taylor": ("paper", "full", "plugin", "quadrature"),
                    "score_alpha": ("updated", "prior"),
-                   "method": ("online", "ep", "laplace", "bootstrap", "em", "trueskill"),
                    "ep_passes": ("10", "2", "5", "20")}
 #: Options every combination carries (the others only when asked for).
 BASE_VARIANTS = ("taylor", "score_alpha")
 #: Options that apply to every model, not only COUPLE.
 GENERIC_VARIANTS = ("method", "ep_passes")
 MODELS = model_names(audited=True)    # the models with a worker-quality parameter
-#: Every model the audit accepts: the default ones, and BT/PL (their approximations are
-#: Weng–Lin's online update and the batch point methods).
-AUDITABLE = MODELS + ("bt", "pl")
-#: Point methods and the models they fit.
-BATCH_METHODS = {"laplace": ("bt", "pl"), "bootstrap": ("bt", "pl"), "em": ("crowdbt",),
-                 "trueskill": ("bt",)}
+#: Every model the audit accepts: those with an online update (the warm start of NUTS and
+#: the default approximation; normalised COUPLE has none of its own) — the default ones,
+#: and BT/PL (Weng–Lin's update, and the batch point methods).
+AUDITABLE = MODELS + tuple(m for m in model_names() if m not in MODELS
+                           and get_model(m).online and not get_model(m).normalized)
+
+
+def variant_choices() -> dict[str, tuple[str, ...]]:
+    """:data:`VARIANT_CHOICES` with ``method``: every approximation in the method registry,
+    ``online`` (the default) first."""
+    from crowdrank.inference.methods import approximations
+
+    names = approximations()
+    return {"taylor": VARIANT_CHOICES["taylor"], "score_alpha": VARIANT_CHOICES["score_alpha"],
+            "method": ("online",) + tuple(n for n in names if n != "online"),
+            "ep_passes": VARIANT_CHOICES["ep_passes"]}
 
 
 # ====================================================================== configuration
@@ -148,19 +157,20 @@ def parse_variants(specs: Sequence[str] | None) -> dict[str, list[str]]:
 
     Several options may also be joined with ``;`` in one string.
     """
+    choices = variant_choices()
     out: dict[str, list[str]] = {}
     for spec in specs or ():
         for part in filter(None, (p.strip() for p in spec.split(";"))):
             key, eq, vals = part.partition("=")
             key = key.strip().replace("-", "_")
-            if not eq or key not in VARIANT_CHOICES:
+            if not eq or key not in choices:
                 raise DataError(f"bad variant {part!r}: expected one of "
-                                f"{', '.join(k + '=' + ','.join(v) for k, v in VARIANT_CHOICES.items())}",
+                                f"{', '.join(k + '=' + ','.join(v) for k, v in choices.items())}",
                                 "--variants")
             values = [v.strip() for v in vals.split(",") if v.strip()]
-            bad = [v for v in values if v not in VARIANT_CHOICES[key]]
+            bad = [v for v in values if v not in choices[key]]
             if not values or bad:
-                raise DataError(f"{key} takes {', '.join(VARIANT_CHOICES[key])}; got {vals!r}",
+                raise DataError(f"{key} takes {', '.join(choices[key])}; got {vals!r}",
                                 "--variants")
             out.setdefault(key, [])
             out[key] += [v for v in values if v not in out[key]]
@@ -174,7 +184,7 @@ def variant_list(variants: dict[str, list[str]], base: Sequence[str] = BASE_VARI
     """The online option sets to run: the default (paper) first, then every other
     combination of the requested values. Each set holds the ``base`` options and the
     requested ones; ``ep_passes`` only matters with ``method=ep``."""
-    default = {k: v[0] for k, v in VARIANT_CHOICES.items() if k in base or k in variants}
+    default = {k: v[0] for k, v in variant_choices().items() if k in base or k in variants}
     keys = list(variants)
     combos = [dict(default)]
     for vals in itertools.product(*(variants[k] for k in keys)):
@@ -190,10 +200,13 @@ def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
     """The option sets for ``model``: every requested option for COUPLE; for CrowdBT
     :data:`GENERIC_VARIANTS` and the ``taylor`` values its update has (``paper``,
     ``quadrature``); only :data:`GENERIC_VARIANTS` for the others (no Taylor or α choice)."""
-    bad = [m for m in variants.get("method", ()) if model not in BATCH_METHODS.get(m, (model,))]
+    from crowdrank.inference.methods import get as get_method
+
+    bad = [m for m in variants.get("method", ()) if not get_method(m).fits(model)]
     if bad:
-        raise DataError(f"method={bad[0]} fits models {', '.join(BATCH_METHODS[bad[0]])}, "
-                        f"not {model}", "--variants")
+        raise DataError(f"method={bad[0]} fits models "
+                        f"{', '.join(get_method(bad[0]).model_names())}, not {model}",
+                        "--variants")
     online = get_model(model).online
     if online == "couple":     # OnlineGBMM's Taylor and α options
         return variant_list(variants)
@@ -206,34 +219,33 @@ def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
     return variant_list(keep, ())
 
 
-def fit_variant(data, model: str, priors, opts: dict, **kw):
-    """Fit one online option set: ``method=ep`` runs :func:`crowdrank.inference.online.ep.fit_ep`
-    with ``ep_passes`` passes, anything else :func:`crowdrank.inference.online.fit_online`; ``kw``
-    (``order``, ``seed``, ``progress``) go to either."""
+def fit_variant(data, model: str, priors, opts: dict, *, seed: int = 0,
+                progress: bool = False, order: str | None = None,
+                resamples: int | None = None, processes: int | None = None):
+    """Fit one option set through the method registry: ``opts["method"]`` (default
+    ``online``) names the entry; ``ep_passes`` is EP's ``passes``; the other entries of
+    ``opts`` that the method's options dataclass has are set, the rest ignored (a
+    COUPLE-only option for a batch method); ``order`` (a permutation run), ``resamples``
+    and ``processes`` (the bootstrap's) likewise. Returns a
+    :class:`~crowdrank.inference.posterior.Posterior`."""
+    from dataclasses import fields
+
+    from crowdrank.inference.methods import get as get_method
+
     o = dict(opts)
-    method = o.pop("method", "online")
-    passes = int(o.pop("ep_passes", VARIANT_CHOICES["ep_passes"][0]))
-    resamples, processes = kw.pop("resamples", 1000), kw.pop("processes", 1)
-    if method == "em":
-        from crowdrank.inference.batch.crowdbt_em import fit_crowdbt_em
-        return fit_crowdbt_em(data, priors)
-    if method == "trueskill":
-        from crowdrank.inference.online.trueskill import fit_trueskill
-        return fit_trueskill(data, priors, progress=kw.get("progress", False))
-    if method in BATCH_METHODS:
-        from crowdrank.inference.batch.api import fit_with_intervals
-        return fit_with_intervals(data, model, priors, intervals=method,
-                                  resamples=resamples, processes=processes,
-                                  seed=kw.get("seed", 0), progress=kw.get("progress", False))
-    if method == "ep":
-        from crowdrank.inference.online.ep import fit_ep
-        return fit_ep(data, model, priors, passes=passes, **o, **kw)
-    from crowdrank.inference.online import fit_online
-    return fit_online(data, model, priors, **o, **kw)
+    method = get_method(o.pop("method", "online"))
+    passes = o.pop("ep_passes", None)
+    # ep_passes is EP's; an online variant beside EP variants carries it too, unused
+    o.update(passes=int(passes) if passes is not None and method.name == "ep" else None,
+             order=order,
+             bootstrap=resamples, processes=processes)
+    known = {f.name for f in fields(method.options_class)}
+    options = method.options(**{k: v for k, v in o.items() if k in known})
+    return method.run(data, model, priors, options, seed=seed, progress=progress)
 
 
 def variant_label(opts: dict) -> str:
-    default = {k: v[0] for k, v in VARIANT_CHOICES.items()}
+    default = {k: v[0] for k, v in variant_choices().items()}
     diff = [f"{k}={v}" for k, v in opts.items() if default.get(k) != v]
     return ",".join(diff) if diff else "default"
 
@@ -314,9 +326,8 @@ def jsonable(x):
     return str(x)
 
 
-def _gate_dict(gate) -> dict:
-    return gate.to_dict() if hasattr(gate, "to_dict") else {"trusted": bool(gate.trusted),
-                                                           "reasons": list(gate.reasons)}
+def _gate_dict(gate) -> dict | None:
+    return None if gate is None else gate.to_dict()
 
 
 # ====================================================================== one model
@@ -325,8 +336,8 @@ class ModelAudit:
     """Everything measured for one model."""
 
     model: str
-    nuts: object                       # NutsResult
-    online: object                     # OnlinePosterior (default variant)
+    nuts: object                       # NutsResult (the reference's native result)
+    online: object                     # Posterior of the default variant
     comparisons: list                  # validation.compare.Comparison, default first
     variant_opts: list[dict]
     order: dict | None
@@ -334,7 +345,7 @@ class ModelAudit:
     online_seconds: dict
     agreement: object = None           # validation.reference.Agreement, when checked
     other_nuts: object = None          # the other PPL's NutsResult, when checked
-    posteriors: list = field(default_factory=list)   # every variant's fit, default first
+    posteriors: list = field(default_factory=list)   # every variant's Posterior, default first
 
 
 def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
@@ -343,8 +354,6 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     """Fit ``model`` by NUTS and by every online variant, compare, and write the fits into
     ``out`` (nothing is written when ``out`` is None). ``variants`` (online option sets,
     the first one the default) overrides the ones ``cfg.variants`` asks for."""
-    from crowdrank.inference.nuts import fit_nuts
-
     from .compare import align, compare, comparison_components, order_sensitivity
 
     log = log or (lambda msg: None)
@@ -360,25 +369,24 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
         post = fit_variant(data, model, pri, opts, progress=cfg.progress_bars,
                            seed=cfg.seed, resamples=cfg.bootstrap, processes=cfg.processes)
         secs[label] = {"wall": time.perf_counter() - t, "updates": float(post.seconds)}
+        # PSIS k̂ of every approximation with a density ("not reliable" above 0.7)
+        from crowdrank.inference.approx.psis import posterior_khat
+        post.diagnostics.update(posterior_khat(post, data, model, pri, seed=cfg.seed))
         posts.append(post)
     log(f"{model}: NUTS ({cfg.backend}, {cfg.chains} chains × {cfg.tune} tune + {cfg.draws} "
         "draws)")
-    nuts = fit_nuts(data, model, pri, backend=cfg.backend, chains=cfg.chains, tune=cfg.tune,
-                    draws=cfg.draws, target_accept=cfg.target_accept, seed=cfg.seed,
-                    progress=cfg.progress_bars,
-                    approx=posts[0] if cfg.warm_start else None,
-                    **({"chain_method": cfg.chain_method} if cfg.chain_method else {}))
+    ref = reference_fit(data, model, pri, cfg, cfg.backend, cfg.seed,
+                        posts[0] if cfg.warm_start else None)
+    nuts = ref.native
     log(f"{model}: NUTS done in {nuts.timings.get('total', float('nan')):.1f}s — "
-        + (nuts.gate.verdict() if hasattr(nuts.gate, "verdict") else str(nuts.gate.trusted)))
+        + ref.gate.verdict())
     agreement = alt = None
     if cfg.check_backends:
         from crowdrank.validation.reference import backend_agreement
         other = "pymc" if cfg.backend == "numpyro" else "numpyro"
         log(f"{model}: NUTS with {other} as well, to compare the two PPLs")
-        alt = fit_nuts(data, model, pri, backend=other, chains=cfg.chains, tune=cfg.tune,
-                       draws=cfg.draws, target_accept=cfg.target_accept, seed=cfg.seed + 1,
-                       progress=cfg.progress_bars,
-                       approx=posts[0] if cfg.warm_start else None)
+        alt = reference_fit(data, model, pri, cfg, other, cfg.seed + 1,
+                            posts[0] if cfg.warm_start else None, chain_method=False).native
         agreement = backend_agreement(nuts.idata, alt.idata, labels=(cfg.backend, other))
         agreement.other_gate = alt.gate
         log(f"{model}: {agreement.verdict()}")
@@ -393,13 +401,10 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     log(f"{model}: comparing {len(variants)} online variant(s) with NUTS")
     comps = []
     for opts, post in zip(variants, posts):
-        c = compare(post, nuts.idata, gate=nuts.gate, truth=truth, truth_eta1=eta1,
-                    model=model, variant=variant_label(opts), components=comp)
+        c = compare(ref, post, truth=truth, truth_eta1=eta1, model=model,
+                    variant=variant_label(opts), components=comp)
         if c.workers is not None and eta1 is not None:
             c.workers["quality_truth"] = eta1.tolist()
-        if getattr(post, "draws", None) is not None:     # bootstrap: percentile intervals
-            from .intervals import percentile_coverage
-            percentile_coverage(c, post.draws, post.items, nuts.idata)
         comps.append(c)
     order = None
     if cfg.permutations >= 2:
@@ -421,18 +426,35 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     return audit
 
 
+def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed: int,
+                  approx=None, *, chain_method: bool = True):
+    """The NUTS reference through the ``nuts`` entry of the method registry, with the
+    audit's sampler settings (``approx``: the warm start); a
+    :class:`~crowdrank.inference.posterior.Posterior` whose ``native`` is the
+    ``NutsResult``."""
+    from crowdrank.inference.methods import get as get_method
+
+    m = get_method("nuts")
+    m.check_model(model)
+    options = m.options(backend=backend, chains=cfg.chains, tune=cfg.tune, draws=cfg.draws,
+                        target_accept=cfg.target_accept, init_from=approx)
+    kw = {"chain_method": cfg.chain_method} if chain_method and cfg.chain_method else {}
+    return m.fn("fit")(data, model, priors, options, seed=seed,
+                       progress=cfg.progress_bars, **kw)
+
+
 def write_model_fits(audit: ModelAudit, out: Path, cfg: AuditConfig) -> None:
     """Write one model's fits into ``out`` (layout in the module docstring): the online
     posterior of every variant, the NUTS fit, and the other PPL's fit when checked."""
     from crowdrank.inference.nuts import write_nuts
+    from crowdrank.inference.posterior import write_posterior_json
 
     online_dir = out / audit.model / "online"
     for opts, post in zip(audit.variant_opts, audit.posteriors):
         label = variant_label(opts)
-        if label == "default":
-            post.to_json(online_dir / "posterior.json")
-        else:
-            post.to_json(online_dir / "variants" / f"{label.replace('=', '-').replace(',', '_')}.json")
+        name = ("posterior.json" if label == "default" else
+                f"variants/{label.replace('=', '-').replace(',', '_')}.json")
+        write_posterior_json(post, online_dir / name)
     write_nuts(audit.nuts, out / audit.model / "nuts")
     if audit.other_nuts is not None:
         other = "pymc" if cfg.backend == "numpyro" else "numpyro"
@@ -557,9 +579,7 @@ def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, extra_mode
                 if kind == "audit":
                     write_model_fits(res, out, cfg)
                     audits[m] = res
-                    log(f"{m}: audited on the cluster — NUTS "
-                        + (res.nuts.gate.verdict() if hasattr(res.nuts.gate, "verdict")
-                           else str(res.nuts.gate.trusted)))
+                    log(f"{m}: audited on the cluster — NUTS " + res.nuts.gate.verdict())
                 else:
                     write_nuts(res, out / "checks" / m)
                     extra[m] = res
@@ -571,9 +591,21 @@ def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, extra_mode
     return [audits[m] for m in cfg.models], {m: extra[m] for m in extra_models}
 
 
+def _approx_diagnostics(post) -> dict:
+    """An approximation's PSIS k̂ and its verdict, and an optimiser's convergence."""
+    from crowdrank.inference.posterior import as_posterior
+
+    if post is None:          # a ModelAudit made without its posteriors (tests, reports)
+        return {}
+    d = as_posterior(post).diagnostics
+    keep = ("psis_khat", "psis_label", "converged", "steps", "final_elbo", "backend")
+    return {k: jsonable(d[k]) for k in keep if k in d}
+
+
 def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,
                   audits: Sequence[ModelAudit], seconds: float) -> dict:
     """The content of ``metrics.json`` (everything but per-parameter rows)."""
+    from crowdrank.inference.posterior import as_posterior
     from crowdrank.validation.reference import tail_visits_of
 
     models = {}
@@ -595,10 +627,12 @@ def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,
             "identified": main.get("identified"),
             "variants": [{"variant": c.variant, "options": o, "aggregates": c.aggregates,
                           "ranking": c.ranking,
-                          "identified": getattr(c, "identified", None)}
-                         for c, o in zip(a.comparisons, a.variant_opts)],
+                          "identified": getattr(c, "identified", None),
+                          **_approx_diagnostics(p)}
+                         for c, o, p in zip(a.comparisons, a.variant_opts,
+                                            a.posteriors or [None] * len(a.comparisons))],
             "timings": {"nuts": dict(a.nuts.timings), "online": a.online_seconds},
-            "online_clamped": dict(getattr(a.online, "clamped", {}) or {}),
+            "online_clamped": dict(as_posterior(a.online).diagnostics.get("clamped") or {}),
             # informational, not a gate criterion: how many independent upper-tail visits
             # the means of prior-dominated simplex entries rest on (docs/design.md §5.1)
             "tail_visits": tail_visits_of(a.nuts.idata, a.model, priors),

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import argparse
 
+from crowdrank.inference import methods
 from crowdrank.models.errors import UsageError
+from crowdrank.models.registry import PAIR_MODELS, get, names
+
+
+def audit_models() -> tuple[str, ...]:
+    """The ranking models the audit takes: those with an online update to start NUTS from
+    and to compare (``ModelSpec.online``; normalised COUPLE has none of its own)."""
+    return tuple(m for m in names() if get(m).online and not get(m).normalized)
 
 
 def register(sub) -> None:
@@ -27,8 +35,7 @@ def register(sub) -> None:
                         "preflib-dots, preflib-puzzle); default: the embedded simulation")
     p.add_argument("--truth", default=None, help="ground truth CSV item,score (higher = better)")
     p.add_argument("--format", dest="fmt", default=None, help="force the rankings file format")
-    p.add_argument("--model", choices=("couple", "crowdbt", "bt", "pl", "all",
-                                       "crowdbt-bias", "crowdbt-domain", "contextual-bt"),
+    p.add_argument("--model", choices=audit_models() + ("all",) + PAIR_MODELS,
                    default="all",
                    help="all = couple and crowdbt; bt and pl are audited one at a time "
                         "(their approximations: Weng–Lin online, and the batch point methods "
@@ -42,11 +49,10 @@ def register(sub) -> None:
                         "ep_passes=2,5,10 (every model: expectation propagation over the "
                         "update); repeatable")
     p.add_argument("--approx", default=None, metavar="M1,M2",
-                   help="approximations to audit, shorthand for --variants method=M1,M2: "
-                        "online, ep, laplace (MAP with the inverse Hessian) and bootstrap "
-                        "(MAP refitted on resampled rankings, percentile intervals) for bt "
-                        "and pl; em (CrowdBT's MAP by EM, Beta priors with a, b >= 1) for "
-                        "crowdbt; trueskill for bt")
+                   help="approximations to audit (any method of the registry but nuts), "
+                        "shorthand for --variants method=M1,M2: "
+                        + "; ".join(f"{m.name} ({m.title})" for m in methods.REGISTRY.values()
+                                    if not m.reference))
     p.add_argument("--bootstrap", type=int, default=None, metavar="B",
                    help="bootstrap resamples (default 1000; 200 with --quick)")
     p.add_argument("--quick", action="store_true",

@@ -176,8 +176,47 @@ def config_text(files: list[str], tests: str, timeout: float) -> str:
             f"[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excl}]\n")
 
 
-def equivalent_table() -> list[dict]:
-    return json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else []
+#: the fields every entry of ``bench/mutation_equivalent.json`` must have: a mutant is
+#: listed as equivalent only by its file, its code line (stripped), its column and its
+#: operator, so one entry cannot cover another mutant of the same operator elsewhere on an
+#: identical line
+EQUIVALENT_FIELDS = ("module", "file", "operator", "code", "col", "reason")
+
+
+def equivalent_table(path: Path = EQUIVALENT) -> list[dict]:
+    """The equivalent-mutant entries, each checked to name file, code, column and
+    operator (``ValueError`` naming the entry otherwise)."""
+    table = json.loads(path.read_text()) if path.exists() else []
+    for i, e in enumerate(table):
+        missing = [k for k in EQUIVALENT_FIELDS if k not in e]
+        if missing:
+            raise ValueError(f"{path.name} entry {i} ({e.get('module')}, "
+                             f"{e.get('operator')}, {e.get('code')!r}) lacks {missing}: an "
+                             "entry must name its file, code line, column and operator")
+        if not isinstance(e["col"], int) or isinstance(e["col"], bool):
+            raise TypeError(f"{path.name} entry {i}: col must be an integer, not "
+                             f"{e['col']!r}")
+    return table
+
+
+def matches_equivalent(e: dict, mutant: dict) -> bool:
+    """Whether entry ``e`` lists ``mutant`` (its operator, file, code line, col and
+    definition name as :func:`summarise` records them): file, code, column and operator
+    must all agree; a ``definition`` in the entry narrows it to one function."""
+    return (e["operator"] == mutant["operator"] and e["file"] == mutant["file"]
+            and e["code"] == mutant["code"] and e["col"] == mutant["col"]
+            and e.get("definition", mutant.get("definition")) == mutant.get("definition"))
+
+
+def dead_equivalents(table: list[dict], base: Path = ROOT) -> list[dict]:
+    """Entries whose code line is no longer in their file (in the tree at ``base``)."""
+    out = []
+    for e in table:
+        f = base / e["file"]
+        lines = f.read_text().splitlines() if f.is_file() else []
+        if e["code"] not in (x.strip() for x in lines):
+            out.append(e)
+    return out
 
 
 def _line_text(base: Path, path: str, line: int) -> str:
@@ -452,11 +491,7 @@ def summarise(name, dump, base, skipped, seconds, spec) -> dict:
         if outcome == "incompetent":
             counts["incompetent"] += 1
             continue
-        # "col" and "definition" are optional in an entry: the same code may sit in two
-        # functions where only one of its mutants is equivalent
-        match = [i for i, e in enumerate(eq) if e["operator"] == entry["operator"]
-                 and e["code"] == entry["code"]
-                 and all(e.get(k, entry[k]) == entry[k] for k in ("col", "definition"))]
+        match = [i for i, e in enumerate(eq) if matches_equivalent(e, entry)]
         if match:
             used.update(match)
             equivalent.append(dict(entry, reason=eq[match[0]]["reason"]))
@@ -491,6 +526,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ref", default=None, metavar="REV",
                     help="mutate and test the committed tree of REV (e.g. HEAD) instead of "
                          "the working tree (tracked and untracked files)")
+    ap.add_argument("--check-equivalents", action="store_true",
+                    help="check bench/mutation_equivalent.json (every entry names file, "
+                         "code, column and operator; its code line still exists) and exit")
     ap.add_argument("--retest-survivors", action="store_true",
                     help="re-run only the survivors recorded in the results file for each "
                          "module (after adding tests) and update its counts")
@@ -499,6 +537,12 @@ def main(argv=None) -> int:
     unknown = [m for m in names if m not in MODULES]
     if unknown:
         ap.error(f"unknown module(s) {unknown}; expected {list(MODULES)}")
+    if args.check_equivalents:
+        dead = dead_equivalents(equivalent_table())
+        for e in dead:
+            print(f"{e['file']}: no line reads {e['code']!r} ({e['module']}, "
+                  f"{e['operator']})", file=sys.stderr)
+        return 1 if dead else 0
     if args.list:
         for m in names:
             print(f"{m}: {MODULES[m]['files']} <- {MODULES[m]['tests']}")
@@ -510,8 +554,9 @@ def main(argv=None) -> int:
     tmp.mkdir(parents=True, exist_ok=True)
     try:
         # what was mutated and tested: a commit, or the working tree as it was at the start
-        tree = (f"commit {_rev(args.ref)}" if args.ref else
-                f"working tree at {_rev('HEAD')} with its uncommitted changes")
+        commit = _rev(args.ref or "HEAD")
+        tree = (f"commit {commit}" if args.ref else
+                f"working tree at {commit} with its uncommitted changes")
         copy_repo(tmp, args.ref)
         load_start = round(os.getloadavg()[0], 2)
         for m in names:
@@ -534,6 +579,14 @@ def main(argv=None) -> int:
             # a retest keeps the first run's tree and date and records its own
             rec = r["retest"] if prev is not None and "retest" in r else r
             rec["tree"] = tree
+            # the commit the mutated files are read from: render_results.py calls a record
+            # stale when ``git log COMMIT..HEAD -- <module files>`` is not empty
+            rec["commit"] = commit
+            rec["files"] = MODULES[m]["files"]
+            if args.ref is None:
+                rec["uncommitted"] = _uncommitted(module_files(MODULES[m], ROOT))
+            rec["command"] = "python bench/mutation.py " + " ".join(argv if argv is not None
+                                                                    else sys.argv[1:])
             rec["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             rec["load_avg_1m"] = load_start    # the machine is shared: a mutant's wall time
             results["machine"] = machine()
@@ -559,6 +612,16 @@ def machine() -> str:
 def _rev(ref: str) -> str:
     return subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True,
                           text=True, check=True).stdout.strip()
+
+
+def _uncommitted(files: list[str]) -> list[str]:
+    """Those of ``files`` whose working copy differs from HEAD (a working-tree run mutated
+    them, not the commit)."""
+    if not files:
+        return []
+    out = subprocess.run(["git", "status", "--porcelain", "--", *files], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return [line[3:] for line in out.splitlines() if line.strip()]
 
 
 def _version() -> str:

@@ -1,0 +1,74 @@
+"""``bench/mutation.py``: an equivalent-mutant entry lists exactly one mutant position.
+
+An entry must name file, code line, column and operator; a surviving mutant is counted as
+equivalent only when all four agree (the same operator elsewhere on an identical line, or
+in another file, stays a survivor). The mutants here are built by hand in the shape
+``summarise`` records them; no cosmic-ray run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def mutation():
+    spec = importlib.util.spec_from_file_location("crowdrank_bench_mutation",
+                                                  ROOT / "bench" / "mutation.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ENTRY = {"module": "gate", "file": "inference/gate.py", "operator": "core/NumberReplacer",
+         "code": "divergences: int = 0", "col": 23, "reason": "a default always overridden"}
+MUTANT = {"operator": "core/NumberReplacer", "file": "inference/gate.py", "line": 35,
+          "col": 23, "occurrence": 0, "definition": "Gate", "code": "divergences: int = 0"}
+
+
+def test_match_needs_file_code_column_and_operator(mutation):
+    assert mutation.matches_equivalent(ENTRY, MUTANT)
+    for key, other in (("col", 24), ("file", "inference/other.py"),
+                       ("operator", "core/ReplaceBinaryOperator_Add_Sub"),
+                       ("code", "divergences: int = 1")):
+        assert not mutation.matches_equivalent(ENTRY, dict(MUTANT, **{key: other})), key
+    # a definition narrows the entry to one function
+    assert mutation.matches_equivalent(dict(ENTRY, definition="Gate"), MUTANT)
+    assert not mutation.matches_equivalent(dict(ENTRY, definition="check"), MUTANT)
+
+
+@pytest.mark.parametrize("drop", ["col", "file", "operator", "code", "reason"])
+def test_an_entry_without_a_field_is_an_error(mutation, tmp_path, drop):
+    p = tmp_path / "eq.json"
+    p.write_text(json.dumps([{k: v for k, v in ENTRY.items() if k != drop}]))
+    with pytest.raises(ValueError, match=drop):
+        mutation.equivalent_table(p)
+
+
+def test_a_non_integer_column_is_an_error(mutation, tmp_path):
+    p = tmp_path / "eq.json"
+    p.write_text(json.dumps([dict(ENTRY, col="23")]))
+    with pytest.raises(TypeError, match="integer"):
+        mutation.equivalent_table(p)
+
+
+def test_the_committed_table_is_well_formed(mutation):
+    table = mutation.equivalent_table()
+    assert table, "bench/mutation_equivalent.json is empty"
+    assert {e["module"] for e in table} <= set(mutation.MODULES)
+
+
+def test_dead_entries_are_found(mutation, tmp_path):
+    (tmp_path / "inference").mkdir()
+    (tmp_path / "inference" / "gate.py").write_text("x = 1\n    divergences: int = 0\n")
+    assert mutation.dead_equivalents([ENTRY], tmp_path) == []
+    gone = dict(ENTRY, code="n_draws = 0")
+    assert mutation.dead_equivalents([ENTRY, gone], tmp_path) == [gone]

@@ -21,7 +21,9 @@ on a family's *name*:
   prior-only checks compare with ``Beta(α_t, Σα − α_t)``) and the Beta marginal of each
   flattened entry (:meth:`beta_marginals`, the online PIT);
 * its SBC flattening (:meth:`flatten`), its warm-start values (:meth:`point_log_eta`,
-  :meth:`direct_values`, :meth:`check_init`) and its ArviZ dims (:attr:`dims`).
+  :meth:`direct_values`, :meth:`check_init`, :meth:`start_from_factor` — a start from an
+  online posterior's worker factors), its ArviZ dims (:attr:`dims`) and its words for
+  reports (:attr:`describe`, :attr:`table_label`).
 
 A higher layer asks the family for what it needs; nothing here imports ``inference``,
 ``validation`` or ``reports``. Plain NumPy at import time: the PPL sites import JAX or
@@ -78,9 +80,9 @@ class WorkerFamily:
     describe: str = ""
     table_label: str = "α"
 
-    # A family is compared by identity. Comparing it with a name string is the branch
-    # these objects remove; it stays possible (by name) only so that code written against
-    # the string form keeps its meaning while it is rewritten.
+    # A family is compared by identity. Comparing one with its name string is the branch
+    # these objects replace; such a comparison is answered by name, so that a caller that
+    # still compares names keeps its meaning.
     def __eq__(self, other):
         if isinstance(other, str):
             return self.name == other

@@ -31,6 +31,9 @@ def test_registry_holds_family_objects_and_accepts_names():
     with pytest.raises(UsageError, match="unknown worker prior family"):
         family("wishart")
     assert tuple(FAMILIES) == ("dirichlet", "beta", "gamma")
+    # compared by identity; a name comparison is answered by name
+    assert BETA != DIRICHLET and BETA == family("beta") and BETA == "beta" and BETA != "gamma"
+    assert str(GAMMA) == "gamma" and len({DIRICHLET, BETA, GAMMA}) == 3
 
 
 def test_tables_read_the_priors_each_family_needs():

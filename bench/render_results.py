@@ -17,6 +17,7 @@ on the JSON files (no clock, no machine lookup), so it is reproducible.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import sys
@@ -341,27 +342,6 @@ def _scale(data) -> str:
     return out
 
 
-def _scale_row(data) -> list:
-    parts = []
-    for r in data.get("runs", []):
-        c, q = r.get("csv") or {}, r.get("parquet") or {}
-        parts.append(f"{r['rankings'] / 1e6:g} M: CSV {fmt(c.get('wall_s'))} s "
-                     f"({fmt(c.get('cpu_s'))} CPU s, {fmt(c.get('peak_rss_mb'))} MB), Parquet "
-                     f"{fmt(q.get('wall_s'))} s ({fmt(q.get('cpu_s'))} CPU s, "
-                     f"{fmt(q.get('peak_rss_mb'))} MB)")
-    loads = [x.get("load_before") for r in data.get("runs", [])
-             for x in (r.get("csv") or {}, r.get("parquet") or {}) if x]
-    same = [r.get("identical_to_in_memory") for r in data.get("runs", [])
-            if "identical_to_in_memory" in r]
-    return [("`crowdrank fit --method online` (COUPLE, whole command, streamed): wall "
-             "(CPU) time, peak memory"),
-            "; ".join(parts) + (f"; same numbers as in memory: {fmt(all(same))}" if same
-                                else "") + (f" (load {fmt(min(loads))}–{fmt(max(loads))} on "
-                                            f"{fmt(data.get('machine', {}).get('cpus'))} "
-                                            "CPUs)" if loads else ""),
-            "45 M: ≤ 120 s CSV, ≤ 60 s Parquet, ≤ 1 GB; 0.45 M CSV ≤ 2 s (2 cores)"]
-
-
 def _replicate(data) -> str:
     """A replicated experiment of [Pan18]: its tidy rows (fig7: at 100 % of the samples)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -398,20 +378,46 @@ def _replicate_gap(data) -> str:
                          "COUPLE NUTS", "CrowdBT NUTS", "run"], rows)
 
 
+def _mutation(data) -> str:
+    """Per module: the score, a sample's 95 % interval, the commit and date of the run and
+    whether the mutated files changed since (``bench/headline.py``); then the records."""
+    mods = _headline_module().mutation_modules(data)
+    rows = []
+    for m in mods:
+        r, ci = m["rec"], m["ci"]
+        sample = m["sample"]
+        rows.append([m["module"], ", ".join(m["files"]),
+                     (f"sample of {sample['size']} of {sample['population']}" if sample
+                      else "all"), r.get("killed"), r.get("survived"), r.get("equivalent"),
+                     f"{100 * m['score']:.1f} %",
+                     f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f} %" if ci else "–",
+                     m["commit"] or r.get("tree") or "not recorded", r.get("date"),
+                     m["freshness"], "typed by hand: " + fmt(r["typed_by_hand"])
+                     if r.get("typed_by_hand") else ""])
+    out = ("A module's score is **stale** when the record names no commit or a commit "
+           "since its run changed a mutated file (`git log COMMIT..HEAD -- FILES`): the "
+           "score then describes code that no longer exists. Samples show their 95 % "
+           "Wilson interval; the goal is its lower end ≥ 90 %.\n\n")
+    out += table(["module", "files", "mutants", "killed", "survived", "equivalent", "score",
+                  "95 % interval", "commit / tree", "date", "freshness", "note"], rows)
+    return out + "\n" + render_generic(data)
+
+
 #: File name → renderer for the known benchmarks; others use :func:`render_generic`.
 KNOWN: dict[str, tuple[str, Callable]] = {
     "audit.json": ("`crowdrank audit` end to end (`bench/bench_audit.py`)", _audit),
     "online.json": ("Online methods at paper scale (`bench/bench_online.py`)", _online),
     "nuts.json": ("NUTS, medium scale (`bench/bench_nuts.py`)", _nuts),
     "scale.json": ("Online fit at data scale (`bench/bench_scale.py`)", _scale),
+    "mutation.json": ("Mutation scores of the core modules (`bench/mutation.py`)", _mutation),
     "nuts_gradient.json": ("COUPLE log-density gradient (`bench/bench_gradient.py`)", None),
     "nuts_paper.json": ("COUPLE NUTS at paper scale (`bench/bench_nuts.py --paper-scale`)",
                         None),
     **{f"replicate_{e}.json": (f"[Pan18] replicated: `{e}` (`bench/bench_replicate.py`)",
                                _replicate)
        for e in ("babyface", "babyface_nuts", "fig7", "cost", "readlevel", "preflib")},
-    "replicate_fig7_gap.json": ("[Pan18] Fig. 7's gap under three simulators "
-                                "(`bench/bench_replicate.py gap`)", _replicate_gap),
+    "replicate_fig7_gap.json": (("[Pan18] Fig. 7's gap under three simulators "
+                                "(`bench/bench_replicate.py gap`)"), _replicate_gap),
 }
 
 
@@ -444,329 +450,26 @@ def render(results_dir: Path | str = RESULTS) -> str:
 
 
 # ---------------------------------------------------------------- README headline table
+def _headline_module():
+    """``bench/headline.py``, by path: this module may itself be loaded by path
+    (tests/test_docs.py), with ``bench/`` not on ``sys.path``."""
+    spec = importlib.util.spec_from_file_location(
+        "crowdrank_bench_headline", Path(__file__).with_name("headline.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 BEGIN, END = "<!-- headline:begin -->", "<!-- headline:end -->"
 
 
-def _load(results_dir: Path, name: str):
-    p = results_dir / name
-    return json.loads(p.read_text()) if p.exists() else None
-
-
-def _audit_row(audit, name: str, label: str, goal: str) -> list:
-    rec = next((r for r in (audit or []) if r.get("name") == name), None)
-    if rec is None or rec.get("rc") != 0:
-        return [label, "not measured" if rec is None else f"failed (rc {rec.get('rc')})", goal]
-    trust = [f"{m} {'trusted' if rec[m]['trusted'] else 'NOT trusted'}"
-             for m in ("couple", "crowdbt") if m in rec]
-    load = rec.get("loadavg_before", [None])[0]
-    return [label, f"{rec['wall_s']:.0f} s ({', '.join(trust)}; load {load})", goal]
-
-
 def headline(results_dir: Path | str = RESULTS) -> str:
-    """The README's table of headline figures, built from ``bench/results/*.json`` only."""
-    d = Path(results_dir)
-    audit = _load(d, "audit.json")
-    rows = [_audit_row(audit, "default", "`crowdrank audit` (embedded default, gold priors)",
-                       "≤ 180 s"),
-            _audit_row(audit, "geometric", "`crowdrank audit --worker-prior "
-                       "geometric:a0=10,a=6`", "≤ 120 s, both trusted"),
-            _audit_row(audit, "babyface", "`crowdrank audit babyface --quick` (geometric)",
-                       "≤ 300 s, trusted"),
-            _audit_row(audit, "readlevel", "`crowdrank audit readlevel --quick` (geometric)",
-                       "≤ 480 s, trusted")]
-    paper = _load(d, "reference_paper.json")
-    if paper:
-        def _route(r):
-            return ("Gibbs route" if r.get("eta_update") == "gibbs"
-                    else f"joint NUTS ({r.get('adapt') or 'windowed'})")
-
-        def _full(r):
-            if r.get("status"):
-                return f"{_route(r)}: {r['status']}"
-            return (f"{_route(r)} {r['chains']} × ({r['tune']} + {r['draws']}): "
-                    f"{r.get('end_to_end_s', float('nan')) / 60:.1f} min end to end, "
-                    f"{'trusted' if r.get('trusted') else 'NOT trusted'} (R-hat "
-                    f"{float(r['gate'].split('R-hat max ')[-1].split(',')[0]):.2f}, "
-                    f"{r.get('leapfrog_per_draw', float('nan')):.0f} leapfrogs per draw"
-                    + _split(r) + ")")
-
-        def _split(r):
-            # where the time went: compile, warm-up, sampling, and the Gibbs moves' share
-            t = r.get("timings_s") or {}
-            if not t:
-                return ""
-            out = (f"; compile {t.get('compile', 0) + t.get('gibbs_compile', 0):.0f} s, "
-                   f"warm-up {t.get('warmup', 0):.0f} s, sampling {t.get('sampling', 0):.0f} s")
-            g, d = r.get("gibbs_step_s_est"), r.get("gradient_s_est")
-            if g and d:
-                out += f", simplex moves ≈ {100 * g / (g + d):.0f} % of the work"
-            return out
-
-        status = "; ".join(_full(r) for r in paper if r.get("what") == "paper")
-        probes = [r for r in paper if r.get("what") == "paper-probe"
-                  and r.get("leapfrog_per_draw")]
-        if probes:
-            by: dict = {}
-            for r in probes:
-                by.setdefault(_route(r).split(" (")[0], []).append(r)
-            status += ("; proxy with the paper's rankings per item and worker (L=100, W=50, "
-                       "T=900): " + ", ".join(
-                           f"{k} {min(r['leapfrog_per_draw'] for r in rs):.0f}–"
-                           f"{max(r['leapfrog_per_draw'] for r in rs):.0f} leapfrogs per draw "
-                           f"(best min bulk ESS {max(r.get('ess_bulk_min') or 0 for r in rs):.0f})"
-                           for k, rs in by.items())
-                       + ", none trusted (docs/design.md 5.3a)")
-        rows.append(["trusted COUPLE reference at paper scale (450,000 rankings, 4 chains)",
-                     status, "≤ 20 min on 2 cores"])
-    ws = _load(d, "reference_warmstart.json")
-    if ws and any(r.get("what") == "warmstart_ladder" for r in ws):
-        # the tune ladder answers "does a shorter warm-up suffice?": per model and start
-        # the shortest tune trusted on every seed (bench_reference.shortest_trusted)
-        # by file path: this module may itself be loaded by path (tests/test_docs.py), with
-        # bench/ not on sys.path
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location(
-            "bench_reference", Path(__file__).with_name("bench_reference.py"))
-        bref = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bref)
-        st = bref.shortest_trusted(ws)
-        summ = bref.ladder_summary(ws)
-
-        def _side(m, start):
-            b = st.get((m, start))
-            rungs = sorted((t, v) for (mm, ss, t), v in summ.items() if (mm, ss) == (m, start))
-            if not rungs:
-                return "not run"
-            if b is None:
-                t, v = max(rungs, key=lambda tv: (tv[1]["trusted"] / tv[1]["seeds"], -tv[0]))
-                return (f"no tune of {rungs[0][0]}–{rungs[-1][0]} on all seeds (best "
-                        f"{v['trusted']}/{v['seeds']} at {t})")
-            return f"{b['tune']} tune on {len(b['seeds'])} seeds ({b['warmup_gradients']:,.0f})"
-
-        def _equal_tunes(m):
-            # warm-up gradients per iteration and chain, and leapfrogs per draw, averaged
-            # over the tunes both starts ran and passed on at least one seed (a tune too
-            # short for any seed has not adapted: its leapfrogs say nothing)
-            both = [t for (mm, ss, t) in summ if (mm, ss) == (m, "default")
-                    and (m, "online", t) in summ and summ[(m, "default", t)]["trusted"]
-                    and summ[(m, "online", t)]["trusted"]]
-            mean = lambda s, k: sum(summ[(m, s, t)][k] for t in both) / len(both)
-            return (f"at equal tunes {mean('default', 'gradients_per_warmup_iteration'):.0f} → "
-                    f"{mean('online', 'gradients_per_warmup_iteration'):.0f} warm-up gradients "
-                    f"per iteration and chain, {mean('default', 'leapfrog_per_draw'):.0f} → "
-                    f"{mean('online', 'leapfrog_per_draw'):.0f} leapfrogs per draw") if both else ""
-        models = [m for m in ("couple", "crowdbt") if any(k[0] == m for k in st)]
-        draws = sorted({r["draws"] for r in ws if r.get("what") == "warmstart_ladder"})
-        rows.append([("warm start from the online posterior (default start → online start): "
-                      "shortest warm-up trusted on every seed (warm-up gradients), 4 chains × "
-                      f"{'/'.join(f'{x:,}' for x in draws)} draws; warm-up cost at equal "
-                      "tunes (those with a trusted seed from both starts)"),
-                     "; ".join(f"{m}: {_side(m, 'default')} → {_side(m, 'online')}, "
-                               f"{_equal_tunes(m)}" for m in models), "fewer"])
-    elif ws:
-        g = {(r["model"], r["start"]): r["timings_s"].get("warmup_gradients") for r in ws}
-        lp = {(r["model"], r["start"]): r.get("leapfrog_per_draw") for r in ws}
-        rows.append([("warm start from the online posterior: warm-up gradients, leapfrogs "
-                      "per draw (default start → online start)"),
-                     "; ".join(f"{m}: {g[(m, 'default')]:.0f} → {g[(m, 'online')]:.0f}, "
-                               f"{lp[(m, 'default')]:.0f} → {lp[(m, 'online')]:.0f}"
-                               for m in ("couple", "crowdbt")
-                               if (m, "default") in g and (m, "online") in g), "fewer"])
-    med = _load(d, "reference_medium.json")
-    if med:
-        # per model/setting and back-end the last trusted run (else the last run): the
-        # headline is the side-by-side pair; docs/results.md keeps every run
-        best: dict = {}
-        for r in med:
-            key = (r.get("model", "couple"), r.get("setting", "amateur"))
-            prev = best.setdefault(key, {}).get(r["backend"])
-            if prev is None or r["trusted"] or not prev["trusted"]:
-                best[key][r["backend"]] = r
-        rows.append(["NUTS at medium scale (L=100, W=50, 5,000 rankings): min bulk ESS per "
-                     "s of sampling (all rounds) and per CPU-s (load-independent), each "
-                     "back-end's last trusted run (else its last run)",
-                     "; ".join(f"{m}/{st}: " + ", ".join(
-                         f"{b} {r['tune']}+{f'{r['draws'] // r['draws_per_round']}×{r['draws_per_round']}' if r.get('draws_per_round') else r['draws']} {r['ess_bulk_per_s']:.2f}/s"
-                         + (f", {r['ess_bulk_per_cpu_s']:.2f}/CPU-s" if r.get('ess_bulk_per_cpu_s') else "")
-                         + f" ({'trusted' if r['trusted'] else 'not trusted'})"
-                         for b, r in sorted(by.items()))
-                         for (m, st), by in best.items()), "both, side by side"])
-    sbc = _load(d, "sbc.json")
-    if sbc:
-        # One run per model and back-end: a later route (e.g. PyMC's re-used compiled
-        # model) supersedes an earlier probe; a run that reached 200 replicates beats one
-        # that did not, whatever their order in the file.
-        last: dict = {}
-        for r in sbc.get("runs", []):
-            key = (r["model"], r["backend"])
-            if key not in last or r.get("reached_200_replicates") or not last[key].get(
-                    "reached_200_replicates"):
-                last[key] = r
-        runs = list(last.values())
-        def _sbc(r):
-            if not r.get("replicates"):
-                return (f"{r['model']}/{r['backend']}: no replicate finished (stopped by hand; "
-                        f"docs/sbc.md)")
-            wall = r.get("measured_200_replicates_wall_s")
-            cost = (f"{wall / 60:.0f} min measured (load {r['loadavg_after'][0]:.0f})"
-                    if wall is not None and r.get("reached_200_replicates") else
-                    f"≈ {r['extrapolated_200_replicates_s_on_2_idle_cores_from_cpu'] / 60:.0f}"
-                    f" min on 2 idle cores from CPU s"
-                    + (" (no single run)" if r.get("reached_200_replicates") else
-                       " for 200"))
-            gate = r.get("gate") or {}
-            return (f"{r['model']}/{r['backend']}: {r['replicates']} replicates, {cost}, "
-                    f"gate {gate.get('passed', '?')}/{r['replicates']}, "
-                    f"{(r.get('nuts') or {}).get('verdict', '?').split(' (')[0]}")
-
-        rows.append(["SBC (10 items, 4 workers, 100 rankings, geometric prior)",
-                     "; ".join(_sbc(r) for r in runs) or "not measured",
-                     "≥ 200 replicates each, calibrated, ≤ 30 min"])
-    rows.extend(_batch_rows(d))
-    fid = _load(d, "fidelity.json")
-    if fid and fid.get("goals"):
-        rows.extend(_fidelity_rows(fid["goals"]))
-    online = _load(d, "online.json")
-    if online:
-        summ = next((r for r in online if r.get("what") == "summary"), {})
-        rows.append(["OnlineGBMM (COUPLE), 450,000 rankings",
-                     (f"{summ.get('couple_rankings_per_s', 0) / 1e6:.2f} M rankings/s; "
-                      f"OnlinePL {summ.get('pl_vs_openskill')}× openskill; COUPLE:PL cost "
-                      f"{summ.get('couple_pl_cost_ratio')}"), "≥ 3 M/s; ≥ 150×; ≤ 2.8"])
-    scale = _load(d, "scale.json")
-    if scale:
-        rows.append(_scale_row(scale))
-    mut = _load(d, "mutation.json")
-    if mut:
-        mods = mut.get("modules", {})
-        rows.append(["mutation score of the core modules (fast tests)",
-                     ", ".join(f"{k} {v['score'] * 100:.1f} %"
-                               + (f" (sample of {v['sample']['size']}/"
-                                  f"{v['sample']['population']})"
-                                  if isinstance(v.get("sample"), dict) else "")
-                               for k, v in mods.items()
-                               if isinstance(v, dict) and v.get("score") is not None)
-                     + "".join(f"; not run: {', '.join(m)}" for m in
-                               [[k for k in ("gbmm", "kernels", "crowdbt", "wenglin",
-                                             "likelihood", "metrics", "gate", "readers",
-                                             "numpyro", "pymc")
-                                 if k not in mods]] if m)
-                     or "not measured", "≥ 90 % each"])
-    rows.extend(_replicate_rows(d))
-    text = table(["what", "measured", "goal"], rows)
-    return f"{BEGIN}\n{text.rstrip()}\n{END}"
-
-
-def _batch_rows(d: Path) -> list[list]:
-    """The batch toolbox's goals: MAP against choix, the bootstrap, CrowDC's grid."""
-    rows = []
-    batch = _load(d, "batch.json")
-    if batch:
-        fits = {f["method"]: f for f in batch.get("fits", [])}
-        ours = fits.get("crowdrank newton (tol 1e-7)")
-        choix = [f for m, f in fits.items() if m.startswith("choix") and f.get("within_1e-6")]
-        if ours and choix:
-            rows.append([f"MAP of BT on read-level ({batch.get('items')} items, "
-                         f"{batch.get('pairs'):,} pairs): Newton against choix, same tolerance "
-                         "and run", f"{ours['seconds']:.2f} s against "
-                         + ", ".join(f"{f['method']} {f['seconds']:.1f} s" for f in choix)
-                         + f" (max |Δ| {ours['max_abs_error']:.0e})", "at least as fast"])
-        runs = (batch.get("bootstrap") or {}).get("runs") or []
-        if runs:
-            b = min(runs, key=lambda r: r["seconds"])
-            rows.append([f"bootstrap of BT on read-level ({batch['bootstrap']['resamples']} "
-                         "resamples)", f"{b['seconds']:.1f} s wall ({b['processes']} "
-                         f"process(es), load {b['load_average_before'][0]:.0f})", "≤ 30 s"])
-    cdc = _load(d, "crowdc.json")
-    if cdc:
-        c = cdc.get("claim") or {}
-        rows.append(["`replicate crowdc` (the paper's grid): time; comparisons saved, τ kept "
-                     "against BTL", f"{cdc['seconds_total']:.0f} s; saving 45–50 %: "
-                     f"{'yes' if c.get('saving_45_50') else 'no'}, τ ratio ≥ "
-                     f"{c.get('min_tau_ratio', float('nan')):.3f} (≥ 0.95: "
-                     f"{'yes' if c.get('tau_ratio_ge_95') else 'no'}; docs/replication.md)",
-                     "≤ 10 min; saves 45–50 %, keeps ≥ 95 % of τ"])
-    return rows
-
-
-def _fidelity_rows(goals: dict) -> list[list]:
-    """The approximation study's two goals: the medium-scale box, and EP on BabyFace."""
-    rows = []
-    med = [(k.removeprefix("medium-"), g) for k, g in goals.items()
-           if k.startswith("medium-")]
-    if med:
-        def one(name, g):
-            c = g.get("closest_within_cost") or {}
-            inside = ", ".join(g.get("variants_in_goal") or []) or "none"
-            ref = "" if g.get("trusted") else ", reference NOT trusted"
-            return (f"{name}: in the box {inside}; closest {c.get('variant')} "
-                    f"{fmt(c.get('centred_abs_z'))} / {fmt(c.get('centred_sd_ratio'))}, "
-                    f"η¹ {fmt(c.get('eta1_abs_z'))} / {fmt(c.get('eta1_sd_ratio'))}, "
-                    f"{fmt(c.get('cpu_x_one_pass'))}×{ref}")
-        rows.append(["best online variant at medium scale (L=100, W=50): centred |z| / sd "
-                     "ratio, η¹ |z| / sd ratio, CPU × one-pass (docs/fidelity.md)",
-                     "; ".join(one(n, g) for n, g in med),
-                     "|z| ≤ 0.1, sd ratio in [0.9, 1.1], ≤ 10×"])
-    bf = goals.get("babyface")
-    if bf:
-        best = min(bf.items(), key=lambda kv: max(kv[1]["centred_z_ratio"],
-                                                  kv[1]["order_ratio"]))
-        ok = max(best[1]["centred_z_ratio"], best[1]["order_ratio"]) <= 0.5
-        rows.append(["EP on BabyFace against the one-pass: centred |z| and order "
-                     "sensitivity (ratio)",
-                     f"{best[0]}: {fmt(best[1]['centred_z_ratio'])}×, "
-                     f"{fmt(best[1]['order_ratio'])}× (halved: {'yes' if ok else 'no'})",
-                     "≤ 0.5× both"])
-    return rows
-
-
-def _replicate_rows(d: Path) -> list[list]:
-    """The COUPLE paper's experiments replicated (``bench/bench_replicate.py``)."""
-    rows = []
-    bf = _load(d, "replicate_babyface.json")
-    if bf:
-        e = bf["summary"]["sets"][0]
-        mine = [c for c in e["cleaned"] if "couple" in c["detected_by"]]
-        acc = mine[0]["accuracy"]["couple"]["mean"] if mine else float("nan")
-        load = (bf.get("machine_after") or {}).get("loadavg", [None])[0]
-        load = f" (load {load:.0f})" if load is not None else ""
-        rows.append([f"`replicate babyface` (R = {bf['repeats']}): cleaned COUPLE accuracy "
-                     "(paper 92.30 %), same six noisy workers, time",
-                     f"{acc:.2f} % ({acc - 92.30:+.2f}); same six: "
-                     f"{'yes' if e.get('same_six') else 'no'}; {bf['wall_seconds']:.0f} s "
-                     f"wall{load}" + (f", {bf['cpu_seconds']:.0f} s CPU" if "cpu_seconds" in bf
-                                      else ""), "±1 point; ≤ 3 min"])
-    f7 = _load(d, "replicate_fig7.json")
-    if f7:
-        s = f7["summary"]
-        gaps = [st["couple_best"]["margin_at_100"] for st in s["settings"]]
-        rows.append([f"`replicate fig7` at paper scale (R = {f7['repeats']}, 4 settings × 4 "
-                     "online methods)",
-                     f"{f7['wall_seconds']:.0f} s wall; COUPLE ≥ every baseline: "
-                     f"{'yes' if s['claims']['couple_best_everywhere'] else 'no'} (COUPLE − "
-                     f"best baseline {min(gaps):+.2f} to {max(gaps):+.2f} pt); stable from "
-                     f"20 %: {'yes' if s['claims']['couple_stable_from_20pct'] else 'no'}",
-                     "≤ 10 min on 2 cores; the paper's claims checked"])
-    cost = _load(d, "replicate_cost.json")
-    if cost:
-        r = cost["summary"]["cost"]["babyface"]["ratio_to_pl"]
-        rows.append(["`replicate cost`: COUPLE : OnlinePL time per ranking on BabyFace (CPU "
-                     "of a pass)", f"{r['couple:pl (cpu, whole pass)']:.2f} (paper 2.8, "
-                     "theory 17 : 6)", "beside the paper's"])
-    dk = _load(d, "replicate_dask.json")
-    if dk:
-        rows.append([f"Dask executor against the process pool ({dk['tasks']} tasks × "
-                     f"{dk['cpu_seconds_per_task']} s, {dk['processes']} processes)",
-                     f"overhead {100 * dk['overhead_best']:+.1f} %; identical results: "
-                     f"{'yes' if all(x['identical_results'] for x in dk['runs']) else 'no'}",
-                     "≤ 10 %"])
-    return rows
+    """The README's table of headline figures (``bench/headline.py``)."""
+    return _headline_module().headline(results_dir)
 
 
 def readme_with_headline(readme_text: str, results_dir: Path | str = RESULTS) -> str:
-    a, b = readme_text.index(BEGIN), readme_text.index(END) + len(END)
-    return readme_text[:a] + headline(results_dir) + readme_text[b:]
+    return _headline_module().readme_with_headline(readme_text, results_dir)
 
 
 def main(argv=None) -> int:

@@ -11,7 +11,7 @@ OUT ?= audit-out
 JOBS ?= 2
 XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadgroup --no-loadscope-reorder)
 
-.PHONY: venv test test-fast test-times audit story bench lint clean mutate results docs
+.PHONY: venv test test-fast test-times audit story bench lint clean mutate results verify docs
 
 $(BIN)/crowdrank: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ bench: venv
 # one module at a time: make mutate ARGS="--modules gate")
 mutate: venv
 	nice -n 10 $(BIN)/python bench/mutation.py $(ARGS)
+
+# re-measure the cheap headline rows (online rates, MAP vs choix, cleaned BabyFace) and
+# fail when one left its stated noise band (bench/verify.py; a few minutes on 2 cores)
+verify: venv
+	nice -n 5 $(BIN)/python bench/verify.py $(ARGS)
 
 # docs/results.md from bench/results/*.json, so published figures cannot drift
 results: venv

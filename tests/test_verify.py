@@ -1,0 +1,127 @@
+"""``bench/verify.py`` (``make verify``): the band logic on hand-built records.
+
+The records are written here in the shapes the benchmarks write (``online.json``,
+``batch.json``, ``replicate_babyface.json``); the measurers are replaced by functions that
+return chosen figures, so no benchmark runs. A figure planted outside its band must fail
+the run; one inside passes; an absent data set is a skip, not a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def verify():
+    spec = importlib.util.spec_from_file_location("crowdrank_bench_verify",
+                                                  ROOT / "bench" / "verify.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod          # dataclasses look their module up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def records(tmp_path):
+    (tmp_path / "online.json").write_text(json.dumps([
+        {"what": "setup", "rankings": 450000},
+        {"what": "method", "method": "couple-full", "rankings_per_s": 1.0,
+         "end_to_end_rankings_per_s": 1.0},
+        {"what": "method", "method": "couple", "rankings_per_s": 4_000_000,
+         "end_to_end_rankings_per_s": 2_000_000}]))
+    (tmp_path / "batch.json").write_text(json.dumps({"fits": [
+        {"method": "crowdrank newton (tol 1e-7)", "seconds": 0.5},
+        {"method": "choix opt_pairwise Newton-CG", "seconds": 40.0}]}))
+    (tmp_path / "replicate_babyface.json").write_text(json.dumps({"summary": {"sets": [
+        {"cleaned": [{"detected_by": ["crowdbt"], "accuracy": {"couple": {"mean": 50.0}}},
+                     {"detected_by": ["couple", "crowdbt"],
+                      "accuracy": {"couple": {"mean": 92.8}}}]}]}}))
+    return tmp_path
+
+
+def fake(values):
+    return {"online": lambda: {k: values[k] for k in ("online_kernel", "online_end_to_end")},
+            "map": lambda: {"map_vs_choix": values["map_vs_choix"]},
+            "babyface": lambda: {"babyface_cleaned": values["babyface_cleaned"]}}
+
+
+GOOD = {"online_kernel": 3_000_000.0, "online_end_to_end": 3_500_000.0,
+        "map_vs_choix": 0.02, "babyface_cleaned": 92.85}
+
+
+def test_recorded_values_read_the_benchmarks_shapes(verify, records):
+    rec = verify.recorded_values(records)
+    assert rec == {"online_kernel": 4_000_000.0, "online_end_to_end": 2_000_000.0,
+                   "map_vs_choix": 0.5 / 40.0, "babyface_cleaned": 92.8}
+
+
+def test_in_band_figures_pass(verify, records):
+    results, rc = verify.verify(records, measurers=fake(GOOD))
+    assert rc == 0
+    assert [r["status"] for r in results] == ["in band"] * 4
+
+
+@pytest.mark.parametrize("name, value", [
+    ("online_kernel", 1_900_000.0),       # 0.475 of 4 M: below x0.5
+    ("online_end_to_end", 4_100_000.0),   # 2.05 x 2 M: above x2
+    ("map_vs_choix", 0.03),               # 2.4 x the recorded 0.0125
+    ("babyface_cleaned", 92.95),          # +0.15 point
+    ("babyface_cleaned", 92.65),          # -0.15 point
+])
+def test_a_planted_out_of_band_figure_fails(verify, records, name, value):
+    results, rc = verify.verify(records, measurers=fake(dict(GOOD, **{name: value})))
+    assert rc == 1
+    status = {r["name"]: r["status"] for r in results}
+    assert status.pop(name) == "OUT OF BAND"
+    assert set(status.values()) == {"in band"}
+
+
+def test_band_edges_are_inclusive_and_checked(verify):
+    b = verify.Band("ratio", 0.5, 2.0, "why")
+    assert b.contains(4.0, 2.0) and b.contains(4.0, 8.0)
+    assert not b.contains(4.0, 1.99) and not b.contains(4.0, 8.01)
+    d = verify.Band("diff", -0.1, 0.1, "why")
+    assert d.contains(92.8, 92.8) and d.contains(92.8, 92.85)
+    assert not d.contains(92.8, 93.0) and not d.contains(92.8, 92.6)
+    with pytest.raises(ValueError, match="positive record"):
+        b.contains(0.0, 1.0)
+    with pytest.raises(ValueError, match="kind"):
+        verify.Band("percent", 0, 1, "why")
+    with pytest.raises(ValueError, match="low"):
+        verify.Band("ratio", 2.0, 0.5, "why")
+
+
+def test_absent_data_skip_and_absent_records_are_reported(verify, records):
+    def no_data():
+        raise verify.Skip("the shared BabyFace data are not here")
+    (records / "batch.json").unlink()
+    results, rc = verify.verify(records, measurers=dict(fake(GOOD), babyface=no_data))
+    status = {r["name"]: r["status"] for r in results}
+    assert rc == 0
+    assert status["babyface_cleaned"] == "skipped: the shared BabyFace data are not here"
+    assert status["map_vs_choix"] == "no record (batch.json absent)"
+    assert status["online_kernel"] == "in band"
+
+
+def test_only_runs_the_selected_measurers(verify, records):
+    called = []
+    m = fake(GOOD)
+    m["map"] = lambda: called.append("map") or {"map_vs_choix": 0.02}
+    results, rc = verify.verify(records, measurers=m, only={"online_kernel"})
+    assert rc == 0 and called == [] and [r["name"] for r in results] == ["online_kernel"]
+
+
+def test_every_row_states_why_its_band(verify):
+    for r in verify.ROWS:
+        assert len(r.band.why) > 40, r.name
+        assert r.measure in verify.MEASURERS, r.name
+    assert "| OUT OF BAND |" in verify.format_table([{
+        "what": "x", "recorded": 1.0, "measured": 3.0, "unit": "u", "band": "×0.5–×2",
+        "status": "OUT OF BAND"}])

@@ -91,6 +91,10 @@ class WorkerFamily:
     def __hash__(self):
         return hash(self.name)
 
+    def __reduce__(self):
+        # one object per family, also across processes (pickled specs, Dask workers)
+        return (family, (self.name,))
+
     def __repr__(self) -> str:
         return f"<worker family {self.name}>"
 

@@ -34,6 +34,12 @@ def test_registry_holds_family_objects_and_accepts_names():
     # compared by identity; a name comparison is answered by name
     assert BETA != DIRICHLET and BETA == family("beta") and BETA == "beta" and BETA != "gamma"
     assert str(GAMMA) == "gamma" and len({DIRICHLET, BETA, GAMMA}) == 3
+    # one object per family, also after pickling (specs sent to worker processes)
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(get("couple"))).worker_prior is DIRICHLET
+    assert copy.deepcopy(BETA) is BETA
 
 
 def test_tables_read_the_priors_each_family_needs():

@@ -35,7 +35,7 @@ def fit_nuts_method(data, model, priors, options, *, seed=0, progress=False,
     if isinstance(approx, str | Path):
         approx = read_posterior(approx)
     if approx is not None:
-        approx, init = warm_start(approx, data, str(options.init_from))
+        approx, init = warm_start(approx, data, str(options.init_from), model)
     result = nuts.fit_nuts(
         data, model, priors, backend=options.backend, chains=int(options.chains),
         tune=int(options.tune), draws=int(options.draws),
@@ -46,12 +46,15 @@ def fit_nuts_method(data, model, priors, options, *, seed=0, progress=False,
     return from_nuts(result, model=model)
 
 
-def warm_start(post: Posterior, data, source: str):
+def warm_start(post: Posterior, data, source: str, model: str):
     """``(approx, init)`` for ``fit_nuts``: the posterior itself when it has finite item
     variances (each chain starts at its own draw of it), else a point start ``init`` at
-    its means (``λ`` = ``mu``, ``η`` = the Dirichlet/Beta means). Every item and worker of
-    ``data`` must be in it (a :class:`DataError` naming ``source`` otherwise)."""
+    its means (``λ`` = ``mu``, ``η`` = the mean of each worker's factor, by the model's
+    worker family). Every item and worker of ``data`` must be in it (a
+    :class:`DataError` naming ``source`` otherwise)."""
     import numpy as np
+
+    from crowdrank.models.registry import get as get_model
 
     for what, have, want in (("item", post.items, data.items),
                              ("worker", post.workers if post.alpha is not None else None,
@@ -64,13 +67,15 @@ def warm_start(post: Posterior, data, source: str):
                             f"e.g. {missing[:5]}", source)
     if np.all(np.isfinite(post.sigma2)) and np.all(post.sigma2 > 0):
         return post, None
-    ix = [post.items.index(str(i)) for i in data.items]
-    init = {"lambda": np.asarray(post.mu, float)[ix]}
-    if post.alpha is not None:
-        a = np.asarray(post.alpha, float)[[post.workers.index(str(w)) for w in data.workers]]
-        a = a[:, : data.K] if a.shape[1] > 2 else a
-        init["eta"] = (a / a.sum(axis=1, keepdims=True))[:, 0] if a.shape[1] == 2 and \
-            post.marginals.family == "beta" else a / a.sum(axis=1, keepdims=True)
+    init = {"lambda": np.asarray(post.mu, float)[[post.items.index(str(i))
+                                                   for i in data.items]]}
+    family = get_model(model).worker_prior
+    if post.alpha is not None and family is not None:
+        rows = np.asarray(post.alpha, float)[[post.workers.index(str(w)) for w in data.workers]]
+        try:
+            init["eta"], _ = family.start_from_factor(rows, data.K)
+        except ValueError as exc:
+            raise DataError(str(exc), source) from None
     return None, init
 
 

@@ -153,3 +153,31 @@ def test_moment_marginals_of_a_tree_without_eta():
     p = Posterior.from_draws("pl", "toy", draws={"lambda": draws["lambda"]}, items=ITEMS)
     m = moment_marginals(p.tree, "pl")
     assert m.alpha is None and m.workers == ()
+
+
+def test_nuts_warm_start_from_a_file_of_means(tmp_path):
+    """``--init-from`` a posterior.json without variances: a point start at the means
+    (λ by id, CrowdBT's η = a/(a+b)); with variances: the posterior itself; a data item
+    missing from the file: a DataError naming it."""
+    import json
+    from types import SimpleNamespace
+
+    from crowdrank.inference.method_fits import warm_start
+    from crowdrank.models.errors import DataError
+
+    data = SimpleNamespace(items=("b", "a"), workers=("u",), K=2)
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"model": "crowdbt", "method": "online",
+                             "items": {"a": {"mu": 1.0}, "b": {"mu": -2.0}},
+                             "workers": {"u": {"alpha": [6.0, 2.0]}}}))
+    approx, init = warm_start(read_posterior(f), data, str(f), "crowdbt")
+    assert approx is None
+    np.testing.assert_array_equal(init["lambda"], [-2.0, 1.0])
+    np.testing.assert_allclose(init["eta"], [0.75])
+    with_var = Posterior.from_marginals("crowdbt", "online", items=("a", "b"), mu=[1.0, -2.0],
+                                        sigma2=[0.5, 0.5], workers=("u",),
+                                        alpha=[[6.0, 2.0]])
+    assert warm_start(with_var, data, "x", "crowdbt") == (with_var, None)
+    short = SimpleNamespace(items=("a", "b", "c"), workers=("u",), K=2)
+    with pytest.raises(DataError, match=r"1 item\(s\) of the data are not in the posterior"):
+        warm_start(with_var, short, "x", "crowdbt")

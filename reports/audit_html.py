@@ -300,8 +300,9 @@ def _variants(audits, metrics, subject, cfg, priors) -> Section:
     var = Section("Variants compared", anchor="variants")
     vrows = []
     for a in audits:
-        for c, o in zip(a.comparisons, a.variant_opts):
+        for c, o, post in zip(a.comparisons, a.variant_opts, a.posteriors):
             lam = c.aggregates.get("lambda", {})
+            k = post.diagnostics.get("psis_khat")
             eta = c.aggregates.get("eta", {})
             vrows.append({"model": a.model, "label": f"{a.model} {c.variant}",
                           "options": ", ".join(f"{k}={v}" for k, v in o.items()) or "—",
@@ -314,7 +315,9 @@ def _variants(audits, metrics, subject, cfg, priors) -> Section:
                               "centred", {}).get("median_abs_z"),
                           "centred_median_sd_ratio": (c.identified or {}).get(
                               "centred", {}).get("median_sd_ratio"),
-                          "accuracy": c.ranking.get("accuracy_online")})
+                          "accuracy": c.ranking.get("accuracy_online"),
+                          "khat": "n/a" if k is None else
+                          f"{k:.2f} ({post.diagnostics.get('psis_label')})"})
     var.add(paragraph("OnlineGBMM variants (docs/design.md, Online): `taylor` is the approximation of "
                       "E[softmax] (the paper's appendix formula, the full second-order "
                       "Taylor expansion, or the plug-in p); `score_alpha` is which α the "
@@ -322,10 +325,15 @@ def _variants(audits, metrics, subject, cfg, priors) -> Section:
             table(vrows, ["label", "options", "median_abs_z", "median_sd_ratio",
                           "centred_median_abs_z", "centred_median_sd_ratio",
                           "eta_median_abs_z", "eta_median_sd_ratio", "share_close",
-                          "accuracy"],
+                          "accuracy", "khat"],
                   ["variant", "options", "λ median |z|", "λ median sd ratio",
                    "centred λ median |z|", "centred λ median sd ratio",
-                   "η median |z|", "η median sd ratio", "share close", "accuracy"]))
+                   "η median |z|", "η median sd ratio", "share close", "accuracy",
+                   "PSIS k̂"]))
+    var.add(paragraph("PSIS k̂ (Vehtari et al. 2024) of every approximation with a density: "
+                      "above 0.7 the approximation is **not reliable** (its importance "
+                      "ratios against the exact posterior have no usable tail); n/a: no "
+                      "density of its draws (docs/fidelity.md, the PPLs' approximations)."))
     if len(vrows) > len(audits):
         var.add(figure(F.variants(vrows), "λ median |z| and sd ratio by variant."))
     return var

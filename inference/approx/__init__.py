@@ -9,8 +9,19 @@ them); :func:`fit_approx` dispatches by method name.
 
 from __future__ import annotations
 
-from .psis import KHAT_RELIABLE, label, online_log_ratios, psis_diagnostic
-from .result import ApproxFit
+import importlib
+
+#: Public names and their modules, imported on first use: the method registry imports
+#: :mod:`.entries` for ``crowdrank --help``, which must not pull in NumPy or JAX.
+_LAZY = {"KHAT_RELIABLE": "psis", "label": "psis", "online_log_ratios": "psis",
+         "psis_diagnostic": "psis", "ApproxFit": "result"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: method name -> (module, fit function, options class, description)
 METHODS = {
@@ -22,7 +33,7 @@ METHODS = {
     "lowrank-advi": ("vi", "fit_vi", "VIOptions",
                      ("low-rank-plus-diagonal Gaussian ADVI (NumPyro "
                      "AutoLowRankMultivariateNormal)")),
-    "laplace": ("laplace", "fit_laplace", "LaplaceOptions",
+    "laplace-ppl": ("laplace", "fit_laplace", "LaplaceOptions",
                 ("Gaussian at the mode with the inverse Hessian (NumPyro potential, "
                 "jax.hessian)")),
     "pathfinder": ("pathfinder", "fit_pathfinder", "PathfinderOptions",
@@ -35,8 +46,6 @@ MODELS = ("couple", "couple-normalized", "crowdbt", "pl", "bt", "peergrader")
 
 def options_class(method: str):
     """The options dataclass of ``method``."""
-    import importlib
-
     mod, _, cls, _ = _entry(method)
     return getattr(importlib.import_module(f"{__name__}.{mod}"), cls)
 
@@ -48,11 +57,9 @@ def _entry(method: str):
 
 
 def fit_approx(data, model: str, priors, method: str, *, psis: bool = False,
-               **options) -> ApproxFit:
+               **options):
     """Fit ``model`` by ``method`` with ``options`` (fields of its options class), attach
     PSIS k̂; ``psis=True`` returns the importance-resampled draws instead of q's own."""
-    import importlib
-
     if model not in MODELS:
         raise ValueError(f"the PPL approximations fit {MODELS}, not {model!r}")
     mod, fn, _, _ = _entry(method)

@@ -96,7 +96,7 @@ def fit_laplace(data: Rankings, model: str, priors: Priors,
             "stopping_rule": f"L-BFGS: projected gradient < {o.gtol:g} or relative decrease "
             f"< 1e-14, at most {o.max_steps} iterations",
             "seconds": time.perf_counter() - t0, "dim": target.dim}
-    out = ApproxFit(method="laplace", model=model, backend="numpyro", lam=cons["lambda"],
+    out = ApproxFit(method="laplace-ppl", model=model, backend="numpyro", lam=cons["lambda"],
                     eta=cons.get("eta"), items=list(data.items), workers=list(data.workers),
                     z=z, log_q=log_q, log_p=log_p, diagnostics=diag)
     out.mode, out.cov = mode, cov

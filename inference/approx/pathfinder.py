@@ -12,8 +12,11 @@ path the Gaussian built from L-BFGS's inverse-Hessian estimate with the largest 
 Pareto-smoothed importance resampled ([Vehtari24]) to ``draws`` draws with replacement,
 with weights ``p(z)/q_path(z)``. The pool's PSIS k̂ is the diagnostic reported.
 
-**Stopping rule** of each path: L-BFGS's (gradient norm below ``gtol``, relative decrease
-below ``ftol``, at most ``max_steps`` iterations). Converged means every path ended with a
+**Stopping rule** of each path: L-BFGS's (gradient norm below ``gtol``, objective decrease
+below ``ftol``, at most ``max_steps`` iterations; Stan's tolerance 1e-12, because an early
+stop leaves the inverse-Hessian estimate without curvature along the weakly identified
+directions — the common level — and the paths' Gaussians too narrow there: measured k̂ 2.2
+with ``ftol = 1e-6`` against 0.36 with 1e-12 on the three-item BT test posterior). Converged means every path ended with a
 finite ELBO.
 """
 
@@ -43,7 +46,7 @@ class PathfinderOptions:
     elbo_draws: int = 25        #: draws per ELBO estimate along a path (Stan's default)
     maxcor: int = 6             #: L-BFGS history (Stan's default history size)
     gtol: float = 1e-8          #: L-BFGS gradient tolerance
-    ftol: float = 1e-6          #: L-BFGS relative objective tolerance
+    ftol: float = 1e-12         #: L-BFGS objective decrease tolerance (Stan: 1e-12)
     jitter: float = 2.0         #: half-width of the uniform start jitter (Stan's inits)
     simplex: str = "gamma"      #: worker simplex coordinates (docs/design.md §5.1)
     level: str = "centered"     #: item-score coordinates (docs/design.md §5.2)
@@ -92,9 +95,9 @@ def fit_pathfinder(data: Rankings, model: str, priors: Priors,
     diag = {"converged": bool(np.all(np.isfinite(best))), "steps": int(max(steps)),
             "steps_per_path": steps, "final_elbo": float(np.max(best)),
             "elbo_per_path": [float(b) for b in best], "khat": khat,
-            "psis_reliable": bool(np.isfinite(khat) and khat <= KHAT_RELIABLE),
+            "psis_reliable": bool(khat <= KHAT_RELIABLE),
             "pool": int(pool.shape[0]),
-            "stopping_rule": f"L-BFGS per path: gradient < {o.gtol:g} or relative decrease "
+            "stopping_rule": f"L-BFGS per path: gradient < {o.gtol:g} or decrease "
             f"< {o.ftol:g}, at most {o.max_steps} iterations; {o.paths} paths, PSIS "
             f"resampling of {pool.shape[0]} draws to {o.draws}",
             "seconds": time.perf_counter() - t0, "dim": target.dim}

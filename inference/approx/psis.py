@@ -31,7 +31,8 @@ KHAT_GOOD = 0.5
 
 
 def psis_diagnostic(log_p, log_q) -> tuple[float, np.ndarray]:
-    """``(k̂, normalised smoothed log weights)`` of draws from ``q`` (ArviZ's PSIS)."""
+    """``(k̂, normalised smoothed log weights)`` of draws from ``q`` (ArviZ's PSIS); ``k̂``
+    is ``-inf`` when the ratios are constant (``q`` is ``p``)."""
     from arviz_stats.base import array_stats
 
     lr = np.asarray(log_p, float) - np.asarray(log_q, float)
@@ -42,7 +43,12 @@ def psis_diagnostic(log_p, log_q) -> tuple[float, np.ndarray]:
     if np.isneginf(lr).any():
         # a draw where p vanishes has weight 0: far below every finite ratio
         lr = np.where(np.isneginf(lr), np.min(lr[np.isfinite(lr)]) - 745.0, lr)
-    lw, khat = array_stats.psislw(lr - np.max(lr[np.isfinite(lr)]))
+    if np.ptp(lr) <= 1e-12 * max(1.0, np.max(np.abs(lr))):
+        # q equals p up to a constant: uniform weights, a tail with no shape at all
+        return float("-inf"), np.full(lr.size, -np.log(lr.size))
+    # ArviZ's psislw takes log-likelihood values (PSIS-LOO's ratios are 1/p(y_i|θ)) and
+    # negates them: hand it the negated log ratios
+    lw, khat = array_stats.psislw(-(lr - np.max(lr)))
     lw = np.asarray(lw, float)
     lw = lw - _logsumexp(lw)
     return float(khat), lw
@@ -57,7 +63,7 @@ def label(khat: float | None) -> str:
     """``"good"``, ``"ok"``, ``"not reliable"`` or ``"n/a"``."""
     if khat is None:
         return "n/a"
-    if not np.isfinite(khat) or khat > KHAT_RELIABLE:
+    if np.isnan(khat) or khat > KHAT_RELIABLE:
         return "not reliable"
     return "good" if khat <= KHAT_GOOD else "ok"
 
@@ -159,3 +165,20 @@ def online_log_ratios(post, data, model: str, priors, n: int = 1000, seed: int =
     khat, lw = psis_diagnostic(log_p, d["log_q"])
     return {"lambda": lam, "eta": eta, "log_p": log_p, "log_q": d["log_q"], "khat": khat,
             "log_weights": lw}
+
+
+def posterior_khat(post, data, model: str, priors, n: int = 1000, seed: int = 0) -> dict:
+    """``{"psis_khat", "psis_label"}`` of any fitted posterior (a
+    :class:`~crowdrank.inference.posterior.Posterior`): the value its method computed
+    (the PPL approximations), else, for the online and EP posteriors, whose closed-form
+    marginals are their density, :func:`online_log_ratios`; ``None`` (label ``"n/a"``) for
+    a method without a density of its draws (the bootstrap, moment-matched marginals)."""
+    d = getattr(post, "diagnostics", {}) or {}
+    if d.get("psis_khat") is not None:
+        return {"psis_khat": float(d["psis_khat"]), "psis_label": label(d["psis_khat"])}
+    marg = getattr(post, "marginals", None)
+    if getattr(post, "method", None) in ("online", "ep") and marg is not None \
+            and not marg.moment_matched and np.all(np.asarray(marg.sigma2) > 0):
+        k = online_log_ratios(post, data, model, priors, n=n, seed=seed)["khat"]
+        return {"psis_khat": float(k), "psis_label": label(k)}
+    return {"psis_khat": None, "psis_label": "n/a"}

@@ -17,7 +17,7 @@ import numpy as np
 from crowdrank.models.data import Rankings
 from crowdrank.models.priors import Priors
 
-from .psis import KHAT_RELIABLE, psis_diagnostic
+from .psis import KHAT_RELIABLE, label, psis_diagnostic
 
 
 @dataclass
@@ -66,7 +66,7 @@ class ApproxFit:
             return self
         khat, lw = psis_diagnostic(self.log_p, self.log_q)
         self.diagnostics["khat"] = khat
-        self.diagnostics["psis_reliable"] = bool(np.isfinite(khat) and khat <= KHAT_RELIABLE)
+        self.diagnostics["psis_reliable"] = bool(khat <= KHAT_RELIABLE)
         if resample:
             rng = np.random.default_rng(seed)
             idx = rng.choice(len(lw), size=len(lw), replace=True, p=np.exp(lw - lw.max())
@@ -84,7 +84,7 @@ class ApproxFit:
         conv = "converged" if d.get("converged") else "NOT converged"
         k = d.get("khat")
         ks = ("k̂ n/a (no density)" if k is None else
-              f"k̂ = {k:.2f} ({'reliable' if k <= KHAT_RELIABLE else 'not reliable'})")
+              f"k̂ = {k:.2f} ({label(k)})")
         return f"{self.method} [{self.backend}]: {conv} after {d.get('steps')} steps; {ks}"
 
     def to_datatree(self, data: Rankings, priors: Priors):

@@ -102,7 +102,7 @@ def build_target(data: Rankings, model: str, priors: Priors, *, simplex: str = "
     from crowdrank.models import numpyro_models as npm
 
     spec = get_model(model)
-    if spec.worker_prior == "gamma" and simplex != "gamma":
+    if spec.has_eta and not spec.worker_prior.simplex_coordinates and simplex != "gamma":
         simplex = "gamma"      # PeerGrader's positive scale has one parametrisation
     if simplex == "gibbs":
         raise ValueError("simplex='gibbs' is moved by a Gibbs step, not by a density "

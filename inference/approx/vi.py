@@ -14,9 +14,9 @@ exponentially to ``decay`` times its first value at ``max_steps``) on reparametr
 ``particles``-draw gradients.
 **Stopping rule**: the loss is averaged over consecutive windows of ``window`` steps; the
 fit stops when the relative change of two consecutive window means,
-``|m_j − m_{j−1}| / |m_j|``, falls below ``tol``, or at ``max_steps`` (then it is reported
+``|m_j − m_{j−1}| / |m_j|``, falls below ``elbo_tol``, or at ``max_steps`` (then it is reported
 as not converged). Stan's ADVI uses the same kind of relative-ELBO rule. PyMC's fit uses its
-own callback (``CheckParametersConvergence``, relative parameter change ``tol``) with the
+own callback (``CheckParametersConvergence``, relative parameter change ``elbo_tol``) with the
 same ``max_steps``.
 
 The NumPyro fit has ``log q`` of each draw (the guide's density), so PSIS k̂ is computed
@@ -48,7 +48,7 @@ class VIOptions:
     max_steps: int = 20000      #: the most Adam steps
     learning_rate: float = 0.01  #: Adam's step size
     window: int = 500           #: steps per window of the stopping rule
-    tol: float = 1e-4           #: relative change of consecutive window-mean losses
+    elbo_tol: float = 1e-4      #: relative change of consecutive window-mean losses
     decay: float = 0.1          #: learning rate at max_steps, as a fraction of the first
     particles: int = 1          #: Monte Carlo draws per ELBO gradient
     rank: int | None = None     #: lowrank-advi's rank (default: ⌈√D⌉, NumPyro's)
@@ -159,7 +159,7 @@ def _fit_numpyro(data, model, priors, method, o: VIOptions) -> ApproxFit:
             bar.set_postfix(elbo=f"{-means[-1]:.4g}")
             if not np.isfinite(means[-1]):
                 break
-            if _stop(means, o.tol):
+            if _stop(means, o.elbo_tol):
                 converged = True
                 break
         bar.close()
@@ -170,7 +170,7 @@ def _fit_numpyro(data, model, priors, method, o: VIOptions) -> ApproxFit:
         cons = target.constrain_draws(z)
     diag = {"converged": converged, "steps": steps, "final_elbo": trace[-1] if trace else None,
             "elbo_trace": trace, "stopping_rule": f"relative change of {o.window}-step mean "
-            f"ELBO < {o.tol:g}, at most {o.max_steps} steps",
+            f"ELBO < {o.elbo_tol:g}, at most {o.max_steps} steps",
             "seconds": time.perf_counter() - t0, "dim": target.dim}
     return ApproxFit(method=method, model=model, backend="numpyro", lam=cons["lambda"],
                      eta=cons.get("eta"), items=list(data.items), workers=list(data.workers),
@@ -187,7 +187,7 @@ def _fit_pymc(data, model, priors, method, o: VIOptions) -> ApproxFit:
     inputs = model_inputs(model, data, priors)
     pm_model = build_model(inputs, data.items, data.workers, simplex=o.simplex, level=o.level)
     with pm_model:
-        cb = pm.callbacks.CheckParametersConvergence(every=o.window, tolerance=o.tol,
+        cb = pm.callbacks.CheckParametersConvergence(every=o.window, tolerance=o.elbo_tol,
                                                      diff="relative")
         approx = pm.fit(n=o.max_steps, method=PYMC_METHODS[method], random_seed=o.seed,
                         progressbar=o.progress, callbacks=[cb],
@@ -209,7 +209,7 @@ def _fit_pymc(data, model, priors, method, o: VIOptions) -> ApproxFit:
             "elbo_trace": [float(-np.mean(hist[i:i + o.window]))
                            for i in range(0, steps, o.window)],
             "stopping_rule": f"PyMC CheckParametersConvergence: relative parameter change "
-            f"< {o.tol:g} every {o.window} steps, at most {o.max_steps} steps",
+            f"< {o.elbo_tol:g} every {o.window} steps, at most {o.max_steps} steps",
             "seconds": time.perf_counter() - t0}
     return ApproxFit(method=method, model=model, backend="pymc", lam=lam, eta=eta,
                      items=list(data.items), workers=list(data.workers), diagnostics=diag)

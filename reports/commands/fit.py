@@ -201,4 +201,6 @@ RUNNERS = {"nuts": "crowdrank.reports.commands.fit:run_nuts",
            "ep": "crowdrank.reports.commands.fit_ep:run_method",
            "map": "crowdrank.reports.commands.fit_batch:run_method",
            "ml": "crowdrank.reports.commands.fit_batch:run_method",
-           "trueskill": "crowdrank.reports.commands.fit_batch:run_trueskill"}
+           "trueskill": "crowdrank.reports.commands.fit_batch:run_trueskill",
+           **{m: "crowdrank.reports.commands.fit_approx:run_method" for m in
+              ("advi", "fullrank-advi", "lowrank-advi", "laplace-ppl", "pathfinder")}}

@@ -1,0 +1,194 @@
+"""The PPL approximations as entries of the method registry
+(:mod:`crowdrank.inference.methods`): their options dataclasses (each field's default and
+``--help``) and their ``fit(data, model, priors, options, *, seed, progress) -> Posterior``
+functions. Importing this module costs no NumPy or JAX (``crowdrank --help`` reads it).
+
+Every fit returns a :class:`~crowdrank.inference.posterior.Posterior` of draws (the NUTS
+layout) whose diagnostics hold ``converged``, ``steps``, ``final_elbo`` (Laplace:
+``final_log_p``), the stopping rule, and PSIS ``psis_khat`` with its verdict
+``psis_label`` (``"not reliable"`` above 0.7); ``psis=True`` replaces q's draws by their
+Pareto-smoothed importance resample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from crowdrank.models.errors import UsageError
+
+
+def opt(default, help: str, **meta):
+    """A method option, as :func:`crowdrank.inference.methods.opt` makes one (defined here
+    so that the registry can import this module while it is itself being imported)."""
+    return field(default=default, metadata={"help": help, **meta})
+
+
+_SIMPLEX = opt("gamma", "COUPLE/CrowdBT worker coordinates the approximation lives on: the "
+               "exact Gamma construction (docs/design.md 5.1) or the PPL's stick-breaking "
+               "Dirichlet/Beta", choices=("gamma", "dirichlet"))
+_LEVEL = opt("centered", "item-score coordinates: common level + zero-sum part "
+             "(docs/design.md 5.2) or iid λ", choices=("centered", "iid"))
+_PSIS = opt(False, "return the PSIS importance resample of the draws (k̂ is reported "
+            "either way)")
+_DRAWS = opt(1000, "draws of the approximation")
+
+
+@dataclass(frozen=True)
+class AdviOptions:
+    backend: str = opt("numpyro", "the PPL that fits it", choices=("numpyro", "pymc"))
+    max_steps: int = opt(20000, "the most optimiser steps (ADVI: Adam; L-BFGS otherwise)")
+    learning_rate: float = opt(0.01, "Adam's first step size (decays to 1/10 at "
+                               "--max-steps)")
+    window: int = opt(500, "steps per window of the ELBO stopping rule")
+    elbo_tol: float = opt(1e-4, "stop when the window-mean ELBO changes by less than this "
+                          "(relative); PyMC: relative parameter change")
+    particles: int = opt(1, "Monte Carlo draws per ELBO gradient")
+    draws: int = _DRAWS
+    simplex: str = _SIMPLEX
+    level: str = _LEVEL
+    psis: bool = _PSIS
+
+
+@dataclass(frozen=True)
+class LowRankAdviOptions(AdviOptions):
+    rank: int | None = opt(None, "rank of the covariance's low-rank part (default "
+                           "ceil(sqrt(D)), NumPyro's)", type=int)
+
+
+@dataclass(frozen=True)
+class LaplacePplOptions:
+    backend: str = opt("numpyro", "the PPL that fits it", choices=("numpyro", "pymc"))
+    max_steps: int = opt(2000, "the most optimiser steps (ADVI: Adam; L-BFGS otherwise)")
+    draws: int = _DRAWS
+    simplex: str = _SIMPLEX
+    level: str = _LEVEL
+    psis: bool = _PSIS
+
+
+@dataclass(frozen=True)
+class PathfinderOptions:
+    backend: str = opt("numpyro", "the PPL that fits it", choices=("numpyro", "pymc"))
+    paths: int = opt(4, "independent L-BFGS paths of multi-path Pathfinder")
+    draws_per_path: int = opt(1000, "draws of each path's Gaussian pooled before PSIS "
+                              "resampling")
+    max_steps: int = opt(200, "the most optimiser steps (ADVI: Adam; L-BFGS otherwise)")
+    draws: int = _DRAWS
+    simplex: str = _SIMPLEX
+    level: str = _LEVEL
+    psis: bool = _PSIS
+
+
+MODELS = ("couple", "couple-normalized", "crowdbt", "pl", "bt", "peergrader")
+
+
+def _posterior(fit, options, seconds_key: str = "seconds"):
+    from crowdrank.inference.posterior import Posterior
+
+    from .psis import label
+
+    draws = {"lambda": fit.lam[None]}
+    if fit.eta is not None:
+        draws["eta"] = fit.eta[None]
+    d = {k: v for k, v in fit.diagnostics.items() if k not in ("khat",)}
+    d["psis_khat"] = fit.khat
+    d["psis_label"] = label(fit.khat)
+    d["psis_resampled"] = fit.psis_resampled
+    d["backend"] = fit.backend
+    post = Posterior.from_draws(fit.model, fit.method, draws=draws, items=fit.items,
+                                workers=fit.workers if fit.eta is not None else (),
+                                diagnostics=d, options=dict(options.__dict__),
+                                seconds=float(fit.diagnostics.get(seconds_key, float("nan"))),
+                                algorithm=f"{fit.method}-{fit.backend}", native=None)
+    post.tree.attrs.update({"psis_khat": float("nan") if fit.khat is None else fit.khat,
+                            "psis_label": d["psis_label"], "backend": fit.backend})
+    return post
+
+
+def _common(options, model):
+    if model not in MODELS:
+        raise UsageError(f"the PPL approximations fit {', '.join(MODELS)}, not {model!r}")
+    if options.draws < 10:
+        raise UsageError("--draws must be >= 10 (PSIS needs the draws)")
+    return {"draws": int(options.draws), "simplex": options.simplex, "level": options.level}
+
+
+def _fit_vi(method, data, model, priors, options, seed, progress):
+    from . import fit_approx
+
+    if options.backend == "pymc" and method == "lowrank-advi":
+        raise UsageError("lowrank-advi is NumPyro's (PyMC has advi and fullrank-advi)")
+    if options.max_steps < options.window or options.window < 1:
+        raise UsageError("need --window >= 1 and --max-steps >= --window")
+    kw = {"backend": options.backend, "max_steps": int(options.max_steps),
+          "learning_rate": float(options.learning_rate), "window": int(options.window),
+          "elbo_tol": float(options.elbo_tol), "particles": int(options.particles),
+          **_common(options, model)}
+    if method == "lowrank-advi" and options.rank is not None:
+        kw["rank"] = int(options.rank)
+    fit = fit_approx(data, model, priors, method, psis=bool(options.psis), seed=int(seed),
+                     progress=progress, **kw)
+    return _posterior(fit, options)
+
+
+def fit_advi(data, model, priors, options, *, seed=0, progress=False):
+    """Mean-field ADVI (NumPyro ``AutoNormal`` or PyMC ``advi``)."""
+    return _fit_vi("advi", data, model, priors, options, seed, progress)
+
+
+def fit_fullrank_advi(data, model, priors, options, *, seed=0, progress=False):
+    """Full-rank ADVI (NumPyro ``AutoMultivariateNormal`` or PyMC ``fullrank_advi``)."""
+    return _fit_vi("fullrank-advi", data, model, priors, options, seed, progress)
+
+
+def fit_lowrank_advi(data, model, priors, options, *, seed=0, progress=False):
+    """Low-rank-plus-diagonal ADVI (NumPyro ``AutoLowRankMultivariateNormal``)."""
+    return _fit_vi("lowrank-advi", data, model, priors, options, seed, progress)
+
+
+def fit_laplace_ppl(data, model, priors, options, *, seed=0, progress=False):
+    """Laplace at the mode of the NumPyro program (``jax.hessian``)."""
+    from . import fit_approx
+
+    if options.backend != "numpyro":
+        raise UsageError("laplace-ppl is computed on the NumPyro program (--backend numpyro)")
+    fit = fit_approx(data, model, priors, "laplace-ppl", psis=bool(options.psis),
+                     seed=int(seed), max_steps=int(options.max_steps),
+                     **_common(options, model))
+    return _posterior(fit, options)
+
+
+def fit_pathfinder(data, model, priors, options, *, seed=0, progress=False):
+    """Multi-path Pathfinder (blackjax on the NumPyro density), PSIS-resampled."""
+    from . import fit_approx
+
+    if options.backend != "numpyro":
+        raise UsageError("pathfinder runs blackjax on the NumPyro density (--backend numpyro)")
+    if options.paths < 1 or options.draws_per_path < 10:
+        raise UsageError("need --paths >= 1 and --draws-per-path >= 10")
+    fit = fit_approx(data, model, priors, "pathfinder", seed=int(seed),
+                     paths=int(options.paths), draws_per_path=int(options.draws_per_path),
+                     max_steps=int(options.max_steps), **_common(options, model))
+    return _posterior(fit, options)
+
+
+def method_entries():
+    """The :class:`~crowdrank.inference.methods.Method` entries of this package."""
+    from crowdrank.inference.methods import Method
+
+    here = __name__
+    return (
+        Method("advi", "mean-field ADVI in the PPL (NumPyro AutoNormal / PyMC advi), PSIS k̂",
+               f"{here}:fit_advi", AdviOptions, models=MODELS, backends=("numpyro", "pymc")),
+        Method("fullrank-advi", "full-rank ADVI in the PPL (NumPyro AutoMultivariateNormal / "
+               "PyMC fullrank_advi), PSIS k̂", f"{here}:fit_fullrank_advi", AdviOptions,
+               models=MODELS, backends=("numpyro", "pymc")),
+        Method("lowrank-advi", "low-rank ADVI (NumPyro AutoLowRankMultivariateNormal), "
+               "PSIS k̂", f"{here}:fit_lowrank_advi", LowRankAdviOptions, models=MODELS,
+               backends=("numpyro",)),
+        Method("laplace-ppl", "Laplace at the mode of the NumPyro program (full Hessian, "
+               "every model), PSIS k̂", f"{here}:fit_laplace_ppl", LaplacePplOptions,
+               models=MODELS, backends=("numpyro",)),
+        Method("pathfinder", "multi-path Pathfinder (blackjax on the NumPyro density), PSIS "
+               "resampling and k̂", f"{here}:fit_pathfinder", PathfinderOptions,
+               models=MODELS, backends=("numpyro",)),
+    )

@@ -1,0 +1,97 @@
+"""``bench/headline.py``: the README's rows say no more than their records.
+
+Hand-built records in the benchmarks' shapes: a figure resting on an untrusted reference
+gets no verdict and says so; the kernel and end-to-end rates are separate rows with their
+own verdicts; "same as in memory" names the sizes it was checked at; a record without a
+date or commit says so, and a typed one is marked; a mutation score is current only for a
+named commit that no later commit touched (checked against this repository's history).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def hl():
+    spec = importlib.util.spec_from_file_location("crowdrank_bench_headline",
+                                                  ROOT / "bench" / "headline.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _git(*args) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_record_cell(hl):
+    assert hl.record("a.json", {"x": 1}) == "a.json · no date · no commit"
+    assert hl.record("a.json", [{"date": "2026-12-01T01:00:00Z", "commit": "abc1234"},
+                                {"date": "2026-11-30 23:00 UTC", "typed_by_hand": "all"}]) \
+        == "a.json · 2026-11-30 – 2026-12-01 · abc1234 · 1 of 2 typed by hand"
+    assert hl.record("a.json", {"machine_after": {"date": "2026-11-30T23:48:06+00:00"}}) \
+        == "a.json · 2026-11-30 · no commit"
+
+
+def _fidelity(tmp_path, trusted: bool):
+    (tmp_path / "fidelity.json").write_text(json.dumps({
+        "subjects": [{"name": "babyface-couple", "trusted": trusted, "date": "2026-12-01",
+                      "per_variable_gate": {"lambda": {"passes": True},
+                                            "eta": {"passes": trusted}}}],
+        "goals": {"babyface": {"ep5": {"centred_z_ratio": 0.4, "order_ratio": 0.3},
+                               "ep2": {"centred_z_ratio": 0.9, "order_ratio": 0.8}}}}))
+
+
+def test_untrusted_reference_gets_no_verdict(hl, tmp_path):
+    _fidelity(tmp_path, trusted=False)
+    (row,) = hl.fidelity_rows(tmp_path)
+    assert "reference NOT trusted (only λ passes)" in row[1]
+    assert "best of 2 EP variants" in row[1]
+    assert row[3] == "– (untrusted reference)"
+    _fidelity(tmp_path, trusted=True)
+    (row,) = hl.fidelity_rows(tmp_path)
+    assert "NOT trusted" not in row[1] and row[3] == "yes"
+
+
+def test_kernel_and_end_to_end_rates_are_separate_rows(hl, tmp_path):
+    (tmp_path / "online.json").write_text(json.dumps([
+        {"what": "setup", "rankings": 450000},
+        {"what": "method", "method": "couple", "rankings_per_s": 3_950_000,
+         "end_to_end_rankings_per_s": 2_700_000},
+        {"what": "summary", "goals": {"couple_rankings_per_s": 3e6}}]))
+    kernel, e2e = hl.online_rows(tmp_path)
+    assert "kernel alone" in kernel[0] and kernel[1] == "3.95 M rankings/s" and kernel[3] == "yes"
+    assert "end to end" in e2e[0] and e2e[1] == "2.70 M rankings/s" and e2e[3] == "no"
+
+
+def test_same_as_in_memory_names_the_sizes_checked(hl, tmp_path):
+    runs = [{"rankings": 450_000, "identical_to_in_memory": True,
+             "csv": {"wall_s": 0.9}, "parquet": {"wall_s": 1.9}},
+            {"rankings": 45_000_000, "csv": {"wall_s": 20.0, "peak_rss_mb": 400},
+             "parquet": {"wall_s": 15.0, "peak_rss_mb": 470}}]
+    (tmp_path / "scale.json").write_text(json.dumps({"runs": runs}))
+    same = hl.scale_rows(tmp_path)[-1]
+    assert same[1] == "yes at 0.45 M (not checked at 45 M)"
+
+
+def test_mutation_freshness_against_the_history(hl):
+    head = _git("rev-parse", "--short", "HEAD")
+    root = _git("rev-list", "--max-parents=0", "HEAD").split()[0][:7]
+    assert hl.mutation_freshness({}, ["README.md"]) == "stale (no commit recorded)"
+    assert hl.mutation_freshness({"commit": head}, ["README.md"]) == "current"
+    assert hl.mutation_freshness({"tree": f"commit {head}"}, ["README.md"]) == "current"
+    assert hl.mutation_freshness({"commit": root}, ["README.md"]) == \
+        f"stale (changed since {root})"
+    assert hl.mutation_freshness({"commit": head, "uncommitted": ["README.md"]},
+                                 ["README.md"]).startswith("stale (ran on uncommitted")

@@ -76,6 +76,9 @@ class WorkerFamily:
 
     name: str = ""
     scalar: bool = True
+    #: The sampler's ``simplex`` option chooses this family's coordinates (the Gamma
+    #: construction or the PPL's own Dirichlet/Beta); ``False``: one parametrisation.
+    simplex_coordinates: bool = False
     dims: tuple[str, ...] = ("worker",)
     describe: str = ""
     table_label: str = "α"
@@ -161,6 +164,21 @@ class WorkerFamily:
         """``eta`` ``(..., W[, K])`` as ``(..., P)``: the entries SBC ranks, worker by worker."""
         return np.asarray(eta, float)
 
+    def moment_match(self, draws: np.ndarray) -> np.ndarray:
+        """The table of this family whose means and variances are those of ``draws``
+        ``(S, W[, K])`` (a draw-only method's marginals); NaN where a variance is too large
+        for the family."""
+        raise UsageError(f"no moment-matched {self.name} worker factor")
+
+    @staticmethod
+    def _moment_sizes(draws):
+        # each entry's Beta marginal has mean m and variance m(1 − m)/(s + 1): s from (m, v)
+        e = np.asarray(draws, float)
+        m, v = e.mean(axis=0), e.var(axis=0, ddof=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = m * (1 - m) / v - 1.0
+        return m, np.where(np.isfinite(s) & (s > 0), s, np.nan)
+
     # ------------------------------------------------------------ warm starts
     def point_log_eta(self, table: np.ndarray, eta=None) -> np.ndarray:
         """:meth:`log_table` of a point ``eta``, or of the prior mean when ``eta`` is None."""
@@ -194,6 +212,8 @@ class _GammaSimplex(WorkerFamily):
     (sites ``eta_u ~ Gamma(α + 1)``, ``eta_e ~ Exp(1)``, the Marsaglia–Tsang boost [MT00]),
     ``log η = log g − log Σg``, and the magnitude ``Σg`` reweighted to
     ``log S ~ Normal(0, level_sd²)`` (factor ``eta_level``), exact for ``η``."""
+
+    simplex_coordinates = True
 
     def _det_eta(self, log_eta, xp):
         """The deterministic ``eta`` of the Gamma construction's table."""
@@ -350,6 +370,11 @@ class Dirichlet(_GammaSimplex):
         e = np.asarray(eta, float)
         return e.reshape(e.shape[:-2] + (-1,))
 
+    def moment_match(self, draws):
+        # one concentration per worker: the geometric mean over stages of each entry's s
+        m, s = self._moment_sizes(draws)
+        return m * np.exp(np.nanmean(np.log(s), axis=1, keepdims=True))
+
     def point_log_eta(self, table, eta=None):
         a = np.asarray(table, float)
         if eta is None:
@@ -431,6 +456,10 @@ class Beta(_GammaSimplex):
     def beta_marginals(self, table):
         table = np.asarray(table, float)
         return table[:, 0], table[:, 1]
+
+    def moment_match(self, draws):
+        m, s = self._moment_sizes(draws)
+        return np.stack([m * s, (1 - m) * s], axis=1)
 
     def point_log_eta(self, table, eta=None):
         if eta is None:

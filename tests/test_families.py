@@ -49,6 +49,8 @@ def test_tables_read_the_priors_each_family_needs():
     np.testing.assert_array_equal(GAMMA.table(pr), [[10.0, 10.0], [4.0, 2.0]])
     assert (DIRICHLET.prior_K(4), BETA.prior_K(4), GAMMA.prior_K(4)) == (4, 2, 2)
     assert not DIRICHLET.scalar and BETA.scalar and GAMMA.scalar
+    assert DIRICHLET.simplex_coordinates and BETA.simplex_coordinates
+    assert not GAMMA.simplex_coordinates
 
 
 def test_exact_draws_match_the_known_moments():
@@ -107,3 +109,16 @@ def test_start_from_an_online_factor_is_its_mean():
     with pytest.raises(ValueError, match="finite and > 0"):
         DIRICHLET.start_from_factor([np.array([2.0, 0.0, 1.0])], 3)
     assert DIRICHLET.online_factor and BETA.online_factor and not GAMMA.online_factor
+
+
+def test_moment_matching_recovers_known_parameters():
+    # draws of known Beta and Dirichlet factors: the matched tables are the parameters
+    rng = np.random.default_rng(4)
+    ab = np.array([[3.0, 1.5], [0.8, 2.0]])
+    draws = np.stack([rng.beta(a, b, 200_000) for a, b in ab], axis=1)
+    np.testing.assert_allclose(BETA.moment_match(draws), ab, rtol=0.03)
+    alpha = np.array([[4.0, 2.0, 1.0], [1.0, 1.0, 6.0]])
+    draws = np.stack([rng.dirichlet(a, 200_000) for a in alpha], axis=1)
+    np.testing.assert_allclose(DIRICHLET.moment_match(draws), alpha, rtol=0.03)
+    with pytest.raises(UsageError):
+        GAMMA.moment_match(draws[:, :, 0])

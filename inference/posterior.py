@@ -72,6 +72,7 @@ import numpy as np
 
 from crowdrank.inference.gate import Gate
 from crowdrank.models.errors import DataError
+from crowdrank.models.families import BETA, DIRICHLET
 
 
 def worker_family(model: str) -> str | None:
@@ -82,7 +83,7 @@ def worker_family(model: str) -> str | None:
     return None if fam is None else str(getattr(fam, "name", fam))
 
 
-@dataclass
+@dataclass(eq=False)        # arrays inside: equality is identity
 class Marginals:
     """Closed-form marginals of an approximation.
 
@@ -116,7 +117,7 @@ class Marginals:
                                  f"got {self.alpha.shape}")
 
 
-@dataclass
+@dataclass(eq=False)
 class Posterior:
     """The result of any inference method (module docstring)."""
 
@@ -299,19 +300,12 @@ def moment_marginals(tree, model: str) -> Marginals:
     items = [str(v) for v in post["item"].values]
     workers, alpha, fam = (), None, None
     if "eta" in post:
-        fam = "dirichlet" if "stage" in post["eta"].dims else "beta"
-        dims = ("chain", "draw", "worker") + (("stage",) if fam == "dirichlet" else ())
-        e = np.asarray(post["eta"].transpose(*dims).values, float)
-        e = e.reshape((-1,) + e.shape[2:])
-        m, v = e.mean(axis=0), e.var(axis=0, ddof=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s = m * (1 - m) / v - 1.0
-        s = np.where(np.isfinite(s) & (s > 0), s, np.nan)
-        if fam == "beta":
-            alpha = np.stack([m * s, (1 - m) * s], axis=1)
-        else:
-            conc = np.exp(np.nanmean(np.log(s), axis=1, keepdims=True))
-            alpha = m * conc
+        # rows over stages are Dirichlet, one accuracy per worker a Beta; the family
+        # moment-matches its own parameters
+        family = DIRICHLET if "stage" in post["eta"].dims else BETA
+        e = np.asarray(post["eta"].transpose("chain", "draw", *family.dims).values, float)
+        alpha = family.moment_match(e.reshape((-1,) + e.shape[2:]))
+        fam = family.name
         workers = tuple(str(v) for v in post["worker"].values)
     return Marginals(items, flat.mean(axis=0), flat.var(axis=0, ddof=1), workers, alpha,
                      fam, moment_matched=True)

@@ -11,7 +11,7 @@ from dataclasses import fields
 import pytest
 
 from crowdrank.inference import methods
-from crowdrank.models.errors import UsageError
+from crowdrank.models.errors import DataError, UsageError
 
 
 # ====================================================================== the contract
@@ -60,6 +60,21 @@ def test_which_methods_fit_which_models():
     assert {"online", "ep", "map", "em"} <= set(crowdbt)
     assert not {"laplace", "bootstrap", "ml", "trueskill"} & set(crowdbt)
     assert methods.names(reference=True) == ("nuts",)
+
+
+def test_every_method_choice_of_fit_and_audit_is_an_entry():
+    """``crowdrank fit --method`` offers exactly the registry; ``audit --approx`` takes
+    every approximation of it (and refuses the reference)."""
+    from crowdrank.reports.cli import build_parser
+    from crowdrank.validation.audit import parse_variants
+
+    fit = build_parser("fit")._subparsers._group_actions[0].choices["fit"]
+    (method,) = [a for a in fit._actions if a.dest == "method"]
+    assert tuple(method.choices) == tuple(methods.REGISTRY)
+    approx = methods.approximations()
+    assert parse_variants([f"method={','.join(approx)}"])["method"] == list(approx)
+    with pytest.raises(DataError, match="method takes online"):
+        parse_variants(["method=nuts"])
 
 
 def test_importing_the_registry_is_cheap():

@@ -135,7 +135,7 @@ def online_log_ratios(post, data, model: str, priors, n: int = 1000, seed: int =
     item_pos = {str(i): k for k, i in enumerate(spec_items)}
     order = np.array([item_pos[str(i)] for i in data.items])
     inputs = model_inputs(model, data, priors)
-    beta = get_model(model).worker_prior == "beta"
+    beta = get_model(model).eta_scalar        # a Beta accuracy per worker, not Dirichlet rows
     d = online_draws(post, n, seed, K=inputs.K, beta=beta)
     lam = d["lambda"][:, order]
     log_p = stats.norm.logpdf(lam, inputs.mu0, inputs.sigma0).sum(axis=1)

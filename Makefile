@@ -61,7 +61,7 @@ results: venv
 # CROWDRANK_DOCS_EXECUTE=off builds without executing the notebooks.
 DOCS_EXECUTE = $(if $(filter off,$(CROWDRANK_DOCS_EXECUTE)),,--tutorials)
 docs: $(VENV)/.docs-installed
-	MPLBACKEND=Agg $(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
+	$(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
 	$(BIN)/python docs/_ext/check_site.py docs/_build/html $(DOCS_EXECUTE)
 
 $(VENV)/.docs-installed: $(BIN)/crowdrank

@@ -39,7 +39,9 @@ extensions = [
 ]
 
 # guide.md is split into the command pages cli/*.md (docs/_ext/crowdrank_docs.py)
-exclude_patterns = ["_build", "**/.ipynb_checkpoints", "guide.md", "story.json"]
+exclude_patterns = ["_build", "**/.ipynb_checkpoints", "guide.md", "story.json",
+                    # what the executed tutorials write beside them (examples/, below)
+                    "tutorials/story-out", "tutorials/prior-out", "tutorials/audit-tutorial"]
 
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
@@ -54,10 +56,15 @@ _execute = os.environ.get("CROWDRANK_DOCS_EXECUTE", "cache").lower()
 nb_execution_mode = {"off": "off", "force": "force"}.get(_execute, "cache")
 nb_execution_cache_path = str(HERE / "_build" / ".jupyter_cache")
 nb_execution_timeout = 900
-nb_execution_in_temp = True          # the files a notebook writes stay out of docs/
+# the notebooks run in docs/tutorials/ (git-ignored outputs there): the reports they write
+# (story.html, the audit's report.html) are published as the gallery's examples/
+nb_execution_in_temp = False
 nb_execution_raise_on_error = True   # a failing notebook fails the build
 nb_merge_streams = True
-os.environ.setdefault("MPLBACKEND", "Agg")   # the kernels inherit it
+# The kernels inherit this environment: with MPLBACKEND=Agg (as the tests set it) a plot is
+# drawn but never displayed, so the page would have no figure; without it ipykernel's
+# inline backend puts each figure in the cell's output.
+os.environ.pop("MPLBACKEND", None)
 
 # --- autodoc -------------------------------------------------------------------------
 autodoc_default_options = {"members": True, "member-order": "bysource",
@@ -77,6 +84,7 @@ html_static_path = ["_static"]
 html_css_files = ["crowdrank.css"]
 html_theme_options = {
     "navigation_depth": 3,
+    "header_links_before_dropdown": 7,
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
     "footer_start": ["copyright"],

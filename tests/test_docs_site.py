@@ -39,7 +39,7 @@ for _mod in ("sphinx", "myst_nb", "pydata_sphinx_theme", "sphinx_design", "sphin
 
 def build(out: Path, execute: str = "off", doctrees: Path | None = None
           ) -> subprocess.CompletedProcess:
-    env = dict(os.environ, CROWDRANK_DOCS_EXECUTE=execute, MPLBACKEND="Agg")
+    env = dict(os.environ, CROWDRANK_DOCS_EXECUTE=execute)
     return subprocess.run(
         [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going",
          "-d", str(doctrees or out.parent / "doctrees"), str(DOCS), str(out)],

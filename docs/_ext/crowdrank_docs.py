@@ -34,21 +34,18 @@ from sphinx.util.docutils import SphinxDirective
 
 logger = logging.getLogger(__name__)
 
-#: guide.md's ``##`` section titles → the command page that holds them (in this order).
+#: guide.md's ``##`` sections → the command page that holds them (in the guide's order);
+#: a section whose title starts with ```crowdrank CMD`` goes to CMD's page without a line
+#: here.
 GUIDE_PAGES: dict[str, list[str]] = {
     "data": ["Data formats", "Real data sets"],
     "simulate": ["Commands: simulate, data summary, story"],
     "story": ["The generative story"],
-    "fit": ["Priors: one object, both methods",
-            "`crowdrank fit --method online`: online moment matching",
-            "`crowdrank fit --method nuts`: NUTS in NumPyro and PyMC",
-            "`crowdrank fit --method map|ml`: batch BT and PL, Laplace and bootstrap intervals",
-            "PeerGrader [Raman14]"],
-    "audit": ["`crowdrank audit`: online moment matching against NUTS"],
-    "sbc": ["`crowdrank sbc`: simulation-based calibration"],
-    "replicate": ["`crowdrank replicate`: the COUPLE paper's experiments",
-                  "Running grids on a Dask cluster"],
-    "export": ["`crowdrank export`: a NUTS reference in posteriordb's layout"],
+    "fit": ["Priors: one object, both methods", "PeerGrader [Raman14]"],
+    "audit": [],
+    "sbc": [],
+    "replicate": ["Running grids on a Dask cluster"],
+    "export": [],
 }
 #: one line per command page, for the index's table
 PAGE_BLURB = {
@@ -62,6 +59,8 @@ PAGE_BLURB = {
     "export": "a trusted NUTS reference in posteriordb's layout, for PPL and VI developers",
 }
 
+TUTORIAL_PAGES = ("01-generative-story", "02-prior-predictive", "03-two-ways-to-infer",
+                  "04-real-data-babyface")
 CITE_KEY = re.compile(r"\*\*\[([A-Za-z][A-Za-z]*\d{2}[a-z]?)\]\*\*")
 CITE_IN_TEXT = re.compile(r"\[([A-Z][A-Za-z]*\d{2}[a-z]?(?:,[^\]\n]*)?)\]")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -198,27 +197,37 @@ def write_if_changed(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
 
 
+def page_of(title: str) -> str | None:
+    """The command page of a guide section: :data:`GUIDE_PAGES`, else the command its
+    title starts with (a backquoted ``crowdrank fit --method ep`` → ``fit``), else None."""
+    for page, titles in GUIDE_PAGES.items():
+        if title in titles:
+            return page
+    m = re.match(r"`crowdrank (\w+)", title)
+    return m.group(1) if m and m.group(1) in GUIDE_PAGES else None
+
+
 def guide_pages(docs: Path) -> tuple[dict[str, str], dict[str, str]]:
     """The command pages' Markdown, and guide.md's anchors → the page holding them."""
     preamble, sections = split_sections((docs / "guide.md").read_text(encoding="utf-8"))
-    where = {t: p for p, ts in GUIDE_PAGES.items() for t in ts}
-    for title, _ in sections:
-        if title not in where:
+    where = {t: page_of(t) for t, _ in sections}
+    for title, page in where.items():
+        if page is None:
             logger.warning("docs/guide.md: section %r is on no command page; add it to "
                            "GUIDE_PAGES in docs/_ext/crowdrank_docs.py", title,
                            type="crowdrank", subtype="guide")
-    anchor_page = {a: where[t] for t, b in sections if t in where for a in anchors(t, b)}
-    found = {t for t, _ in sections}
-    pages = {}
     for page, titles in GUIDE_PAGES.items():
-        parts = [f"# `crowdrank {page}`\n\n"]
         for title in titles:
-            if title not in found:
+            if title not in where:
                 logger.warning("docs/guide.md has no section %r (GUIDE_PAGES, page %s)",
                                title, page, type="crowdrank", subtype="guide")
-                continue
-            body = dict(sections)[title]
-            parts.append(f"## {title}\n" + rebase_links(body, 1, anchor_page, page))
+    anchor_page = {a: where[t] for t, b in sections if where[t] for a in anchors(t, b)}
+    pages = {}
+    for page in GUIDE_PAGES:
+        parts = [f"# `crowdrank {page}`\n\n"]
+        for title, body in sections:         # in the guide's order
+            if where[title] == page:
+                parts.append(f"## {title}\n" + rebase_links(body, 1, anchor_page, page))
         parts.append(f"\n## Options\n\nGenerated from the command's parser: the same text as "
                      f"`crowdrank {page} --help`.\n\n"
                      f"```{{argparse}}\n:module: crowdrank_docs\n:func: cli_parser\n"
@@ -297,7 +306,9 @@ def generate(app: Sphinx) -> None:
     env = app.env
     # what the last build derived, to re-read pages whose derived text changed
     env.crowdrank_before = (getattr(env, "crowdrank_results_index", None),
-                            getattr(env, "crowdrank_guide_anchors", None))
+                            getattr(env, "crowdrank_guide_anchors", None),
+                            getattr(env, "crowdrank_examples", None))
+    env.crowdrank_examples = example_state(app)
     env.crowdrank_keys = reference_keys(docs)
     pages, env.crowdrank_guide_anchors = guide_pages(docs)
     for name, text in pages.items():
@@ -313,8 +324,10 @@ def generate(app: Sphinx) -> None:
 def outdated(app: Sphinx, env, added, changed, removed) -> list[str]:
     """Pages whose text is derived from other files: the results index (results.md's split)
     and every page that links into guide.md (the anchors' pages)."""
-    index_before, anchors_before = env.crowdrank_before
+    index_before, anchors_before, examples_before = env.crowdrank_before
     out = []
+    if examples_before != example_state(app):
+        out += [d for d in env.found_docs if d == "gallery"]
     if index_before != env.crowdrank_results_index and "results" in env.found_docs:
         out.append("results")
     if anchors_before != env.crowdrank_guide_anchors:
@@ -331,6 +344,12 @@ GUIDE_LINK = re.compile(r"\]\(((?:\.\./)*)guide\.md(#[\w-]+)?\)")
 def source_read(app: Sphinx, docname: str, source: list[str]) -> None:
     if docname == "results":
         source[0] = app.env.crowdrank_results_index
+        return
+    if docname == "tutorials/README":
+        # the notebooks under the tutorials' page in the site's navigation; the README
+        # itself stays plain Markdown (GitHub shows it as the folder's page)
+        source[0] += ("\n```{toctree}\n:hidden:\n\n" + "\n".join(TUTORIAL_PAGES)
+                      + "\n../generative-story\n```\n")
         return
     if docname == "references":
         source[0] = CITE_KEY.sub(lambda m: "{crowdrank-refkey}`" + m.group(1) + "`", source[0])
@@ -397,7 +416,69 @@ class Gallery(SphinxDirective):
         return container.children
 
 
+#: reports the executed tutorials write (they run in docs/tutorials/, conf.py), published
+#: as examples/NAME: (file under docs/tutorials, name in the site, what it is)
+REPORT_EXAMPLES = {
+    "story": ("story-out/story.html", "story.html",
+              "`crowdrank story`'s page, written by tutorial 1"),
+    "audit": ("audit-tutorial/report.html", "audit-report.html",
+              "the audit report (`report.html`) tutorial 3 builds from its fits"),
+}
+
+
+class report_example(nodes.General, nodes.Element):
+    """Placeholder for a link to a report example, resolved after every notebook ran."""
+
+
+class ReportExample(SphinxDirective):
+    """``{crowdrank-report-example} audit``: a link to the example report when the executed
+    tutorials wrote it, else a note saying how to get it. Resolved at write time, since
+    the notebooks execute while the sources are read."""
+    required_arguments = 1
+
+    def run(self):
+        if self.arguments[0] not in REPORT_EXAMPLES:
+            raise self.error(f"unknown report example {self.arguments[0]!r}")
+        return [report_example(key=self.arguments[0])]
+
+
+def example_state(app: Sphinx) -> tuple[str, ...]:
+    tut = Path(app.srcdir) / "tutorials"
+    return tuple(k for k, (src, _, _) in REPORT_EXAMPLES.items() if (tut / src).is_file())
+
+
+def resolve_examples(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    present = example_state(app)
+    up = "../" * docname.count("/")
+    for node in list(doctree.findall(report_example)):
+        key = node["key"]
+        _, name, what = REPORT_EXAMPLES[key]
+        para = nodes.paragraph()
+        if key in present:
+            para += nodes.Text("Rendered example: ")
+            para += nodes.reference(name, f"examples/{name}", refuri=f"{up}examples/{name}")
+            para += nodes.Text(f" ({what.replace('`', '')}).")
+        else:
+            para += nodes.Text(f"No rendered example in this build: {what.replace('`', '')} "
+                               "when the tutorials are executed (make docs).")
+        node.replace_self(para)
+
+
+def copy_examples(app: Sphinx, exc) -> None:
+    if exc is not None or app.builder.format != "html":
+        return
+    tut, out = Path(app.srcdir) / "tutorials", Path(app.outdir) / "examples"
+    for key in example_state(app):
+        src, name, _ = REPORT_EXAMPLES[key]
+        out.mkdir(exist_ok=True)
+        (out / name).write_bytes((tut / src).read_bytes())
+
+
 def setup(app: Sphinx) -> dict:
+    app.add_node(report_example)
+    app.add_directive("crowdrank-report-example", ReportExample)
+    app.connect("doctree-resolved", resolve_examples)
+    app.connect("build-finished", copy_examples)
     app.add_directive("crowdrank-gallery", Gallery)
     app.add_role("crowdrank-refkey", refkey_role)
     app.add_directive("crowdrank-automodule", OptionalAutomodule)

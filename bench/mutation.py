@@ -350,6 +350,9 @@ def run_module(name: str, spec: dict, base: Path, timeout: float, sample: int | 
     db = base / f"cr-{name}.sqlite"
     env = dict(os.environ, **spec.get("env", {}))
     env.setdefault("NUMBA_CACHE_DIR", str(base / ".numba-cache"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(import_copy(base)),
+                                                      env.get("PYTHONPATH")]))
+    check_imports_copy(base, env)
     cr = str(Path(sys.executable).parent / "cosmic-ray")
     t0 = time.time()
     # the unmutated code must pass its tests, or every mutant would look killed
@@ -374,11 +377,36 @@ def run_module(name: str, spec: dict, base: Path, timeout: float, sample: int | 
     seconds = time.time() - t0
     r = summarise(name, dump, base, skipped["filter"], seconds, spec)
     r["unmutated_seconds"], r["timeout_seconds"] = round(base_seconds, 1), round(timeout, 1)
+    r["imports"] = "crowdrank from the mutated copy (PYTHONPATH)"
     if sample is not None and skipped["not_sampled"]:
         r["sample"] = sample_summary(r, skipped["population"], seed)
     if previous is not None:
         r = merge_retest(previous, r, skipped["hits"], dump)
     return r
+
+
+def import_copy(base: Path) -> Path:
+    """A folder holding ``crowdrank`` -> the temporary copy, for ``PYTHONPATH``: the package
+    is installed editable from the working tree, so without it the tests would import the
+    unmutated working tree and every mutant would survive. Beside ``base``, not inside it,
+    so no walk of the copy loops through the link."""
+    shim = base.parent / f"{base.name}-import"
+    shim.mkdir(exist_ok=True)
+    link = shim / "crowdrank"
+    if not link.exists():
+        link.symlink_to(base, target_is_directory=True)
+    return shim
+
+
+def check_imports_copy(base: Path, env: dict) -> str:
+    """The file ``import crowdrank`` loads under ``env``; an error unless it is the copy's."""
+    got = subprocess.run([sys.executable, "-c", "import crowdrank; print(crowdrank.__file__)"],
+                         cwd=base, env=env, capture_output=True, text=True, check=False)
+    path = Path(got.stdout.strip() or "?").resolve()
+    if got.returncode != 0 or not path.is_relative_to(base.resolve()):
+        raise RuntimeError(f"the tests would import crowdrank from {path}, not from the "
+                           f"mutated copy {base}: {got.stderr[-500:]}")
+    return str(path)
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:
@@ -598,6 +626,7 @@ def main(argv=None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(tmp.parent / f"{tmp.name}-import", ignore_errors=True)
     bad = [m for m in names if m in results["modules"] and (
            results["modules"][m].get("survived") or results["modules"][m].get("error"))]
     return 1 if bad else 0

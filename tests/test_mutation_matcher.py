@@ -72,3 +72,18 @@ def test_dead_entries_are_found(mutation, tmp_path):
     assert mutation.dead_equivalents([ENTRY], tmp_path) == []
     gone = dict(ENTRY, code="n_draws = 0")
     assert mutation.dead_equivalents([ENTRY, gone], tmp_path) == [gone]
+
+
+def test_the_tests_import_the_mutated_copy(mutation, tmp_path):
+    """crowdrank is installed editable from the working tree: without the PYTHONPATH shim
+    the tests of a mutant would import the unmutated package (every mutant survives)."""
+    import os
+
+    base = tmp_path / "copy"
+    base.mkdir()
+    (base / "__init__.py").write_text((ROOT / "__init__.py").read_text())
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    with pytest.raises(RuntimeError, match="not from the mutated copy"):
+        mutation.check_imports_copy(base, env)
+    env["PYTHONPATH"] = str(mutation.import_copy(base))
+    assert Path(mutation.check_imports_copy(base, env)).is_relative_to(base.resolve())

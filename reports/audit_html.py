@@ -143,8 +143,7 @@ def _diagnostics(audits, metrics, subject, cfg, priors) -> Section:
         t = a.comparisons[0].parameters
         diag.add(heading(f"{a.model}: NUTS ({cfg.backend}, {cfg.chains} chains, {cfg.tune} "
                          f"tuning + {cfg.draws} draws each)"),
-                 note(a.nuts.gate.verdict() if hasattr(a.nuts.gate, "verdict")
-                      else str(g), "ok" if g["trusted"] else "bad"),
+                 note(a.nuts.gate.verdict(), "ok" if g["trusted"] else "bad"),
                  keyvalues([("max R-hat", g.get("rhat_max")),
                             ("min bulk ESS", g.get("ess_bulk_min")),
                             ("min tail ESS", g.get("ess_tail_min")),

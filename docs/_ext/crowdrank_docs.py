@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
 from pathlib import Path
@@ -309,6 +310,8 @@ def generate(app: Sphinx) -> None:
                             getattr(env, "crowdrank_guide_anchors", None),
                             getattr(env, "crowdrank_examples", None))
     env.crowdrank_examples = example_state(app)
+    env.crowdrank_code_before = getattr(env, "crowdrank_code", None)
+    env.crowdrank_code = code_fingerprint(docs.parent)
     env.crowdrank_keys = reference_keys(docs)
     pages, env.crowdrank_guide_anchors = guide_pages(docs)
     for name, text in pages.items():
@@ -321,11 +324,27 @@ def generate(app: Sphinx) -> None:
             old.unlink()
 
 
+CODE_DIRS = ("models", "inference", "validation", "reports")
+
+
+def code_fingerprint(root: Path) -> str:
+    """The package's Python files and their mtimes: Sphinx tracks the pages' sources, not
+    the code that autodoc and the parser pages read."""
+    h = hashlib.sha256()
+    for d in CODE_DIRS:
+        for f in sorted((root / d).rglob("*.py")):
+            h.update(f"{f}:{f.stat().st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
 def outdated(app: Sphinx, env, added, changed, removed) -> list[str]:
-    """Pages whose text is derived from other files: the results index (results.md's split)
-    and every page that links into guide.md (the anchors' pages)."""
+    """Pages whose text is derived from other files: the API and command pages (the code),
+    the results index (results.md's split), the gallery (the examples the tutorials
+    wrote) and every page that links into guide.md (the anchors' pages)."""
     index_before, anchors_before, examples_before = env.crowdrank_before
     out = []
+    if env.crowdrank_code_before != env.crowdrank_code:      # docstrings, options
+        out += [d for d in env.found_docs if d.startswith(("api/", "cli/"))]
     if examples_before != example_state(app):
         out += [d for d in env.found_docs if d == "gallery"]
     if index_before != env.crowdrank_results_index and "results" in env.found_docs:

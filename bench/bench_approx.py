@@ -6,9 +6,12 @@ Per model and method: the centred-score median ``|z|`` and sd ratio (what the da
 identify), the raw ``λ`` and ``η`` figures, PSIS k̂ with its verdict, the optimiser's
 convergence; the online update (the audit's default variant) beside them. The date, the
 commit, the command and the load average before and after are recorded because the
-machine may be shared. Writes ``bench/results/approx.json``.
+machine may be shared. Writes ``bench/results/approx.json``; ``render`` writes its section
+of ``docs/fidelity.md`` (between the ``approx`` markers at the end of the page, which
+``bench/bench_fidelity.py render`` does not know about: run this one after it).
 
     python bench/bench_approx.py [--methods advi,fullrank-advi,pathfinder,laplace-ppl]
+    python bench/bench_approx.py render
 """
 
 from __future__ import annotations
@@ -57,7 +60,64 @@ def summarise(metrics: dict) -> dict:
     return out
 
 
+START, END = "<!-- approx:start -->", "<!-- approx:end -->"
+INTRO = """## The PPLs' own approximations (`bench/bench_approx.py`)
+
+What a NumPyro or PyMC user reaches for first, fitted on the same NumPyro program (the
+sampler's unconstrained coordinates, docs/design.md §5) and audited against the same NUTS
+reference as the online update: mean-field ADVI (`advi`), full-rank ADVI
+(`fullrank-advi`), multi-path Pathfinder (`pathfinder`, blackjax, PSIS-resampled) and
+Laplace at the mode of the program (`laplace-ppl`); `crowdrank audit --approx
+advi,fullrank-advi,pathfinder,laplace-ppl` on the embedded default. PSIS k̂ (ArviZ) of each
+approximation against the exact posterior in its own coordinates (the online update's:
+its Gaussian × Dirichlet/Beta density against the log joint in (λ, η)); above 0.7 **not
+reliable**. Columns as above: median |z| and sd ratio on centred scores, on raw λ and on
+every η entry."""
+
+
+def render(path: Path, out: Path) -> str:
+    """The section of docs/fidelity.md from ``approx.json`` (replacing the old one)."""
+    r = json.loads(path.read_text())
+    lines = [START, INTRO, ""]
+    lines.append(f"Measured {r['date']} at commit {r['commit']}: `{r['command']}`, "
+                 f"{r['wall_s']} s wall (goal {r['budget_s']:.0f} s), {r['cpu_s_children']} "
+                 f"CPU s, {r['cpus']} CPUs, load {r['loadavg_before'][0]} before / "
+                 f"{r['loadavg_after'][0]} after (the machine was shared).")
+    if r["rc"] != 0:
+        lines += ["", "The run failed:", "", "```", r.get("stderr_tail", "")[-1500:], "```"]
+    for model, mm in (r.get("models") or {}).items():
+        lines += ["", f"**{model}** (reference {'trusted' if mm['reference_trusted'] else 'NOT trusted'})", "",
+                  ("| variant | centred \\|z\\| | centred sd ratio | λ \\|z\\| | "
+                   "λ sd ratio | η \\|z\\| | η sd ratio | PSIS k̂ | converged (steps) | s |"),
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, v in mm["variants"].items():
+            k = v.get("psis_khat")
+            ks = "n/a" if k is None else f"{k:.2f} ({v.get('psis_label')})"
+            conv = "—" if v.get("converged") is None else \
+                f"{'yes' if v['converged'] else 'no'} ({v.get('steps')})"
+            f = lambda d, key: "—" if d.get(key) is None else f"{d[key]:.2f}"
+            lines.append(f"| {name} | {f(v['centred'], 'median_abs_z')} | "
+                         f"{f(v['centred'], 'median_sd_ratio')} | "
+                         f"{f(v['lambda'], 'median_abs_z')} | {f(v['lambda'], 'median_sd_ratio')} | "
+                         f"{f(v['eta'], 'median_abs_z')} | {f(v['eta'], 'median_sd_ratio')} | "
+                         f"{ks} | {conv} | {v.get('seconds')} |")
+    lines += ["", END]
+    section = "\n".join(lines)
+    text = out.read_text()
+    if START in text:
+        text = text[:text.index(START)] + section + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    out.write_text(text)
+    return section
+
+
 def main(argv=None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["render"]:
+        print(render(ROOT / "bench" / "results" / "approx.json", ROOT / "docs" / "fidelity.md"))
+        return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--methods", default=METHODS)
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "approx.json"))

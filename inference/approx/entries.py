@@ -36,11 +36,11 @@ _DRAWS = opt(1000, "draws of the approximation")
 @dataclass(frozen=True)
 class AdviOptions:
     backend: str = opt("numpyro", "the PPL that fits it", choices=("numpyro", "pymc"))
-    max_steps: int = opt(20000, "the most optimiser steps (ADVI: Adam; L-BFGS otherwise)")
+    max_steps: int = opt(10000, "the most optimiser steps (ADVI: Adam; L-BFGS otherwise)")
     learning_rate: float = opt(0.01, "Adam's first step size (decays to 1/10 at "
                                "--max-steps)")
     window: int = opt(500, "steps per window of the ELBO stopping rule")
-    elbo_tol: float = opt(1e-4, "stop when the window-mean ELBO changes by less than this "
+    elbo_tol: float = opt(1e-3, "stop when the window-mean ELBO changes by less than this "
                           "(relative); PyMC: relative parameter change")
     particles: int = opt(1, "Monte Carlo draws per ELBO gradient")
     draws: int = _DRAWS
@@ -82,10 +82,17 @@ MODELS = ("couple", "couple-normalized", "crowdbt", "pl", "bt", "peergrader")
 
 
 def _posterior(fit, options, seconds_key: str = "seconds"):
+    import numpy as np
+
     from crowdrank.inference.posterior import Posterior
 
     from .psis import label
 
+    if not np.all(np.isfinite(fit.lam)) or (fit.eta is not None
+                                            and not np.all(np.isfinite(fit.eta))):
+        raise RuntimeError(f"{fit.method} on {fit.model}: non-finite draws (the optimiser "
+                           f"diverged after {fit.diagnostics.get('steps')} steps); try a "
+                           "smaller --learning-rate or another method")
     draws = {"lambda": fit.lam[None]}
     if fit.eta is not None:
         draws["eta"] = fit.eta[None]

@@ -9,8 +9,8 @@ As Stan and pymc-extras run it: ``paths`` independent L-BFGS runs start from the
 initial point plus a uniform jitter in ``[−jitter, jitter]`` on every coordinate; along each
 path the Gaussian built from L-BFGS's inverse-Hessian estimate with the largest ELBO is kept
 (blackjax; each ELBO estimated from ``elbo_draws`` draws); ``draws_per_path`` draws of each path's Gaussian form a pool, which is
-Pareto-smoothed importance resampled ([Vehtari24]) to ``draws`` draws with replacement,
-with weights ``p(z)/q_path(z)``. The pool's PSIS k̂ is the diagnostic reported.
+Pareto-smoothed importance resampled ([Vehtari24]) to ``draws`` draws without replacement
+(the pool holds ``paths × draws_per_path``), with weights ``p(z)/q_path(z)``. The pool's PSIS k̂ is the diagnostic reported.
 
 **Stopping rule** of each path: L-BFGS's (gradient norm below ``gtol``, objective decrease
 below ``ftol``, at most ``max_steps`` iterations; Stan's tolerance 1e-12, because an early
@@ -79,7 +79,8 @@ def fit_pathfinder(data: Rankings, model: str, priors: Priors,
 
         keys = jax.random.split(jax.random.PRNGKey(o.seed), o.paths)
         # one path at a time: each holds (max_steps + 1) x elbo_draws densities at once
-        outs = [jax.jit(one_path)(k, x0) for k, x0 in zip(keys, starts)]
+        run = jax.jit(one_path)                 # compiled once, run per path
+        outs = [run(k, x0) for k, x0 in zip(keys, starts)]
         pool = np.concatenate([np.asarray(r[0], float) for r in outs])
         log_p = np.concatenate([np.asarray(r[1], float) for r in outs])
         log_q = np.concatenate([np.asarray(r[2], float) for r in outs])
@@ -87,7 +88,11 @@ def fit_pathfinder(data: Rankings, model: str, priors: Priors,
         finite = np.isfinite(log_p) & np.isfinite(log_q)
         khat, lw = psis_diagnostic(np.where(finite, log_p, -np.inf),
                                    np.where(finite, log_q, 0.0))
-        idx = rng.choice(pool.shape[0], size=o.draws, replace=True, p=np.exp(lw) / np.exp(lw).sum())
+        # without replacement (the pool holds several times ``draws``): a degenerate set of
+        # weights still returns distinct draws, and k̂ says the weights are not to be trusted
+        w = np.exp(lw) / np.exp(lw).sum()
+        replace = o.draws > int(np.sum(w > 0))
+        idx = rng.choice(pool.shape[0], size=o.draws, replace=replace, p=w)
         z = pool[idx]
         cons = target.constrain_draws(z)
     best = np.max(elbo, axis=1)          # blackjax sets the steps not taken to -inf

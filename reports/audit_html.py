@@ -299,9 +299,11 @@ def _variants(audits, metrics, subject, cfg, priors) -> Section:
     var = Section("Variants compared", anchor="variants")
     vrows = []
     for a in audits:
-        for c, o, post in zip(a.comparisons, a.variant_opts, a.posteriors):
+        # an audit assembled without its Posteriors (the field's default) shows no k̂
+        posts = a.posteriors or [None] * len(a.comparisons)
+        for c, o, post in zip(a.comparisons, a.variant_opts, posts, strict=True):
             lam = c.aggregates.get("lambda", {})
-            k = post.diagnostics.get("psis_khat")
+            k = None if post is None else post.diagnostics.get("psis_khat")
             eta = c.aggregates.get("eta", {})
             vrows.append({"model": a.model, "label": f"{a.model} {c.variant}",
                           "options": ", ".join(f"{k}={v}" for k, v in o.items()) or "—",

@@ -23,6 +23,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from crowdrank.inference.gate import Gate
+
 # ---------------------------------------------------------------- column → metrics.json key
 SUMMARY = {
     "reference trusted": ("reference_trusted",),
@@ -203,6 +205,10 @@ def check_report(html_text: str, metrics: dict) -> int:
         for h, cell in zip(t["head"][2:], row[2:]):
             if h == "accuracy":
                 same(cell, v["ranking"].get("accuracy_online"), f"variants {row[0]} / {h}")
+            elif h == "PSIS k̂":       # "k̂ (label)" from the variant's entry, or n/a
+                k = v.get("psis_khat")
+                assert cell == ("n/a" if k is None else f"{k:.2f} ({v['psis_label']})"), \
+                    f"variants {row[0]} / {h}: {cell!r} vs metrics {k!r}"
             elif h in VARIANTS_IDENTIFIED:
                 k1, k2 = VARIANTS_IDENTIFIED[h]
                 same(cell, (v.get("identified") or {}).get(k1, {}).get(k2),
@@ -252,9 +258,7 @@ def synthetic_audit(tmp_path: Path):
         dt = make_idata(truth, sd, alpha, model=model, draws=400, items=items,
                         workers=WORKERS)
         trusted = model == "couple"
-        gate = SimpleNamespace(trusted=trusted,
-                               reasons=[] if trusted else ["bulk ESS 120 < 400"],
-                               to_dict=lambda t=trusted: {"trusted": t, "reasons": []})
+        gate = Gate(trusted=trusted, reasons=[] if trusted else ["bulk ESS 120 < 400"])
         nuts = SimpleNamespace(idata=dt, gate=gate,
                                timings={"warmup": 3.0, "sampling": 4.0, "total": 8.25})
         comps, opts = [], [{"taylor": "paper"}, {"taylor": "full"}]

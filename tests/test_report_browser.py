@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from test_compare import ALPHA, WORKERS, make_idata, online_stub
 
+from crowdrank.inference.gate import Gate
+
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync"]
@@ -39,9 +41,8 @@ def synthetic_audit(tmp_path: Path):
     audits = []
     for model, alpha in (("couple", ALPHA), ("crowdbt", ALPHA[:, :2])):
         dt = make_idata(mu, sd, alpha, model=model, draws=400, items=items, workers=WORKERS)
-        gate = SimpleNamespace(trusted=model == "couple",
-                               reasons=[] if model == "couple" else ["min bulk ESS 120 < 400"],
-                               to_dict=lambda: {"trusted": True, "reasons": []})
+        gate = Gate(trusted=model == "couple",
+                    reasons=[] if model == "couple" else ["min bulk ESS 120 < 400"])
         nuts = SimpleNamespace(idata=dt, gate=gate, timings={"warmup": 3.0, "sampling": 4.0,
                                                              "total": 8.0})
         comps, opts = [], [{"taylor": "paper"}, {"taylor": "full"}]

@@ -6,10 +6,10 @@ PYTHON ?= $(if $(PYENV_PY),$(PYENV_PY),python3.12)
 VENV := .venv
 BIN := $(VENV)/bin
 OUT ?= audit-out
-# the suite on both cores: whole files (or explicit xdist groups) per worker, heaviest
-# first (tests/conftest.py, pytest_collection_modifyitems); JOBS=1 runs one process
+# the suite on both cores: whole files per worker, heaviest first (tests/conftest.py,
+# pytest_collection_modifyitems); JOBS=1 runs one process
 JOBS ?= 2
-XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadgroup --no-loadscope-reorder)
+XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile --no-loadscope-reorder)
 
 .PHONY: venv test test-fast test-times audit story bench lint clean mutate results verify docs
 

@@ -171,36 +171,27 @@ def _release_compiled_programs():
 SLOW_WEIGHT = 30
 
 
-def _group(item) -> str:
-    names = sorted(str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                   for m in item.iter_markers("xdist_group"))
-    return "_".join(names)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under ``--dist loadgroup`` (``make test``): every test without an explicit
-    ``xdist_group`` mark joins its file's group, and the groups are handed out heaviest
-    first.
+    """In an xdist worker (``make test``: ``-n 2 --dist loadfile``), order the files
+    heaviest first (weight: fast tests 1, slow ones :data:`SLOW_WEIGHT`).
 
-    Why: a file's tests compile the same models and share module-scoped fixtures (an
-    audit, a data set), so a file kept on one worker compiles them once (``--dist load``
-    would split a file over both workers and compile, and build its fixtures, twice).
-    Files that hold several independent long runs (the README commands) mark their tests
-    with groups of their own so that the two workers can share them. Handing the heaviest
-    groups out first (weight: fast tests 1, slow ones :data:`SLOW_WEIGHT`) leaves small
-    ones for the end, so neither worker idles long while the other finishes a long file;
-    xdist's own reordering (by number of tests) must be off (``--no-loadscope-reorder``).
-    The order is computed the same way on every worker, as xdist requires."""
-    if config.getoption("dist", "no") != "loadgroup":
+    Why: ``--dist loadfile`` keeps each file on one worker, so its tests compile their
+    models once and build their module fixtures once (``--dist load`` splits a file over
+    both workers, which then compile and build twice), and hands the files out in the
+    order the workers collected them. Heaviest first leaves the small files for the end,
+    so neither worker idles long while the other finishes a long one; xdist's own
+    reordering (by number of tests) must be off (``--no-loadscope-reorder``). Every
+    worker computes the same order, as xdist requires; a run without xdist keeps the
+    files' order. (``--dist loadgroup`` is not used: with pytest 9 and xdist 3.8 it ignores
+    the groups, because xdist renames ``item._nodeid``, which pytest 9 no longer reads.)"""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     weight: dict[str, int] = {}
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(Path(str(item.fspath)).name))
-        g = _group(item)
-        weight[g] = weight.get(g, 0) + (SLOW_WEIGHT if item.get_closest_marker("slow") else 1)
-    items.sort(key=lambda it: -weight[_group(it)])      # stable: file order within a group
+        f = item.nodeid.split("::", 1)[0]
+        weight[f] = weight.get(f, 0) + (SLOW_WEIGHT if item.get_closest_marker("slow") else 1)
+    items.sort(key=lambda it: -weight[it.nodeid.split("::", 1)[0]])   # stable within a file
 
 
 SHARED_DATASETS = Path(os.environ.get("CROWDRANK_DATASETS", ROOT.parent / "shared" / "datasets"))

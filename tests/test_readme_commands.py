@@ -151,15 +151,13 @@ class Recipe:
     """How to run one README command: ``instances`` are argv strings (README text with
     placeholders filled, optional parts dropped or chosen, scale-down options appended);
     ``needs`` are commands run first (their outputs are the inputs); ``check`` inspects
-    the folder and ``{instance: result}`` of the runs; ``group`` is the
-    xdist group (``make test``): each long run its own, so the two workers share them."""
+    the folder and ``{instance: result}`` of the runs."""
 
     instances: list[str]
     needs: list[str] = field(default_factory=list)
     check: object = None
     slow: bool = False
     realdata: bool = False
-    group: str = "readme"
     note: str = ""
 
 
@@ -365,9 +363,10 @@ NUTS_README = ("crowdrank fit data.csv --method nuts --model couple --backend {n
 
 RECIPES: dict[str, Recipe] = {
     # the main job: its references must be trusted (README: "a reference you can trust");
-    # `crowdrank audit --out audit-out` below is the same command, run once (same group)
+    # `crowdrank audit --out audit-out` below is the same command: one run (one file, one
+    # worker under xdist's --dist loadfile)
     "make audit": Recipe(["MAKE audit"], check=_check_audit("audit-out", trusted=True),
-                         slow=True, group="readme-audit",
+                         slow=True,
                          note="the Makefile's audit recipe, OUT=audit-out; not scaled"),
     "make test": Recipe([], note="the test suite itself: not run from inside it"),
     # the list of sub-commands: each has --help
@@ -409,38 +408,37 @@ RECIPES: dict[str, Recipe] = {
           f"{SCALE_NUTS} --out fit-nuts"),
          (f"crowdrank fit data.csv --method nuts --model couple --backend pymc {SCALE_NUTS} "
           "--out fit-nuts-pymc")],
-        check=_check_nuts, slow=True, group="readme-nuts", note=f"scaled by {SCALE_NUTS}"),
+        check=_check_nuts, slow=True, note=f"scaled by {SCALE_NUTS}"),
     "crowdrank audit data.csv --truth truth.csv --model couple --check-backends "
     "--out audit-x": Recipe(
         [(f"crowdrank audit data.csv --truth truth.csv --model couple --check-backends "
           f"{SCALE_AUDIT} --out audit-x")],
-        check=_check_agreement("audit-x"), slow=True, group="readme-audit-x",
+        check=_check_agreement("audit-x"), slow=True,
         note=f"scaled by {SCALE_AUDIT}"),
     "crowdrank sbc --model crowdbt --backend {numpyro,pymc} --sims 200 --out sbc-crowdbt":
         Recipe([(f"crowdrank sbc --model crowdbt --backend numpyro --sims 2 {SCALE_SBC} "
                  "--out sbc-crowdbt"),
                 (f"crowdrank sbc --model crowdbt --backend pymc --sims 2 {SCALE_SBC} "
                  "--out sbc-crowdbt-pymc")],
-               check=_check_sbc, slow=True, group="readme-sbc",
+               check=_check_sbc, slow=True,
                note=f"--sims 2, scaled by {SCALE_SBC}"),
     "crowdrank audit --out audit-out": Recipe(
         ["crowdrank audit --out audit-out"], check=_check_audit("audit-out", trusted=True),
-        slow=True, group="readme-audit",
+        slow=True,
         note="the embedded default, not scaled (the same run as `make audit`)"),
     "crowdrank audit babyface --quick --out audit-babyface": Recipe(
         [f"crowdrank audit babyface --quick {SCALE_AUDIT} --out audit-babyface"],
         check=_check_audit("audit-babyface", trusted=False), slow=True, realdata=True,
-        group="readme-babyface",
         note=f"scaled by {SCALE_AUDIT}"),
     "crowdrank replicate babyface --repeats 20 --out rep-babyface": Recipe(
         ["crowdrank replicate babyface --repeats 20 --out rep-babyface"],
         check=_check_replicate("rep-babyface"), slow=True, realdata=True,
-        group="readme-babyface", note="as typed"),
+        note="as typed"),
     "crowdrank audit readlevel --model crowdbt --quick --out audit-readlevel": Recipe(
         [(f"crowdrank audit readlevel --model crowdbt --quick {SCALE_AUDIT} "
          "--out audit-readlevel")],
         check=_check_audit("audit-readlevel", ("crowdbt",), trusted=False), slow=True,
-        realdata=True, group="readme-readlevel",
+        realdata=True,
         note=f"scaled by {SCALE_AUDIT}"),
 }
 
@@ -466,7 +464,6 @@ def _params():
             marks.append(pytest.mark.slow)
         if r is not None and r.realdata:
             marks.append(pytest.mark.realdata)
-        marks.append(pytest.mark.xdist_group(r.group if r is not None else "readme"))
         out.append(pytest.param(cmd, marks=marks, id=cmd[:60]))
     return out
 

@@ -59,8 +59,8 @@ def test_python_quickstart_runs_as_printed(tmp_path):
     on every parameter), the λ aggregates and the head of the parameter table."""
     code = quickstart(README.read_text())
     assert "fit_nuts(" in code and "fit_online(" in code and "compare(" in code
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    for k in ("XLA_FLAGS", "CROWDRANK_DEBUG"):      # as a user runs it
+    env = dict(os.environ)
+    for k in ("XLA_FLAGS", "CROWDRANK_DEBUG", "PYTHONPATH"):      # as a user runs it
         env.pop(k, None)
     res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=900, check=False)
@@ -83,12 +83,12 @@ def test_python_quickstart_runs_as_printed(tmp_path):
 # ---------------------------------------------------------------- make targets
 def _check_test(out: str):
     # both cores, whole files per worker (tests/conftest.py), every test
-    assert re.fullmatch(r"\S+/python -m pytest -q -n 2 --dist loadgroup "
+    assert re.fullmatch(r"\S+/python -m pytest -q -n 2 --dist loadfile "
                         r"--no-loadscope-reorder", out.strip()), out
 
 
 def _check_test_fast(out: str):
-    assert re.fullmatch(r"\S+/python -m pytest -q -n 2 --dist loadgroup "
+    assert re.fullmatch(r"\S+/python -m pytest -q -n 2 --dist loadfile "
                         r"--no-loadscope-reorder -m \"not slow\"", out.strip()), out
 
 

@@ -61,6 +61,9 @@ nb_execution_timeout = 900
 nb_execution_in_temp = False
 nb_execution_raise_on_error = True   # a failing notebook fails the build
 nb_merge_streams = True
+# warnings and progress bars of the libraries (tqdm, PyMC's sampler, multiprocessing) go to
+# stderr: a student reads the results, the tests (tests/test_tutorials.py) see everything
+nb_output_stderr = "remove"
 # The kernels inherit this environment: with MPLBACKEND=Agg (as the tests set it) a plot is
 # drawn but never displayed, so the page would have no figure; without it ipykernel's
 # inline backend puts each figure in the cell's output.

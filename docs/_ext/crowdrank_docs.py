@@ -51,7 +51,7 @@ GUIDE_PAGES: dict[str, list[str]] = {
 #: one line per command page, for the index's table
 PAGE_BLURB = {
     "simulate": "seeded synthetic data from a model's generative story",
-    "data": "data formats, the registered real data sets, `data summary|list|convert`",
+    "data": "data formats, the registered real data sets, `data summary`, `list`, `convert`",
     "story": "the generative story on one seeded example; prior predictive checks",
     "fit": "the priors; one model by online moment matching, EP, NUTS, MAP/ML, EM",
     "audit": "online against NUTS under the same priors, with an HTML report",

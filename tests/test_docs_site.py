@@ -186,5 +186,5 @@ def test_executed_tutorials_have_their_figures(tmp_path):
                     "several minutes); this test then re-builds from the cache")
     out = tmp_path / "html"
     proc = build(out, execute="cache")
+    assert check_site.tutorial_figure_errors(out) == [], proc.stderr[-4000:]
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert check_site.tutorial_figure_errors(out) == []

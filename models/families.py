@@ -225,7 +225,7 @@ class _GammaSimplex(WorkerFamily):
         import numpyro
         import numpyro.distributions as dist
 
-        from .model_inputs import boost_split, level_log_ratio
+        from .reparam import boost_split, level_log_ratio
 
         alpha = jnp.asarray(inputs.alpha)
         if simplex == "dirichlet":
@@ -263,12 +263,12 @@ class _GammaSimplex(WorkerFamily):
         import pymc as pm
         import pytensor.tensor as pt
 
-        from .model_inputs import boost_split, level_log_ratio
+        from .reparam import boost_split, level_log_ratio
 
         alpha = np.asarray(inputs.alpha, float)
         if simplex == "dirichlet":
             eta = self._ppl_site_pymc(pm, alpha)
-            from .pymc_models import _safe_log
+            from .pymc_ops import safe_log as _safe_log
 
             return self.log_table(pt.as_tensor_variable(eta), pt, _safe_log)
         big, small = boost_split(alpha, boost)
@@ -330,7 +330,7 @@ class Dirichlet(_GammaSimplex):
         import jax.numpy as jnp
         import numpyro
 
-        from .numpyro.program import LogGamma
+        from .numpyro.dists import LogGamma
 
         # one plain site, log g_t with g_t ~ Gamma(α_t) independent (no boost, no level
         # factor): NUTS never moves it; the exact Gibbs step of inference.nuts.gibbs does

@@ -27,6 +27,7 @@ from pytensor.gradient import zero_grad
 
 from .couple_normalizer import ordering_stage_product
 from .model_inputs import ModelInputs, PermGroup
+from .pymc_ops import safe_log as _safe_log
 from .registry import get
 
 
@@ -87,11 +88,6 @@ def pair_block(x, log_eta_pairs=None):
         return _log_sigmoid(d)
     return pt.logaddexp(log_eta_pairs[0] + _log_sigmoid(d),
                         log_eta_pairs[1] + _log_sigmoid(-d))
-
-
-def _safe_log(x):
-    # same guard as the NumPyro twin: an η entry that underflows to 0 stays finite in log
-    return pt.log(pt.maximum(x, np.finfo(np.float64).tiny))
 
 
 def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):

@@ -18,7 +18,6 @@ still computed, and the comparison carries ``trusted = False`` with the gate's r
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -27,6 +26,15 @@ import pandas as pd
 from scipy import stats
 
 from . import metrics as M
+from .tables import (  # noqa: F401  (align and aggregates: compare's public names)
+    _coord,
+    _diag,
+    _finite_or_none,
+    _flat_draws,
+    _reindex,
+    aggregates,
+    align,
+)
 
 TOP_K = 10          # top-k overlap of the item rankings
 LOW_WORKERS = 6     # the paper's six lowest-quality workers ([Pan18], Sect. 5.3, Table 4)
@@ -35,58 +43,6 @@ PARAM_COLUMNS = ("model", "variant", "kind", "param", "id", "stage", "mcmc_mean"
                  "mcse", "rhat", "ess_bulk", "ess_tail", "approx_mean", "approx_sd", "z",
                  "noise_floor", "sd_ratio", "kl", "w1", "coverage_50", "coverage_90",
                  "reference_trusted")
-
-
-# ------------------------------------------------------------------ small helpers
-def _finite_or_none(x) -> float | None:
-    """JSON-safe float: a non-finite value becomes ``None`` (reported, never NaN)."""
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
-def _flat_draws(idata, var: str) -> tuple[np.ndarray, list[str]]:
-    """Posterior draws of ``var`` as ``(chain*draw, P)`` and the non-sample dims, in order."""
-    da = idata["posterior"][var]
-    other = [d for d in da.dims if d not in ("chain", "draw")]
-    da = da.transpose("chain", "draw", *other)
-    x = np.asarray(da.values, float)
-    return x.reshape(x.shape[0] * x.shape[1], -1), other
-
-
-def _diag(idata, var: str) -> dict[str, np.ndarray]:
-    """Per-parameter MCSE of the mean, rank R-hat, bulk and tail ESS (ArviZ 1.x), flattened
-    in the order of :func:`_flat_draws`."""
-    import arviz_stats as azs
-
-    da = idata["posterior"][var]
-    other = [d for d in da.dims if d not in ("chain", "draw")]
-
-    def flat(res):
-        return np.asarray(res[var].transpose(*other).values, float).reshape(-1)
-
-    return {"mcse": flat(azs.mcse(idata, var_names=[var], method="mean")),
-            "rhat": flat(azs.rhat(idata, var_names=[var])),
-            "ess_bulk": flat(azs.ess(idata, var_names=[var], method="bulk")),
-            "ess_tail": flat(azs.ess(idata, var_names=[var], method="tail"))}
-
-
-def _coord(idata, name: str) -> list[str]:
-    return [str(v) for v in idata["posterior"][name].values]
-
-
-def _reindex(ids_from, ids_to, what: str) -> np.ndarray:
-    """Index array taking rows in ``ids_from`` order to ``ids_to`` order, by id."""
-    pos = {str(k): i for i, k in enumerate(ids_from)}
-    missing = [k for k in ids_to if str(k) not in pos]
-    if missing:
-        raise ValueError(f"the online posterior has no {what} {missing[:5]} that the NUTS "
-                         "posterior has: were they fitted on the same data?")
-    return np.array([pos[str(k)] for k in ids_to], dtype=int)
-
-
-def align(values, ids_from, ids_to, what: str = "item(s)") -> np.ndarray:
-    """``values`` given in ``ids_from`` order, returned in ``ids_to`` order (by id)."""
-    return np.asarray(values)[_reindex(ids_from, ids_to, what)]
 
 
 # ------------------------------------------------------------------ the gate
@@ -167,19 +123,6 @@ def parameter_table(online, idata, *, model: str | None = None, variant: str = "
     table["variant"] = variant
     table["reference_trusted"] = bool(trusted)
     return table[list(PARAM_COLUMNS)]
-
-
-def aggregates(table: pd.DataFrame) -> dict[str, dict]:
-    """:func:`crowdrank.validation.metrics.aggregate` over all parameters and per kind."""
-    out = {}
-    for name, sub in [("all", table)] + [(k, table[table.kind == k])
-                                          for k in ("lambda", "eta")]:
-        if len(sub):
-            out[name] = M.aggregate(sub.z, sub.sd_ratio, sub.coverage_50, sub.coverage_90)
-            out[name]["median_noise_floor"] = float(np.median(sub.noise_floor))
-            out[name]["median_kl"] = float(np.median(sub.kl))
-            out[name]["median_w1"] = float(np.median(sub.w1))
-    return out
 
 
 # ------------------------------------------------------------------ identified quantities

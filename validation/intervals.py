@@ -16,13 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from . import metrics as M
+from .tables import _flat_draws, aggregates, align
 
 
 def percentile_coverage(comparison, draws, items, idata) -> None:
     """Overwrite the λ coverages of ``comparison`` (in place) with those of the percentile
     intervals of ``draws`` ``(B, L)`` (columns in ``items`` order), and its aggregates."""
-    from .compare import _flat_draws, aggregates, align
-
     table = comparison.parameters
     lam = table.kind == "lambda"
     ids = table.loc[lam, "id"].astype(str).tolist()

@@ -226,7 +226,7 @@ def _check_data_list(d, results):
 
     text = _last(results).stdout
     heads = {ln.split()[0]: ln.split()[1] for ln in text.splitlines()
-             if ln and not ln.startswith((" ", "shared"))}
+             if len(ln.split()) > 1 and not ln.startswith((" ", "shared"))}
     names = [*REGISTRY, *PAIR_DATASETS]
     assert list(heads) == names, heads              # the rankings sets, then the pair tables
     for name in names:

@@ -8,7 +8,10 @@ module-scoped fixture is charged to the first test that uses it.
     PYTHONPATH=bench .venv/bin/python -m pytest -q -p pytest_cputime [-m slow] [FILES]
 
 appends one JSON line per test to ``$CROWDRANK_TEST_TIMES`` (default
-``bench/results/test_times.jsonl``) and prints the 25 largest CPU costs at the end.
+``bench/results/test_times.jsonl``) and prints the 25 largest CPU costs at the end. Under
+pytest-xdist (``-n 2``) each worker measures its own tests (``worker`` in the row; the
+lines are appended whole) and the controller prints the table from the lines the run
+appended.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ import pytest
 OUT = Path(os.environ.get("CROWDRANK_TEST_TIMES",
                           Path(__file__).resolve().parent / "results" / "test_times.jsonl"))
 _ROWS: list[dict] = []
+_START = {"offset": 0}
+
+
+def pytest_sessionstart(session):
+    _START["offset"] = OUT.stat().st_size if OUT.exists() else 0
 
 
 def _cpu() -> float:
@@ -39,6 +47,7 @@ def pytest_runtest_protocol(item, nextitem):
     row = {"test": item.nodeid, "wall_s": round(time.perf_counter() - t0, 2),
            "cpu_s": round(_cpu() - c0, 2), "load": round(load, 1),
            "slow": item.get_closest_marker("slow") is not None,
+           "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     _ROWS.append(row)
     OUT.parent.mkdir(parents=True, exist_ok=True)
@@ -47,6 +56,10 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if not _ROWS and OUT.exists():          # the xdist controller: the workers' lines
+        with OUT.open() as fh:
+            fh.seek(_START["offset"])
+            _ROWS.extend(json.loads(ln) for ln in fh if ln.strip())
     if not _ROWS:
         return
     tr = terminalreporter

@@ -1,7 +1,7 @@
 """The audit pipeline: fit a model both ways (NUTS and online moment matching) under the
 same priors, compare the posteriors, and write the metrics and the fits. It is the one
 pipeline behind ``crowdrank audit``, the experiment grid
-(:func:`crowdrank.validation.experiments.audit_job`) and the tests; :mod:`crowdrank.reports.audit` only adds the
+(:func:`crowdrank.validation.audit_grid.audit_job`) and the tests; :mod:`crowdrank.reports.audit` only adds the
 HTML page.
 
 Output folder layout (docs/contracts.md, Audit outputs)::

@@ -87,8 +87,10 @@ MODULES: dict[str, dict] = {
                  "tests/test_online_kernels.py tests/test_online_guards.py",
     },
     "likelihood": {
+        # the pairwise (LOO) and PeerGrader densities are checked where they are used
         "files": ["models/likelihood.py"],
-        "tests": "tests/test_pinned_likelihood.py tests/test_likelihood.py",
+        "tests": "tests/test_pinned_likelihood.py tests/test_likelihood.py "
+                 "tests/test_loo_pairs.py tests/test_peergrader.py",
     },
     "numpyro": {
         # the densities against the NumPy reference first, then the sampler's gradient

@@ -177,8 +177,8 @@ def _run_grouped(run_c, state, args, n, collect, groups, recent):
     states, outs, seq, computed = [], [], 0.0, 0.0
     for g in range(groups):
         idx = jnp.asarray(pad[g * size:(g + 1) * size])
-        sg, og = run_c(jax.tree.map(lambda x: x[idx], state),
-                       jax.tree.map(lambda x: x[idx], args), n, collect)
+        sg, og = run_c(jax.tree.map(lambda x, idx=idx: x[idx], state),
+                       jax.tree.map(lambda x, idx=idx: x[idx], args), n, collect)
         m = np.asarray(og[-1]).max(axis=1)
         seq += float(m.sum())
         computed += float(m.sum()) * size
@@ -190,6 +190,92 @@ def _run_grouped(run_c, state, args, n, collect, groups, recent):
     state = jax.tree.map(lambda *xs: jnp.concatenate(xs)[inv], *states)
     out = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1)[:, inv], *outs)
     return state, out, (seq, computed)
+
+
+def _run_chunks(run_c, state, lane_args, tune: int, draws: int, chunk: int,
+                lane_groups: int, R: int, C: int, progress: bool, timings: dict):
+    """Warm-up then sampling in compiled chunks of ``chunk`` iterations over all lanes
+    (``lane_groups`` groups, hardest first: :func:`_run_grouped`); ``timings`` gains the
+    phases' seconds, the leapfrog counts and the price of sharing one program. Returns the
+    last state and the sampling chunks' ``(z, diverging, energy, num_steps)``."""
+    import jax
+    from tqdm.auto import tqdm
+
+    total = tune + draws
+    bar = tqdm(total=total, desc=f"NUTS x {R} data sets x {C} chains",
+               disable=not progress, unit="it")
+    warm_steps, samples, lane_max, lane_sum = 0.0, [], 0.0, 0.0
+    lane_tot = np.zeros(R * C)                   # leapfrog steps each lane needed
+    chunk_log = []                               # (phase, iterations, s, Σ max, Σ mean)
+    groups = max(1, min(int(lane_groups), R * C))
+    recent = np.zeros(R * C)                     # each lane's steps in the last chunk
+    lane_computed = 0.0                          # lane-steps evaluated (padding too)
+    done, first = 0, True
+    phase_t = {"warmup": 0.0, "sampling": 0.0}
+    while done < total:
+        collect = done >= tune
+        n = min(chunk, (tune if not collect else total) - done)
+        t1 = time.perf_counter()
+        state, out, ran = _run_grouped(run_c, state, lane_args, n, collect, groups,
+                                       recent)
+        jax.block_until_ready(state.z)
+        dt = time.perf_counter() - t1
+        if first:
+            timings["compile_and_first_chunk"] = dt
+            first = False
+        phase_t["sampling" if collect else "warmup"] += dt
+        steps = np.asarray(out[-1])                  # (n, lanes)
+        recent = steps.sum(axis=0)
+        # a vmapped iteration lasts as long as its longest trajectory (in its group)
+        lane_max += ran[0]
+        lane_computed += ran[1]
+        lane_sum += float(steps.sum())
+        lane_tot += steps.sum(axis=0)
+        chunk_log.append(("sampling" if collect else "warmup", n, round(dt, 3),
+                          ran[0],
+                          round(float(steps.mean(axis=1).sum()), 1)))
+        if collect:
+            samples.append(out)
+        else:
+            warm_steps += float(steps.sum())
+        done += n
+        bar.update(n)
+    bar.close()
+    timings.update(phase_t)
+    timings["warmup_gradients"] = warm_steps
+    # leapfrog steps the vmapped program ran per lane (the longest trajectory of each
+    # iteration) over the steps the lanes needed: the price of sharing one program
+    timings["vmap_step_overhead"] = lane_computed / max(lane_sum, 1.0)
+    timings["lane_groups"] = groups
+    # steps the batch ran in sequence (Σ over groups and iterations of the longest
+    # lane), against the most
+    # any one lane needed (what per-lane termination would cost) and the mean lane
+    timings["batch_steps"] = lane_max
+    timings["lane_steps_max"] = float(lane_tot.max())
+    timings["lane_steps_mean"] = float(lane_tot.mean())
+    timings["lane_steps"] = lane_tot.tolist()
+    timings["chunks"] = chunk_log
+    return state, samples
+
+
+def _per_dataset(lam, eta, div, energy, nsteps, R: int, C: int, timings: dict) -> list[dict]:
+    """Each data set's draws, gate and statistics from the lanes' arrays (its ``C`` lanes
+    in a row)."""
+    from arviz_base import from_dict
+
+    results = []
+    for r in range(R):
+        post = {"lambda": lam[r]}
+        if eta is not None:
+            post["eta"] = eta[r]
+        sl = slice(r * C, (r + 1) * C)
+        stats = {"diverging": div[sl].astype(bool), "energy": energy[sl]}
+        gate = check(from_dict({"posterior": post, "sample_stats": stats}))
+        results.append({"posterior": post, "gate": gate,
+                        "stats": {"divergences": int(div[sl].sum()),
+                                  "leapfrogs": float(nsteps[sl].sum())},
+                        "timings": timings})
+    return results
 
 
 def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *,
@@ -229,10 +315,8 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
     """
     import jax
     import jax.numpy as jnp
-    from arviz_base import from_dict
     from numpyro.infer.hmc import hmc
     from numpyro.infer.util import initialize_model
-    from tqdm.auto import tqdm
 
     if len(seeds) != len(datasets):
         raise ValueError("one seed per data set")
@@ -280,60 +364,8 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
             return jax.lax.scan(body, s, None, length=n)
 
         run_c = jax.jit(run, static_argnums=(2, 3))
-        total = tune + draws
-        bar = tqdm(total=total, desc=f"NUTS x {R} data sets x {C} chains",
-                   disable=not progress, unit="it")
-        warm_steps, samples, lane_max, lane_sum = 0.0, [], 0.0, 0.0
-        lane_tot = np.zeros(R * C)                   # leapfrog steps each lane needed
-        chunk_log = []                               # (phase, iterations, s, Σ max, Σ mean)
-        groups = max(1, min(int(lane_groups), R * C))
-        recent = np.zeros(R * C)                     # each lane's steps in the last chunk
-        lane_computed = 0.0                          # lane-steps evaluated (padding too)
-        done, first = 0, True
-        phase_t = {"warmup": 0.0, "sampling": 0.0}
-        while done < total:
-            collect = done >= tune
-            n = min(chunk, (tune if not collect else total) - done)
-            t1 = time.perf_counter()
-            state, out, ran = _run_grouped(run_c, state, lane_args, n, collect, groups,
-                                           recent)
-            jax.block_until_ready(state.z)
-            dt = time.perf_counter() - t1
-            if first:
-                timings["compile_and_first_chunk"] = dt
-                first = False
-            phase_t["sampling" if collect else "warmup"] += dt
-            steps = np.asarray(out[-1])                  # (n, lanes)
-            recent = steps.sum(axis=0)
-            # a vmapped iteration lasts as long as its longest trajectory (in its group)
-            lane_max += ran[0]
-            lane_computed += ran[1]
-            lane_sum += float(steps.sum())
-            lane_tot += steps.sum(axis=0)
-            chunk_log.append(("sampling" if collect else "warmup", n, round(dt, 3),
-                              ran[0],
-                              round(float(steps.mean(axis=1).sum()), 1)))
-            if collect:
-                samples.append(out)
-            else:
-                warm_steps += float(steps.sum())
-            done += n
-            bar.update(n)
-        bar.close()
-        timings.update(phase_t)
-        timings["warmup_gradients"] = warm_steps
-        # leapfrog steps the vmapped program ran per lane (the longest trajectory of each
-        # iteration) over the steps the lanes needed: the price of sharing one program
-        timings["vmap_step_overhead"] = lane_computed / max(lane_sum, 1.0)
-        timings["lane_groups"] = groups
-        # steps the batch ran in sequence (Σ over groups and iterations of the longest
-        # lane), against the most
-        # any one lane needed (what per-lane termination would cost) and the mean lane
-        timings["batch_steps"] = lane_max
-        timings["lane_steps_max"] = float(lane_tot.max())
-        timings["lane_steps_mean"] = float(lane_tot.mean())
-        timings["lane_steps"] = lane_tot.tolist()
-        timings["chunks"] = chunk_log
+        state, samples = _run_chunks(run_c, state, lane_args, tune, draws, chunk,
+                                     lane_groups, R, C, progress, timings)
         timings["total"] = time.perf_counter() - t
 
         z = {k: jnp.concatenate([s[0][k] for s in samples], axis=0) for k in z_shape}
@@ -355,16 +387,4 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
     finally:
         jax.config.update("jax_enable_x64", prev_x64)
 
-    results = []
-    for r in range(R):
-        post = {"lambda": lam[r]}
-        if eta is not None:
-            post["eta"] = eta[r]
-        sl = slice(r * C, (r + 1) * C)
-        stats = {"diverging": div[sl].astype(bool), "energy": energy[sl]}
-        gate = check(from_dict({"posterior": post, "sample_stats": stats}))
-        results.append({"posterior": post, "gate": gate,
-                        "stats": {"divergences": int(div[sl].sum()),
-                                  "leapfrogs": float(nsteps[sl].sum())},
-                        "timings": timings})
-    return results
+    return _per_dataset(lam, eta, div, energy, nsteps, R, C, timings)

@@ -42,7 +42,7 @@ def fit_nuts_method(data, model, priors, options, *, seed=0, progress=False,
         target_accept=float(options.target_accept), seed=int(seed), approx=approx,
         init=init,
         progress=progress, precision=options.precision, profile=bool(options.profile),
-        **nuts_kw)
+        max_draws=options.max_draws, **nuts_kw)
     return from_nuts(result, model=model)
 
 

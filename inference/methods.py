@@ -51,6 +51,9 @@ class NutsOptions:
     target_accept: float = opt(0.8, "target acceptance of the step-size adaptation")
     precision: str = opt("float64", "NumPyro floating point: float32 is ~2x faster per "
                          "gradient", choices=("float64", "float32"))
+    max_draws: int | None = opt(None, "NumPyro: while the gate fails on R-hat or ESS alone, "
+                                "continue every chain for another --draws up to this many "
+                                "draws per chain (None: no extension)", type=int)
     profile: bool = opt(False, "NumPyro: also compile and time the potential and its "
                         "gradient alone (printed; timings gradient_compile, gradient_ms)")
     init_from: object = opt(None, "a fitted approximation (a folder or posterior.json of "

@@ -29,7 +29,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +130,9 @@ class AuditConfig:
     loo_models: tuple[str, ...] = ("pl", "bt")   # also fitted by NUTS, for LOO only
     bootstrap: int = 1000                  # resamples of method=bootstrap
     processes: int = 2                     # processes of the bootstrap refits
+    max_nuts_minutes: float | None = None  # estimate NUTS's wall time first; refuse beyond
+    nuts_subsample: int | None = None      # over budget: NUTS on this many rankings
+    max_draws: int | None = None           # extend sampling in rounds up to this (per chain)
 
     @classmethod
     def quick(cls, n_params: int | None = None, **kw) -> AuditConfig:
@@ -361,18 +364,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     pri = get_model(model).worker_priors(priors, data)
     if variants is None:
         variants = model_variants(model, cfg.variants)
-    posts, secs = [], {}
-    for opts in variants:
-        label = variant_label(opts)
-        log(f"{model}: online pass ({label})")
-        t = time.perf_counter()
-        post = fit_variant(data, model, pri, opts, progress=cfg.progress_bars,
-                           seed=cfg.seed, resamples=cfg.bootstrap, processes=cfg.processes)
-        secs[label] = {"wall": time.perf_counter() - t, "updates": float(post.seconds)}
-        # PSIS k̂ of every approximation with a density ("not reliable" above 0.7)
-        from crowdrank.inference.approx.psis import posterior_khat
-        post.diagnostics.update(posterior_khat(post, data, model, pri, seed=cfg.seed))
-        posts.append(post)
+    posts, secs = fit_approximations(data, model, pri, variants, cfg, log)
     log(f"{model}: NUTS ({cfg.backend}, {cfg.chains} chains × {cfg.tune} tune + {cfg.draws} "
         "draws)")
     ref = reference_fit(data, model, pri, cfg, cfg.backend, cfg.seed,
@@ -426,6 +418,26 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     return audit
 
 
+def fit_approximations(data, model: str, pri, variants: list[dict], cfg: AuditConfig,
+                       log) -> tuple[list, dict]:
+    """Fit every option set (:func:`fit_variant`) with its PSIS k̂: ``(posteriors,
+    seconds by label)``."""
+    from crowdrank.inference.approx.psis import posterior_khat
+
+    posts, secs = [], {}
+    for opts in variants:
+        label = variant_label(opts)
+        log(f"{model}: online pass ({label})")
+        t = time.perf_counter()
+        post = fit_variant(data, model, pri, opts, progress=cfg.progress_bars,
+                           seed=cfg.seed, resamples=cfg.bootstrap, processes=cfg.processes)
+        secs[label] = {"wall": time.perf_counter() - t, "updates": float(post.seconds)}
+        # PSIS k̂ of every approximation with a density ("not reliable" above 0.7)
+        post.diagnostics.update(posterior_khat(post, data, model, pri, seed=cfg.seed))
+        posts.append(post)
+    return posts, secs
+
+
 def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed: int,
                   approx=None, *, chain_method: bool = True):
     """The NUTS reference through the ``nuts`` entry of the method registry, with the
@@ -437,7 +449,8 @@ def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed
     m = get_method("nuts")
     m.check_model(model)
     options = m.options(backend=backend, chains=cfg.chains, tune=cfg.tune, draws=cfg.draws,
-                        target_accept=cfg.target_accept, init_from=approx)
+                        target_accept=cfg.target_accept, init_from=approx,
+                        max_draws=cfg.max_draws)
     kw = {"chain_method": cfg.chain_method} if chain_method and cfg.chain_method else {}
     return m.fn("fit")(data, model, priors, options, seed=seed,
                        progress=cfg.progress_bars, **kw)
@@ -486,14 +499,34 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
             raise ValueError(f"audit supports models {AUDITABLE}, got {m!r}")
     priors = make_priors(data, cfg, subject.gold)
     log(f"data: {data!r}; prior {priors.spec}, λ ~ N({priors.mu0:g}, {priors.sigma0:g}²)")
+    plans = budget = None
+    n_all = data.n_rankings
+    if cfg.max_nuts_minutes is not None:
+        from .budget import apply_budget
+        plans, subject, budget = apply_budget(subject, cfg, priors, out, log)
+        if budget is not None:
+            return budget               # over budget: the approximations' own verdict
+        data = subject.data
     extra_models = [m for m in cfg.loo_models if m not in cfg.models] if cfg.checks else []
     extra = {}
     if scheduler is None:
-        audits = [audit_model(subject, m, priors, cfg, out, log) for m in cfg.models]
+        audits = [audit_model(subject, m, priors, cfg if plans is None else
+                              replace(cfg, max_draws=plans[m].max_draws), out, log)
+                  for m in cfg.models]
     else:
         audits, extra = _fits_on_dask(subject, priors, cfg, extra_models, out, log,
                                       scheduler, processes)
     metrics = build_metrics(subject, cfg, priors, audits, time.perf_counter() - t0)
+    if plans is not None:
+        from .budget import budget_dict, stop_reason
+        stopped = {a.model: stop_reason(a.nuts.gate, int(a.nuts.idata.attrs.get("draws",
+                                                                              cfg.draws)),
+                                        cfg.draws, plans[a.model].max_draws)
+                   for a in audits}
+        for m, why in stopped.items():
+            log(f"{m}: {why}")
+        metrics["budget"] = budget_dict(plans, "within budget", stopped,
+                                        data.n_rankings if data.n_rankings < n_all else None)
     if cfg.checks:
         from .predictive import model_checks
         fits = {a.model: a.nuts.idata for a in audits}

@@ -65,6 +65,17 @@ def register(sub) -> None:
     n.add_argument("--tune", type=int, default=None)
     n.add_argument("--draws", type=int, default=None)
     n.add_argument("--target-accept", type=float, default=None)
+    n.add_argument("--max-nuts-minutes", type=float, default=30.0, metavar="MIN",
+                   help="time a few gradients of the model on the data first and estimate "
+                        "the NUTS run's wall time; beyond MIN minutes skip NUTS and report "
+                        "the approximations with their PSIS k̂ (0 or less: no estimate, no "
+                        "limit)")
+    n.add_argument("--nuts-subsample", type=int, default=None, metavar="N",
+                   help="over --max-nuts-minutes: audit on N seeded rankings instead")
+    n.add_argument("--max-draws", type=int, default=None, metavar="D",
+                   help="extend sampling in rounds of --draws while the gate fails on R-hat "
+                        "or ESS, up to D draws per chain (default: 4 × draws, cut to the "
+                        "budget)")
     n.add_argument("--check-backends", action="store_true",
                    help="also fit with the other PPL and report whether the two posteriors "
                         "agree parameter by parameter (doubles the NUTS time; PyMC is slower)")
@@ -141,13 +152,20 @@ def config_from_args(args, data=None):
                                     "--loo-models")}
     if args.quick:
         kw["bootstrap"] = 200
-    for name in ("chains", "tune", "draws", "target_accept", "permutations", "bootstrap"):
-        v = getattr(args, name)
+    for name in ("chains", "tune", "draws", "target_accept", "permutations", "bootstrap",
+                 "nuts_subsample", "max_draws"):
+        v = getattr(args, name, None)
         if v is not None:
             kw[name] = v
-    if not args.quick:
-        return AuditConfig(**kw)
-    return AuditConfig.quick(None if data is None else n_scalar_params(data, kw["models"]), **kw)
+    minutes = getattr(args, "max_nuts_minutes", None)
+    kw["max_nuts_minutes"] = minutes if minutes is not None and minutes > 0 else None
+    n_params = None if data is None else n_scalar_params(data, kw["models"])
+    cfg = AuditConfig.quick(n_params, **kw) if args.quick else AuditConfig(**kw)
+    if args.draws is None and n_params is not None:
+        # iid chains of this length pass the gate with >= 95 % (docs/design.md)
+        from crowdrank.validation.budget import draws_for_gate
+        cfg.draws = max(cfg.draws, draws_for_gate(n_params, cfg.chains))
+    return cfg
 
 
 def run(args) -> int:
@@ -178,6 +196,8 @@ def run(args) -> int:
                             processes=args.processes)
     except SchedulerError as exc:
         raise UsageError(f"--scheduler: {exc}") from None
+    if (metrics.get("budget") or {}).get("verdict") == "refused":
+        return _print_refusal(metrics, args.out)
     for model, m in metrics["models"].items():
         lam = m["aggregates"].get("lambda", {})
         acc = m["ranking"].get("accuracy_online")
@@ -188,4 +208,18 @@ def run(args) -> int:
               + (f"; accuracy online {acc:.3f} / NUTS {m['ranking']['accuracy_nuts']:.3f}"
                  if acc is not None else ""))
     print(f"report: {args.out}/report.html")
+    return 0
+
+
+def _print_refusal(metrics: dict, out: str) -> int:
+    """The verdict of an audit whose NUTS run would exceed ``--max-nuts-minutes``."""
+    for model, p in metrics["budget"]["models"].items():
+        print(f"{model}: NUTS not run: estimated {p['estimate_minutes']:.1f} min > budget "
+              f"{p['budget_minutes']:g} min (gradient {p['gradient_ms']:.3g} ms, "
+              f"{p['n_params']} parameters); --nuts-subsample N audits on N rankings")
+        for v in metrics["models"][model]["variants"]:
+            k = v.get("psis_khat")
+            print(f"  {v['variant'].get('method', 'online')} {v['variant']}: PSIS k̂ "
+                  + ("n/a (no density)" if k is None else f"{k:.2f} ({v.get('psis_label')})"))
+    print(f"metrics: {out}/metrics.json (no report.html: nothing to compare with)")
     return 0

@@ -122,8 +122,11 @@ class WorkerFamily:
         ``jax.numpy`` or ``pytensor.tensor``."""
         return safe_log(eta)
 
-    def numpyro_log_eta(self, inputs, simplex: str = "gamma", boost=None, level_sd=None):
-        """Sample the NumPyro sites of this family and return :meth:`log_table`'s table."""
+    def numpyro_log_eta(self, inputs, simplex: str = "gamma", boost=None, level_sd=None,
+                        reweight: bool = True):
+        """Sample the NumPyro sites of this family and return :meth:`log_table`'s table.
+        ``reweight=False`` leaves out the magnitude's reweighting (factor ``eta_level``),
+        so that every site is a proper distribution ``Predictive`` can draw."""
         raise NotImplementedError
 
     def pymc_log_eta(self, inputs, simplex: str = "gamma", boost=None):
@@ -219,7 +222,8 @@ class _GammaSimplex(WorkerFamily):
         """The deterministic ``eta`` of the Gamma construction's table."""
         raise NotImplementedError
 
-    def numpyro_log_eta(self, inputs, simplex: str = "gamma", boost=None, level_sd=None):
+    def numpyro_log_eta(self, inputs, simplex: str = "gamma", boost=None, level_sd=None,
+                        reweight: bool = True):
         import jax
         import jax.numpy as jnp
         import numpyro
@@ -250,8 +254,9 @@ class _GammaSimplex(WorkerFamily):
         log_s = jax.scipy.special.logsumexp(log_g, axis=1)
         # S = Σ g is independent of η and unseen by the likelihood: reweighting its law is
         # exact for η and keeps each log g_t on its own axis (models.model_inputs.LEVEL_SD)
-        numpyro.factor("eta_level", jnp.sum(level_log_ratio(
-            log_s, inputs.alpha.sum(axis=1), jnp, level_sd)))
+        if reweight:
+            numpyro.factor("eta_level", jnp.sum(level_log_ratio(
+                log_s, inputs.alpha.sum(axis=1), jnp, level_sd)))
         log_eta = log_g - log_s[:, None]
         numpyro.deterministic("eta", self._det_eta(log_eta, jnp))
         return log_eta
@@ -501,7 +506,8 @@ class Gamma(WorkerFamily):
     def table(self, priors, K=None):
         return priors.gamma_params()
 
-    def numpyro_log_eta(self, inputs, simplex="gamma", boost=None, level_sd=None):
+    def numpyro_log_eta(self, inputs, simplex="gamma", boost=None, level_sd=None,
+                        reweight=True):
         import jax.numpy as jnp
         import numpyro
         import numpyro.distributions as dist

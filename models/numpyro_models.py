@@ -56,6 +56,13 @@ per potential+gradient against 52 ms for autodiff of ``column_loglik`` (float32;
 ``bench/results/nuts_gradient.json``). ``model(..., fast=False)`` gives the autodiff path
 back.
 
+For the ecosystem's tools (``Predictive``, SBC libraries, ``MCMC(NUTS(...))`` on a
+plain function) every model but normalised COUPLE is also a function of arrays,
+``pl_model(items, workers, n_items, alpha=None, mu0=0.0, sigma0=1.0, rankings=None)`` and
+its siblings (:mod:`crowdrank.models.numpyro.arrays`): the observed ``rankings`` are a
+keyword argument, every prior site is drawable by ``Predictive``, and the orders are
+traced arrays, so one compilation serves every data set of one shape.
+
 Precision. ``model(..., loglik_dtype="float32")`` does the elementwise work of the
 likelihood in float32 (half the cost at scale) but sums each block's total in float64 when
 JAX runs with 64-bit types: a total of ~10⁶ nats has a float32 spacing of ~0.1 nat, the
@@ -66,6 +73,18 @@ from __future__ import annotations
 
 # The programs live in crowdrank.models.numpyro, one module per model family; every
 # name stays importable from here (the registry's "module:function" strings, callers).
+from .numpyro.arrays import (  # noqa: F401
+    ARRAY_MODELS,
+    ArrayRankings,
+    bt_model,
+    couple_model,
+    crowdbt_model,
+    make_model,
+    masked_loglik,
+    model_arrays,
+    peergrader_model,
+    pl_model,
+)
 from .numpyro.blocks import (  # noqa: F401
     _acc_sum,
     _lse_rows,

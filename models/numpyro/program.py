@@ -141,9 +141,10 @@ class RankingLikelihood(dist.Distribution):
     sampler's form, ``model(..., pointwise=False)``) returns their sum instead, shape
     ``()`` — NumPyro sums a site's ``log_prob``, so the density is the same — through the
     fused scalar kernel :func:`couple_total`, as fast as before the observed site existed.
-    ``value`` must be
-    concrete (the layout of the ranking lengths is built in NumPy); orders other than the
-    data's are re-laid out (:func:`crowdrank.models.model_inputs.with_orders`).
+    Concrete orders other than the data's are re-laid out
+    (:func:`crowdrank.models.model_inputs.with_orders`); traced orders go through the
+    masked form :func:`crowdrank.models.numpyro.arrays.masked_loglik` (every model but
+    normalised COUPLE), so one compilation serves every data set of one shape.
 
     ``sample`` draws new orders of the same tasks by the model's generative process:
 
@@ -183,8 +184,17 @@ class RankingLikelihood(dist.Distribution):
         from ..model_inputs import with_orders
 
         if isinstance(value, jax.core.Tracer):
-            raise ValueError("RankingLikelihood.log_prob needs concrete orders (the layout "
-                             "of the ranking lengths is built in NumPy)")
+            # traced orders (one compilation for every data set of this shape): the masked
+            # form over the padded table, the same values (tests/test_ppl_contract.py)
+            from .arrays import ARRAY_MODELS, masked_loglik
+
+            if self.inputs.model not in ARRAY_MODELS:
+                raise ValueError(f"RankingLikelihood.log_prob of {self.inputs.model!r} "
+                                 "needs concrete orders (its layout is built in NumPy)")
+            out = masked_loglik(self.inputs.model, self.lam, value, self.inputs.obs_worker,
+                                self.log_eta)
+            out = out.astype(jnp.float64) if jax.config.jax_enable_x64 else out
+            return jnp.sum(out) if self.reduce else out
         inp = with_orders(self.inputs, value)
         fast = get(inp.model).fn("numpyro_fast") if self.fast else None
         if fast is not None and self.reduce:

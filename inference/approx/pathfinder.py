@@ -8,7 +8,9 @@ suite runs PyMC 6.4, so Pathfinder is run by blackjax's implementation
 As Stan and pymc-extras run it: ``paths`` independent L-BFGS runs start from the model's
 initial point plus a uniform jitter in ``[−jitter, jitter]`` on every coordinate; along each
 path the Gaussian built from L-BFGS's inverse-Hessian estimate with the largest ELBO is kept
-(blackjax; each ELBO estimated from ``elbo_draws`` draws); ``draws_per_path`` draws of each path's Gaussian form a pool, which is
+(blackjax's estimates from ``elbo_draws`` draws each; an estimate above the path's best
+``log p`` plus the entropy of a Gaussian with sds of 10 is discarded as an artefact);
+``draws_per_path`` draws of each path's Gaussian form a pool, which is
 Pareto-smoothed importance resampled ([Vehtari24]) to ``draws`` draws without replacement
 (the pool holds ``paths × draws_per_path``), with weights ``p(z)/q_path(z)``. The pool's PSIS k̂ is the diagnostic reported.
 
@@ -70,12 +72,25 @@ def fit_pathfinder(data: Rankings, model: str, priors: Priors,
                               fast=False, seed=o.seed)
         rng = np.random.default_rng(o.seed)
         starts = target.z0[None] + rng.uniform(-o.jitter, o.jitter, (o.paths, target.dim))
+        jnp = jax.numpy
+        # an ELBO above this bound is a numerical artefact of a degenerate inverse-Hessian
+        # estimate (seen: 1e18 on CrowdBT), not a better Gaussian: E_q log p is at most the
+        # path's best log p and a Gaussian whose every sd is below 10 has entropy below
+        # dim/2 · log(2πe·100)
+        slack = 0.5 * target.dim * np.log(2 * np.pi * np.e * 100.0)
+
         def one_path(key, x0):
             k1, k2 = jax.random.split(key)
-            best, info = approximate(k1, target.log_p, x0, o.elbo_draws, maxiter=o.max_steps,
-                                     maxcor=o.maxcor, gtol=o.gtol, ftol=o.ftol)
+            _, info = approximate(k1, target.log_p, x0, o.elbo_draws, maxiter=o.max_steps,
+                                  maxcor=o.maxcor, gtol=o.gtol, ftol=o.ftol)
+            path = info.path
+            lp = jax.vmap(target.log_p)(path.position)
+            bound = jnp.max(jnp.where(jnp.isfinite(lp), lp, -jnp.inf)) + slack
+            elbo = jnp.where(jnp.isfinite(path.elbo) & (path.elbo <= bound), path.elbo,
+                             -jnp.inf)
+            best = jax.tree.map(lambda x: x[jnp.argmax(elbo)], path)
             z, lq = sample(k2, best, o.draws_per_path)
-            return z, jax.vmap(target.log_p)(z), lq, info.path.elbo
+            return z, jax.vmap(target.log_p)(z), lq, elbo
 
         keys = jax.random.split(jax.random.PRNGKey(o.seed), o.paths)
         # one path at a time: each holds (max_steps + 1) x elbo_draws densities at once

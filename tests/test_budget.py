@@ -103,7 +103,7 @@ def test_over_budget_audit_refuses_nuts(tmp_path, monkeypatch, capsys):
     """A tiny BT audit under a budget of 1e-6 minutes: no NUTS call, the approximation's
     PSIS k̂ printed and in metrics.json with the estimate."""
     import crowdrank.inference.method_fits as mf
-    import crowdrank.inference.nuts as nuts
+    from crowdrank.inference import nuts
     from crowdrank.models.io import write_rankings
     from crowdrank.models.simulate import simulate
     from crowdrank.reports import cli

@@ -171,7 +171,9 @@ def parse_variants(specs: Sequence[str] | None) -> dict[str, list[str]]:
                                 f"{', '.join(k + '=' + ','.join(v) for k, v in choices.items())}",
                                 "--variants")
             values = [v.strip() for v in vals.split(",") if v.strip()]
-            bad = [v for v in values if v not in choices[key]]
+            # method=file:PATH: an approximation computed elsewhere (validation.external)
+            bad = [v for v in values if v not in choices[key]
+                   and not (key == "method" and v.startswith("file:"))]
             if not values or bad:
                 raise DataError(f"{key} takes {', '.join(choices[key])}; got {vals!r}",
                                 "--variants")
@@ -205,7 +207,8 @@ def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
     ``quadrature``); only :data:`GENERIC_VARIANTS` for the others (no Taylor or α choice)."""
     from crowdrank.inference.methods import get as get_method
 
-    bad = [m for m in variants.get("method", ()) if not get_method(m).fits(model)]
+    bad = [m for m in variants.get("method", ())
+           if not m.startswith("file:") and not get_method(m).fits(model)]
     if bad:
         raise DataError(f"method={bad[0]} fits models "
                         f"{', '.join(get_method(bad[0]).model_names())}, not {model}",
@@ -236,6 +239,9 @@ def fit_variant(data, model: str, priors, opts: dict, *, seed: int = 0,
     from crowdrank.inference.methods import get as get_method
 
     o = dict(opts)
+    if o.get("method", "").startswith("file:"):
+        from .external import read_external
+        return read_external(o["method"], data, model)
     method = get_method(o.pop("method", "online"))
     passes = o.pop("ep_passes", None)
     # ep_passes is EP's; an online variant beside EP variants carries it too, unused
@@ -434,6 +440,8 @@ def fit_approximations(data, model: str, pri, variants: list[dict], cfg: AuditCo
         secs[label] = {"wall": time.perf_counter() - t, "updates": float(post.seconds)}
         # PSIS k̂ of every approximation with a density ("not reliable" above 0.7)
         post.diagnostics.update(posterior_khat(post, data, model, pri, seed=cfg.seed))
+        if "assumed_family" in post.diagnostics:      # an external file's stated family
+            log(f"{model}: {label} read as {post.diagnostics['assumed_family']}")
         posts.append(post)
     return posts, secs
 
@@ -465,8 +473,9 @@ def write_model_fits(audit: ModelAudit, out: Path, cfg: AuditConfig) -> None:
     online_dir = out / audit.model / "online"
     for opts, post in zip(audit.variant_opts, audit.posteriors):
         label = variant_label(opts)
-        name = ("posterior.json" if label == "default" else
-                f"variants/{label.replace('=', '-').replace(',', '_')}.json")
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in
+                       label.replace("=", "-").replace(",", "_"))
+        name = "posterior.json" if label == "default" else f"variants/{safe}.json"
         write_posterior_json(post, online_dir / name)
     write_nuts(audit.nuts, out / audit.model / "nuts")
     if audit.other_nuts is not None:
@@ -631,7 +640,8 @@ def _approx_diagnostics(post) -> dict:
     if post is None:          # a ModelAudit made without its posteriors (tests, reports)
         return {}
     d = as_posterior(post).diagnostics
-    keep = ("psis_khat", "psis_label", "converged", "steps", "final_elbo", "backend")
+    keep = ("psis_khat", "psis_label", "converged", "steps", "final_elbo", "backend",
+            "assumed_family", "source")
     return {k: jsonable(d[k]) for k in keep if k in d}
 
 

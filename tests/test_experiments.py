@@ -1,4 +1,4 @@
-"""``validation.experiments.audit_job`` on a tiny grid: what it returns, and that a cached
+"""``validation.audit_grid.audit_job`` on a tiny grid: what it returns, and that a cached
 re-run of the grid does not refit (NUTS and online fits are counted)."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from crowdrank.validation import experiments as X
+from crowdrank.validation.audit_grid import audit_job
 
 TINY = {"n_items": 6, "n_workers": 3, "tasks_per_worker": 8, "kmax": 3,
         "chains": 2, "tune": 40, "draws": 40}
@@ -35,13 +36,16 @@ def test_audit_job_on_a_tiny_grid_and_cached_rerun(tmp_path, monkeypatch):
 
     specs = [dict(TINY, model="couple", setting="amateur", seed=3, variant={"taylor": "full"}),
              dict(TINY, model="crowdbt", setting="amateur", seed=3, variant={})]
-    run = X.run_grid(specs, X.audit_job, tmp_path, processes=1, progress=False)
+    run = X.run_grid(specs, audit_job, tmp_path, processes=1, progress=False)
     assert len(run.computed) == 2 and run.cached == []
     assert [c[0] for c in calls["nuts"]] == ["couple", "crowdbt"]
     assert all(c[1:] == (3, 2, 40) for c in calls["nuts"])          # spec's seed and sizes
     # the variant's options and the spec's seed (used by shuffled orders) reach the fit
-    assert [c[1] for c in calls["online"]] == [{"taylor": "full", "progress": False, "seed": 3},
-                                               {"progress": False, "seed": 3}]
+    # (the method registry passes every option, so the defaults come along: the variant's
+    # own choice and the seed must be among them, and the default variant keeps "paper")
+    first, second = (c[1] for c in calls["online"])
+    assert (first["taylor"], first["seed"], first["progress"]) == ("full", 3, False)
+    assert (second["taylor"], second["seed"], second["progress"]) == ("paper", 3, False)
 
     sim = simulate("couple", n_items=6, n_workers=3, tasks_per_worker=8, kmax=3,
                    setting="amateur", seed=3)
@@ -73,7 +77,7 @@ def test_audit_job_on_a_tiny_grid_and_cached_rerun(tmp_path, monkeypatch):
     assert len(files) == 2
     mtimes = {f: f.stat().st_mtime_ns for f in files}
     n_nuts, n_online = len(calls["nuts"]), len(calls["online"])
-    again = X.run_grid(specs, X.audit_job, tmp_path, processes=1, progress=False)
+    again = X.run_grid(specs, audit_job, tmp_path, processes=1, progress=False)
     assert again.computed == [] and len(again.cached) == 2
     assert len(calls["nuts"]) == n_nuts and len(calls["online"]) == n_online   # no refit
     assert {f: f.stat().st_mtime_ns for f in files} == mtimes

@@ -70,23 +70,25 @@ def test_draws_rule_passes_the_gate_on_iid_chains():
 
 
 def test_estimate_arithmetic():
-    # 2 ms × 31 leapfrogs × (500 + 1000) iterations × 2 waves of 2 chains on 2 CPUs
-    assert budget.estimate_seconds(2.0, 4, 500, 1000, cpus=2) == pytest.approx(
-        0.002 * 31 * 1500 * 2)
-    assert budget.estimate_seconds(2.0, 4, 500, 1000, cpus=8) == pytest.approx(
-        0.002 * 31 * 1500)
-    g = {"gradient_ms": 2.0, "compile": 1.0}
-    # budget 5 min = 300 s; the run 186 s; each further round of 1000 draws 124 s: 0 more
+    # (2 ms + 0.7 ms) × 31 steps × (1.45 × 500 + 1000) iterations × 2 waves of 2 chains
+    one = 0.0027 * 31 * (725 + 1000)
+    assert budget.estimate_seconds(2.0, 4, 500, 1000, cpus=2) == pytest.approx(2 * one)
+    assert budget.estimate_seconds(2.0, 4, 500, 1000, cpus=8) == pytest.approx(one)
+    assert budget.estimate_seconds(2.0, 4, 500, 1000, cpus=2, overhead_ms=0,
+                                   warmup_factor=1) == pytest.approx(0.002 * 31 * 1500 * 2)
+    g = {"gradient_ms": 2.3, "compile": 1.0}
+    # 3 ms a step: the run 3e-3 × 31 × 1725 × 2 = 320.85 s; a round of 1000 draws 186 s
+    run, rnd = 0.003 * 31 * 1725 * 2, 0.003 * 31 * 1000 * 2
+    p = budget.plan_model(None, "bt", None, chains=4, tune=500, draws=1000, n_params=10,
+                          budget_minutes=6, gradient=g, cpus=2)       # 360 s: no round more
+    assert p.within_budget and p.estimate_minutes == pytest.approx(run / 60)
+    assert p.max_draws is None
+    # 15 min = 900 s: (900 - 320.85) // 186 = 3 rounds more, as the 4 × cap allows
+    p = budget.plan_model(None, "bt", None, chains=4, tune=500, draws=1000, n_params=10,
+                          budget_minutes=15, gradient=g, cpus=2)
+    assert p.max_draws == 1000 * (1 + int((900 - run) // rnd)) == 4000
     p = budget.plan_model(None, "bt", None, chains=4, tune=500, draws=1000, n_params=10,
                           budget_minutes=5, gradient=g, cpus=2)
-    assert p.within_budget and p.estimate_minutes == pytest.approx(186 / 60)
-    assert p.max_draws is None
-    # budget 10 min = 600 s: (600 - 186) // 124 = 3 rounds more, under the 4 × cap
-    p = budget.plan_model(None, "bt", None, chains=4, tune=500, draws=1000, n_params=10,
-                          budget_minutes=10, gradient=g, cpus=2)
-    assert p.max_draws == 4000
-    p = budget.plan_model(None, "bt", None, chains=4, tune=500, draws=1000, n_params=10,
-                          budget_minutes=3, gradient=g, cpus=2)
     assert not p.within_budget
 
 

@@ -34,6 +34,13 @@ PASS_PROB = 0.95
 #: reaches on this suite's models is 4–5 (docs/design.md, "Sizing the reference run",
 #: with the calibration run).
 ASSUMED_LEAPFROGS = 31
+#: Warm-up iterations take more steps than draws (early step sizes are small): measured
+#: 1.47× (COUPLE) and 1.41× (BT) the sampling phase's steps per iteration.
+WARMUP_STEP_FACTOR = 1.45
+#: The sampler's own work per leapfrog step beside the gradient (tree building, the
+#: chains' share of the CPUs), in ms: the COUPLE calibration run's sampling phase took
+#: 1.03 ms per step per chain against a 0.36 ms gradient (docs/design.md).
+STEP_OVERHEAD_MS = 0.7
 #: Draws of the iid rule are rounded up to a multiple of this.
 DRAWS_STEP = 50
 #: Smallest ratio of (tail) ESS to draws among up to 20,000 iid parameters at 400 draws in
@@ -100,11 +107,15 @@ def parallel_chains(chains: int, cpus: int | None = None) -> int:
 
 
 def estimate_seconds(gradient_ms: float, chains: int, tune: int, draws: int, *,
-                     leapfrogs: float = ASSUMED_LEAPFROGS, cpus: int | None = None) -> float:
-    """Wall seconds of ``chains × (tune + draws)`` NUTS iterations of ``leapfrogs``
-    gradients each, the chains in waves of :func:`parallel_chains`."""
+                     leapfrogs: float = ASSUMED_LEAPFROGS, cpus: int | None = None,
+                     warmup_factor: float = WARMUP_STEP_FACTOR,
+                     overhead_ms: float = STEP_OVERHEAD_MS) -> float:
+    """Wall seconds of ``chains × (tune + draws)`` NUTS iterations: ``leapfrogs`` steps
+    per draw (``warmup_factor`` times as many per warm-up iteration), each costing the
+    gradient plus ``overhead_ms``, the chains in waves of :func:`parallel_chains`."""
     waves = math.ceil(chains / parallel_chains(chains, cpus))
-    return gradient_ms / 1e3 * leapfrogs * (tune + draws) * waves
+    steps = leapfrogs * (warmup_factor * tune + draws)
+    return (gradient_ms + overhead_ms) / 1e3 * steps * waves
 
 
 @dataclass
@@ -131,9 +142,10 @@ class Plan:
              f"{'within' if self.within_budget else 'OVER'})")
         ext = "" if not self.max_draws else f", extended up to {self.max_draws} draws"
         return (f"{self.model}: estimated NUTS wall time {self.estimate_minutes:.1f} min{b}"
-                f" — gradient {self.gradient_ms:.3g} ms × {self.leapfrogs_assumed:g} "
-                f"leapfrogs/iteration (assumed) × {self.chains} chains × ({self.tune} + "
-                f"{self.draws}) iterations{ext}; {self.n_params} parameters need "
+                f" — (gradient {self.gradient_ms:.3g} ms + {STEP_OVERHEAD_MS:g} ms) × "
+                f"{self.leapfrogs_assumed:g} leapfrogs/draw (assumed; "
+                f"{WARMUP_STEP_FACTOR:g}× in warm-up) × {self.chains} chains × "
+                f"({self.tune} + {self.draws}) iterations{ext}; {self.n_params} parameters need "
                 f"{self.draws_rule} iid draws per chain for the gate")
 
     def to_dict(self) -> dict:

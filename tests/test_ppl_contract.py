@@ -224,3 +224,29 @@ def test_program_site_takes_traced_orders(model, data, priors):
                                {"simplex": "dirichlet", "level": "iid"}, params)[0]
         assert float(joint(order)) == pytest.approx(float(concrete), rel=1e-5)
     assert len(traces) == 1
+
+
+@pytest.mark.parametrize("model", ["crowdbt", "couple", "pl"])
+def test_array_model_log_joint_is_the_programs(model, data, priors):
+    """With the sampler's magnitude reweighting (``level_sd``), the array model's log joint
+    is the program's (``numpyro_models.model(inputs)``, default coordinates) at random
+    points: the same sites, priors and likelihood."""
+    from crowdrank.models import numpyro_models as nm
+    from crowdrank.models.model_inputs import LEVEL_SD, boost_split
+
+    inp = model_inputs(model, data, priors)
+    f = A.make_model(model, level_sd=LEVEL_SD if inp.has_eta else None)
+    rng = np.random.default_rng(12)
+    for _ in range(3):
+        c = rng.normal(size=data.n_items)
+        params = {"lambda_mean": rng.normal(), "lambda_c": c - c.mean()}
+        if inp.has_eta:
+            big, small = boost_split(inp.alpha)
+            if big[0].size:
+                params["eta_g"] = rng.gamma(2.0, size=big[0].size)
+            if small[0].size:
+                params["eta_u"] = rng.gamma(2.0, size=small[0].size)
+                params["eta_e"] = rng.exponential(size=small[0].size)
+        got = log_density(f, (), A.model_arrays(inp), params)[0]
+        want = log_density(nm.model, (inp,), {}, params)[0]
+        assert float(got) == pytest.approx(float(want), rel=1e-5)

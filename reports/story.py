@@ -132,16 +132,49 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
                          f"{tuple(WORKER_TYPES)}")
     if not 4 <= n_items <= 26:
         raise UsageError("n_items must be between 4 and 26")
-    rng = np.random.default_rng(seed)
     spec = get(model)
-    pairwise = spec.pairwise
-    k = 2 if pairwise else 4
-    K = k
-    items = list(string.ascii_uppercase[:n_items])
-    md: list[str] = []
-    facts: dict = {"model": model, "setting": setting, "seed": seed, "k": k}
+    k = 2 if spec.pairwise else 4
+    tale = _Tale(model, setting, seed, spec, k, list(string.ascii_uppercase[:n_items]),
+              np.random.default_rng(seed), (predictive_workers, predictive_tasks))
+    tale.facts.update({"model": model, "setting": setting, "seed": seed, "k": k})
+    for section in (_items, _worker, _task, _report, _likelihood, _normalisation,
+                    _predictive):
+        section(tale)
+    return _finish(tale, out, markdown_name, figures, prior_check, html)
 
-    # 1. items ----------------------------------------------------------------------
+
+@dataclass
+class _Tale:
+    """What the story's sections share while it is told: the seeded streams, the example's
+    draws as each section makes them, and the Markdown and facts collected so far."""
+
+    model: str
+    setting: str
+    seed: int
+    spec: object
+    k: int
+    items: list
+    rng: np.random.Generator
+    predictive: tuple[int, int]
+    md: list = field(default_factory=list)
+    facts: dict = field(default_factory=dict)
+    lam: np.ndarray | None = None
+    eta: np.ndarray | None = None
+    subset: np.ndarray | None = None
+    true: np.ndarray | None = None
+    check_rng: np.random.Generator | None = None
+    n_chk: int = 0
+    reported: np.ndarray | None = None
+    orderings: tuple = ()
+    pred: dict | None = None
+    zs: dict | None = None
+
+
+def _items(tale: _Tale) -> None:
+    """The items and their true scores λ (section 1)."""
+    md, facts, rng, items = tale.md, tale.facts, tale.rng, tale.items
+    n_items = len(items)
+    model, setting, seed = tale.model, tale.setting, tale.seed
     lam = rng.normal(0.0, 1.0, size=n_items)
     by_score = np.argsort(-lam)
     md.append(f"# The generative story of `{model}`, told on one example\n")
@@ -159,8 +192,14 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
     md.append(_table(["rank by λ", "item", "λ"],
                      [[str(r + 1), items[i], _f(lam[i])] for r, i in enumerate(by_score)]))
     facts["lambda"] = {items[i]: float(lam[i]) for i in range(n_items)}
+    tale.lam = lam
 
-    # 2. the worker -----------------------------------------------------------------
+
+def _worker(tale: _Tale) -> None:
+    """The worker and the uncertainty vector η (section 2)."""
+    md, facts, rng, spec = tale.md, tale.facts, tale.rng, tale.spec
+    pairwise = spec.pairwise
+    model, setting, K = tale.model, tale.setting, tale.k
     md.append("\n## 2. The worker and the uncertainty vector η\n")
     md.append(
         "A worker is described by an *uncertainty vector* η = (η¹, …, η^K), a probability "
@@ -194,8 +233,14 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
             f"\nOur worker is {'an' if setting[0] in 'aeiou' else 'a'} **{setting}**. Drawing η ~ Dir({', '.join(f'{x:g}' for x in a0)}) "
             f"gave η = ({', '.join(_f(x) for x in eta)}); {what}.\n")
     facts["eta"] = [float(x) for x in eta]
+    tale.eta = eta
 
-    # 3. the task -------------------------------------------------------------------
+
+def _task(tale: _Tale) -> None:
+    """A task and its true order, with the check of the Gumbel trick (section 3)."""
+    md, facts, rng, items = tale.md, tale.facts, tale.rng, tale.items
+    n_items = len(items)
+    k, lam, seed = tale.k, tale.lam, tale.seed
     subset = rng.choice(n_items, size=k, replace=False)
     g = rng.gumbel(size=k)
     true = subset[np.argsort(-(lam[subset] + g), kind="stable")]
@@ -227,8 +272,14 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
                      [[items[i], _f(w), _f(q)] for i, w, q in zip(subset, won, sm)]))
     md.append("")
     facts["gumbel_check"] = {"n": n_chk, "simulated": won.tolist(), "softmax": sm.tolist()}
+    tale.subset, tale.true, tale.check_rng, tale.n_chk = subset, true, check_rng, n_chk
 
-    # 4. the report -------------------------------------------------------------------
+
+def _report(tale: _Tale) -> None:
+    """What the worker reports, stage by stage (section 4)."""
+    md, facts, rng, items = tale.md, tale.facts, tale.rng, tale.items
+    spec, k = tale.spec, tale.k
+    lam, eta, true, subset = tale.lam, tale.eta, tale.true, tale.subset
     md.append("## 4. What the worker reports, stage by stage\n")
     stages = []
     if spec.normalized:
@@ -288,8 +339,14 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
               + (f" The worker slipped at {slips} stage(s)." if stages else "") + "\n")
     facts["stages"] = stages
     facts["reported"] = [items[i] for i in reported]
+    tale.reported = reported
 
-    # 5. the likelihood of the report ------------------------------------------------------
+
+def _likelihood(tale: _Tale) -> None:
+    """The report's likelihood under Eq. 4 (section 5)."""
+    md, facts, items, k = tale.md, tale.facts, tale.items, tale.k
+    pairwise = tale.spec.pairwise
+    lam, eta, reported = tale.lam, tale.eta, tale.reported
     md.append("## 5. How likely is this report? The paper's stagewise likelihood (Eq. 4)\n")
     md.append(
         "The likelihood does not know the true order: it sees only the reported ranking ρ. "
@@ -317,7 +374,13 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
     md.append("\n")
     facts["eq4_report"] = eq4
 
-    # 6. normalisation ---------------------------------------------------------------------
+
+def _normalisation(tale: _Tale) -> None:
+    """Eq. 4 over all orderings, and normalised COUPLE (section 6)."""
+    md, facts, rng, items = tale.md, tale.facts, tale.rng, tale.items
+    n_items = len(items)
+    model, setting, lam, eta, true = tale.model, tale.setting, tale.lam, tale.eta, tale.true
+    check_rng, n_chk = tale.check_rng, tale.n_chk
     md.append("## 6. Eq. 4 does not sum to 1 over orderings (k ≥ 3); normalised COUPLE\n")
     if model in COUPLE_FAMILY:
         eta_c, sub_c = eta, true
@@ -385,8 +448,13 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
                            "Z_pair": float(z2), "tv_story_vs_normalized": tv_story_eq4,
                            "sampler_max_gap": float(np.abs(freq - e4 / Z).max()),
                            "sampler_draws": n_chk}
+    tale.orderings = (perms, st, e4, Z, plv)
 
-    # 7. prior predictive -------------------------------------------------------------------
+
+def _predictive(tale: _Tale) -> None:
+    """What the worker types do to the data: the prior predictive (section 7)."""
+    md, facts, rng, model = tale.md, tale.facts, tale.rng, tale.model
+    predictive_workers, predictive_tasks = tale.predictive
     md.append("## 7. What the worker types do to the data (prior predictive)\n")
     pred = prior_predictive(model, rng, predictive_workers, predictive_tasks)
     zs = {kk: eq4_normalizers(*_random_tasks(rng, kk, 4000), kk) for kk in (3, 4)}
@@ -413,7 +481,16 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
     facts["prior_predictive"] = pred
     facts["Z_range"] = {str(kk): [float(v.min()), float(np.median(v)), float(v.max())]
                         for kk, v in zs.items()}
+    tale.pred, tale.zs = pred, zs
 
+
+def _finish(tale: _Tale, out, markdown_name: str, figures: bool, prior_check: dict | None,
+            html: bool) -> Story:
+    """Figures, the prior check (section 8), the command that reproduces the story,
+    and the files."""
+    md, facts, model, setting, seed = tale.md, tale.facts, tale.model, tale.setting, tale.seed
+    eta, pred, zs, items = tale.eta, tale.pred, tale.zs, tale.items
+    perms, st, e4, Z, plv = tale.orderings
     story = Story(markdown="", facts=facts)
     if out is not None:
         out = Path(out)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from crowdrank.inference import methods
+
 
 def register(sub) -> None:
     from crowdrank.validation.sbc import sbc_models  # models with an exact simulator (the registry)
@@ -66,7 +68,12 @@ def register(sub) -> None:
                         "keep S well below the bulk ESS so the kept draws are ~independent")
     t = p.add_argument_group("tests and running")
     t.add_argument("--no-online", action="store_true",
-                   help="skip the online method's PIT check")
+                   help="skip the approximation's PIT check")
+    t.add_argument("--approx", default="online", metavar="M",
+                   help="the approximation whose calibration is checked by its PIT beside "
+                        "NUTS: any method of the registry but nuts (fitting the model or "
+                        "its online counterpart): "
+                        + ", ".join(m for m in methods.approximations()))
     t.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise level of the verdict (Bonferroni over parameter families)")
     t.add_argument("--seed", type=int, default=0,
@@ -110,7 +117,8 @@ def run(args) -> int:
                     kmax=args.kmax, worker_prior=args.worker_prior, mu0=args.prior_mu,
                     sigma0=args.prior_sigma, chains=args.chains, tune=args.tune,
                     draws=args.draws, target_accept=args.target_accept, n_ranks=args.ranks,
-                    online=not args.no_online, seed=args.seed, shift_sd=args.shift_sd,
+                    online=not args.no_online, approx=args.approx, seed=args.seed,
+                    shift_sd=args.shift_sd,
                     alpha=args.alpha, batch=args.batch, lane_groups=args.lane_groups,
                     warmup_depth=args.warmup_depth)
     # validate the worker prior before any process starts

@@ -38,7 +38,7 @@ import functools
 import platform
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -122,7 +122,7 @@ def machine() -> dict:
     import os
     return {"python": platform.python_version(), "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            "cpus": os.cpu_count(), "date": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
 # ------------------------------------------------------------------ shared pieces
@@ -131,6 +131,19 @@ def accuracy(truth, scores, components=None) -> float:
     from .compare import pairwise_accuracy_comparable
     acc = pairwise_accuracy_comparable(truth, scores, components)
     return float("nan") if acc.accuracy is None else float(acc.accuracy)
+
+
+def online_fit(data, model: str, priors, seed: int | None = None):
+    """One pass of the model's online update through the method registry
+    (:mod:`crowdrank.inference.methods`, entry ``online``): in a seeded shuffled order, or
+    in the file's order when ``seed`` is None. A
+    :class:`~crowdrank.inference.posterior.Posterior` (``mu``, ``alpha``, ``seconds`` of
+    the update loop)."""
+    from crowdrank.inference.methods import get as get_method
+
+    m = get_method("online")
+    opts = m.options(order="file" if seed is None else "shuffle")
+    return m.run(data, model, priors, opts, seed=0 if seed is None else int(seed))
 
 
 def worker_quality(post) -> np.ndarray | None:
@@ -154,7 +167,7 @@ def online_curve(data, model: str, priors, perm: np.ndarray, truth, fractions, c
     from crowdrank.inference.online.api import algorithm_options
 
     n = len(perm)
-    cuts = sorted({max(1, int(round(f * n))) for f in fractions})
+    cuts = sorted({max(1, round(f * n)) for f in fractions})
     # the start state sized for the whole data (a first chunk may hold no ranking of the
     # longest length, and COUPLE's worker vectors must have the data's K from the start)
     from crowdrank.models.registry import get as get_model
@@ -173,7 +186,7 @@ def online_curve(data, model: str, priors, perm: np.ndarray, truth, fractions, c
         secs += time.perf_counter() - t
         accs[c] = accuracy(truth, post.mu, components)
         start = c
-    return [accs[max(1, int(round(f * n)))] for f in fractions], post, secs
+    return [accs[max(1, round(f * n))] for f in fractions], post, secs
 
 
 # ------------------------------------------------------------------ fig7
@@ -230,8 +243,6 @@ def fig7_job(spec: dict) -> dict:
 
 def nuts_synthetic_job(spec: dict) -> dict:
     """NUTS and the online methods on one setting at :data:`NUTS_SCALE` (one order)."""
-    from crowdrank.inference.online import fit_online
-
     sc = spec["scale"]
     sim, priors = synthetic(spec["setting"], spec["seed"], sc["n_items"], sc["n_workers"],
                             sc["tasks_per_worker"], sc["kmax"], spec.get("gold", 10),
@@ -239,8 +250,7 @@ def nuts_synthetic_job(spec: dict) -> dict:
     data = sim.rankings
     out = {"accuracy": {}, "gate": {}, "seconds": {}}
     for m in ONLINE:
-        post = fit_online(data, m, priors, order="shuffle", seed=order_seed(spec["seed"], 0),
-                          progress=False)
+        post = online_fit(data, m, priors, order_seed(spec["seed"], 0))
         out["accuracy"][m] = accuracy(sim.lam, post.mu)
     for m in ("couple", "crowdbt"):
         lam, gate, secs = _nuts_mean(data, m, priors, spec)
@@ -345,8 +355,6 @@ def real_priors(data):
 def real_online_job(spec: dict) -> dict:
     """Orders ``spec["orders"]`` of every online method on one (cleaned, duplicated) set:
     the accuracy per order and the sum over orders of each worker's quality."""
-    from crowdrank.inference.online import fit_online
-
     from .compare import comparison_components
 
     data, truth = real_data(spec["dataset"], spec["opts"], spec["remove"], spec["duplicate"])
@@ -358,8 +366,7 @@ def real_online_job(spec: dict) -> dict:
         accs, qsum, secs = [], None, 0.0
         for r in range(*spec["orders"]):
             t = time.perf_counter()
-            post = fit_online(data, m, priors, order="shuffle",
-                              seed=order_seed(spec["seed"], r), progress=False)
+            post = online_fit(data, m, priors, order_seed(spec["seed"], r))
             secs += time.perf_counter() - t
             accs.append(accuracy(truth, post.mu, comps))
             q = worker_quality(post)
@@ -424,7 +431,7 @@ def summarise_real(variant_specs, variant_results, pg, nuts=None) -> dict:
         n_orders = len(accs)
         rows[m] = {"mean": float(np.mean(accs)),
                    "sd": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0,
-                   "n": int(len(accs)),
+                   "n": len(accs),
                    "seconds_per_order": float(sum(r["seconds"][m] for r in variant_results)
                                               / max(1, len(accs)))}
         if m in variant_results[0]["worker_sum"]:
@@ -448,7 +455,6 @@ def summarise_real(variant_specs, variant_results, pg, nuts=None) -> dict:
 def cost_job(spec: dict) -> dict:
     """Seconds of one pass of every online method over the set (after a warm-up that
     compiles the kernels), and PeerGrader's one pass and full MAP."""
-    from crowdrank.inference.online import fit_online
     from crowdrank.inference.peergrader import fit_peergrader, one_pass_seconds
 
     if spec["data"] == "babyface":
@@ -465,12 +471,11 @@ def cost_job(spec: dict) -> dict:
            "seconds": {}, "repeats": spec["repeats"]}
     out["wall_seconds"], out["cpu_seconds"] = {}, {}
     for m in ONLINE:
-        fit_online(small, m, priors, progress=False)              # compile / warm up
+        online_fit(small, m, priors)                              # compile / warm up
         ts, walls, cpus = [], [], []
         for r in range(spec["repeats"]):
             t, c = time.perf_counter(), time.process_time()
-            post = fit_online(data, m, priors, order="shuffle",
-                              seed=order_seed(spec["seed"], r), progress=False)
+            post = online_fit(data, m, priors, order_seed(spec["seed"], r))
             walls.append(time.perf_counter() - t)
             # CPU time of this process: fairer than wall time on a shared, loaded machine
             cpus.append(time.process_time() - c)

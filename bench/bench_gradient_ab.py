@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np
 
-SCALES = {"medium": dict(n_items=100, n_workers=50, tasks_per_worker=100),
-          "large": dict(n_items=300, n_workers=100, tasks_per_worker=450)}
+SCALES = {"medium": {"n_items": 100, "n_workers": 50, "tasks_per_worker": 100},
+          "large": {"n_items": 300, "n_workers": 100, "tasks_per_worker": 450}}
 
 
 def old_package(rev: str, where: Path):

@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from crowdrank.validation.replicate import machine, run_experiment  # noqa: E402
+from crowdrank.validation.replicate import machine, run_experiment
 
 RESULTS = ROOT / "bench" / "results"
 

@@ -21,7 +21,7 @@ import os
 import platform
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def main() -> int:
         for g in a.lane_groups:
             extra = {"lane_groups": g, "warmup_max_tree_depth": a.warmup_depth}
             rec = measure(a.model, a.replicates, b, a.tune, a.draws, a.chains, a.seed, extra)
-            rec["date"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            rec["date"] = datetime.now(UTC).isoformat(timespec="seconds")
             rec["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform()}
             rec["command"] = " ".join(sys.argv)
             key = f"{a.model}/batch{b}/groups{g}/depth{a.warmup_depth}/{a.label}"

@@ -15,7 +15,6 @@ import pytest
 
 from crowdrank.models.data import Rankings
 from crowdrank.models.likelihood import loglik
-from crowdrank.models.priors import Priors
 from crowdrank.models.simulate import simulate
 
 
@@ -134,8 +133,8 @@ def test_lane_groups_give_the_same_draws_and_count_the_steps():
 
     sets = _sets("crowdbt", 3, 5, 2)
     pri = _priors("crowdbt", sets[0])
-    kw = dict(seeds=[1, 2, 3], chains=2, tune=60, draws=60, chunk=20,
-              warmup_max_tree_depth=2)
+    kw = {"seeds": [1, 2, 3], "chains": 2, "tune": 60, "draws": 60, "chunk": 20,
+          "warmup_max_tree_depth": 2}
     one = fit_nuts_batched(sets, "crowdbt", pri, **kw)
     grp = fit_nuts_batched(sets, "crowdbt", pri, lane_groups=4, **kw)    # 6 lanes, 4 groups
     for a, b in zip(one, grp):

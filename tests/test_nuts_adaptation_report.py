@@ -66,8 +66,8 @@ def test_sampling_is_extended_in_rounds_until_the_gate_or_the_cap():
     d, pr = _tiny()
     # the warm-up of the test above (same data, chains and tune): one compiled program
     # for both through the test run's compilation cache (tests/conftest.py)
-    kw = dict(chains=2, tune=150, draws=20, seed=4, progress=False, pointwise=False,
-              predictive=False, chain_method="vectorized")
+    kw = {"chains": 2, "tune": 150, "draws": 20, "seed": 4, "progress": False,
+          "pointwise": False, "predictive": False, "chain_method": "vectorized"}
     one = fit_nuts(d, "couple", pr, **kw)
     assert not one.gate.trusted          # 40 draws cannot reach an ESS of 400
     ext = fit_nuts(d, "couple", pr, max_draws=70, **kw)

@@ -43,7 +43,6 @@ def test_no_product_module_imports_a_bare_top_level_package():
         for p in (ROOT / top).rglob("*.py"):
             for n, line in enumerate(p.read_text().splitlines(), 1):
                 s = line.strip()
-                if s.startswith(tuple(f"from {t}" for t in TOP)) or \
-                        s.startswith(tuple(f"import {t}" for t in TOP)):
+                if s.startswith(tuple(f"{kw} {t}" for kw in ("from", "import") for t in TOP)):
                     bad.append(f"{p.relative_to(ROOT)}:{n}: {s}")
     assert not bad, bad

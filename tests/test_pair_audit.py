@@ -22,8 +22,8 @@ from scipy.special import log_expit, logsumexp
 from crowdrank.inference.nuts.pair_nuts import PairNuts
 from crowdrank.models import contextual as cx
 from crowdrank.models import crowdbt_ext as m
-from crowdrank.models.likelihood import pair_bt, pair_crowdbt
 from crowdrank.models.io import write_pair_table
+from crowdrank.models.likelihood import pair_bt, pair_crowdbt
 from crowdrank.models.pair_table import PairTable
 from crowdrank.validation import pair_audit as pa
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from crowdrank.models.errors import DataError
+from crowdrank.models.io import read_pair_table
 from crowdrank.models.io.datasets import REGISTRY, load_dataset
 from crowdrank.models.io.pair_datasets import PAIR_DATASETS, load_pair_dataset
-from crowdrank.models.io import read_pair_table
 
 pytestmark = pytest.mark.skipif(
     any(REGISTRY[n].missing() for n in ("preflib-dots", "preflib-puzzle")),

@@ -237,7 +237,7 @@ def test_batch_job_receives_the_lane_options(tmp_path, monkeypatch):
     lane grouping is reused by another."""
     import types
 
-    import crowdrank.inference.nuts.batched as batched
+    from crowdrank.inference.nuts import batched
 
     seen = []
 

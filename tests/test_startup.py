@@ -35,8 +35,9 @@ def test_one_command_imports_only_its_module():
         "print([m for m in sys.modules if m.startswith('crowdrank.reports.commands.')])")
     assert not loaded & {"pandas", "scipy", "numba", "pyarrow", *PPL}, loaded
     out = subprocess.run(
-        [sys.executable, "-c", "import sys\nfrom crowdrank.reports import cli\ncli.build_parser('fit')\n"
-         "print(sorted(m for m in sys.modules if m.startswith('crowdrank.reports.commands.')))"],
+        [sys.executable, "-c",
+         ("import sys\nfrom crowdrank.reports import cli\ncli.build_parser('fit')\n"
+          "print(sorted(m for m in sys.modules if m.startswith('crowdrank.reports.commands.')))")],
         cwd=ROOT, capture_output=True, text=True, check=True).stdout
     commands = {m.rsplit(".", 1)[1] for m in json.loads(out.strip().replace("'", '"'))}
     assert commands & set(cli.COMMANDS) == {"fit"}     # fit's helpers may come along

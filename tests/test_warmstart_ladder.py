@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from bench_reference import ladder_summary, shortest_trusted  # noqa: E402
+from bench_reference import ladder_summary, shortest_trusted
 
 
 def _rec(model, start, tune, seed, trusted, grads, lf, what="warmstart_ladder"):

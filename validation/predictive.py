@@ -184,8 +184,8 @@ def loo_compare(fits: dict, lengths, data: Rankings | None = None) -> LooCompari
               "rankings of two items (pairs): every model gives log P(order of the pair)")]
     if np.any(lengths > 2):
         units.insert(0, ("all", np.ones(len(lengths), bool),
-                         "all rankings: only models normalised over the k! orderings of "
-                         "every task length in the data"))
+                         ("all rankings: only models normalised over the k! orderings of "
+                          "every task length in the data")))
     else:
         units[0] = ("all", lengths == 2, "all rankings (every one has two items)")
     out = []
@@ -204,7 +204,7 @@ def loo_compare(fits: dict, lengths, data: Rankings | None = None) -> LooCompari
                                  else "(Eq. 4 is not normalised)"))
             else:
                 ok.append(m)
-        t = LooTable(unit, desc, int(len(rows)), ok, refused=refused)
+        t = LooTable(unit, desc, len(rows), ok, refused=refused)
         if len(rows) == 0:
             t.note = "no such rankings in the data"
         elif len(ok) < 2:
@@ -283,7 +283,7 @@ class PredictiveCheck:
     def to_dict(self) -> dict:
         return {"model": self.model, "draws": self.draws,
                 "rows": self.rows.to_dict(orient="records"),
-                "n_flagged": int(len(self.flagged()))}
+                "n_flagged": len(self.flagged())}
 
 
 def check_statistics(data: Rankings, order, reference) -> tuple[np.ndarray, np.ndarray]:

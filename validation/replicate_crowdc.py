@@ -173,7 +173,7 @@ def findings(rows) -> dict:
         lines.setdefault((n, t, r, g), []).append((p, v))
     p_lines = [sorted(v) for v in lines.values() if len(v) > 1]
     return {"fewer_groups_higher": sum(a > b for a, b in g_pairs), "g_pairs": len(g_pairs),
-            "more_pivots_higher": sum(all(a[1] <= b[1] for a, b in zip(ln, ln[1:]))
+            "more_pivots_higher": sum(all(a[1] <= b[1] for a, b in itertools.pairwise(ln))
                                       for ln in p_lines), "p_lines": len(p_lines)}
 
 

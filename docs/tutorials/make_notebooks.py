@@ -567,7 +567,11 @@ E[η_w¹] = α_w¹ / Σα_w is a worker's posterior chance of reporting the best
 Beside it: how often the worker's first choice is the true best (from the ground truth,
 with `validation.predictive_stats`)."""),
     ("code", """\
-from crowdrank.validation.predictive_stats import order_by_scores, worker_first_choice, worker_pair_agreement
+from crowdrank.validation.predictive_stats import (
+    order_by_scores,
+    worker_first_choice,
+    worker_pair_agreement,
+)
 
 ref = order_by_scores(data, truth)
 workers = pd.DataFrame({

@@ -14,9 +14,10 @@ class LogGamma(dist.Distribution):
     ``−745`` with probability ~0.3 %); sampled by :func:`jax.random.loggamma`, exact for
     small ``α``."""
 
-    arg_constraints = {"concentration": dist.constraints.positive}
+    # NumPyro's declarations, read from the class (never mutated)
+    arg_constraints = {"concentration": dist.constraints.positive}  # noqa: RUF012
     support = dist.constraints.real
-    reparametrized_params = []
+    reparametrized_params = []  # noqa: RUF012
 
     def __init__(self, concentration, validate_args=None):
         self.concentration = jnp.asarray(concentration)

@@ -162,7 +162,7 @@ class RankingLikelihood(dist.Distribution):
       rankings does: a product of pair probabilities is not normalised over orderings).
     """
 
-    arg_constraints = {}
+    arg_constraints = {}  # noqa: RUF012 (NumPyro's declaration, read from the class)
     pytree_data_fields = ("lam", "log_eta")
     pytree_aux_fields = ("inputs", "fast", "reduce")
 

@@ -249,8 +249,7 @@ def _write_csv(path: Path, header: list[str], rows) -> None:
 
 def run_pairs(args) -> int:
     """``simulate --model crowdbt-bias|crowdbt-domain|contextual-bt`` (module docstring)."""
-    from crowdrank.models.io import write_truth
-    from crowdrank.models.io import write_pair_table
+    from crowdrank.models.io import write_pair_table, write_truth
 
     _check_pair_args(args)
     L = args.items if args.items is not None else 20

@@ -72,7 +72,18 @@ advi,fullrank-advi,pathfinder,laplace-ppl` on the embedded default. PSIS k̂ (Ar
 approximation against the exact posterior in its own coordinates (the online update's:
 its Gaussian × Dirichlet/Beta density against the log joint in (λ, η)); above 0.7 **not
 reliable**. Columns as above: median |z| and sd ratio on centred scores, on raw λ and on
-every η entry."""
+every η entry.
+
+Checked against exact answers (tests/test_approx_oracle.py, a three-item BT posterior by
+quadrature): full-rank ADVI, Laplace and Pathfinder match the exact means within 0.05–0.06
+and sds within 10 %, Laplace equals the batch MAP + Laplace of inference/batch, and
+mean-field ADVI in iid coordinates puts every sd below 0.8 of the exact one (the common
+level, pure prior N(0, 1/3), is squeezed). k̂ is a statement about tails: far from the
+mode the logistic likelihood is linear in λ, so the posterior's tails keep the prior's
+unit variance while any Gaussian fitted to the bulk is narrower there; p/q is unbounded and
+k̂ says how soon the draws reach that region (full-rank ADVI 0.99–1.28 on the three-item
+posterior against Laplace's 0.23, with the same moments). A "not reliable" k̂ means: do not
+read tails or importance-weighted quantities from these draws, and prefer NUTS."""
 
 
 def render(path: Path, out: Path) -> str:

@@ -29,7 +29,7 @@ test-fast: venv
 
 # the suite with CPU seconds per test (docs/testing.md, "The suite's time")
 test-times: venv
-	PYTHONPATH=bench $(BIN)/python -m pytest -q -p pytest_cputime
+	PYTHONPATH=bench/tools $(BIN)/python -m pytest -q -p pytest_cputime
 
 audit: venv
 	$(BIN)/crowdrank audit --out $(OUT)
@@ -43,16 +43,16 @@ bench: venv
 # mutation testing of the core modules against targeted fast tests (hours on 2 cores;
 # one module at a time: make mutate ARGS="--modules gate")
 mutate: venv
-	nice -n 10 $(BIN)/python bench/mutation.py $(ARGS)
+	nice -n 10 $(BIN)/python bench/tools/mutation.py $(ARGS)
 
 # re-measure the cheap headline rows (online rates, MAP vs choix, cleaned BabyFace) and
-# fail when one left its stated noise band (bench/verify.py; a few minutes on 2 cores)
+# fail when one left its stated noise band (bench/tools/verify.py; a few minutes on 2 cores)
 verify: venv
-	nice -n 5 $(BIN)/python bench/verify.py $(ARGS)
+	nice -n 5 $(BIN)/python bench/tools/verify.py $(ARGS)
 
 # docs/results.md from bench/results/*.json, so published figures cannot drift
 results: venv
-	$(BIN)/python bench/render_results.py
+	$(BIN)/python bench/tools/render_results.py
 
 # the documentation site -> docs/_build/html (open docs/_build/html/index.html): Sphinx,
 # MyST-NB and the PyData theme (docs/conf.py); the tutorials are executed and cached

@@ -20,6 +20,8 @@ import argparse
 import json
 import os
 import platform
+import sys
+import subprocess
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -134,6 +136,10 @@ def main(argv=None) -> int:
            "load_average": os.getloadavg()[0], "python": platform.python_version(),
            "choix": getattr(choix, "__version__", "?"),
            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "commit": subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[1]),
+                                     "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True, check=False).stdout.strip() or None,
+           "command": "python bench/bench_batch.py " + " ".join(sys.argv[1:]),
            "note": "shared 2-core machine; timings are the best of the repeats"}
     if args.bootstrap_only:
         rec["fits_from"] = fits_meta

@@ -1,6 +1,6 @@
 """The documentation inside the repository agrees with the JSON results and with the code.
 
-* ``docs/results.md`` is exactly what ``bench/render_results.py`` renders from
+* ``docs/results.md`` is exactly what ``bench/tools/render_results.py`` renders from
   ``bench/results/*.json`` (so no figure in the docs can drift from its measurement);
 * every citation key ``[Key]`` used in ``docs/*.md`` or in the Python files of ``models/``,
   ``inference/``, ``validation/`` and ``reports/`` is defined in ``docs/references.md``;
@@ -32,7 +32,7 @@ KEY = re.compile(r"\[([A-Z][A-Za-z]+\d\d[a-z]?)\]")
 # ------------------------------------------------------------------ results.md
 def _render_module():
     spec = importlib.util.spec_from_file_location("render_results",
-                                                  ROOT / "bench" / "render_results.py")
+                                                  ROOT / "bench" / "tools" / "render_results.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -42,7 +42,7 @@ def test_results_md_is_rendered_from_the_json():
     mod = _render_module()
     fresh = mod.render(ROOT / "bench" / "results")
     current = (DOCS / "results.md").read_text(encoding="utf-8")
-    assert current == fresh, "docs/results.md is stale: run python bench/render_results.py"
+    assert current == fresh, "docs/results.md is stale: run python bench/tools/render_results.py"
 
 
 def test_readme_headline_table_is_rendered_from_the_json():
@@ -51,7 +51,7 @@ def test_readme_headline_table_is_rendered_from_the_json():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert mod.BEGIN in text and mod.END in text, "README has no headline table markers"
     assert text == mod.readme_with_headline(text, ROOT / "bench" / "results"), \
-        "README's headline table is stale: run python bench/render_results.py"
+        "README's headline table is stale: run python bench/tools/render_results.py"
 
 
 def test_render_survives_unknown_json(tmp_path):

@@ -1,4 +1,4 @@
-"""``bench/headline.py``: the README's rows say no more than their records.
+"""``bench/tools/headline.py``: the README's rows say no more than their records.
 
 Hand-built records in the benchmarks' shapes: a figure resting on an untrusted reference
 gets no verdict and says so; the kernel and end-to-end rates are separate rows with their
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def hl():
     spec = importlib.util.spec_from_file_location("crowdrank_bench_headline",
-                                                  ROOT / "bench" / "headline.py")
+                                                  ROOT / "bench" / "tools" / "headline.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)

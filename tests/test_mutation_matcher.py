@@ -1,4 +1,4 @@
-"""``bench/mutation.py``: an equivalent-mutant entry lists exactly one mutant position.
+"""``bench/tools/mutation.py``: an equivalent-mutant entry lists exactly one mutant position.
 
 An entry must name file, code line, column and operator; a surviving mutant is counted as
 equivalent only when all four agree (the same operator elsewhere on an identical line, or
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def mutation():
     spec = importlib.util.spec_from_file_location("crowdrank_bench_mutation",
-                                                  ROOT / "bench" / "mutation.py")
+                                                  ROOT / "bench" / "tools" / "mutation.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
@@ -62,7 +62,7 @@ def test_a_non_integer_column_is_an_error(mutation, tmp_path):
 
 def test_the_committed_table_is_well_formed(mutation):
     table = mutation.equivalent_table()
-    assert table, "bench/mutation_equivalent.json is empty"
+    assert table, "bench/tools/mutation_equivalent.json is empty"
     assert {e["module"] for e in table} <= set(mutation.MODULES)
 
 

@@ -99,9 +99,9 @@ def _check_script(script: str):
 
 
 DRY = {"test": _check_test, "test-fast": _check_test_fast,
-       "bench": _check_script("bench/run_all.py"), "mutate": _check_script("bench/mutation.py"),
+       "bench": _check_script("bench/run_all.py"), "mutate": _check_script("bench/tools/mutation.py"),
        "docs": _check_script("docs/_ext/check_site.py"),
-       "verify": _check_script("bench/verify.py")}
+       "verify": _check_script("bench/tools/verify.py")}
 #: run for real: story (in a temporary folder), results (--check: nothing written), lint;
 #: audit is the README's `make audit` recipe in tests/test_readme_commands.py
 RUN = ("story", "results", "lint", "audit")

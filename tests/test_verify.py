@@ -1,4 +1,4 @@
-"""``bench/verify.py`` (``make verify``): the band logic on hand-built records.
+"""``bench/tools/verify.py`` (``make verify``): the band logic on hand-built records.
 
 The records are written here in the shapes the benchmarks write (``online.json``,
 ``batch.json``, ``replicate_babyface.json``); the measurers are replaced by functions that
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def verify():
     spec = importlib.util.spec_from_file_location("crowdrank_bench_verify",
-                                                  ROOT / "bench" / "verify.py")
+                                                  ROOT / "bench" / "tools" / "verify.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod          # dataclasses look their module up by name
     spec.loader.exec_module(mod)

@@ -8,7 +8,7 @@
   (``crowdrank.reports.cli.build_parser``), the same object ``--help`` prints. Links into
   ``guide.md#anchor`` anywhere in the site are pointed at the page that holds the anchor.
 - **Results by study** (``docs/results/*.md``, git-ignored): ``docs/results.md`` (rendered
-  by ``bench/render_results.py``; never edited by hand) split at its ``##`` sections, one
+  by ``bench/tools/render_results.py``; never edited by hand) split at its ``##`` sections, one
   page per study with the figures of ``docs/figures/`` that belong to it; the page
   ``results`` becomes their index.
 - **Citation keys**: ``docs/references.md``'s ``**[Key]**`` entries become link targets

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 OUT = Path(os.environ.get("CROWDRANK_TEST_TIMES",
-                          Path(__file__).resolve().parent / "results" / "test_times.jsonl"))
+                          Path(__file__).resolve().parents[1] / "results" / "test_times.jsonl"))
 _ROWS: list[dict] = []
 _START = {"offset": 0}
 

@@ -20,9 +20,9 @@ runs, mutation scores (``make mutate``), CrowDC and Fig. 7 (minutes to hours eac
 
 Usage::
 
-    python bench/verify.py                   # all rows; exit 1 if one is out of its band
-    python bench/verify.py --only online_kernel,map_vs_choix
-    python bench/verify.py --out /tmp/verify.json   # also write the run as a record
+    python bench/tools/verify.py                   # all rows; exit 1 if one is out of its band
+    python bench/tools/verify.py --only online_kernel,map_vs_choix
+    python bench/tools/verify.py --out /tmp/verify.json   # also write the run as a record
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 
 
@@ -131,7 +131,10 @@ ROWS: tuple[Row, ...] = (
 
 # ------------------------------------------------------------------ measurements
 def _by_path(name: str):
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    # a tool beside this file (bench/tools/), else a benchmark (bench/)
+    here = Path(__file__).resolve().parent
+    path = here / f"{name}.py" if (here / f"{name}.py").exists() else here.parent / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -299,7 +302,7 @@ def main(argv=None) -> int:
                                 capture_output=True, text=True, check=False).stdout.strip()
         Path(args.out).write_text(json.dumps({
             "bench": "verify", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "commit": commit or None, "command": "python bench/verify.py "
+            "commit": commit or None, "command": "python bench/tools/verify.py "
             + " ".join(sys.argv[1:] if argv is None else argv),
             "load_avg_1m": round(load, 2), "machine": platform.machine(),
             "cpus": os.cpu_count(), "rows": results}, indent=1) + "\n")

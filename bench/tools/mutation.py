@@ -3,7 +3,7 @@
 Each core module is mutated one small change at a time (an operator replaced, a number
 moved by one, a comparison flipped, a loop skipped, ...) and a *targeted* subset of the fast
 tests is run against every mutant; a mutant that no test notices "survives". Survivors are
-either killed by a new test or listed, with the reason, in ``bench/mutation_equivalent.json``
+either killed by a new test or listed, with the reason, in ``bench/tools/mutation_equivalent.json``
 (a mutant that cannot change any observable result, e.g. ``x < κ`` vs ``x <= κ`` where equality
 has measure zero).
 
@@ -25,12 +25,12 @@ at least 3x the unmutated tests' wall time.
 
 Usage::
 
-    python bench/mutation.py                        # every module, writes the results
-    python bench/mutation.py --modules gate,metrics # a subset (results are merged)
-    python bench/mutation.py --list                 # modules, files and test subsets
-    python bench/mutation.py --modules crowdbt --sample 120 --seed 1   # a random sample
-    python bench/mutation.py --modules metrics --retest-survivors       # after new tests
-    python bench/mutation.py --modules pymc --ref HEAD  # the committed tree, not the working one
+    python bench/tools/mutation.py                        # every module, writes the results
+    python bench/tools/mutation.py --modules gate,metrics # a subset (results are merged)
+    python bench/tools/mutation.py --list                 # modules, files and test subsets
+    python bench/tools/mutation.py --modules crowdbt --sample 120 --seed 1   # a random sample
+    python bench/tools/mutation.py --modules metrics --retest-survivors       # after new tests
+    python bench/tools/mutation.py --modules pymc --ref HEAD  # the committed tree, not the working one
 
 Writes ``bench/results/mutation.json``: per module the number of mutants, killed,
 survived (not listed as equivalent), equivalent (with reasons), timeouts, incompetent
@@ -50,9 +50,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results" / "mutation.json"
-EQUIVALENT = ROOT / "bench" / "mutation_equivalent.json"
+EQUIVALENT = ROOT / "bench" / "tools" / "mutation_equivalent.json"
 
 PYTEST = "-x -q -p no:cacheprovider -m 'not slow'"
 
@@ -183,7 +183,7 @@ def config_text(files: list[str], tests: str, timeout: float) -> str:
             f"[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excl}]\n")
 
 
-#: the fields every entry of ``bench/mutation_equivalent.json`` must have: a mutant is
+#: the fields every entry of ``bench/tools/mutation_equivalent.json`` must have: a mutant is
 #: listed as equivalent only by its file, its code line (stripped), its column and its
 #: operator, so one entry cannot cover another mutant of the same operator elsewhere on an
 #: identical line
@@ -562,7 +562,7 @@ def main(argv=None) -> int:
                     help="mutate and test the committed tree of REV (e.g. HEAD) instead of "
                          "the working tree (tracked and untracked files)")
     ap.add_argument("--check-equivalents", action="store_true",
-                    help="check bench/mutation_equivalent.json (every entry names file, "
+                    help="check bench/tools/mutation_equivalent.json (every entry names file, "
                          "code, column and operator; its code line still exists) and exit")
     ap.add_argument("--retest-survivors", action="store_true",
                     help="re-run only the survivors recorded in the results file for each "
@@ -620,7 +620,7 @@ def main(argv=None) -> int:
             rec["files"] = MODULES[m]["files"]
             if args.ref is None:
                 rec["uncommitted"] = _uncommitted(module_files(MODULES[m], ROOT))
-            rec["command"] = "python bench/mutation.py " + " ".join(argv if argv is not None
+            rec["command"] = "python bench/tools/mutation.py " + " ".join(argv if argv is not None
                                                                     else sys.argv[1:])
             rec["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             rec["load_avg_1m"] = load_start    # the machine is shared: a mutant's wall time

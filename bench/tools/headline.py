@@ -2,7 +2,7 @@
 
 One row per goal: what was measured, one figure, the goal, whether it is **met**, and the
 record it comes from (file, date, commit, and "typed by hand" where a record says it was).
-The detail behind each row is in ``docs/results.md`` (``bench/render_results.py``). Rules:
+The detail behind each row is in ``docs/results.md`` (``bench/tools/render_results.py``). Rules:
 
 - *met* is ``yes`` / ``no`` against the goal as written; ``–`` where the goal has no
   threshold (a side-by-side comparison) or where the figure rests on a NUTS reference that
@@ -23,7 +23,7 @@ import json
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 BEGIN, END = "<!-- headline:begin -->", "<!-- headline:end -->"
 HEADER = ["what", "measured", "goal", "met", "record"]
@@ -35,7 +35,10 @@ def _load(d: Path, name: str):
 
 
 def _by_path(name: str):
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    # a tool beside this file (bench/tools/), else a benchmark (bench/)
+    here = Path(__file__).resolve().parent
+    path = here / f"{name}.py" if (here / f"{name}.py").exists() else here.parent / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -20,8 +20,8 @@ import argparse
 import json
 import os
 import platform
-import sys
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path

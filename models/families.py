@@ -129,7 +129,7 @@ class WorkerFamily:
         so that every site is a proper distribution ``Predictive`` can draw."""
         raise NotImplementedError
 
-    def pymc_log_eta(self, inputs, simplex: str = "gamma", boost=None):
+    def pymc_log_eta(self, inputs, simplex: str = "gamma", boost=None, reweight: bool = True):
         """The PyMC twin of :meth:`numpyro_log_eta` (inside a ``pm.Model`` context)."""
         raise NotImplementedError
 
@@ -264,7 +264,7 @@ class _GammaSimplex(WorkerFamily):
     def _numpyro_gibbs(self, alpha):
         raise ValueError("simplex='gibbs' is COUPLE's (a Dirichlet worker table)")
 
-    def pymc_log_eta(self, inputs, simplex: str = "gamma", boost=None):
+    def pymc_log_eta(self, inputs, simplex: str = "gamma", boost=None, reweight: bool = True):
         import pymc as pm
         import pytensor.tensor as pt
 
@@ -288,7 +288,8 @@ class _GammaSimplex(WorkerFamily):
             log_g = pt.set_subtensor(log_g[small], pt.log(u) - e / a_s)
         log_s = pt.logsumexp(log_g, axis=1)
         # S = Σ g is independent of η and unseen by the likelihood: reweighting its law is exact
-        pm.Potential("eta_level", pt.sum(level_log_ratio(log_s, alpha.sum(axis=1), pt)))
+        if reweight:
+            pm.Potential("eta_level", pt.sum(level_log_ratio(log_s, alpha.sum(axis=1), pt)))
         log_eta = log_g - log_s[:, None]
         pm.Deterministic("eta", self._det_eta(log_eta, pt), dims=self.dims)
         return log_eta
@@ -516,7 +517,7 @@ class Gamma(WorkerFamily):
         eta = numpyro.sample("eta", dist.Gamma(alpha[:, 0], alpha[:, 1]).to_event(1))
         return jnp.log(eta)
 
-    def pymc_log_eta(self, inputs, simplex="gamma", boost=None):
+    def pymc_log_eta(self, inputs, simplex="gamma", boost=None, reweight=True):
         import pymc as pm
         import pytensor.tensor as pt
 

@@ -250,3 +250,75 @@ def test_array_model_log_joint_is_the_programs(model, data, priors):
         got = log_density(f, (), A.model_arrays(inp), params)[0]
         want = log_density(nm.model, (inp,), {}, params)[0]
         assert float(got) == pytest.approx(float(want), rel=1e-5)
+
+
+# ---------------------------------------------------------------- PyMC: the data in pm.Data
+@pytest.mark.parametrize("model", ["pl", "crowdbt", "couple"])
+def test_pymc_data_model_swaps_data_without_recompiling(model, data, priors):
+    """The PyMC model's observed logp is a symbolic function of its ``pm.Data``: one
+    compiled function scores a second data set of the same shape after ``pm.set_data``,
+    and both equal the NumPy reference likelihood."""
+    pytest.importorskip("pymc")
+    import pymc as pm
+
+    from crowdrank.models.pymc_arrays import build_data_model
+
+    inp = model_inputs(model, data, priors)
+    kw = A.model_arrays(inp)
+    m = build_data_model(model, **kw)
+    rng = np.random.default_rng(21)
+    point = m.initial_point()
+    point = {k: rng.normal(0, 0.5, np.shape(v)) for k, v in point.items()}
+
+    def fn(out):   # a compiled function of the value variables (RVs replaced by them)
+        out = m.replace_rvs_by_values([out])[0]
+        return m.compile_fn(out, inputs=m.value_vars, on_unused_input="ignore")
+
+    logp = fn(m.logp(vars=m.observed_RVs, sum=False)[0])
+    lam = fn(m["lambda"])(point)
+    eta = None
+    if inp.has_eta:
+        eta = fn(m["eta"])(point)
+    other = inp.order.copy()
+    for r in range(len(other)):
+        k = int((other[r] >= 0).sum())
+        other[r, :k] = rng.permutation(other[r, :k])
+    for order in (inp.order, other):
+        pm.set_data({"rankings_data": order}, model=m)
+        got = np.asarray(logp(point))
+        d = data.subset(np.arange(data.n_rankings))
+        d = type(d)(items=d.items, workers=d.workers, order=order.T, lengths=d.lengths,
+                    worker=d.worker, source="<test>")
+        np.testing.assert_allclose(got, loglik_pointwise(model, d, lam, eta), rtol=1e-8,
+                                   atol=1e-8)
+
+
+def test_pymc_prior_predictive_draws_every_site_from_its_prior():
+    """``pm.sample_prior_predictive`` on the PyMC CrowdBT data model draws λ, every helper
+    site and η from their known marginals (no Potential left out of the draws)."""
+    pytest.importorskip("pymc")
+    import pymc as pm
+
+    from crowdrank.models.model_inputs import boost_split
+    from crowdrank.models.pymc_arrays import build_data_model
+
+    ab = np.array([[1.7, 0.28], [3.0, 0.6], [0.4, 2.5]])
+    items = np.array([[0, 1], [2, 3], [1, 3]], np.int32)
+    m = build_data_model("crowdbt", items, np.array([0, 1, 2]), 4, ab, mu0=0.3, sigma0=1.4)
+    # a Potential is a density term that prior predictive draws leave out
+    assert not m.potentials
+    with m:
+        pri = pm.sample_prior_predictive(draws=4000, random_seed=3).prior
+    big, small = boost_split(ab)
+
+    def flat(name):
+        return np.asarray(pri[name]).reshape(4000, -1)
+
+    assert _ks_ok(flat("lambda"), stats.norm(0.3, 1.4))
+    for j, a in enumerate(ab[big]):
+        assert _ks_ok(flat("eta_g")[:, j], stats.gamma(a))
+    for j, a in enumerate(ab[small]):
+        assert _ks_ok(flat("eta_u")[:, j], stats.gamma(a + 1.0))
+        assert _ks_ok(flat("eta_e")[:, j], stats.expon())
+    for w, (a, b) in enumerate(ab):
+        assert _ks_ok(flat("eta")[:, w], stats.beta(a, b))

@@ -136,3 +136,34 @@ def test_over_budget_audit_refuses_nuts(tmp_path, monkeypatch, capsys):
     # batch Laplace n/a on BT (its k̂ None), which the refusal carries as it is
     assert rows[0]["psis_khat"] is not None and rows[1]["psis_label"]
     assert not (out / "bt" / "nuts").exists() and not (out / "report.html").exists()
+
+
+@pytest.mark.slow
+def test_within_budget_audit_extends_in_rounds(tmp_path):
+    """A tiny BT audit with 100 draws per chain: the plan allows rounds up to 4 × 100, the
+    sampler extends while the gate fails, and metrics.json says how it ended, in agreement
+    with the draws kept in posterior.nc (85 s on 2 loaded cores)."""
+    import xarray as xr
+
+    from crowdrank.models.io import write_rankings
+    from crowdrank.models.simulate import simulate
+    from crowdrank.reports import cli
+
+    data = simulate("bt", n_items=8, n_workers=3, tasks_per_worker=20, kmax=2, seed=1).rankings
+    f = tmp_path / "r.csv"
+    write_rankings(data, f)
+    out = tmp_path / "out"
+    assert cli.main(["audit", str(f), "--model", "bt", "--no-checks", "--permutations", "0",
+                     "--chains", "2", "--tune", "200", "--draws", "100", "--out", str(out),
+                     "--quiet", "--max-nuts-minutes", "30"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    plan = m["budget"]["models"]["bt"]
+    assert m["budget"]["verdict"] == "within budget" and plan["max_draws"] == 400
+    kept = xr.open_datatree(out / "bt" / "nuts" / "posterior.nc", engine="h5netcdf")[
+        "posterior"].sizes["draw"]
+    assert 100 <= kept <= 400 and kept % 100 == 0
+    gate = m["models"]["bt"]["gate"]
+    if gate["trusted"]:
+        assert plan["stopped"] == f"gate passed after {kept // 100} round(s) of 100 draws"
+    else:
+        assert kept == 400 and plan["stopped"].startswith(("budget ended", "gate failed for"))

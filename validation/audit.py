@@ -523,19 +523,15 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
                               replace(cfg, max_draws=plans[m].max_draws), out, log)
                   for m in cfg.models]
     else:
-        audits, extra = _fits_on_dask(subject, priors, cfg, extra_models, out, log,
+        from .budget import shared_max_draws
+        dcfg = cfg if plans is None else replace(cfg, max_draws=shared_max_draws(plans))
+        audits, extra = _fits_on_dask(subject, priors, dcfg, extra_models, out, log,
                                       scheduler, processes)
     metrics = build_metrics(subject, cfg, priors, audits, time.perf_counter() - t0)
     if plans is not None:
-        from .budget import budget_dict, stop_reason
-        stopped = {a.model: stop_reason(a.nuts.gate, int(a.nuts.idata.attrs.get("draws",
-                                                                              cfg.draws)),
-                                        cfg.draws, plans[a.model].max_draws)
-                   for a in audits}
-        for m, why in stopped.items():
-            log(f"{m}: {why}")
-        metrics["budget"] = budget_dict(plans, "within budget", stopped,
-                                        data.n_rankings if data.n_rankings < n_all else None)
+        from .budget import after_sampling
+        metrics["budget"] = after_sampling(plans, audits, cfg.draws, log, data.n_rankings
+                                           if data.n_rankings < n_all else None)
     if cfg.checks:
         from .predictive import model_checks
         fits = {a.model: a.nuts.idata for a in audits}

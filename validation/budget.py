@@ -285,3 +285,22 @@ def apply_budget(subject, cfg, priors, out, log):
             return plans, part, None
     # the approximations' verdict on the whole data
     return plans, subject, refuse(subject, cfg, priors, plans, out, log)
+
+
+def shared_max_draws(plans: dict) -> int | None:
+    """One extension cap for every model (the Dask tasks share one config): the smallest
+    planned, none when any model's budget affords no round; the plans record it."""
+    caps = [p.max_draws for p in plans.values()]
+    cap = None if any(c is None for c in caps) else min(caps)
+    for p in plans.values():
+        p.max_draws = cap
+    return cap
+
+
+def after_sampling(plans: dict, audits, draws: int, log, subsample_n: int | None) -> dict:
+    """``metrics.json``'s ``budget`` once NUTS ran: how each model's rounds ended."""
+    stopped = {a.model: stop_reason(a.nuts.gate, int(a.nuts.idata.attrs.get("draws", draws)),
+                                    draws, plans[a.model].max_draws) for a in audits}
+    for m, why in stopped.items():
+        log(f"{m}: {why}")
+    return budget_dict(plans, "within budget", stopped, subsample_n)

@@ -126,7 +126,9 @@ def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tayl
     caller updating one ranking at a time (EP, :mod:`.ep`) does not allocate them for
     every ranking; inlined, so that neither pays a call per ranking (numba's cache is per
     file: a change here must also touch the callers' modules to recompile them). The
-    arithmetic is the kernel's, unchanged."""
+    arithmetic is the kernel's, unchanged. It stays one function (143 lines): with step 1
+    as an inlined helper the same fit took 1.7x the CPU time (20,000 rankings: 8.0 against
+    4.7 ms, best of 7, alternated twice; the numbers were identical)."""
     for pos in range(start, stop):
         n = seq[pos]
         k = lengths[n]

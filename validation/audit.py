@@ -512,9 +512,12 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     n_all = data.n_rankings
     if cfg.max_nuts_minutes is not None:
         from .budget import apply_budget
-        plans, subject, budget = apply_budget(subject, cfg, priors, out, log)
-        if budget is not None:
-            return budget               # over budget: the approximations' own verdict
+        plans, subject, budget = apply_budget(
+            subject, cfg, priors, log, n_params=n_scalar_params,
+            approx_rows=lambda s, m: _approx_rows(s, m, priors, cfg, log))
+        if budget is not None:          # over budget: the approximations' own verdict
+            (out / "metrics.json").write_text(json.dumps(jsonable(budget), indent=1))
+            return jsonable(budget)
         data = subject.data
     extra_models = [m for m in cfg.loo_models if m not in cfg.models] if cfg.checks else []
     extra = {}
@@ -555,6 +558,15 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     (out / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=1))
     log(f"done in {metrics['seconds_total']:.1f}s: {out / 'report.html'}")
     return jsonable(metrics)
+
+
+def _approx_rows(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, log):
+    """Every approximation of ``model`` with its diagnostics, for a refused audit:
+    ``(rows, seconds)``."""
+    pri = get_model(model).worker_priors(priors, subject.data)
+    variants = model_variants(model, cfg.variants)
+    posts, secs = fit_approximations(subject.data, model, pri, variants, cfg, log)
+    return [{"variant": o, **_approx_diagnostics(p)} for o, p in zip(variants, posts)], secs
 
 
 def _checks_nuts_kw(cfg: AuditConfig) -> dict:

@@ -188,18 +188,19 @@ def stop_reason(gate, kept_draws: int, draws: int, max_draws: int | None) -> str
 
 
 # ====================================================================== the audit's use
-def plan_audit(subject, cfg, priors, log) -> dict:
+# The audit's own helpers come in as arguments (``n_params``, ``approx_rows``): this
+# module sits below crowdrank.validation.audit, which calls it.
+def plan_audit(subject, cfg, priors, log, n_params) -> dict:
     """Every audited model's :class:`Plan` under ``cfg.max_nuts_minutes`` (each model's
-    gradient timed on the subject's data), logged."""
+    gradient timed on the subject's data; ``n_params(data, models)`` counts the gate's
+    parameters), logged."""
     from crowdrank.models.registry import get as get_model
-
-    from .audit import n_scalar_params
 
     plans = {}
     for m in cfg.models:
         pri = get_model(m).worker_priors(priors, subject.data)
         plans[m] = plan_model(subject.data, m, pri, chains=cfg.chains, tune=cfg.tune,
-                              draws=cfg.draws, n_params=n_scalar_params(subject.data, (m,)),
+                              draws=cfg.draws, n_params=n_params(subject.data, (m,)),
                               budget_minutes=cfg.max_nuts_minutes, max_draws=cfg.max_draws)
         log(plans[m].line())
     return plans
@@ -224,40 +225,26 @@ def subsample(subject, n: int, seed: int):
                                f"of {data.n_rankings} rankings (seed {seed})")
 
 
-def refuse(subject, cfg, priors, plans: dict, out, log) -> dict:
+def refuse(subject, cfg, plans: dict, log, approx_rows) -> dict:
     """The verdict an over-budget audit can give without NUTS: every approximation fitted
     on the full data with its PSIS k̂ (the approximation's own diagnostic; no comparison
-    with NUTS). Writes ``metrics.json`` and returns it."""
-    import json
-    from pathlib import Path
-
-    from crowdrank.models.registry import get as get_model
-
-    from .audit import _approx_diagnostics, fit_approximations, jsonable, model_variants
-
+    with NUTS), ``approx_rows(model) -> (rows, seconds)``. The content of
+    ``metrics.json``."""
     over = [p for p in plans.values() if not p.within_budget]
     log("NUTS skipped: " + "; ".join(f"{p.model} estimated {p.estimate_minutes:.1f} min > "
                                       f"{p.budget_minutes:g} min" for p in over)
         + " (--max-nuts-minutes; --nuts-subsample N runs NUTS on N rankings)")
     models = {}
     for m in cfg.models:
-        pri = get_model(m).worker_priors(priors, subject.data)
-        variants = model_variants(m, cfg.variants)
-        posts, secs = fit_approximations(subject.data, m, pri, variants, cfg, log)
-        rows = []
-        for opts, post in zip(variants, posts):
-            d = _approx_diagnostics(post)
-            rows.append({"variant": opts, **d})
-            log(f"{m}: {opts.get('method', 'online')} PSIS k̂ "
-                f"{d.get('psis_khat', float('nan'))} ({d.get('psis_label', 'no density')})")
+        rows, secs = approx_rows(m)
+        for r in rows:
+            log(f"{m}: {r['variant'].get('method', 'online')} PSIS k̂ "
+                f"{r.get('psis_khat', float('nan'))} ({r.get('psis_label', 'no density')})")
         models[m] = {"gate": None, "nuts": "skipped (over budget)", "variants": rows,
                      "timings": {"online": secs}}
-    metrics = {"subject": subject.description, "data": subject.data.summary(),
-               "config": cfg.to_dict(), "models": models,
-               "budget": budget_dict(plans, "refused")}
-    out = Path(out)
-    (out / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=1))
-    return jsonable(metrics)
+    return {"subject": subject.description, "data": subject.data.summary(),
+            "config": cfg.to_dict(), "models": models,
+            "budget": budget_dict(plans, "refused")}
 
 
 def budget_dict(plans: dict, verdict: str, stopped: dict | None = None,
@@ -269,22 +256,24 @@ def budget_dict(plans: dict, verdict: str, stopped: dict | None = None,
                        for m, p in plans.items()}}
 
 
-def apply_budget(subject, cfg, priors, out, log):
-    """Plan the NUTS runs (:mod:`crowdrank.validation.budget`): ``(plans, subject,
-    refusal)``; over budget, NUTS runs on ``cfg.nuts_subsample`` rankings when asked
-    (re-planned on them) and otherwise ``refusal`` is the approximations-only metrics."""
-    plans = plan_audit(subject, cfg, priors, log)
+def apply_budget(subject, cfg, priors, log, *, n_params, approx_rows):
+    """Plan the NUTS runs: ``(plans, subject, refusal)``; over budget, NUTS runs on
+    ``cfg.nuts_subsample`` rankings when asked (re-planned on them) and otherwise
+    ``refusal`` is the approximations-only ``metrics.json`` (:func:`refuse`;
+    ``approx_rows(subject, model)``)."""
+    plans = plan_audit(subject, cfg, priors, log, n_params)
     if all(p.within_budget for p in plans.values()):
         return plans, subject, None
     if cfg.nuts_subsample:
         part = subsample(subject, cfg.nuts_subsample, cfg.seed)
         log(f"over budget: auditing on {part.data.n_rankings} rankings "
             f"(--nuts-subsample, seed {cfg.seed})")
-        plans = plan_audit(part, cfg, priors, log)
+        plans = plan_audit(part, cfg, priors, log, n_params)
         if all(p.within_budget for p in plans.values()):
             return plans, part, None
     # the approximations' verdict on the whole data
-    return plans, subject, refuse(subject, cfg, priors, plans, out, log)
+    return plans, subject, refuse(subject, cfg, plans, log,
+                                  lambda m: approx_rows(subject, m))
 
 
 def shared_max_draws(plans: dict) -> int | None:

@@ -34,7 +34,18 @@ import numpy as np
 from crowdrank.models.errors import UsageError
 from crowdrank.models.registry import PAIR_MODELS, PAIR_TABLE
 
-APPROX = {name: PAIR_TABLE[name].extra["approx"] for name in PAIR_MODELS}
+
+def pair_approx(model: str) -> str:
+    """The method-registry name of the approximation a pair-table model is audited with:
+    its spec's ``extra["approx"]`` (models never import inference), read through
+    :mod:`crowdrank.inference.methods` here, where the audit is dispatched (an unknown
+    name is a :class:`UsageError` naming the registry's choices)."""
+    from crowdrank.inference import methods
+
+    return methods.get(PAIR_TABLE[model].extra["approx"]).name
+
+
+APPROX = {name: pair_approx(name) for name in PAIR_MODELS}
 
 
 def add_arguments(p) -> None:

@@ -322,3 +322,26 @@ def test_pymc_prior_predictive_draws_every_site_from_its_prior():
         assert _ks_ok(flat("eta_e")[:, j], stats.expon())
     for w, (a, b) in enumerate(ab):
         assert _ks_ok(flat("eta")[:, w], stats.beta(a, b))
+
+
+def test_refit_reuses_the_compiled_sampler():
+    """MCMC(jit_model_args=True) on the exported model refits a second data set of the
+    same shape with the compiled sampler (its jit cache holds one program), while a
+    traced n_items is refused with a clear error."""
+    import functools
+
+    a, b = _pl_args(seed=1), _pl_args(seed=2)
+    for d in (a, b):
+        d.pop("n_items")
+    model = functools.partial(A.pl_model, n_items=6)
+    mcmc = MCMC(NUTS(model), num_warmup=20, num_samples=20, progress_bar=False,
+                jit_model_args=True)
+    mcmc.run(jax.random.PRNGKey(0), **a)
+    first = np.asarray(mcmc.get_samples()["lambda"])
+    mcmc.run(jax.random.PRNGKey(0), **b)
+    assert mcmc._cache and len(mcmc._cache) == 1
+    assert not np.allclose(first, np.asarray(mcmc.get_samples()["lambda"]))
+    bad = MCMC(NUTS(A.pl_model), num_warmup=5, num_samples=5, progress_bar=False,
+               jit_model_args=True)
+    with pytest.raises(TypeError, match="functools.partial"):
+        bad.run(jax.random.PRNGKey(0), n_items=6, **a)

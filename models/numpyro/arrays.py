@@ -7,7 +7,10 @@ are the rankings' lengths), ``workers`` ``(n,)`` the reporting worker, ``alpha``
 worker-prior table of the model's family (``(W, K)`` Dirichlet, ``(W, 2)`` Beta ``(a, b)``
 or Gamma ``(shape, rate)``), and the observed site ``rankings`` with ``obs=rankings``. So
 ``Predictive(model)(key, items, workers, n_items, alpha)`` draws data sets, an SBC
-library conditions on ``rankings=...`` by keyword, and ``MCMC(NUTS(model))`` fits them.
+library conditions on ``rankings=...`` by keyword, and ``MCMC(NUTS(model))`` fits them;
+``MCMC(NUTS(functools.partial(model, n_items=L, alpha=table)), jit_model_args=True)``
+refits data sets of one shape without compiling again (``n_items`` and ``alpha`` fix
+shapes and the boost split, so they stay Python values).
 
 The likelihood reads the orders as (possibly traced) arrays: one masked form per model
 over the padded ``(n, K)`` table — Plackett–Luce stages ([Pan18], Eq. 1) with a reverse
@@ -216,6 +219,10 @@ def make_model(model: str, *, level: str = "centered", level_sd=None):
     def program(items, workers, n_items, alpha=None, mu0=0.0, sigma0=1.0, rankings=None):
         if has_eta and alpha is None:
             raise ValueError(f"model {model!r} needs its worker-prior table alpha")
+        if isinstance(n_items, jax.core.Tracer) or isinstance(alpha, jax.core.Tracer):
+            # shapes and the boost split are read in NumPy: they must be concrete
+            raise TypeError("n_items and alpha must be concrete: under "
+                             "MCMC(jit_model_args=True) bind them with functools.partial")
         lam = item_scores(SimpleNamespace(n_items=int(n_items), mu0=mu0, sigma0=sigma0),
                           level)
         log_eta = _worker_sites(model, alpha, level_sd) if has_eta else None

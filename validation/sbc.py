@@ -54,7 +54,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +62,29 @@ import numpy as np
 from crowdrank.models.errors import UsageError
 from crowdrank.models.families import BETA, DIRICHLET, draw_dirichlet  # noqa: F401 (re-exported)
 from crowdrank.models.registry import REGISTRY, get
+
+from .sbc_ranks import (  # noqa: F401  (the SBC study's names, re-exported)
+    _lambda_parts,
+    _with_eta,
+    flatten_accuracy,
+    flatten_lambda,
+    flatten_params,
+    flatten_simplex,
+    online_pit,
+    parameter_names,
+    sbc_ranks,
+    thin_draws,
+)
+from .sbc_uniformity import (  # noqa: F401  (the SBC study's names, re-exported)
+    FAMILIES,
+    EcdfTest,
+    cauchy_combination,
+    chi2_test,
+    ecdf_test,
+    holm,
+    pot_c_pvalues,
+    uniformity_summary,
+)
 
 
 def sbc_models() -> tuple[str, ...]:
@@ -81,7 +104,6 @@ ONLINE_NAME = {m: ONLINE_TITLE.get(o, str(o)) for m, o in ONLINE_MODEL.items()}
 #: ``prior`` is the machinery check: the data are ignored and the "posterior" draws come
 #: from the prior, which is the exact posterior given no data, so its ranks are uniform.
 SBC_BACKENDS = ("numpyro", "pymc", "prior")
-FAMILIES = ("lambda", "lambda_centred", "eta")
 #: Replicates per vmapped NumPyro program: large enough that the sampler's per-step
 #: overhead is shared (measured: 1.5 CPU s per PL replicate in batches of 32 against 16 s
 #: one by one). The price is the slowest lane: at 200 lanes a CrowdBT batch evaluated ~3.2x
@@ -151,8 +173,9 @@ class SbcConfig:
                              + extra)
         if self.backend not in SBC_BACKENDS:
             raise UsageError(f"SBC backend must be one of {SBC_BACKENDS}, got {self.backend!r}")
-        from .sbc_approx import check as check_approx
-        check_approx(self.model, self.approx, self.backend)
+        if self.online:        # no approximation is fitted otherwise: nothing to refuse
+            from .sbc_approx import check as check_approx
+            check_approx(self.model, self.approx, self.backend)
         tune, draws = NUTS_DEFAULTS.get(self.model, DEFAULT_TUNE_DRAWS)
         object.__setattr__(self, "tune", int(tune if self.tune is None else self.tune))
         object.__setattr__(self, "draws", int(draws if self.draws is None else self.draws))
@@ -265,126 +288,6 @@ def make_priors(cfg: Mapping):
     K = get(cfg["model"]).prior_K(max(int(cfg["kmax"]), 2)) or max(int(cfg["kmax"]), 2)
     return parse_worker_prior(cfg["worker_prior"], workers, K, float(cfg["mu0"]),
                               float(cfg["sigma0"]))
-
-
-# ----------------------------------------------------------------------------- ranks
-def sbc_ranks(draws: np.ndarray, truth: np.ndarray, rng: np.random.Generator | None = None
-              ) -> np.ndarray:
-    """Rank of each true value among posterior draws ([Talts18], Alg. 1).
-
-    ``draws`` ``(S, P)``, ``truth`` ``(P,)``; returns ints in ``0..S``:
-    ``#{s : draws[s] < truth}`` plus, for draws *equal* to the truth, a uniformly random
-    share of them (ties would otherwise pile ranks up at one end; they happen when a
-    component underflows to 0 in both the truth and the draws). NaN is an error.
-    """
-    draws = np.asarray(draws, float)
-    truth = np.asarray(truth, float)
-    if draws.ndim != 2 or truth.shape != (draws.shape[1],):
-        raise ValueError(f"draws must be (S, P) and truth (P,); got {draws.shape} and "
-                         f"{truth.shape}")
-    if np.isnan(draws).any() or np.isnan(truth).any():
-        raise ValueError("NaN in posterior draws or true values: cannot rank")
-    less = (draws < truth).sum(axis=0)
-    eq = (draws == truth).sum(axis=0)
-    if np.any(eq):
-        rng = np.random.default_rng(0) if rng is None else rng
-        less = less + rng.integers(0, eq + 1)
-    return less.astype(np.int64)
-
-
-def thin_draws(x: np.ndarray, n: int) -> np.ndarray:
-    """``n`` evenly spaced draws of ``x`` ``(chain, draw, ...)``, chains concatenated:
-    spacing ``chains·draws/n``, so with bulk ESS well above ``n`` the kept draws are
-    nearly independent (Talts Sect. 4.2)."""
-    flat = np.asarray(x, float).reshape((-1,) + np.shape(x)[2:])
-    if n > flat.shape[0]:
-        raise ValueError(f"cannot thin {flat.shape[0]} draws to {n}")
-    idx = np.linspace(0, flat.shape[0] - 1, n).round().astype(int)
-    return flat[idx]
-
-
-def parameter_names(model: str, n_items: int, n_workers: int, K: int
-                    ) -> tuple[list[str], list[str]]:
-    """Names and families of every scalar parameter SBC ranks, in a fixed order."""
-    names = [f"lambda[i{r}]" for r in range(n_items)]
-    fams = ["lambda"] * n_items
-    names += [f"lambda_c[i{r}]" for r in range(n_items)]
-    fams += ["lambda_centred"] * n_items
-    spec = get(model)
-    if spec.eta_scalar:
-        names += [f"eta[w{w}]" for w in range(n_workers)]
-        fams += ["eta"] * n_workers
-    elif spec.has_eta:
-        names += [f"eta[w{w},{t + 1}]" for w in range(n_workers) for t in range(K)]
-        fams += ["eta"] * (n_workers * K)
-    return names, fams
-
-
-def flatten_params(model: str, lam: np.ndarray, eta: np.ndarray | None) -> np.ndarray:
-    """``(..., P)``: λ, centred λ (``λ_r − mean λ``, identified by the data alone;
-    docs/design.md, Validation) and the η entries in :func:`parameter_names` order. ``lam`` is
-    ``(..., L)``; ``eta`` ``(..., W)`` (CrowdBT accuracy) or ``(..., W, K)``. The model's
-    ``sbc_flatten`` (models.registry) does the work when it names one; otherwise the
-    worker family flattens η (:meth:`crowdrank.models.families.WorkerFamily.flatten`)."""
-    spec = get(model)
-    fn = spec.fn("sbc_flatten")
-    if fn is not None:
-        return fn(lam, eta)
-    if spec.worker_prior is None:
-        return flatten_lambda(lam)
-    return _with_eta(lam, spec.worker_prior.flatten(eta))
-
-
-# SBC flattenings ``f(lam, eta)`` (models.registry.ModelSpec.sbc_flatten names one of these
-# or a model's own); the η part is the worker family's.
-def _lambda_parts(lam):
-    lam = np.asarray(lam, float)
-    return [lam, lam - lam.mean(axis=-1, keepdims=True)]
-
-
-def _with_eta(lam, flat_eta) -> np.ndarray:
-    return np.concatenate(_lambda_parts(lam) + [flat_eta], axis=-1)
-
-
-def flatten_lambda(lam, eta=None) -> np.ndarray:
-    """λ and centred λ (no worker parameter)."""
-    return np.concatenate(_lambda_parts(lam), axis=-1)
-
-
-def flatten_accuracy(lam, eta) -> np.ndarray:
-    """λ, centred λ and one accuracy per worker ``(..., W)``."""
-    return _with_eta(lam, BETA.flatten(eta))
-
-
-def flatten_simplex(lam, eta) -> np.ndarray:
-    """λ, centred λ and every worker's simplex ``(..., W, K)`` row by row."""
-    return _with_eta(lam, DIRICHLET.flatten(eta))
-
-
-# ----------------------------------------------------------------------------- online PIT
-def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
-    """PIT ``F_q(θ̃)`` of every parameter under the online marginals (docs/design.md, Validation):
-    ``N(μ_r, σ_r²)`` for λ; for centred λ the mean-field Gaussian of ``λ_r − mean λ``
-    (mean ``μ_r − μ̄``, variance ``σ_r²(1 − 2/L) + Σσ²/L²``); Beta marginals of the
-    Dirichlet for η (:meth:`crowdrank.models.families.WorkerFamily.beta_marginals`), CrowdBT
-    ``Beta(a_w, b_w)``."""
-    from scipy import stats
-
-    mu, s2 = np.asarray(post.mu, float), np.asarray(post.sigma2, float)
-    L = mu.size
-    var_c = s2 * (1.0 - 2.0 / L) + s2.sum() / L**2
-    loc = np.concatenate([mu, mu - mu.mean()])
-    scale = np.sqrt(np.concatenate([s2, var_c]))
-    P = truth.size
-    out = np.empty(P)
-    out[: 2 * L] = stats.norm.cdf(truth[: 2 * L], loc, scale)
-    if P > 2 * L:
-        # the family's exact Beta marginal of each flattened entry
-        a, b = get(model).worker_prior.beta_marginals(np.asarray(post.alpha, float))
-        out[2 * L:] = stats.beta.cdf(truth[2 * L:], a, b)
-    if not np.all(np.isfinite(out)):
-        raise ValueError("non-finite PIT from the online posterior")
-    return out
 
 
 # ----------------------------------------------------------------------------- one replicate
@@ -614,225 +517,6 @@ def _jsonable(d):
     if isinstance(d, np.integer):
         return int(d)
     return d
-
-
-# ----------------------------------------------------------------------------- uniformity tests
-@dataclass(frozen=True)
-class EcdfTest:
-    """The ECDF simultaneous-band test of one sample (Säilynoja et al. 2022).
-
-    ``z`` evaluation points; ``ecdf`` the sample's ECDF there; ``lower``/``upper`` the
-    simultaneous ``prob`` band of the ECDF under uniformity; ``p_value`` the simulated
-    probability, under uniformity, of a smallest pointwise tail probability as small as the
-    sample's; ``gamma`` the pointwise level that makes the band simultaneous.
-    """
-
-    z: np.ndarray
-    ecdf: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
-    p_value: float
-    gamma: float
-    n: int
-
-    @property
-    def inside(self) -> bool:
-        return bool(np.all((self.ecdf >= self.lower - 1e-12) & (self.ecdf <= self.upper + 1e-12)))
-
-
-def _eval_points(n_values: int | None, n: int) -> np.ndarray:
-    """Discrete ranks on ``0..n_values−1``: ``z_j = j/n_values``, ``j = 1..n_values−1`` (the
-    CDF of the discrete uniform at rank ``j − 1``). Continuous PIT: ``K = min(n, 100)``
-    equal steps (Säilynoja et al. use ``K = n``; fewer points lose little power and keep
-    the simulation cheap)."""
-    K = n_values if n_values is not None else max(2, min(n, 100))
-    return np.arange(1, K) / K
-
-
-def _tail_p(counts: np.ndarray, n: int, z: np.ndarray) -> np.ndarray:
-    """Two-sided pointwise binomial tail probability of each ECDF count (capped at 1)."""
-    from scipy.stats import binom
-
-    lo = binom.cdf(counts, n, z)
-    hi = binom.sf(counts - 1, n, z)
-    return np.minimum(1.0, 2.0 * np.minimum(lo, hi))
-
-
-def _counts(values: np.ndarray, n_values: int | None, z: np.ndarray) -> np.ndarray:
-    """``N·F̂(z_j)``: ranks ``< j`` (discrete) or PIT values ``<= z_j``."""
-    v = np.sort(values, axis=-1)
-    if n_values is not None:
-        thresholds = np.arange(1, n_values) - 0.5
-        return np.stack([np.searchsorted(row, thresholds) for row in v.reshape(-1, v.shape[-1])]
-                        ).reshape(v.shape[:-1] + (len(thresholds),))
-    return np.stack([np.searchsorted(row, z, side="right") for row in v.reshape(-1, v.shape[-1])]
-                    ).reshape(v.shape[:-1] + (len(z),))
-
-
-@lru_cache(maxsize=64)
-def _null_statistic(n: int, n_values: int | None, n_sim: int, seed: int) -> np.ndarray:
-    """Sorted simulated null distribution of ``min_j`` pointwise tail probability for
-    ``n`` uniform ranks/PITs (Säilynoja et al. 2022, Sect. 2.2, simulation method)."""
-    rng = np.random.default_rng([int(seed), n, n_values or 0, 0xECDF])
-    z = _eval_points(n_values, n)
-    out = np.empty(n_sim)
-    chunk = max(1, 200_000 // max(n * len(z), 1))
-    for s in range(0, n_sim, chunk):
-        m = min(chunk, n_sim - s)
-        u = (rng.integers(0, n_values, size=(m, n)) if n_values is not None
-             else rng.random((m, n)))
-        out[s:s + m] = _tail_p(_counts(u, n_values, z), n, z).min(axis=1)
-    return np.sort(out)
-
-
-def ecdf_test(values, n_values: int | None = None, *, prob: float = 0.95,
-              n_sim: int = 2000, seed: int = 0) -> EcdfTest:
-    """Säilynoja et al. (2022) ECDF test and simultaneous ``prob`` band.
-
-    Parameters
-    ----------
-    values : array (N,)
-        Ranks in ``0..n_values−1`` (give ``n_values = S + 1``) or, with ``n_values=None``,
-        PIT values in ``[0, 1]``.
-    prob : float
-        Simultaneous coverage of the band under uniformity.
-    n_sim : int
-        Simulated uniform samples for the null distribution (seeded by ``seed``).
-    """
-    v = np.asarray(values, float)
-    if v.ndim != 1 or v.size < 2:
-        raise ValueError("need a 1-D sample of at least 2 values")
-    if np.isnan(v).any():
-        raise ValueError("NaN in ranks / PIT values")
-    if n_values is not None:
-        if n_values < 2 or np.any(v < 0) or np.any(v > n_values - 1) or np.any(v != np.round(v)):
-            raise ValueError(f"ranks must be integers in 0..{n_values - 1}")
-    elif np.any(v < 0) or np.any(v > 1):
-        raise ValueError("PIT values must lie in [0, 1]")
-    if not 0 < prob < 1:
-        raise ValueError("prob must be in (0, 1)")
-    n = v.size
-    z = _eval_points(n_values, n)
-    counts = _counts(v, n_values, z)
-    t_obs = float(_tail_p(counts, n, z).min())
-    null = _null_statistic(n, n_values, int(n_sim), int(seed))
-    p_value = (1.0 + np.searchsorted(null, t_obs * (1 + 1e-12), side="right")) / (1.0 + n_sim)
-    gamma = float(np.quantile(null, 1.0 - prob))
-    # the band: counts whose pointwise tail probability is at least gamma
-    c = np.arange(n + 1)[:, None]
-    ok = _tail_p(c, n, z[None, :]) >= gamma
-    lower = np.where(ok.any(0), np.argmax(ok, axis=0), 0) / n
-    upper = np.where(ok.any(0), n - np.argmax(ok[::-1], axis=0), n) / n
-    return EcdfTest(z=z, ecdf=counts / n, lower=lower, upper=upper, p_value=float(p_value),
-                    gamma=gamma, n=n)
-
-
-def chi2_test(values, n_values: int | None = None, n_bins: int | None = None) -> float:
-    """Pearson chi-square p-value of binned ranks (Talts Sect. 4.1) with exact expected
-    counts: the ``n_values`` rank values are split into ``n_bins`` contiguous groups
-    (default: about ``N/10`` bins, at most 20, so expected counts stay >= 5 where possible),
-    PIT values into equal-width bins."""
-    from scipy.stats import chisquare
-
-    v = np.asarray(values, float)
-    n = v.size
-    B = n_bins if n_bins is not None else int(min(20, max(2, n // 10)))
-    if n_values is not None:
-        B = min(B, n_values)
-        groups = np.array_split(np.arange(n_values), B)
-        expected = np.array([len(g) for g in groups], float) / n_values * n
-        edges = np.array([g[0] for g in groups[1:]]) - 0.5
-        obs = np.bincount(np.searchsorted(edges, v), minlength=B)
-    else:
-        expected = np.full(B, n / B)
-        obs = np.bincount(np.minimum((v * B).astype(int), B - 1), minlength=B)
-    return float(chisquare(obs, expected).pvalue)
-
-
-def cauchy_combination(pvalues: Sequence[float]) -> float:
-    """Cauchy combination test (Liu & Xie 2020): ``T = mean tan((0.5 − p_i)π)``,
-    ``p = 1/2 − arctan(T)/π``; valid under arbitrary dependence between the tests."""
-    p = np.clip(np.asarray(pvalues, float), 1e-15, 1 - 1e-15)
-    if p.size == 0:
-        raise ValueError("no p-values to combine")
-    t = np.mean(np.tan((0.5 - p) * np.pi))
-    return float(0.5 - np.arctan(t) / np.pi)
-
-
-def pot_c_pvalues(values: np.ndarray, n_values: int | None, seed: int = 0) -> np.ndarray:
-    """ArviZ's ``pot_c`` uniformity test (Tesso et al. 2026; ``arviz_stats``
-    ``uniformity_test``), per column of ``values`` ``(N, P)``: a second, independent opinion
-    beside the ECDF band. It wants continuous PIT values, so ranks ``r`` on ``0..S`` are
-    first spread uniformly within their cell, ``u = (r + U)/(S + 1)`` with seeded
-    ``U ~ Uniform(0, 1)``, which is exactly uniform when the ranks are."""
-    from arviz_stats.base import array_stats
-
-    v = np.asarray(values, float)
-    if n_values is not None:
-        rng = np.random.default_rng([int(seed), 0x90C])
-        v = (v + rng.random(v.shape)) / n_values
-    return np.asarray(array_stats.uniformity_test(v.T, axis=-1)[0], float).reshape(-1)
-
-
-def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm (1979) step-down adjusted p-values (family-wise error control)."""
-    p = np.asarray(pvalues, float)
-    m = p.size
-    order = np.argsort(p)
-    adj = np.empty(m)
-    running = 0.0
-    for i, j in enumerate(order):
-        running = max(running, min(1.0, (m - i) * p[j]))
-        adj[j] = running
-    return adj
-
-
-def uniformity_summary(values: np.ndarray, names: Sequence[str], families: Sequence[str],
-                       n_values: int | None, *, alpha: float = 0.05, n_bins=None,
-                       seed: int = 0, n_sim: int = 2000) -> dict:
-    """Per-parameter and per-family tests and the verdict (module doc).
-
-    ``values`` ``(N, P)`` ranks (``n_values = S + 1``) or PIT values (``None``).
-    """
-    values = np.asarray(values, float)
-    if values.ndim != 2 or values.shape[1] != len(names):
-        raise ValueError("values must be (replicates, parameters)")
-    N = values.shape[0]
-    if N < 2:
-        return {"replicates": N, "verdict": "not enough replicates", "calibrated": None,
-                "parameters": {}, "families": {}}
-    params = {}
-    pot = pot_c_pvalues(values, n_values, seed=seed)
-    for j, name in enumerate(names):
-        e = ecdf_test(values[:, j], n_values, seed=seed, n_sim=n_sim)
-        params[name] = {"family": families[j], "ecdf_p": e.p_value,
-                        "inside_band": e.inside,
-                        "chi2_p": chi2_test(values[:, j], n_values, n_bins),
-                        "pot_c_p": float(pot[j])}
-    adj = holm([params[nm]["ecdf_p"] for nm in names])
-    for nm, a in zip(names, adj):
-        params[nm]["ecdf_p_holm"] = float(a)
-    fams = {}
-    present = [f for f in FAMILIES if f in set(families)]
-    F = len(present)
-    for f in present:
-        ps = [params[nm]["ecdf_p"] for nm in names if params[nm]["family"] == f]
-        cs = [params[nm]["chi2_p"] for nm in names if params[nm]["family"] == f]
-        comb = cauchy_combination(ps)
-        fams[f] = {"n_params": len(ps), "ecdf_p_combined": comb,
-                   "chi2_p_combined": cauchy_combination(cs), "ecdf_p_min": float(min(ps)),
-                   "outside_band": int(sum(not params[nm]["inside_band"] for nm in names
-                                           if params[nm]["family"] == f)),
-                   "threshold": alpha / F, "calibrated": bool(comb >= alpha / F)}
-    ok = all(v["calibrated"] for v in fams.values())
-    worst = sorted(names, key=lambda nm: params[nm]["ecdf_p"])[:5]
-    return {"replicates": N, "calibrated": ok,
-            "verdict": "calibrated (no evidence against uniform ranks)" if ok else
-            "NOT calibrated: " + ", ".join(f for f, v in fams.items() if not v["calibrated"]),
-            "rule": (f"per family, Cauchy combination (Liu & Xie 2020) of the per-parameter "
-                     f"ECDF-band p-values (Säilynoja et al. 2022); a family fails when its "
-                     f"combined p < alpha/F = {alpha}/{F} (Bonferroni over families)"),
-            "families": fams, "parameters": params, "worst": worst}
 
 
 # ----------------------------------------------------------------------------- the study

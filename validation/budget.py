@@ -93,12 +93,12 @@ def draws_for_gate(n_params: int, chains: int = 4, prob: float = PASS_PROB) -> i
 def time_gradient(data, model: str, priors, reps: int = 5) -> dict:
     """Compile the NumPyro potential and its gradient once on ``data`` and time ``reps``
     calls (``{"compile": s, "gradient_ms": ms}``), at the sampler's default coordinates."""
-    from crowdrank.inference.nuts import NutsConfig, gradient_timing
+    from crowdrank.inference.nuts import NutsConfig, gradient_timing, route_for
     from crowdrank.models.model_inputs import model_inputs
 
     cfg = NutsConfig()
     inputs = model_inputs(model, data, priors)
-    return gradient_timing(inputs, reps=reps, param=cfg.route().param(cfg))
+    return gradient_timing(inputs, reps=reps, param=route_for(cfg).param(cfg))
 
 
 def parallel_chains(chains: int, cpus: int | None = None) -> int:

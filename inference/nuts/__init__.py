@@ -25,6 +25,7 @@ from .config import BACKENDS, POINTWISE_LIMIT, PREDICTIVE_DRAWS, NutsConfig
 from .datatree import read_nuts, to_datatree, write_nuts
 from .fit import NutsResult, configure_host_devices, fit_nuts
 from .numpyro import adaptation_summary, coordinate_names, gradient_timing
+from .route import NutsRoute, route_for
 from .starts import jittered_starts, numpyro_starts_from_draws, pymc_initvals
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "PREDICTIVE_DRAWS",
     "NutsConfig",
     "NutsResult",
+    "NutsRoute",
     "adaptation_summary",
     "configure_host_devices",
     "coordinate_names",
@@ -42,6 +44,7 @@ __all__ = [
     "numpyro_starts_from_draws",
     "pymc_initvals",
     "read_nuts",
+    "route_for",
     "to_datatree",
     "write_nuts",
 ]

@@ -153,10 +153,3 @@ class NutsConfig:
             raise TypeError(f"unknown NUTS option(s) {unknown}; valid: "
                             f"{', '.join(type(config).fields())}")
         return dataclasses.replace(config, **options) if options else config
-
-    def route(self):
-        """How the parameters move: plain NUTS on every coordinate
-        (:class:`crowdrank.inference.nuts.route.NutsRoute`)."""
-        from .route import NutsRoute
-
-        return NutsRoute()

@@ -8,7 +8,6 @@ beside a one-row-per-parameter ``summary.csv``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,9 +16,6 @@ from crowdrank.models.model_inputs import ModelInputs
 from crowdrank.models.priors import Priors
 
 from .config import PREDICTIVE_DRAWS
-
-if TYPE_CHECKING:
-    from .fit import NutsResult
 
 
 def thinned_draws(chains: int, draws: int) -> np.ndarray:
@@ -88,7 +84,7 @@ def _predictive_group(dt, pp, pp_draws, coords):
 
 
 # ---------------------------------------------------------------- files
-def write_nuts(result: NutsResult, out_dir) -> dict:
+def write_nuts(result, out_dir) -> dict:
     """Write ``posterior.nc`` (the DataTree) and ``summary.csv`` (one row per parameter,
     named by its real id) into ``out_dir``; returns the paths."""
     import arviz_stats as azs

@@ -49,7 +49,7 @@ from crowdrank.models.priors import Priors
 
 from .config import NutsConfig
 from .fit import NutsResult, fit_nuts
-from .route import NutsRoute
+from .route import NutsRoute, route_for
 from .starts import (
     _positions,
     _site_bijections,
@@ -103,9 +103,6 @@ class ExperimentalNutsConfig(NutsConfig):
     """A :class:`NutsConfig` whose route is the experimental one of ``experimental``."""
 
     experimental: ExperimentalConfig = ExperimentalConfig()
-
-    def route(self):
-        return ExperimentalRoute(self.experimental)
 
 
 def fit_nuts_experimental(data: Rankings, model: str, priors: Priors,
@@ -424,3 +421,7 @@ def gibbs_timing(inputs: ModelInputs, sweeps: int = 1, reps: int = 5, *,
     return {"gibbs_compile": compile_s,
             "gibbs_ms": 1e3 * (time.perf_counter() - t) / reps}
 
+
+@route_for.register
+def _experimental_route(cfg: ExperimentalNutsConfig) -> NutsRoute:
+    return ExperimentalRoute(cfg.experimental)

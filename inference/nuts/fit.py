@@ -27,6 +27,7 @@ from crowdrank.models.priors import Priors
 from ..gate import Gate, check
 from .config import POINTWISE_LIMIT, NutsConfig
 from .datatree import thinned_draws, to_datatree
+from .route import route_for
 
 
 def configure_host_devices(n: int | None = None) -> bool:
@@ -101,7 +102,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, config: NutsConfig | No
     through :func:`crowdrank.inference.nuts.experimental.fit_nuts_experimental` only.
     """
     cfg = NutsConfig.build(config, options)
-    route = cfg.route()
+    route = route_for(cfg)
     route.check(cfg, model, approx)
     plan = _plan(data, model, priors, cfg, route, init, approx)
     t0 = time.perf_counter()

@@ -11,6 +11,8 @@ overriding, and the public entry point names none of their options.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from crowdrank.models.data import Rankings
@@ -91,3 +93,12 @@ class NutsRoute:
     def attrs(self) -> dict:
         """Attributes of the route's own beyond those every fit writes."""
         return {}
+
+
+@functools.singledispatch
+def route_for(cfg: NutsConfig) -> NutsRoute:
+    """How the parameters of a fit under ``cfg`` move: plain NUTS on every coordinate. A
+    configuration class with a route of its own registers it here
+    (:mod:`crowdrank.inference.nuts.experimental`), so :func:`~crowdrank.inference.nuts.fit_nuts`
+    names no route but the default."""
+    return NutsRoute()

@@ -42,7 +42,7 @@ import numpyro.distributions as dist
 from jax.nn import log_sigmoid
 
 from ..registry import get
-from .program import item_scores
+from .scores import item_scores
 
 #: A finite stand-in for ``−∞`` at padded positions: it keeps every logsumexp and its
 #: gradient finite (``exp(−∞ − (−∞))`` would be NaN), and adds exactly 0 to any real sum.

@@ -13,6 +13,7 @@ from ..model_inputs import ModelInputs
 from ..registry import get
 from .blocks import _safe_log
 from .dists import LogGamma  # noqa: F401  (the program's names, re-exported)
+from .scores import item_scores
 
 SIMPLEX = ("gamma", "dirichlet", "gibbs")
 LEVEL = ("centered", "iid")
@@ -48,20 +49,6 @@ def pointwise_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     return jax.ops.segment_sum(ll, jnp.asarray(inputs.origin), num_segments=inputs.n_obs)
 
 # ---------------------------------------------------------------- priors (sampler coordinates)
-def item_scores(inputs: ModelInputs, level: str = "centered"):
-    """Sample ``λ ~ Normal(mu0, sigma0²)`` iid, as ``lambda`` (``level="iid"``) or as
-    ``lambda_mean + lambda_c`` (``"centered"``, the same prior; module docstring)."""
-    L = inputs.n_items
-    if level == "iid" or L < 2:
-        return numpyro.sample("lambda", dist.Normal(inputs.mu0, inputs.sigma0)
-                              .expand([L]).to_event(1))
-    # mean of L iid N(mu0, s²) is N(mu0, s²/L); the centred part is ZeroSumNormal(s),
-    # independent of the mean: together exactly the iid prior
-    m = numpyro.sample("lambda_mean", dist.Normal(inputs.mu0, inputs.sigma0 / L ** 0.5))
-    c = numpyro.sample("lambda_c", dist.ZeroSumNormal(inputs.sigma0, event_shape=(L,)))
-    return numpyro.deterministic("lambda", m + c)
-
-
 def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None, level_sd=None):
     """Sample the worker parameters and return the table of :func:`log_eta_table`: the
     sites are the worker family's (:meth:`crowdrank.models.families.WorkerFamily.numpyro_log_eta`).

@@ -260,7 +260,7 @@ def _add_approx_entries() -> None:
     # the PPLs' own approximations: advi, fullrank-advi, lowrank-advi, laplace-ppl,
     # pathfinder (their options and fits live in crowdrank.inference.approx.entries)
     from crowdrank.inference.approx.entries import method_entries
-    REGISTRY.update({m.name: m for m in method_entries()})
+    REGISTRY.update({e["name"]: Method(**e) for e in method_entries()})
 
 
 _add_approx_entries()

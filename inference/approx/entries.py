@@ -179,23 +179,27 @@ def fit_pathfinder(data, model, priors, options, *, seed=0, progress=False):
 
 
 def method_entries():
-    """The :class:`~crowdrank.inference.methods.Method` entries of this package."""
-    from crowdrank.inference.methods import Method
-
+    """This package's entries of the method registry, as keyword arguments of
+    :class:`~crowdrank.inference.methods.Method` (the registry builds them: this module
+    does not import it, so neither imports the other at run time)."""
     here = __name__
     return (
-        Method("advi", "mean-field ADVI in the PPL (NumPyro AutoNormal / PyMC advi), PSIS k̂",
+        _entry("advi", "mean-field ADVI in the PPL (NumPyro AutoNormal / PyMC advi), PSIS k̂",
                f"{here}:fit_advi", AdviOptions, models=MODELS, backends=("numpyro", "pymc")),
-        Method("fullrank-advi", "full-rank ADVI in the PPL (NumPyro AutoMultivariateNormal / "
+        _entry("fullrank-advi", "full-rank ADVI in the PPL (NumPyro AutoMultivariateNormal / "
                "PyMC fullrank_advi), PSIS k̂", f"{here}:fit_fullrank_advi", AdviOptions,
                models=MODELS, backends=("numpyro", "pymc")),
-        Method("lowrank-advi", "low-rank ADVI (NumPyro AutoLowRankMultivariateNormal), "
+        _entry("lowrank-advi", "low-rank ADVI (NumPyro AutoLowRankMultivariateNormal), "
                "PSIS k̂", f"{here}:fit_lowrank_advi", LowRankAdviOptions, models=MODELS,
                backends=("numpyro",)),
-        Method("laplace-ppl", "Laplace at the mode of the NumPyro program (full Hessian, "
+        _entry("laplace-ppl", "Laplace at the mode of the NumPyro program (full Hessian, "
                "every model), PSIS k̂", f"{here}:fit_laplace_ppl", LaplacePplOptions,
                models=MODELS, backends=("numpyro",)),
-        Method("pathfinder", "multi-path Pathfinder (blackjax on the NumPyro density), PSIS "
+        _entry("pathfinder", "multi-path Pathfinder (blackjax on the NumPyro density), PSIS "
                "resampling and k̂", f"{here}:fit_pathfinder", PathfinderOptions,
                models=MODELS, backends=("numpyro",)),
     )
+
+
+def _entry(name, title, fit, options_class, **kw) -> dict:
+    return dict(name=name, title=title, fit=fit, options_class=options_class, **kw)

@@ -111,6 +111,7 @@ def _family_rows(summary: dict) -> list[dict]:
     for f, v in summary.get("families", {}).items():
         rows.append({"family": f, "parameters": v["n_params"],
                      "ECDF p (combined)": v["ecdf_p_combined"],
+                     "pot_c p (combined)": v.get("pot_c_p_combined"),
                      "chi² p (combined)": v["chi2_p_combined"],
                      "min ECDF p": v["ecdf_p_min"], "outside band": v["outside_band"],
                      "threshold": v["threshold"], "calibrated": v["calibrated"]})

@@ -349,3 +349,21 @@ def test_cli_option_errors_are_one_line(tmp_path, capsys):
         rc = main(["sbc", "--model", "pl", "--out", str(tmp_path / "o"), *argv])
         err = capsys.readouterr().err.strip()
         assert rc == 2 and len(err.splitlines()) == 1 and needle in err, err
+
+
+def test_a_truth_piling_up_at_rank_zero_fails_through_the_tail_sensitive_test():
+    """The pattern an outside SBC found for CrowdBT's accuracy (4 of 65 ranks exactly 0,
+    about 0.6 expected): the ECDF band's family combination alone passes it even at the
+    whole alpha, the combined pot_c p-value does not, and the verdict follows pot_c."""
+    from crowdrank.validation.sbc import uniformity_summary
+
+    n_values, N = 101, 65
+    rng = np.random.default_rng(3)
+    ranks = rng.integers(0, n_values, size=(N, 3)).astype(float)
+    ranks[:4, 0] = 0                                   # four truths below every draw
+    ranks[4:7, 0] = rng.integers(1, 7, size=3)         # and three more in the lowest cells
+    out = uniformity_summary(ranks, ["e0", "e1", "e2"], ["eta"] * 3, n_values, n_sim=1000)
+    fam = out["families"]["eta"]
+    assert fam["ecdf_p_combined"] >= 0.05               # the band alone: no alarm
+    assert fam["pot_c_p_combined"] < fam["threshold"] == 0.05 / 2
+    assert not out["calibrated"] and out["verdict"] == "NOT calibrated: eta"

@@ -138,12 +138,14 @@ def run(args) -> int:
     print(f"{cfg.model} / {cfg.backend}: {summary['replicates']} replicates, "
           f"{summary['n_draws']} thinned draws each")
     print(f"  NUTS ranks: {nuts['verdict']} "
-          + "(" + ", ".join(f"{f} p={v['ecdf_p_combined']:.3g}"
+          + "(" + ", ".join(f"{f} ECDF p={v['ecdf_p_combined']:.3g}, "
+                            f"pot_c p={v['pot_c_p_combined']:.3g}"
                             for f, v in nuts["families"].items()) + ")")
     if "online" in summary:
         on = summary["online"]
         print(f"  {on['method']} PIT: {on['verdict']} "
-              + "(" + ", ".join(f"{f} p={v['ecdf_p_combined']:.3g}"
+              + "(" + ", ".join(f"{f} ECDF p={v['ecdf_p_combined']:.3g}, "
+                                f"pot_c p={v['pot_c_p_combined']:.3g}"
                                 for f, v in on["families"].items()) + ")")
     if cfg.backend != "prior":
         g = summary["gate"]

@@ -45,14 +45,13 @@ Every random choice derives from ``(seed, sim)``.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
 import re
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -64,16 +63,23 @@ from crowdrank.models.families import BETA, DIRICHLET, draw_dirichlet  # noqa: F
 from crowdrank.models.registry import REGISTRY, get
 
 from .sbc_ranks import (  # noqa: F401  (the SBC study's names, re-exported)
+    RANKS_COLUMNS,
+    _jsonable,
     _lambda_parts,
+    _nanstat,
     _with_eta,
+    draw_truth,
     flatten_accuracy,
     flatten_lambda,
     flatten_params,
     flatten_simplex,
+    make_priors,
     online_pit,
     parameter_names,
+    rank_matrix,
     sbc_ranks,
     thin_draws,
+    write_ranks_csv,
 )
 from .sbc_uniformity import (  # noqa: F401  (the SBC study's names, re-exported)
     FAMILIES,
@@ -119,8 +125,6 @@ DEFAULT_BATCH = 50
 #: 4 x 1000), still 8x ``S`` and above the gate's 400 in most replicates (docs/sbc.md).
 NUTS_DEFAULTS = {"couple-normalized": (300, 500)}
 DEFAULT_TUNE_DRAWS = (500, 1000)
-RANKS_COLUMNS = ("sim", "param", "family", "rank", "n_draws", "gate_passed", "truth",
-                 "online_pit")
 
 
 # ----------------------------------------------------------------------------- config
@@ -258,36 +262,6 @@ def _seeds(seed: int, sim: int) -> tuple[np.random.Generator, int, np.random.Gen
     a, b, c = ss.spawn(3)
     return (np.random.default_rng(a), int(b.generate_state(1)[0] % (2**31 - 1)),
             np.random.default_rng(c))
-
-
-# ----------------------------------------------------------------------------- truth
-def draw_truth(model: str, priors, n_items: int, rng: np.random.Generator
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """``(λ, η)`` from the prior the fit uses: ``λ_r ~ N(mu0, sigma0²)``; CrowdBT
-    ``η_w ~ Beta(a_w, b_w)`` (stored as ``(η, 1 − η)``, the simulator's layout); normalised
-    COUPLE ``η_w ~ Dir(α_w)``; PL/BT perfect workers ``e_1``."""
-    lam = rng.normal(priors.mu0, priors.sigma0, size=int(n_items))
-    W, K = priors.alpha.shape
-    family = get(model).worker_prior
-    if family is None:
-        eta = np.zeros((W, K))
-        eta[:, 0] = 1.0
-        return lam, eta
-    # the family's exact draw (tiny concentrations included), in the simulator's layout
-    K = family.prior_K(K)
-    return lam, family.simulator_eta(family.draw(rng, family.table(priors, K)), K)
-
-
-def make_priors(cfg: Mapping):
-    """The :class:`~crowdrank.models.priors.Priors` of a spec: the ``worker_prior`` profile (same
-    syntax as ``crowdrank fit --worker-prior``) for workers ``w0..``, length ``kmax``
-    (CrowdBT reads its first two entries as ``(a, b)``)."""
-    from crowdrank.models.priors import parse_worker_prior
-
-    workers = [f"w{w}" for w in range(int(cfg["n_workers"]))]
-    K = get(cfg["model"]).prior_K(max(int(cfg["kmax"]), 2)) or max(int(cfg["kmax"]), 2)
-    return parse_worker_prior(cfg["worker_prior"], workers, K, float(cfg["mu0"]),
-                              float(cfg["sigma0"]))
 
 
 # ----------------------------------------------------------------------------- one replicate
@@ -507,18 +481,6 @@ def sbc_batch_job(bspec: dict, lane_groups: int = 1) -> dict:
     return {"members": outs}
 
 
-def _jsonable(d):
-    if isinstance(d, dict):
-        return {k: _jsonable(v) for k, v in d.items()}
-    if isinstance(d, (list, tuple)):
-        return [_jsonable(v) for v in d]
-    if isinstance(d, (float, np.floating)):
-        return None if not math.isfinite(float(d)) else float(d)
-    if isinstance(d, np.integer):
-        return int(d)
-    return d
-
-
 # ----------------------------------------------------------------------------- the study
 def run_sbc(cfg: SbcConfig, out: str | Path, *, processes: int | None = None,
             progress: bool = True, n_sim: int = 2000, scheduler=None) -> dict:
@@ -572,10 +534,6 @@ def run_sbc(cfg: SbcConfig, out: str | Path, *, processes: int | None = None,
     with (out / "sbc.json").open("w") as fh:
         json.dump(_jsonable(summary), fh, indent=1)
     return summary
-
-
-def rank_matrix(results: Sequence[dict], key: str = "rank") -> np.ndarray:
-    return np.array([r[key] for r in results], float)
 
 
 def summarise(cfg: SbcConfig, results: Sequence[dict], *, n_sim: int = 2000) -> dict:
@@ -634,20 +592,3 @@ def summarise(cfg: SbcConfig, results: Sequence[dict], *, n_sim: int = 2000) -> 
     return out
 
 
-def _nanstat(fn, x) -> float | None:
-    x = np.asarray(x, float)
-    return float(fn(x)) if np.isfinite(x).any() else None
-
-
-def write_ranks_csv(path: str | Path, results: Sequence[dict]) -> None:
-    """One row per replicate × parameter (:data:`RANKS_COLUMNS`)."""
-    with Path(path).open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(RANKS_COLUMNS)
-        for r in results:
-            pits = r.get("online_pit")
-            gp = bool(r["gate"].get("trusted"))
-            for j, name in enumerate(r["params"]):
-                w.writerow([r["sim"], name, r["families"][j], r["rank"][j], r["n_draws"],
-                            int(gp), repr(float(r["truth"][j])),
-                            "" if pits is None else repr(float(pits[j]))])

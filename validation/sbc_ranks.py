@@ -1,9 +1,14 @@
-"""What SBC ranks: the true parameters flattened as the reports name them (λ, centred λ
+"""What SBC ranks: the truth drawn from the fit's prior, the true parameters flattened as the reports name them (λ, centred λ
 and the worker family's η), the rank of each truth among thinned posterior draws
 [Talts18], and the PIT of each truth under an approximation's marginals [Cook06].
 """
 
 from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -127,3 +132,71 @@ def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(out)):
         raise ValueError("non-finite PIT from the online posterior")
     return out
+
+
+def draw_truth(model: str, priors, n_items: int, rng: np.random.Generator
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``(λ, η)`` from the prior the fit uses: ``λ_r ~ N(mu0, sigma0²)``; CrowdBT
+    ``η_w ~ Beta(a_w, b_w)`` (stored as ``(η, 1 − η)``, the simulator's layout); normalised
+    COUPLE ``η_w ~ Dir(α_w)``; PL/BT perfect workers ``e_1``."""
+    lam = rng.normal(priors.mu0, priors.sigma0, size=int(n_items))
+    W, K = priors.alpha.shape
+    family = get(model).worker_prior
+    if family is None:
+        eta = np.zeros((W, K))
+        eta[:, 0] = 1.0
+        return lam, eta
+    # the family's exact draw (tiny concentrations included), in the simulator's layout
+    K = family.prior_K(K)
+    return lam, family.simulator_eta(family.draw(rng, family.table(priors, K)), K)
+
+
+def make_priors(cfg: Mapping):
+    """The :class:`~crowdrank.models.priors.Priors` of a spec: the ``worker_prior`` profile (same
+    syntax as ``crowdrank fit --worker-prior``) for workers ``w0..``, length ``kmax``
+    (CrowdBT reads its first two entries as ``(a, b)``)."""
+    from crowdrank.models.priors import parse_worker_prior
+
+    workers = [f"w{w}" for w in range(int(cfg["n_workers"]))]
+    K = get(cfg["model"]).prior_K(max(int(cfg["kmax"]), 2)) or max(int(cfg["kmax"]), 2)
+    return parse_worker_prior(cfg["worker_prior"], workers, K, float(cfg["mu0"]),
+                              float(cfg["sigma0"]))
+
+
+RANKS_COLUMNS = ("sim", "param", "family", "rank", "n_draws", "gate_passed", "truth",
+                 "online_pit")
+
+
+def write_ranks_csv(path: str | Path, results: Sequence[dict]) -> None:
+    """One row per replicate × parameter (:data:`RANKS_COLUMNS`)."""
+    with Path(path).open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(RANKS_COLUMNS)
+        for r in results:
+            pits = r.get("online_pit")
+            gp = bool(r["gate"].get("trusted"))
+            for j, name in enumerate(r["params"]):
+                w.writerow([r["sim"], name, r["families"][j], r["rank"][j], r["n_draws"],
+                            int(gp), repr(float(r["truth"][j])),
+                            "" if pits is None else repr(float(pits[j]))])
+
+
+def _jsonable(d):
+    if isinstance(d, dict):
+        return {k: _jsonable(v) for k, v in d.items()}
+    if isinstance(d, (list, tuple)):
+        return [_jsonable(v) for v in d]
+    if isinstance(d, (float, np.floating)):
+        return None if not math.isfinite(float(d)) else float(d)
+    if isinstance(d, np.integer):
+        return int(d)
+    return d
+
+
+def _nanstat(fn, x) -> float | None:
+    x = np.asarray(x, float)
+    return float(fn(x)) if np.isfinite(x).any() else None
+
+
+def rank_matrix(results: Sequence[dict], key: str = "rank") -> np.ndarray:
+    return np.array([r[key] for r in results], float)

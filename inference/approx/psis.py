@@ -96,7 +96,10 @@ def online_draws(post, n: int, seed: int = 0, K: int | None = None,
         alpha = alpha if K is None or beta else alpha[:, :K]
         if beta:
             a, b = alpha[:, 0], alpha[:, 1]
-            eta = rng.beta(a, b, size=(n, a.size))
+            # a draw of exactly 0 or 1 (a Beta with a or b in the thousands, as read-level's
+            # accuracies) has no finite log density under p or q: keep it inside (0, 1)
+            eta = np.clip(rng.beta(a, b, size=(n, a.size)), np.finfo(float).tiny,
+                          np.nextafter(1.0, 0.0))
             log_q = log_q + stats.beta.logpdf(eta, a, b).sum(axis=1)
         else:
             eta = np.stack([rng.dirichlet(row, size=n) for row in alpha], axis=1)
@@ -179,6 +182,9 @@ def posterior_khat(post, data, model: str, priors, n: int = 1000, seed: int = 0)
     marg = getattr(post, "marginals", None)
     if getattr(post, "method", None) in ("online", "ep") and marg is not None \
             and not marg.moment_matched and np.all(np.asarray(marg.sigma2) > 0):
-        k = online_log_ratios(post, data, model, priors, n=n, seed=seed)["khat"]
+        try:
+            k = online_log_ratios(post, data, model, priors, n=n, seed=seed)["khat"]
+        except ValueError as exc:      # no usable ratios: said, not hidden as a number
+            return {"psis_khat": None, "psis_label": f"n/a ({exc})"}
         return {"psis_khat": float(k), "psis_label": label(k)}
     return {"psis_khat": None, "psis_label": "n/a"}

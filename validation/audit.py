@@ -238,6 +238,11 @@ class ModelAudit:
     other_nuts: object = None          # the other PPL's NutsResult, when checked
     posteriors: list = field(default_factory=list)   # every variant's Posterior, default first
 
+    def variant_posteriors(self) -> list:
+        """One Posterior per comparison, in its order; ``None`` each for an audit assembled
+        without its posteriors (the field's default)."""
+        return self.posteriors or [None] * len(self.comparisons)
+
 
 def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
                 out: Path | None, log: Callable[[str], None] | None = None, *,
@@ -563,7 +568,7 @@ def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,
                           "identified": getattr(c, "identified", None),
                           **_approx_diagnostics(p)}
                          for c, o, p in zip(a.comparisons, a.variant_opts,
-                                            a.posteriors or [None] * len(a.comparisons))],
+                                            a.variant_posteriors())],
             "timings": {"nuts": dict(a.nuts.timings), "online": a.online_seconds},
             "online_clamped": dict(as_posterior(a.online).diagnostics.get("clamped") or {}),
             # informational, not a gate criterion: how many independent upper-tail visits

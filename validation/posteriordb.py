@@ -22,6 +22,7 @@ An untrusted run is refused unless ``allow_untrusted``, and then says so in the 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import inspect
 import json
 import subprocess
@@ -38,7 +39,9 @@ from crowdrank.models.registry import get as get_model
 __all__ = ["draws_by_chain", "export_posteriordb", "read_reference_draws"]
 
 
+@functools.cache
 def _commit() -> str:
+    # asked once per process: the files of one export name the same commit
     here = Path(__file__).resolve().parents[1]
     try:
         return subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"],

@@ -57,7 +57,7 @@ def main() -> int:
 
     from crowdrank.inference.nuts.batched import _program, pad_layout
     from crowdrank.models import numpyro_models as npm
-    from crowdrank.validation.sbc import SbcConfig, _prepare
+    from crowdrank.validation.pipelines.sbc import SbcConfig, _prepare
 
     cfg = SbcConfig(model="couple-normalized", backend="numpyro", sims=2)
     prep = _prepare(cfg.spec(0))

@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "crowdc.json"))
     args = ap.parse_args(argv)
 
-    from crowdrank.validation.replicate_crowdc import parse_settings, run_experiment
+    from crowdrank.validation.studies.replicate_crowdc import parse_settings, run_experiment
 
     load0, c0, t0 = os.getloadavg(), _cpu(), time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

@@ -54,7 +54,11 @@ def subjects() -> dict:
 
     def default(model):
         def load():
-            from crowdrank.validation.audit import AuditConfig, default_subject, make_priors
+            from crowdrank.validation.pipelines.audit import (
+                AuditConfig,
+                default_subject,
+                make_priors,
+            )
             s = default_subject()
             return s.data, make_priors(s.data, AuditConfig(), s.gold)
         return load
@@ -278,7 +282,7 @@ def study_one(name: str, cache: Path, permutations: int,
     from crowdrank.inference.gate import check
     from crowdrank.inference.nuts import read_nuts
     from crowdrank.models.registry import get as get_model
-    from crowdrank.validation.audit import fit_variant
+    from crowdrank.validation.pipelines.audit import fit_variant
 
     load, model, _ = subjects()[name]
     d, pri = load()
@@ -391,7 +395,7 @@ def cost(names, cache: Path, repeats: int = 3, only: list[str] | None = None) ->
     takes over 2 s), written into the subject's ``study.json`` as ``cpu_s`` and
     ``cpu_x_one_pass``."""
     from crowdrank.models.registry import get as get_model
-    from crowdrank.validation.audit import fit_variant
+    from crowdrank.validation.pipelines.audit import fit_variant
 
     for name in names:
         path = cache / name / "study.json"
@@ -456,7 +460,7 @@ def diagnose(names, cache: Path, labels=DIAGNOSE_VARIANTS) -> None:
 
     from crowdrank.inference.nuts import read_nuts
     from crowdrank.models.registry import get as get_model
-    from crowdrank.validation.audit import fit_variant
+    from crowdrank.validation.pipelines.audit import fit_variant
 
     out = {"bench": "fidelity_diagnosis", "subjects": [], **env()}
     for name in names:

@@ -6,7 +6,7 @@ Three parts (``--parts``, default all; each replaces only its own key of the JSO
 ``audit`` (key ``runs``)
     For each of ``crowdbt-bias``, ``crowdbt-domain`` (EM) and ``contextual-bt`` (MAP) and
     each back-end, one simulated data set is fitted by the point method and by NUTS
-    (:mod:`crowdrank.validation.pair_audit`); the aggregates of ``z`` and the sd ratio per family.
+    (:mod:`crowdrank.validation.pipelines.pair_audit`); the aggregates of ``z`` and the sd ratio per family.
 ``em-scale`` (key ``em_scale``)
     The extensions' EM on the *real* read-level pairs (490 items, 624 workers, 12,726
     pairs) with a seeded synthetic presentation order (and, for the domain model, a seeded
@@ -63,7 +63,7 @@ def _summary(rep: dict) -> dict:
 
 def run_one(model: str, backend: str, args) -> dict:
     from crowdrank.models import crowdbt_ext as cbx
-    from crowdrank.validation.pair_audit import audit_contextual, audit_crowdbt_ext
+    from crowdrank.validation.pipelines.pair_audit import audit_contextual, audit_crowdbt_ext
 
     nuts_kw = {"chains": args.chains, "tune": args.tune, "draws": args.draws, "seed": 1}
     load0, c0, t0 = os.getloadavg(), _cpu(), time.perf_counter()

@@ -1,6 +1,6 @@
 """The peers' table: accuracy and Spearman's ρ of every crowdrank method beside crowd-kit's
 BradleyTerry / NoisyBradleyTerry and choix, in one process on the same data
-(:mod:`crowdrank.validation.peers`), on BabyFace, read-level and the two PrefLib sets.
+(:mod:`crowdrank.validation.studies.peers`), on BabyFace, read-level and the two PrefLib sets.
 
 Results in ``bench/results/peers.json`` (one row per data set and method, with wall and
 CPU seconds per fit; the load average beside them). Needs ``crowd-kit`` (a development
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     from threadpoolctl import threadpool_limits
 
     from crowdrank.models.io import load_dataset
-    from crowdrank.validation import peers
+    from crowdrank.validation.studies import peers
 
     methods = [m for m in peers.LABELS
                if m not in peers.CROWDKIT or _version("crowd-kit") is not None]

@@ -103,7 +103,7 @@ def fit(data, model, priors, **kw):
 def bench_warmstart(args) -> list:
     from crowdrank.inference.online import fit_online
     from crowdrank.models.priors import Priors
-    from crowdrank.validation.audit import default_subject
+    from crowdrank.validation.pipelines.audit import default_subject
 
     d = default_subject().data
     pr = Priors.geometric(d.workers, d.K, a0=10, a=6)
@@ -178,7 +178,7 @@ def bench_warmstart_ladder(args) -> list:
     """
     from crowdrank.inference.online import fit_online
     from crowdrank.models.priors import Priors
-    from crowdrank.validation.audit import default_subject
+    from crowdrank.validation.pipelines.audit import default_subject
 
     d = default_subject().data
     pr = Priors.geometric(d.workers, d.K, a0=10, a=6)

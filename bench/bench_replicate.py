@@ -1,7 +1,7 @@
 """The COUPLE paper's experiments at their sizes ([Pan18], Sect. 5), once, and the Dask
 executor's overhead: ``bench/results/replicate_<experiment>.json``.
 
-For each experiment named on the command line this runs ``validation.replicate.
+For each experiment named on the command line this runs ``validation.studies.replicate.
 run_experiment`` into ``--out/<experiment>`` (page, results.json, CSV and the grid cache
 there) and writes the summary, its wall time, the machine (CPU count, load average) and the
 date to ``bench/results/replicate_<experiment>.json``. The issue's goals: ``fig7`` at full
@@ -9,12 +9,12 @@ scale with R = 5 in <= 10 min on 2 cores; ``babyface`` with R = 1000 in <= 3 min
 BabyFace COUPLE within ±1 point of the paper's 92.30 %.
 
 ``dask`` times one grid of ``--dask-tasks`` synthetic tasks of ``--dask-work`` CPU seconds
-each (``validation.experiments.sleep_job``) on the local process pool and on a Dask
+each (``validation.runtime.grid.sleep_job``) on the local process pool and on a Dask
 ``LocalCluster`` with the same number of worker processes, fresh caches each, and reports
 the overhead ``dask / pool - 1`` (goal <= 10 %).
 
 ``gap`` (Fig. 7's gap, ``bench/results/replicate_fig7_gap.json``): for each simulator of
-``validation.replicate.SIMULATORS``, ``replicate fig7 --nuts --simulator S`` with
+``validation.studies.replicate.SIMULATORS``, ``replicate fig7 --nuts --simulator S`` with
 ``--repeats-gap`` orders at the paper's scale and NUTS at the reduced scale.
 
 Each run records wall seconds, CPU seconds (this process and its reaped worker processes)
@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from crowdrank.validation.replicate import machine, run_experiment
+from crowdrank.validation.studies.replicate import machine, run_experiment
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -101,13 +101,13 @@ def run_one(name: str, args) -> dict:
 
 
 def run_gap(args) -> dict:
-    """Fig. 7's gap under each simulator (``validation.replicate.SIMULATORS``): the online
+    """Fig. 7's gap under each simulator (``validation.studies.replicate.SIMULATORS``): the online
     methods at the paper's scale (``--repeats-gap`` orders) and COUPLE and CrowdBT by NUTS
     at the reduced scale (``--nuts-scale``; all four settings under 'story', those of
     ``--gap-nuts-settings`` under the others); one table of accuracies at 100 % of the
     samples per simulator."""
     from crowdrank.reports.replicate_html import _clean, nuts_verdict, write_all
-    from crowdrank.validation.replicate import NUTS_SCALE, SETTINGS
+    from crowdrank.validation.studies.replicate import NUTS_SCALE, SETTINGS
 
     nsc = dict(NUTS_SCALE)
     if args.nuts_scale:
@@ -146,7 +146,7 @@ def run_gap(args) -> dict:
 def run_dask(args) -> dict:
     from distributed import Client, LocalCluster
 
-    from crowdrank.validation.experiments import run_grid, sleep_job
+    from crowdrank.validation.runtime.grid import run_grid, sleep_job
 
     specs = [{"seed": s, "work": args.dask_work} for s in range(args.dask_tasks)]
     base = Path(args.out) / "dask-bench"
@@ -206,7 +206,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats-gap", type=int, default=1,
                    help="gap: orders of the paper-scale online runs per simulator")
     p.add_argument("--simulators", nargs="+", default=["story", "normalized", "fixed"],
-                   help="gap: the simulators compared (validation.replicate.SIMULATORS)")
+                   help="gap: the simulators compared (validation.studies.replicate.SIMULATORS)")
     p.add_argument("--gap-nuts-settings", nargs="+", default=["amateur", "malicious"],
                    help="gap: settings NUTS runs on under the other simulators than 'story' "
                         "(all four under 'story')")

@@ -40,7 +40,7 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
               max_sims: int, seed: int, nuts: dict | None = None, processes: int = 1,
               sbc_batch: int | None = None, lane_groups: int = 1,
               warmup_depth: int | None = None) -> dict:
-    from crowdrank.validation.sbc import SbcConfig, run_sbc
+    from crowdrank.validation.pipelines.sbc import SbcConfig, run_sbc
 
     load0 = os.getloadavg()
     # replicates already cached by an earlier run: this run's wall time does not cover them

@@ -4,7 +4,7 @@
 A vmapped NUTS iteration runs its tree-building ``while_loop`` until the *longest*
 trajectory among its lanes has finished, so every lane pays for the hardest one. This
 script fits the first ``--replicates`` replicates of ``crowdrank sbc --model M`` (the same
-truths, data and seeds as ``validation.sbc``) in batches of ``--batch`` and records, per
+truths, data and seeds as ``validation.pipelines.sbc``) in batches of ``--batch`` and records, per
 batch: the leapfrog steps the program ran (Σ over iterations of the longest lane), the
 steps each lane needed (mean and max over lanes: the max is what per-lane termination
 would cost), compile and per-phase seconds, CPU seconds and the load average.
@@ -33,7 +33,7 @@ def measure(model: str, replicates: int, batch: int, tune: int, draws: int, chai
     import numpy as np
 
     from crowdrank.inference.nuts.batched import fit_nuts_batched, pad_layout
-    from crowdrank.validation.sbc import SbcConfig, _prepare
+    from crowdrank.validation.pipelines.sbc import SbcConfig, _prepare
 
     cfg = SbcConfig(model=model, backend="numpyro", sims=max(replicates, 2), seed=seed,
                     chains=chains, tune=tune, draws=draws)

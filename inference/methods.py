@@ -22,7 +22,7 @@ PyTensor. Use::
 
 ``crowdrank fit`` builds its ``--method`` choices and one option group per method from
 this table (:func:`crowdrank.reports.commands.fit.add_method_options`); the audit fits
-its approximations through it (:func:`crowdrank.validation.audit.fit_variant`). Adding a
+its approximations through it (:func:`crowdrank.validation.pipelines.audit.fit_variant`). Adding a
 method: docs/design.md, "Adding a method".
 """
 

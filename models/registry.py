@@ -81,7 +81,7 @@ class ModelSpec:
         PyTensor twin of ``numpyro_columns`` (:func:`crowdrank.models.pymc_models.column_loglik`).
     sbc_flatten : str or None
         ``f(lam, eta) -> (..., P)``: the parameters SBC ranks, from NUTS draws or the
-        simulated truth (:mod:`crowdrank.validation.sbc`); ``None`` (the default): λ,
+        simulated truth (:mod:`crowdrank.validation.pipelines.sbc`); ``None`` (the default): λ,
         centred λ and the worker family's flattening of η
         (:meth:`crowdrank.models.families.WorkerFamily.flatten`).
     pair_loglik : str or None

@@ -1,7 +1,7 @@
 """``crowdrank audit``'s pipeline with its HTML page.
 
 The pipeline itself (configuration, fits, comparisons, ``metrics.json``) is
-:mod:`crowdrank.validation.audit`, shared with the experiment grid and the tests; this module only
+:mod:`crowdrank.validation.pipelines.audit`, shared with the experiment grid and the tests; this module only
 adds the report (:func:`crowdrank.reports.audit_html.write_audit_report`) and re-exports the pipeline's
 names for the command and for callers that import them from here.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crowdrank.validation.audit import (  # noqa: F401  (re-exported)
+from crowdrank.validation.pipelines.audit import (  # noqa: F401  (re-exported)
     DEFAULT_SIMULATION,
     MODELS,
     VARIANT_CHOICES,
@@ -27,13 +27,13 @@ from crowdrank.validation.audit import (  # noqa: F401  (re-exported)
     variant_label,
     variant_list,
 )
-from crowdrank.validation.audit import run_audit as _run
+from crowdrank.validation.pipelines.audit import run_audit as _run
 
 
 def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None, *,
               log=None, report: bool = True, scheduler=None,
               processes: int | None = None) -> dict:
-    """Run the audit (:func:`crowdrank.validation.audit.run_audit`; its fits on a Dask cluster with
+    """Run the audit (:func:`crowdrank.validation.pipelines.audit.run_audit`; its fits on a Dask cluster with
     ``scheduler``) and write ``report.html``."""
     from crowdrank.reports.audit_html import write_audit_report
 

@@ -1,7 +1,7 @@
 """The pair-table audit's page (``crowdrank audit PAIRS.csv --model crowdbt-bias|
 crowdbt-domain|contextual-bt``): one self-contained HTML file built from the ranking
 report's blocks (:mod:`crowdrank.reports.html`, :mod:`crowdrank.reports.figures`,
-:mod:`crowdrank.reports.predictive_html`) over a :class:`crowdrank.validation.pair_audit.PairAudit`.
+:mod:`crowdrank.reports.predictive_html`) over a :class:`crowdrank.validation.pipelines.pair_audit.PairAudit`.
 
 Sections: summary (the gate and what the model says), data, the NUTS diagnostics (and
 the other PPL's agreement), the approximation against NUTS per parameter family (λ, γ,
@@ -150,7 +150,7 @@ def model_says(audit, names: dict) -> list[str]:
 
 
 def write_pair_report(path, audit) -> object:
-    """Assemble the page from a :class:`crowdrank.validation.pair_audit.PairAudit` and write it."""
+    """Assemble the page from a :class:`crowdrank.validation.pipelines.pair_audit.PairAudit` and write it."""
     from crowdrank.reports import figures as F
     from crowdrank.reports.predictive_html import _loo_section, _ppc_section
 

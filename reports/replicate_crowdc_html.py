@@ -1,5 +1,5 @@
 """The page, ``results.json`` and CSV of ``crowdrank replicate crowdc``
-(:mod:`crowdrank.validation.replicate_crowdc`): CrowDC's simulation study [Wang23] with the paper's
+(:mod:`crowdrank.validation.studies.replicate_crowdc`): CrowDC's simulation study [Wang23] with the paper's
 claim beside our numbers, in the conventions of :mod:`crowdrank.reports.replicate_html`.
 """
 

@@ -1,5 +1,5 @@
 """The page, ``results.json`` and CSV of a replicated experiment of the COUPLE paper
-(:mod:`crowdrank.validation.replicate`): our numbers beside the paper's wherever the text of
+(:mod:`crowdrank.validation.studies.replicate`): our numbers beside the paper's wherever the text of
 [Pan18] states one, with the figures embedded (:mod:`crowdrank.reports.html`).
 """
 
@@ -17,7 +17,7 @@ COLORS = {"couple": "#c0392b", "crowdbt": "#2471a3", "pl": "#27ae60", "bt": "#8e
 
 
 def _label(m: str) -> str:
-    from crowdrank.validation.replicate import LABELS
+    from crowdrank.validation.studies.replicate import LABELS
     return LABELS.get(m, m)
 
 

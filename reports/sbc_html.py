@@ -1,10 +1,10 @@
 """The SBC page: one self-contained HTML file (figures as base64 PNG, no scripts) built from
-``sbc.json`` and ``ranks.csv`` of :func:`crowdrank.validation.sbc.run_sbc`.
+``sbc.json`` and ``ranks.csv`` of :func:`crowdrank.validation.pipelines.sbc.run_sbc`.
 
 The main figure is the ECDF-difference plot of Säilynoja, Bürkner & Vehtari (2022): for
 each parameter, ``F̂(z) − z`` against the fractional rank ``z``, where ``F̂`` is the ECDF of
 the parameter's ranks over the replicates; the grey area is the *simultaneous* 95 % band
-under uniformity for that number of replicates (:func:`crowdrank.validation.sbc.ecdf_test`). A
+under uniformity for that number of replicates (:func:`crowdrank.validation.pipelines.sbc.ecdf_test`). A
 calibrated posterior keeps each curve inside the band in about 95 % of parameters; a curve
 that bows *up* (ranks too small: truths below the draws) means the posterior sits too high,
 a bow *down* too low; an ∩/∪ shape means posteriors too wide / too narrow.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from crowdrank.validation.sbc import FAMILIES, ecdf_test
+from crowdrank.validation.pipelines.sbc import FAMILIES, ecdf_test
 
 from . import html as H
 from .figures import _fig

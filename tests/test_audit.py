@@ -10,7 +10,7 @@ import pytest
 
 from crowdrank.models.data import DataError
 from crowdrank.reports.audit import parse_variants, variant_label, variant_list
-from crowdrank.validation import experiments as X
+from crowdrank.validation.runtime import grid as X
 
 
 # ------------------------------------------------------------------ variants
@@ -32,7 +32,7 @@ def test_variants_parse_and_expand():
 
 
 def test_ep_and_quadrature_variants_expand_per_model():
-    from crowdrank.validation.audit import fit_variant, model_variants
+    from crowdrank.validation.pipelines.audit import fit_variant, model_variants
 
     v = parse_variants(["method=online,ep", "ep_passes=10,2", "taylor=paper,quadrature"])
     couple = model_variants("couple", v)

@@ -50,7 +50,7 @@ def test_percentile_coverage_is_nominal_when_the_bootstrap_is_the_posterior():
 
 
 def test_batch_methods_only_for_bt_and_pl():
-    from crowdrank.validation.audit import model_variants, parse_variants
+    from crowdrank.validation.pipelines.audit import model_variants, parse_variants
 
     v = parse_variants(["method=online,laplace,bootstrap"])
     assert [o.get("method") for o in model_variants("bt", v)] == ["online", "laplace",
@@ -65,7 +65,7 @@ def test_audit_laplace_and_bootstrap_against_nuts(tmp_path):
     Gaussian: Laplace's mean and sd must match NUTS (|z| and sd ratio); the bootstrap of
     the MAP carries no prior uncertainty, so its sd can only be smaller."""
     from crowdrank.models.simulate import simulate
-    from crowdrank.validation.audit import AuditConfig, Subject, run_audit
+    from crowdrank.validation.pipelines.audit import AuditConfig, Subject, run_audit
 
     sim = simulate("bt", n_items=8, n_workers=4, tasks_per_worker=60, seed=5)
     cfg = AuditConfig(models=("bt",), chains=2, tune=300, draws=600, permutations=0,
@@ -88,7 +88,7 @@ def test_audit_crowdbt_em_and_trueskill_run_as_approximations(tmp_path):
     import pandas as pd
 
     from crowdrank.models.simulate import simulate
-    from crowdrank.validation.audit import AuditConfig, Subject, run_audit
+    from crowdrank.validation.pipelines.audit import AuditConfig, Subject, run_audit
 
     sim = simulate("crowdbt", n_items=8, n_workers=3, tasks_per_worker=60, seed=6,
                    setting="expert", gold_per_worker=10)

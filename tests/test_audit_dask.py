@@ -34,7 +34,7 @@ def test_audit_on_a_local_cluster_equals_the_audit_in_process(tmp_path, worker_c
     import numpy as np
 
     from crowdrank.models.simulate import simulate
-    from crowdrank.validation.audit import AuditConfig, Subject, run_audit
+    from crowdrank.validation.pipelines.audit import AuditConfig, Subject, run_audit
 
     # BT audited, PL for the checks only: the cheapest models to compile and sample
     # (each of the three processes compiles its own), on the same code paths as COUPLE's
@@ -72,7 +72,7 @@ def test_audit_on_a_local_cluster_equals_the_audit_in_process(tmp_path, worker_c
 def test_audit_with_an_unreachable_scheduler_is_a_usage_error(tmp_path, monkeypatch, capsys):
     """``--scheduler`` (or ``$CROWDRANK_SCHEDULER``) naming a port where nothing listens:
     the command stops before any fit with a message naming the address and what to do."""
-    import crowdrank.validation.experiments as X
+    import crowdrank.validation.runtime.grid as X
     from crowdrank.reports.cli import main
 
     with socket.socket() as s:

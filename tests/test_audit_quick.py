@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from crowdrank.models.data import Rankings
-from crowdrank.validation.audit import AuditConfig, n_scalar_params, quick_draws
+from crowdrank.validation.pipelines.audit import AuditConfig, n_scalar_params, quick_draws
 
 
 def _data(n_items, n_workers, K):

@@ -1,4 +1,4 @@
-"""The audit's run sizing and cost estimate (crowdrank.validation.budget).
+"""The audit's run sizing and cost estimate (crowdrank.validation.pipelines.budget).
 
 Oracles: simulated iid chains (the draws rule's R-hat distribution), hand arithmetic (the
 estimate), and a tiny audit whose budget cannot hold its NUTS run (the refusal path, with
@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from crowdrank.validation import budget
+from crowdrank.validation.pipelines import budget
 
 
 def _iid_rhat(draws: int, n_params: int, seed: int) -> np.ndarray:

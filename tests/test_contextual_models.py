@@ -179,7 +179,7 @@ def test_map_agrees_with_nuts(backend):
     """MAP vs NUTS on a small simulated set: every λ and γ within 0.3 posterior sds of the
     NUTS mean and Laplace's sd within 20 % of NUTS's (the posterior is log-concave and
     close to Normal with 600 comparisons of 5 items)."""
-    from crowdrank.validation.pair_audit import audit_contextual
+    from crowdrank.validation.pipelines.pair_audit import audit_contextual
 
     t, X, _, _ = _table(n=600, p=1, seed=6)
     rep = audit_contextual(t, X, backend=backend,

@@ -431,7 +431,7 @@ def test_em_agrees_with_nuts(variant, backend):
     complete-data posterior, λ taken as known — is overconfident (sd ratio measured
     0.28-0.56), and the joint Laplace over (λ, β, η) corrects it (median sd ratio
     within 0.35 of 1, closer to 1 than the Beta's)."""
-    from crowdrank.validation.pair_audit import audit_crowdbt_ext
+    from crowdrank.validation.pipelines.pair_audit import audit_crowdbt_ext
 
     st, truth = _st(variant, n_items=5, n_workers=3, n_pairs=400, seed=11)
     wab = np.tile([4.0, 1.5], (st.n_workers, 1))

@@ -166,7 +166,7 @@ def test_replicate_crowdc_small_grid(tmp_path):
     import json
 
     from crowdrank.reports.replicate_crowdc_html import write_all
-    from crowdrank.validation.replicate_crowdc import run_experiment
+    from crowdrank.validation.studies.replicate_crowdc import run_experiment
 
     settings = [(24, 1, 0.8, 2, 4), (100, 5, 0.8, 2, 12)]
     s = run_experiment(tmp_path, repeats=2, divisions=2, processes=1, progress=False,
@@ -190,7 +190,7 @@ def test_replicate_crowdc_small_grid(tmp_path):
 
 def test_replicate_crowdc_cli_errors(tmp_path):
     from crowdrank.models.errors import UsageError
-    from crowdrank.validation.replicate_crowdc import parse_settings, run_experiment
+    from crowdrank.validation.studies.replicate_crowdc import parse_settings, run_experiment
 
     with pytest.raises(UsageError, match="n,t,r,g,p"):
         parse_settings("100,5,0.8")
@@ -215,7 +215,7 @@ def test_replicate_crowdc_command_line(tmp_path, capsys):
 
 
 def test_findings_count_the_papers_two_statements():
-    from crowdrank.validation.replicate_crowdc import findings
+    from crowdrank.validation.studies.replicate_crowdc import findings
 
     def row(g, p, v):
         return {"n": 100, "t": 5, "r": 0.8, "g": g, "p": p, "tau_ratio": v}

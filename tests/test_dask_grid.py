@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from crowdrank.validation import experiments as X
+from crowdrank.validation.runtime import grid as X
 
 distributed = pytest.importorskip("distributed")
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def test_real_scheduler_and_worker_resume_a_killed_grid(tmp_path):
         driver.write_text(
             "import json, sys\n"
             f"sys.path.insert(0, {str(ROOT)!r})\n"
-            "from crowdrank.validation import experiments as X\n"
+            "from crowdrank.validation.runtime import grid as X\n"
             f"X.run_grid(json.loads({json.dumps(json.dumps(specs))}), X.sleep_job, "
             f"{str(cache)!r}, scheduler={addr!r}, progress=False)\n")
         drv = subprocess.Popen([sys.executable, str(driver)], env=env,
@@ -140,7 +140,7 @@ def test_real_scheduler_and_worker_resume_a_killed_grid(tmp_path):
 def test_sbc_on_a_local_cluster_equals_local(tmp_path, client):
     """SBC's replicates through the same executor: identical ranks (the machinery check,
     ``backend="prior"``, so no sampler runs)."""
-    from crowdrank.validation.sbc import SbcConfig, run_sbc
+    from crowdrank.validation.pipelines.sbc import SbcConfig, run_sbc
 
     cfg = SbcConfig(model="pl", backend="prior", sims=3, n_items=5, n_workers=2,
                     tasks_per_worker=5, draws=100, n_ranks=20, chains=1, batch=1)

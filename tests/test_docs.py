@@ -165,14 +165,14 @@ def test_contract_signatures():
     from crowdrank.inference.nuts import fit_nuts, read_nuts, write_nuts
     from crowdrank.inference.online import OnlinePosterior, fit_online, fit_online_stream
     from crowdrank.validation.compare import compare
-    from crowdrank.validation.experiments import run_grid
+    from crowdrank.validation.runtime.grid import run_grid
 
     _check_signature("fit_nuts", fit_nuts)
     _check_signature("fit_online", fit_online)
     _check_signature("fit_online_stream", fit_online_stream)
     _check_signature("to_datatree", OnlinePosterior.to_datatree, skip_self=True)
     _check_signature("crowdrank.validation.compare.compare", compare)
-    _check_signature("crowdrank.validation.experiments.run_grid", run_grid)
+    _check_signature("crowdrank.validation.runtime.grid.run_grid", run_grid)
     from crowdrank.inference.online.ep import fit_ep
     _check_signature("crowdrank.inference.online.ep.fit_ep", fit_ep)
     _check_signature("write_nuts", write_nuts)
@@ -189,7 +189,7 @@ def test_contract_dataclass_fields():
     from crowdrank.inference.online import OnlinePosterior
     from crowdrank.models.priors import Priors
     from crowdrank.validation.compare import Comparison
-    from crowdrank.validation.experiments import GridRun
+    from crowdrank.validation.runtime.grid import GridRun
 
     assert _contract_params("Priors")[0] == _fields(Priors)
     assert _contract_params("Gate")[0] == _fields(Gate)
@@ -294,4 +294,4 @@ def test_contract_online_datatree_layout():
 def test_contract_parser_sees_the_calls(name):
     assert _contract_params(name if name not in ("compare", "run_grid") else
                             {"compare": "crowdrank.validation.compare.compare",
-                             "run_grid": "crowdrank.validation.experiments.run_grid"}[name])[0]
+                             "run_grid": "crowdrank.validation.runtime.grid.run_grid"}[name])[0]

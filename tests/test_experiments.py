@@ -1,12 +1,12 @@
-"""``validation.audit_grid.audit_job`` on a tiny grid: what it returns, and that a cached
+"""``validation.pipelines.audit_grid.audit_job`` on a tiny grid: what it returns, and that a cached
 re-run of the grid does not refit (NUTS and online fits are counted)."""
 
 from __future__ import annotations
 
 import pytest
 
-from crowdrank.validation import experiments as X
-from crowdrank.validation.audit_grid import audit_job
+from crowdrank.validation.pipelines.audit_grid import audit_job
+from crowdrank.validation.runtime import grid as X
 
 TINY = {"n_items": 6, "n_workers": 3, "tasks_per_worker": 8, "kmax": 3,
         "chains": 2, "tune": 40, "draws": 40}

@@ -15,7 +15,7 @@ import pytest
 
 from crowdrank.models.data import DataError
 from crowdrank.models.simulate import simulate
-from crowdrank.validation.external import CSV_FAMILY, read_external, read_marginals_csv
+from crowdrank.validation.pipelines.external import CSV_FAMILY, read_external, read_marginals_csv
 
 openskill = pytest.importorskip("openskill.models")
 

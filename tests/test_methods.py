@@ -66,7 +66,7 @@ def test_every_method_choice_of_fit_and_audit_is_an_entry():
     """``crowdrank fit --method`` offers exactly the registry; ``audit --approx`` takes
     every approximation of it (and refuses the reference)."""
     from crowdrank.reports.cli import build_parser
-    from crowdrank.validation.audit import parse_variants
+    from crowdrank.validation.pipelines.audit import parse_variants
 
     fit = build_parser("fit")._subparsers._group_actions[0].choices["fit"]
     (method,) = [a for a in fit._actions if a.dest == "method"]

@@ -1,4 +1,4 @@
-"""The pair-table audit (validation.pair_audit, reports.pair_audit_html): pointwise
+"""The pair-table audit (validation.pipelines.pair_audit, reports.pair_audit_html): pointwise
 log-likelihood, PSIS-LOO, posterior predictive checks, the backend agreement, Dask.
 
 Oracles: the PPL's own log density of the observed site (NumPyro's ``log_likelihood``)
@@ -25,7 +25,7 @@ from crowdrank.models import crowdbt_ext as m
 from crowdrank.models.io import write_pair_table
 from crowdrank.models.likelihood import pair_bt, pair_crowdbt
 from crowdrank.models.pair_table import PairTable
-from crowdrank.validation import pair_audit as pa
+from crowdrank.validation.pipelines import pair_audit as pa
 
 PRIOR = {"mu0": 0.0, "sigma0": 1.0, "bias_sd": 1.0, "tau": 1.0}
 
@@ -175,7 +175,7 @@ def test_agreement_passes_equal_posteriors_and_fails_a_shifted_one():
 def test_unreachable_scheduler_is_a_usage_error(tmp_path, monkeypatch, capsys):
     """``--scheduler`` naming a port where nothing listens: exit 2 with a message naming
     the address and what to do, before any NUTS fit, and no outputs."""
-    import crowdrank.validation.experiments as X
+    import crowdrank.validation.runtime.grid as X
     from crowdrank.reports.cli import main
 
     t, _ = m.simulate(4, 2, 40, "crowdbt-bias", seed=1)

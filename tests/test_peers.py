@@ -1,4 +1,4 @@
-"""The peers' table (validation.peers): crowd-kit's BradleyTerry against our BT ML on the
+"""The peers' table (validation.studies.peers): crowd-kit's BradleyTerry against our BT ML on the
 same pairs (same model, same data: same scores up to a shift, same order), choix's MAP
 against ours, crowd-kit's input frame, and the table's rows. Skipped where crowd-kit or
 choix is not installed (development dependencies)."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from crowdrank.models.simulate import simulate
-from crowdrank.validation import peers
+from crowdrank.validation.studies import peers
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_choix_map_equals_our_map(pairs):
     choix = pytest.importorskip("choix")
     from scipy.special import expit
 
-    from crowdrank.validation.replicate import real_priors
+    from crowdrank.validation.studies.replicate import real_priors
 
     ours, _ = peers.method_scores(pairs, "map-bt")
     s0 = float(real_priors(pairs).sigma0)
@@ -116,7 +116,7 @@ def test_table_rows(sim, pairs):
     pytest.importorskip("choix")
     from scipy.stats import spearmanr
 
-    from crowdrank.validation.replicate import order_seed
+    from crowdrank.validation.studies.replicate import order_seed
 
     rows = peers.table(pairs, sim.lam, orders=2)
     assert [r["method"] for r in rows] == list(peers.LABELS)

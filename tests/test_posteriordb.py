@@ -20,7 +20,7 @@ from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import build_priors
 from crowdrank.models.registry import get as get_model
 from crowdrank.models.simulate import simulate
-from crowdrank.validation.posteriordb import export_posteriordb, read_reference_draws
+from crowdrank.validation.pipelines.posteriordb import export_posteriordb, read_reference_draws
 
 
 def _iid_tree(data, with_eta: bool, seed: int = 0):

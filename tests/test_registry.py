@@ -77,7 +77,7 @@ TOY = ModelSpec(NAME, "BT with a Beta temperature per worker (test toy)", "beta"
                 simulate_report=tempered_report, redraw=tempered_redraw,
                 numpyro_columns=tempered_numpyro_columns, numpyro_draw=tempered_numpyro_draw,
                 pymc_columns=tempered_pymc_columns,
-                sbc_flatten="crowdrank.validation.sbc:flatten_accuracy")
+                sbc_flatten="crowdrank.validation.pipelines.sbc:flatten_accuracy")
 
 
 @pytest.fixture
@@ -222,7 +222,7 @@ def test_sbc_prior_oracle_runs_the_toy(toy):
     """SBC finds the toy (exact simulator, Beta prior) without being told: truth drawn
     from the Beta prior, one accuracy per worker flattened after λ; the prior oracle's ranks
     are in range."""
-    from crowdrank.validation.sbc import SbcConfig, sbc_job, sbc_models
+    from crowdrank.validation.pipelines.sbc import SbcConfig, sbc_job, sbc_models
 
     assert NAME in sbc_models()
     cfg = SbcConfig(model=NAME, backend="prior", sims=2, n_items=5, n_workers=3,

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crowdrank.validation import replicate as R
+from crowdrank.validation.studies import replicate as R
 
 TINY = {"n_items": 30, "n_workers": 6, "tasks_per_worker": 25, "kmax": 4}
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"

@@ -1,4 +1,4 @@
-"""The replication's online fits go through the method registry (validation.replicate.
+"""The replication's online fits go through the method registry (validation.studies.replicate.
 online_fit) and give exactly the numbers of the online update called directly."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from crowdrank.inference.online import fit_online
-from crowdrank.validation.replicate import online_fit, synthetic, worker_quality
+from crowdrank.validation.studies.replicate import online_fit, synthetic, worker_quality
 
 
 @pytest.mark.parametrize("model", ["couple", "crowdbt"])

@@ -1,4 +1,4 @@
-"""Simulation-based calibration (validation/sbc.py, `crowdrank sbc`).
+"""Simulation-based calibration (validation/pipelines/sbc.py, `crowdrank sbc`).
 
 The machinery is tested without NUTS through the prior oracle (the exact posterior given no
 data is the prior, so its ranks are uniform), and it must *fail* a deliberately shifted
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from crowdrank.reports.cli import main
-from crowdrank.validation.sbc import (
+from crowdrank.validation.pipelines.sbc import (
     SbcConfig,
     cauchy_combination,
     chi2_test,
@@ -116,7 +116,7 @@ def test_family_verdict_false_alarm_rate():
     family-wise false-alarm rate stays near or below alpha = 0.05 despite the dependence."""
     from scipy.stats import norm
 
-    from crowdrank.validation.sbc import uniformity_summary
+    from crowdrank.validation.pipelines.sbc import uniformity_summary
 
     N, L = 40, 10
     names = [f"l{i}" for i in range(L)] + [f"c{i}" for i in range(L)]
@@ -198,7 +198,7 @@ def test_nuts_defaults_per_model():
     """Normalised COUPLE runs 4 x (300 + 500) by default (its gradient sums over k!
     orderings), the others 4 x (500 + 1000); explicit values win, and the resolved numbers
     are in the replicate's cache key, so the pl/crowdbt keys are those of earlier studies."""
-    from crowdrank.validation.sbc import NUTS_DEFAULTS
+    from crowdrank.validation.pipelines.sbc import NUTS_DEFAULTS
 
     c = SbcConfig(model="couple-normalized")
     assert (c.tune, c.draws) == NUTS_DEFAULTS["couple-normalized"] == (300, 500)
@@ -319,7 +319,7 @@ def test_numpyro_replicates_do_not_leak_memory_mappings():
     import os
     from pathlib import Path
 
-    from crowdrank.validation.sbc import sbc_job
+    from crowdrank.validation.pipelines.sbc import sbc_job
 
     maps = Path(f"/proc/{os.getpid()}/maps")
     if not maps.exists():
@@ -355,7 +355,7 @@ def test_a_truth_piling_up_at_rank_zero_fails_through_the_tail_sensitive_test():
     """The pattern an outside SBC found for CrowdBT's accuracy (4 of 65 ranks exactly 0,
     about 0.6 expected): the ECDF band's family combination alone passes it even at the
     whole alpha, the combined pot_c p-value does not, and the verdict follows pot_c."""
-    from crowdrank.validation.sbc import uniformity_summary
+    from crowdrank.validation.pipelines.sbc import uniformity_summary
 
     n_values, N = 101, 65
     rng = np.random.default_rng(3)

@@ -12,7 +12,7 @@ import pytest
 from scipy import optimize, stats
 
 from crowdrank.models.errors import UsageError
-from crowdrank.validation.sbc import SbcConfig, _finish, _prepare
+from crowdrank.validation.pipelines.sbc import SbcConfig, _finish, _prepare
 
 
 def _laplace_by_hand(data, mu0, sigma0):

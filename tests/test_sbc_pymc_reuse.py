@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from crowdrank.models.model_inputs import model_inputs
-from crowdrank.validation.sbc import SbcConfig, _prepare
+from crowdrank.validation.pipelines.sbc import SbcConfig, _prepare
 
 
 def QUICK_MODE():

@@ -1,10 +1,15 @@
-"""Validation: how closely the online (moment-matched) posteriors track the NUTS reference.
+"""Validation: how closely each approximation tracks the NUTS reference, by job.
+
+Metrics and comparison (this package's modules), the pipelines that run fits end to end
+(:mod:`crowdrank.validation.pipelines`: audit, SBC, pair audit, posteriordb export), the
+research studies built on them (:mod:`crowdrank.validation.studies`: replication, CrowDC,
+peers) and the run-time they share (:mod:`crowdrank.validation.runtime`: grid, cache,
+process pool, Dask).
 
 - :mod:`crowdrank.validation.metrics`: per-parameter formulas (z, noise floor, sd ratio, closed-form
   KL, W1, coverage) and their aggregates (docs/design.md, Validation).
 - :mod:`crowdrank.validation.compare`: one online posterior against one NUTS ``DataTree``
   (parameter, ranking and worker level; convergence-gate marking; order sensitivity).
-- :mod:`crowdrank.validation.experiments`: cached, resumable, parallel grids of experiments.
 - :mod:`crowdrank.validation.predictive_stats`: statistics of rankings against a reference order
   (first choice by stage, per-worker accuracy and pair agreement, Kendall τ) for
   predictive checks.

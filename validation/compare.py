@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from . import metrics as M
-from .tables import (  # noqa: F401  (align and aggregates: compare's public names)
+from crowdrank.validation import metrics as M
+from crowdrank.validation.tables import (  # noqa: F401  (align and aggregates: compare's public names)
     _coord,
     _diag,
     _finite_or_none,
@@ -533,7 +533,7 @@ def compare(reference, approximation, *, gate=None, truth=None, truth_eta1=None,
                    trusted=trusted, reasons=reasons, identified=ident,
                    identified_table=ident_table)
     if online.tree is not None:
-        from .intervals import percentile_coverage
+        from crowdrank.validation.intervals import percentile_coverage
         draws = online.tree["posterior"]["lambda"].transpose("chain", "draw", "item")
         percentile_coverage(c, np.asarray(draws.values, float).reshape(-1, draws.shape[-1]),
                             [str(v) for v in draws["item"].values], idata)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import metrics as M
-from .tables import _flat_draws, aggregates, align
+from crowdrank.validation import metrics as M
+from crowdrank.validation.tables import _flat_draws, aggregates, align
 
 
 def percentile_coverage(comparison, draws, items, idata) -> None:

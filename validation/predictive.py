@@ -64,8 +64,11 @@ import pandas as pd
 
 from crowdrank.models.data import Rankings
 from crowdrank.models.registry import get as get_model
-
-from .predictive_stats import first_choice_by_stage, order_by_scores, worker_pair_agreement
+from crowdrank.validation.predictive_stats import (
+    first_choice_by_stage,
+    order_by_scores,
+    worker_pair_agreement,
+)
 
 #: Pareto k̂ above this: the PSIS estimate of that observation's elpd is unreliable
 #: [Vehtari17]. With ``S`` draws the threshold is ``min(1 − 1/log10 S, 0.7)`` (ArviZ's

@@ -31,8 +31,7 @@ from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import Priors
 from crowdrank.models.registry import MODELS, get
 from crowdrank.models.simulate import WORKER_TYPES, simulate
-
-from .predictive_stats import order_by_scores, summarise
+from crowdrank.validation.predictive_stats import order_by_scores, summarise
 
 PRIOR_KINDS = ("geometric", "flat", "gold")
 

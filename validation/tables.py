@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from . import metrics as M
+from crowdrank.validation import metrics as M
 
 
 def _finite_or_none(x) -> float | None:

@@ -200,7 +200,7 @@ def measure_map() -> dict[str, float]:
 def measure_babyface() -> dict[str, float]:
     from crowdrank.models.io.catalog import list_datasets
     from crowdrank.reports.replicate_html import _clean
-    from crowdrank.validation.replicate import run_experiment
+    from crowdrank.validation.studies.replicate import run_experiment
 
     entry = next((d for d in list_datasets() if d["name"] == "babyface"), None)
     if entry is None or not entry["present"]:

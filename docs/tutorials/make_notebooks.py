@@ -486,7 +486,7 @@ ax.legend();"""),
 ## The diagnostic report
 
 `crowdrank audit` runs these steps for every model and writes `report.html`. Here the
-pieces computed above are handed to the same pipeline (`validation.audit.build_metrics`
+pieces computed above are handed to the same pipeline (`validation.pipelines.audit.build_metrics`
 and `reports.audit_html.write_audit_report`), so no sampler runs again. Open
 `audit-tutorial/report.html` in a browser: the summary says whether the reference is
 trusted (R-hat, ESS, divergences, E-BFMI), then z and sd ratio per parameter, coverage,
@@ -495,7 +495,7 @@ the workers, the order sensitivity and the two PPLs' agreement."""),
 from pathlib import Path
 
 from crowdrank.reports.audit_html import write_audit_report
-from crowdrank.validation.audit import AuditConfig, ModelAudit, Subject, build_metrics
+from crowdrank.validation.pipelines.audit import AuditConfig, ModelAudit, Subject, build_metrics
 
 subject = Subject(data, truth=sim.lam, truth_eta1=sim.eta[:, 0],
                   description="tutorial: 8 items, 4 workers (expert, 2 amateurs, malicious)")

@@ -137,7 +137,7 @@ def config_from_args(args, data=None):
     """An :class:`crowdrank.reports.audit.AuditConfig` from the parsed options (``data``: the data set
     audited, which sets a quick audit's draws; None for the embedded default)."""
     from crowdrank.reports.audit import MODELS, AuditConfig, parse_variants
-    from crowdrank.validation.audit import n_scalar_params
+    from crowdrank.validation.pipelines.audit import n_scalar_params
 
     kw = {"models": MODELS if args.model == "all" else (args.model,), "backend": args.backend,
           "variants": parse_variants((args.variants or [])
@@ -163,7 +163,7 @@ def config_from_args(args, data=None):
     cfg = AuditConfig.quick(n_params, **kw) if args.quick else AuditConfig(**kw)
     if args.draws is None and n_params is not None:
         # iid chains of this length pass the gate with >= 95 % (docs/design.md)
-        from crowdrank.validation.budget import draws_for_gate
+        from crowdrank.validation.pipelines.budget import draws_for_gate
         cfg.draws = max(cfg.draws, draws_for_gate(n_params, cfg.chains))
     return cfg
 
@@ -186,7 +186,7 @@ def run(args) -> int:
         subject = Subject(data, truth=truth, description=f"{args.data} ({data.n_rankings} "
                           f"rankings, {data.n_items} items, {data.n_workers} workers)")
     cfg = config_from_args(args, subject.data)
-    from crowdrank.validation.experiments import SchedulerError, resolve_scheduler
+    from crowdrank.validation.runtime.grid import SchedulerError, resolve_scheduler
 
     if args.processes is not None and args.processes < 1:
         raise UsageError("--processes must be >= 1")

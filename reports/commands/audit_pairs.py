@@ -1,6 +1,6 @@
 """``crowdrank audit PAIRS.csv --model {crowdbt-bias,crowdbt-domain,contextual-bt}``: the
 point method of a pair-table model against its NUTS posterior
-(:mod:`crowdrank.validation.pair_audit`).
+(:mod:`crowdrank.validation.pipelines.pair_audit`).
 
 The approximation is ``--approx em`` for the CrowdBT extensions (the EM MAP with Laplace's
 sd and the Beta of the responsibilities, plus the joint Laplace over ``(λ, β, η)``) and
@@ -67,7 +67,7 @@ def _rows(families: dict, names: dict) -> list[dict]:
 
 
 def _baselines(text: str | None) -> tuple[str, ...]:
-    from crowdrank.validation.pair_audit import BASELINES
+    from crowdrank.validation.pipelines.pair_audit import BASELINES
 
     if text is None:
         return BASELINES
@@ -88,8 +88,8 @@ def run(args) -> int:
     import pandas as pd
 
     from crowdrank.models.io import read_pair_table
-    from crowdrank.validation.experiments import SchedulerError, resolve_scheduler
-    from crowdrank.validation.pair_audit import contextual_audit, crowdbt_ext_audit
+    from crowdrank.validation.pipelines.pair_audit import contextual_audit, crowdbt_ext_audit
+    from crowdrank.validation.runtime.grid import SchedulerError, resolve_scheduler
 
     if args.data is None:
         raise UsageError(f"--model {args.model} audits a pairwise CSV: give DATA")
@@ -168,13 +168,13 @@ def run(args) -> int:
 
 
 def _log():
-    from crowdrank.validation.audit import Log
+    from crowdrank.validation.pipelines.audit import Log
 
     return Log(True)
 
 
 def jsonable(x):
-    from crowdrank.validation.audit import jsonable as j
+    from crowdrank.validation.pipelines.audit import jsonable as j
 
     return j(x)
 

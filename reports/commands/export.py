@@ -4,7 +4,7 @@ With no data the subject is the audit's embedded default (its gold-task priors, 
 ``crowdrank audit`` fits it); with a file or a shared set's name, the priors come from the
 same options as ``crowdrank fit``. NUTS runs with the audit's defaults unless ``--from``
 names a ``posterior.nc`` of the same data, model and priors (the gate is re-read from its
-draws). Layout and certification: :mod:`crowdrank.validation.posteriordb`.
+draws). Layout and certification: :mod:`crowdrank.validation.pipelines.posteriordb`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _subject(args):
     from pathlib import Path
 
     from crowdrank.models.registry import get as get_model
-    from crowdrank.validation.audit import AuditConfig, default_subject, make_priors
+    from crowdrank.validation.pipelines.audit import AuditConfig, default_subject, make_priors
 
     cfg = AuditConfig(worker_prior=args.worker_prior)
     if args.data is None:
@@ -66,7 +66,7 @@ def run(args) -> int:
     from crowdrank.inference.gate import check
     from crowdrank.inference.nuts import fit_nuts, read_nuts
     from crowdrank.models.registry import get as get_model
-    from crowdrank.validation.posteriordb import export_posteriordb
+    from crowdrank.validation.pipelines.posteriordb import export_posteriordb
 
     get_model(args.model)                      # an unknown model fails before any work
     data, priors, name = _subject(args)

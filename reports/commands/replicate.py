@@ -1,5 +1,5 @@
 """``crowdrank replicate``: the COUPLE paper's experiments ([Pan18], Sect. 5), our numbers
-beside the paper's. The logic is in :mod:`crowdrank.validation.replicate`, the page in
+beside the paper's. The logic is in :mod:`crowdrank.validation.studies.replicate`, the page in
 :mod:`crowdrank.reports.replicate_html`; grid tasks are cached in ``--out/cache`` and run on local
 processes or, with ``--scheduler``, on a Dask cluster.
 """
@@ -29,7 +29,7 @@ OTHER = ("crowdc",)
 
 
 def register(sub) -> None:
-    from crowdrank.validation.replicate import EXPERIMENTS
+    from crowdrank.validation.studies.replicate import EXPERIMENTS
 
     experiments = tuple(EXPERIMENTS) + tuple(x for x in OTHER if x not in EXPERIMENTS)
     p = sub.add_parser(
@@ -107,8 +107,8 @@ def run(args) -> int:
 
     from crowdrank.models.errors import UsageError
     from crowdrank.reports.replicate_html import write_all
-    from crowdrank.validation.experiments import SchedulerError, resolve_scheduler
-    from crowdrank.validation.replicate import run_experiment
+    from crowdrank.validation.runtime.grid import SchedulerError, resolve_scheduler
+    from crowdrank.validation.studies.replicate import run_experiment
 
     out = Path(args.out or f"replicate-{args.experiment}")
     if args.experiment == "crowdc":
@@ -139,8 +139,8 @@ def run(args) -> int:
 def run_crowdc(args, out) -> int:
     from crowdrank.models.errors import UsageError
     from crowdrank.reports.replicate_crowdc_html import write_all
-    from crowdrank.validation.experiments import SchedulerError, resolve_scheduler
-    from crowdrank.validation.replicate_crowdc import parse_settings, run_experiment
+    from crowdrank.validation.runtime.grid import SchedulerError, resolve_scheduler
+    from crowdrank.validation.studies.replicate_crowdc import parse_settings, run_experiment
 
     if args.processes is not None and args.processes < 1:
         raise UsageError("--processes must be >= 1")

@@ -5,7 +5,7 @@ NUTS and by the matching online method, and tests whether the ranks of the true 
 among the posterior draws (and the PITs under the online marginals) are uniform (Talts et
 al. 2018; Säilynoja et al. 2022). Writes ``ranks.csv``, ``sbc.json`` and ``sbc.html`` into
 ``--out``; replicates are cached in ``--out/cache``, so an interrupted or extended run
-resumes. The logic is in :mod:`crowdrank.validation.sbc`, the page in :mod:`crowdrank.reports.sbc_html`.
+resumes. The logic is in :mod:`crowdrank.validation.pipelines.sbc`, the page in :mod:`crowdrank.reports.sbc_html`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from crowdrank.inference import methods
 
 
 def register(sub) -> None:
-    from crowdrank.validation.sbc import sbc_models  # models with an exact simulator (the registry)
+    from crowdrank.validation.pipelines.sbc import (
+        sbc_models,  # models with an exact simulator (the registry)
+    )
 
     p = sub.add_parser(
         "sbc", help="simulation-based calibration (SBC) of NUTS and of the online methods",
@@ -108,7 +110,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from crowdrank.reports.sbc_html import write_sbc_report
-    from crowdrank.validation.sbc import SbcConfig, run_sbc
+    from crowdrank.validation.pipelines.sbc import SbcConfig, run_sbc
 
     if args.processes is not None and args.processes < 1:
         raise ValueError(f"--processes must be >= 1, got {args.processes}")
@@ -122,10 +124,10 @@ def run(args) -> int:
                     alpha=args.alpha, batch=args.batch, lane_groups=args.lane_groups,
                     warmup_depth=args.warmup_depth)
     # validate the worker prior before any process starts
-    from crowdrank.validation.sbc import make_priors
+    from crowdrank.validation.pipelines.sbc import make_priors
     make_priors(cfg.spec(0))
     from crowdrank.models.errors import UsageError
-    from crowdrank.validation.experiments import SchedulerError, resolve_scheduler
+    from crowdrank.validation.runtime.grid import SchedulerError, resolve_scheduler
     try:
         summary = run_sbc(cfg, args.out, processes=args.processes,
                           progress=not args.no_progress,

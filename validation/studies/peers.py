@@ -14,7 +14,7 @@ OnlinePL and OnlineBT) and TrueSkill over ``orders`` random orders (mean and sd;
 order would be unfair: PrefLib's files list identical rankings together, and TrueSkill in
 that order scores dots at accuracy 0.58 against 1.0 shuffled),
 the batch MAP of BT and PL (``N(0, 1)`` prior, Newton), CrowdBT's MAP by EM, and
-PeerGrader's MAP, under the paper's real-data priors (:func:`crowdrank.validation.replicate.real_priors`).
+PeerGrader's MAP, under the paper's real-data priors (:func:`crowdrank.validation.studies.replicate.real_priors`).
 The peers: ``crowd-kit``'s ``BradleyTerry`` (ML by MM; twice: as shipped, which stops
 after two MM updates — the convergence test of crowd-kit 1.4.2 compares the iterate
 with an alias of itself — and with ``tol=0``, which runs every iteration) and
@@ -86,7 +86,7 @@ def _aligned(data, series):
 def score(truth, scores, components) -> dict:
     from scipy.stats import spearmanr
 
-    from .replicate import accuracy
+    from crowdrank.validation.studies.replicate import accuracy
 
     ok = np.isfinite(np.asarray(truth, float))
     rho = spearmanr(np.asarray(truth, float)[ok], np.asarray(scores, float)[ok])[0]
@@ -96,7 +96,7 @@ def score(truth, scores, components) -> dict:
 def method_scores(data, method: str, *, seed: int = 0, priors=None):
     """Scores of one method (``LABELS``) on ``data`` (one order for the online ones,
     ``seed``): ``(scores aligned with data.items, info dict)``."""
-    from .replicate import real_priors
+    from crowdrank.validation.studies.replicate import real_priors
 
     pri = real_priors(data) if priors is None else priors
     info = {}
@@ -159,8 +159,8 @@ def table(data, truth, methods=None, *, orders: int = 5, seed: int = 0,
     numbers: a peer's failure is part of the table, not the end of it."""
     from tqdm.auto import tqdm
 
-    from .compare import comparison_components
-    from .replicate import order_seed
+    from crowdrank.validation.compare import comparison_components
+    from crowdrank.validation.studies.replicate import order_seed
 
     methods = list(LABELS) if methods is None else list(methods)
     comps = comparison_components(data)

@@ -1,7 +1,7 @@
 """The audit pipeline: fit a model both ways (NUTS and online moment matching) under the
 same priors, compare the posteriors, and write the metrics and the fits. It is the one
 pipeline behind ``crowdrank audit``, the experiment grid
-(:func:`crowdrank.validation.audit_grid.audit_job`) and the tests; :mod:`crowdrank.reports.audit` only adds the
+(:func:`crowdrank.validation.pipelines.audit_grid.audit_job`) and the tests; :mod:`crowdrank.reports.audit` only adds the
 HTML page.
 
 Output folder layout (docs/contracts.md, Audit outputs)::
@@ -38,8 +38,7 @@ from crowdrank.models.data import Rankings
 from crowdrank.models.priors import Priors, build_priors
 from crowdrank.models.registry import get as get_model
 from crowdrank.models.registry import names as model_names
-
-from .variants import (  # noqa: F401  (the audit's names, re-exported)
+from crowdrank.validation.pipelines.variants import (  # noqa: F401  (the audit's names, re-exported)
     BASE_VARIANTS,
     GENERIC_VARIANTS,
     VARIANT_CHOICES,
@@ -250,7 +249,12 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     """Fit ``model`` by NUTS and by every online variant, compare, and write the fits into
     ``out`` (nothing is written when ``out`` is None). ``variants`` (online option sets,
     the first one the default) overrides the ones ``cfg.variants`` asks for."""
-    from .compare import align, compare, comparison_components, order_sensitivity
+    from crowdrank.validation.compare import (
+        align,
+        compare,
+        comparison_components,
+        order_sensitivity,
+    )
 
     log = log or (lambda msg: None)
     data = subject.data
@@ -379,7 +383,7 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     ``render(path, subject, cfg, priors, audits, metrics)``, when given, writes the page
     (:func:`crowdrank.reports.audit_html.write_audit_report`; this layer never imports ``reports``).
     ``scheduler`` (``"local"``, an address or a ``distributed.Client``; see
-    :func:`crowdrank.validation.experiments.dask_client`) runs the fits as Dask tasks, one per
+    :func:`crowdrank.validation.runtime.grid.dask_client`) runs the fits as Dask tasks, one per
     audited model and one per model fitted for the checks only, all at once
     (:func:`_fits_on_dask`); ``processes`` sizes a ``"local"`` cluster. The results are
     those of a run in this process. Returns the content of ``metrics.json``.
@@ -398,7 +402,7 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     plans = budget = None
     n_all = data.n_rankings
     if cfg.max_nuts_minutes is not None:
-        from .budget import apply_budget
+        from crowdrank.validation.pipelines.budget import apply_budget
         plans, subject, budget = apply_budget(
             subject, cfg, priors, log, n_params=n_scalar_params,
             approx_rows=lambda s, m: _approx_rows(s, m, priors, cfg, log))
@@ -413,17 +417,17 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
                               replace(cfg, max_draws=plans[m].max_draws), out, log)
                   for m in cfg.models]
     else:
-        from .budget import shared_max_draws
+        from crowdrank.validation.pipelines.budget import shared_max_draws
         dcfg = cfg if plans is None else replace(cfg, max_draws=shared_max_draws(plans))
         audits, extra = _fits_on_dask(subject, priors, dcfg, extra_models, out, log,
                                       scheduler, processes)
     metrics = build_metrics(subject, cfg, priors, audits, time.perf_counter() - t0)
     if plans is not None:
-        from .budget import after_sampling
+        from crowdrank.validation.pipelines.budget import after_sampling
         metrics["budget"] = after_sampling(plans, audits, cfg.draws, log, data.n_rankings
                                            if data.n_rankings < n_all else None)
     if cfg.checks:
-        from .predictive import model_checks
+        from crowdrank.validation.predictive import model_checks
         fits = {a.model: a.nuts.idata for a in audits}
         fits.update({m: r.idata for m, r in extra.items()})
         checks = model_checks(
@@ -495,8 +499,7 @@ def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, extra_mode
     from tqdm.auto import tqdm
 
     from crowdrank.inference.nuts import write_nuts
-
-    from .experiments import dask_client, release_client
+    from crowdrank.validation.runtime.grid import dask_client, release_client
 
     client, owned = dask_client(scheduler, processes)
     try:

@@ -189,7 +189,7 @@ def stop_reason(gate, kept_draws: int, draws: int, max_draws: int | None) -> str
 
 # ====================================================================== the audit's use
 # The audit's own helpers come in as arguments (``n_params``, ``approx_rows``): this
-# module sits below crowdrank.validation.audit, which calls it.
+# module sits below crowdrank.validation.pipelines.audit, which calls it.
 def plan_audit(subject, cfg, priors, log, n_params) -> dict:
     """Every audited model's :class:`Plan` under ``cfg.max_nuts_minutes`` (each model's
     gradient timed on the subject's data; ``n_params(data, models)`` counts the gate's

@@ -1,4 +1,4 @@
-"""The NUTS fits of the pair-table audit (:mod:`crowdrank.validation.pair_audit`): each fit
+"""The NUTS fits of the pair-table audit (:mod:`crowdrank.validation.pipelines.pair_audit`): each fit
 described by a picklable :class:`PairFit` (the model's data, priors, back-end and
 settings) and run by :func:`run_fit`, in this process or as Dask tasks (:func:`run_fits`;
 the same seeds give the same draws), with the baselines fitted on the same pairs.
@@ -196,7 +196,7 @@ def run_fits(fits: list[PairFit], *, scheduler=None, processes: int | None = Non
              log: Callable[[str], None] | None = None) -> list:
     """:func:`run_fit` for every fit: one after another here, or all at once as Dask tasks
     (``scheduler``: ``"local"``, an address or a ``distributed.Client``). Raises
-    :class:`crowdrank.validation.experiments.SchedulerError` when no scheduler answers."""
+    :class:`crowdrank.validation.runtime.grid.SchedulerError` when no scheduler answers."""
     log = log or (lambda msg: None)
     if scheduler is None:
         out = []
@@ -206,7 +206,7 @@ def run_fits(fits: list[PairFit], *, scheduler=None, processes: int | None = Non
         return out
     from distributed import as_completed
 
-    from .experiments import dask_client, release_client
+    from crowdrank.validation.runtime.grid import dask_client, release_client
 
     client, owned = dask_client(scheduler, processes)
     try:

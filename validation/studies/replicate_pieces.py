@@ -1,4 +1,4 @@
-"""The pieces every replication experiment shares (:mod:`crowdrank.validation.replicate`):
+"""The pieces every replication experiment shares (:mod:`crowdrank.validation.studies.replicate`):
 the seeds of the repeats' orders, the machine's description, the paper's pairwise
 accuracy, one online fit through the method registry, the workers' quality and the
 accuracy curve over a growing sample."""
@@ -26,7 +26,7 @@ def machine() -> dict:
 
 def accuracy(truth, scores, components=None) -> float:
     """The paper's pairwise accuracy ([Pan18], Sect. 5.1), over comparable pairs."""
-    from .compare import pairwise_accuracy_comparable
+    from crowdrank.validation.compare import pairwise_accuracy_comparable
     acc = pairwise_accuracy_comparable(truth, scores, components)
     return float("nan") if acc.accuracy is None else float(acc.accuracy)
 

@@ -56,7 +56,7 @@ def parse_variants(specs: Sequence[str] | None) -> dict[str, list[str]]:
                                 f"{', '.join(k + '=' + ','.join(v) for k, v in choices.items())}",
                                 "--variants")
             values = [v.strip() for v in vals.split(",") if v.strip()]
-            # method=file:PATH: an approximation computed elsewhere (validation.external)
+            # method=file:PATH: an approximation computed elsewhere (validation.pipelines.external)
             bad = [v for v in values if v not in choices[key]
                    and not (key == "method" and v.startswith("file:"))]
             if not values or bad:
@@ -125,7 +125,7 @@ def fit_variant(data, model: str, priors, opts: dict, *, seed: int = 0,
 
     o = dict(opts)
     if o.get("method", "").startswith("file:"):
-        from .external import read_external
+        from crowdrank.validation.pipelines.external import read_external
         return read_external(o["method"], data, model)
     method = get_method(o.pop("method", "online"))
     passes = o.pop("ep_passes", None)

@@ -35,7 +35,7 @@ Uniformity tests
 * Verdict: calibrated iff every family's combined p-value is at least ``alpha / F``
   (Bonferroni over the ``F`` families; ``alpha = 0.05`` by default).
 
-Every replicate is one spec of :func:`crowdrank.validation.experiments.run_grid` (cached, resumable,
+Every replicate is one spec of :func:`crowdrank.validation.runtime.grid.run_grid` (cached, resumable,
 run in parallel processes); with NumPyro, batches of replicates (:data:`DEFAULT_BATCH`) are
 fitted in one vmapped program (:mod:`crowdrank.inference.nuts.batched`) and the batch is the cached unit;
 with PyMC, each worker process compiles the model once and loads every replicate's rankings
@@ -61,8 +61,7 @@ import numpy as np
 from crowdrank.models.errors import UsageError
 from crowdrank.models.families import BETA, DIRICHLET, draw_dirichlet  # noqa: F401 (re-exported)
 from crowdrank.models.registry import REGISTRY, get
-
-from .sbc_ranks import (  # noqa: F401  (the SBC study's names, re-exported)
+from crowdrank.validation.pipelines.sbc_ranks import (  # noqa: F401  (the SBC study's names, re-exported)
     RANKS_COLUMNS,
     _jsonable,
     _lambda_parts,
@@ -81,7 +80,7 @@ from .sbc_ranks import (  # noqa: F401  (the SBC study's names, re-exported)
     thin_draws,
     write_ranks_csv,
 )
-from .sbc_uniformity import (  # noqa: F401  (the SBC study's names, re-exported)
+from crowdrank.validation.pipelines.sbc_uniformity import (  # noqa: F401  (the SBC study's names, re-exported)
     FAMILIES,
     EcdfTest,
     cauchy_combination,
@@ -178,7 +177,7 @@ class SbcConfig:
         if self.backend not in SBC_BACKENDS:
             raise UsageError(f"SBC backend must be one of {SBC_BACKENDS}, got {self.backend!r}")
         if self.online:        # no approximation is fitted otherwise: nothing to refuse
-            from .sbc_approx import check as check_approx
+            from crowdrank.validation.pipelines.sbc_approx import check as check_approx
             check_approx(self.model, self.approx, self.backend)
         tune, draws = NUTS_DEFAULTS.get(self.model, DEFAULT_TUNE_DRAWS)
         object.__setattr__(self, "tune", int(tune if self.tune is None else self.tune))
@@ -322,8 +321,7 @@ def _finish(prep: dict, flat: np.ndarray, gate: dict, timings: dict) -> dict:
     if spec.get("online", True) and get(model).online is not None:
         from crowdrank.inference.online.api import algorithm_options
         from crowdrank.inference.online.state import OnlinePosterior
-
-        from .sbc_approx import fit as fit_approx
+        from crowdrank.validation.pipelines.sbc_approx import fit as fit_approx
 
         omodel = get(model).online
         t = time.perf_counter()
@@ -332,7 +330,7 @@ def _finish(prep: dict, flat: np.ndarray, gate: dict, timings: dict) -> dict:
                 omodel, [f"i{r}" for r in range(lam.size)], priors,
                 workers=list(priors.workers), K=priors.K,
                 options=algorithm_options(omodel, priors=priors))
-        else:       # the approximation of the method registry (validation.sbc_approx)
+        else:       # the approximation of the method registry (validation.pipelines.sbc_approx)
             on = fit_approx(model, spec.get("approx", "online"), data, priors,
                             prep["nuts_seed"])
         out["timings"]["online"] = time.perf_counter() - t
@@ -486,15 +484,15 @@ def run_sbc(cfg: SbcConfig, out: str | Path, *, processes: int | None = None,
             progress: bool = True, n_sim: int = 2000, scheduler=None) -> dict:
     """Run (or resume) an SBC study and write ``ranks.csv`` and ``sbc.json`` into ``out``.
 
-    Replicates are cached under ``out/cache`` (:func:`crowdrank.validation.experiments.run_grid`):
+    Replicates are cached under ``out/cache`` (:func:`crowdrank.validation.runtime.grid.run_grid`):
     rerunning the same command does only what is missing, and a larger ``--sims`` adds
     replicates. A replicate that raises is listed under ``failed_replicates`` and left out
     of the tests (rerun to retry it). ``scheduler`` sends the replicates to Dask
-    ``distributed`` (:func:`crowdrank.validation.experiments.run_grid`: ``"local"``, an address or a
+    ``distributed`` (:func:`crowdrank.validation.runtime.grid.run_grid`: ``"local"``, an address or a
     ``Client``); results and cache are the same. Returns the summary written to
     ``sbc.json``.
     """
-    from .experiments import GridError, load_cached, run_grid
+    from crowdrank.validation.runtime.grid import GridError, load_cached, run_grid
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -562,7 +560,7 @@ def summarise(cfg: SbcConfig, results: Sequence[dict], *, n_sim: int = 2000) -> 
         pit = rank_matrix(results, "online_pit")
         out["online"] = uniformity_summary(pit, names, fams, None, alpha=cfg.alpha,
                                            n_bins=cfg.n_bins, seed=seed, n_sim=n_sim)
-        from .sbc_approx import title
+        from crowdrank.validation.pipelines.sbc_approx import title
         out["online"]["method"] = title(cfg.model, cfg.approx, ONLINE_NAME)
         clamps = Counter()
         for r in results:

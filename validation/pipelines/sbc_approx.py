@@ -4,7 +4,7 @@ approximation, ``online`` (the model's online update) by default.
 
 Each replicate fits ``M`` on its simulated data under the replicate's priors and records
 the PIT ``F_q(θ̃)`` of every true value under the approximation's marginals
-(:func:`crowdrank.validation.sbc.online_pit`; [Cook06], docs/design.md, Validation
+(:func:`crowdrank.validation.pipelines.sbc.online_pit`; [Cook06], docs/design.md, Validation
 protocol). ``M`` fits the SBC model itself when it can, else the model's online
 counterpart (normalised COUPLE's approximations are stagewise COUPLE's, as for the online
 update).

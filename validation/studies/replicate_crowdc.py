@@ -208,11 +208,10 @@ def run_experiment(out, *, repeats: int = 20, seed: int = 0, scheduler=None,
                    processes: int | None = None, progress: bool = True, settings=None,
                    divisions: int = 20) -> dict:
     """``crowdrank replicate crowdc``: the grid cached under ``out/cache`` (on local
-    processes or Dask, :func:`crowdrank.validation.experiments.run_grid`), summarised."""
+    processes or Dask, :func:`crowdrank.validation.runtime.grid.run_grid`), summarised."""
     from crowdrank.models.errors import UsageError
-
-    from .experiments import run_grid
-    from .replicate import machine
+    from crowdrank.validation.runtime.grid import run_grid
+    from crowdrank.validation.studies.replicate import machine
 
     if repeats < 1 or divisions < 1:
         raise UsageError("--repeats and --divisions must be >= 1")

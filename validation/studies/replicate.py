@@ -1,6 +1,6 @@
 """The COUPLE paper's experiments ([Pan18], Sect. 5), replicated on this suite's methods.
 
-Each experiment is a grid of JSON specs run by :func:`crowdrank.validation.experiments.run_grid`
+Each experiment is a grid of JSON specs run by :func:`crowdrank.validation.runtime.grid.run_grid`
 (cached under ``<out>/cache``, resumable, on local processes or a Dask cluster) and then
 summarised into one JSON-able dict that :mod:`crowdrank.reports.replicate_html` turns into a page.
 Every random choice derives from the master ``seed``: the simulated data of a setting from
@@ -42,8 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from crowdrank.models.errors import UsageError
-
-from .replicate_pieces import (
+from crowdrank.validation.studies.replicate_pieces import (
     accuracy,
     machine,
     online_curve,
@@ -286,7 +285,7 @@ def real_priors(data):
 def real_online_job(spec: dict) -> dict:
     """Orders ``spec["orders"]`` of every online method on one (cleaned, duplicated) set:
     the accuracy per order and the sum over orders of each worker's quality."""
-    from .compare import comparison_components
+    from crowdrank.validation.compare import comparison_components
 
     data, truth = real_data(spec["dataset"], spec["opts"], spec["remove"], spec["duplicate"])
     priors = real_priors(data)
@@ -313,8 +312,7 @@ def real_online_job(spec: dict) -> dict:
 def real_peergrader_job(spec: dict) -> dict:
     """PeerGrader's MAP on the same data (order-free: one fit)."""
     from crowdrank.inference.peergrader import fit_peergrader
-
-    from .compare import comparison_components
+    from crowdrank.validation.compare import comparison_components
 
     data, truth = real_data(spec["dataset"], spec["opts"], spec["remove"], spec["duplicate"])
     fit = fit_peergrader(data, real_priors(data))
@@ -325,7 +323,7 @@ def real_peergrader_job(spec: dict) -> dict:
 
 def real_nuts_job(spec: dict) -> dict:
     """COUPLE and CrowdBT by NUTS on the unduplicated set (its real posterior)."""
-    from .compare import comparison_components
+    from crowdrank.validation.compare import comparison_components
 
     data, truth = real_data(spec["dataset"], spec["opts"], spec["remove"], 1)
     priors = real_priors(data)
@@ -347,7 +345,7 @@ def real_job(spec: dict) -> dict:
 
 
 def lowest_workers(workers, values, k: int = 6) -> list[str]:
-    from .compare import lowest
+    from crowdrank.validation.compare import lowest
     return lowest(values, list(workers), k)
 
 
@@ -463,8 +461,7 @@ def run_experiment(name: str, out: str | Path, *, repeats: int = 5, seed: int = 
     ``nuts_settings`` the settings it is run on (default all four).
     """
     from crowdrank.models.simulate import PAPER_SCALE
-
-    from .experiments import run_grid
+    from crowdrank.validation.runtime.grid import run_grid
 
     if name not in EXPERIMENTS:
         raise UsageError(f"unknown experiment {name!r}; expected one of {EXPERIMENTS}")

@@ -1,4 +1,4 @@
-"""The standard experiment of the grid (:func:`crowdrank.validation.experiments.run_grid`):
+"""The standard experiment of the grid (:func:`crowdrank.validation.runtime.grid.run_grid`):
 one simulated audit per spec, through the audit's own pipeline and defaults."""
 
 from __future__ import annotations
@@ -6,8 +6,7 @@ from __future__ import annotations
 from crowdrank.models.priors import Priors
 from crowdrank.models.registry import get as get_model
 from crowdrank.models.simulate import simulate
-
-from .audit import AuditConfig, Subject, audit_model
+from crowdrank.validation.pipelines.audit import AuditConfig, Subject, audit_model
 
 
 def audit_job(spec: dict) -> dict:

@@ -21,7 +21,7 @@ The reference
 -------------
 Every NUTS fit is described by a picklable :class:`PairFit` (the model's data, priors,
 back-end and settings) and run by :func:`run_fit`, in this process or as Dask tasks
-(:func:`~crowdrank.validation.pair_fits.run_fits`, ``scheduler`` as :func:`crowdrank.validation.experiments.dask_client`; the
+(:func:`~crowdrank.validation.pipelines.pair_fits.run_fits`, ``scheduler`` as :func:`crowdrank.validation.runtime.grid.dask_client`; the
 same seeds give the same draws). The audited fit goes through the suite's convergence
 gate (:func:`crowdrank.inference.gate.check`); with ``check_backends`` the model is also fitted by
 the other PPL and the two posteriors are compared parameter by parameter with
@@ -61,8 +61,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from .metrics import aggregate, parameter_metrics
-from .pair_fits import (  # noqa: F401  (the audit's names, re-exported)
+from crowdrank.validation.metrics import aggregate, parameter_metrics
+from crowdrank.validation.pipelines.pair_fits import (  # noqa: F401  (the audit's names, re-exported)
     BASELINES,
     PairFit,
     baseline_fits,
@@ -135,7 +135,7 @@ def loo_table(trees: dict, n_pairs: int):
     """A :class:`crowdrank.validation.predictive.LooTable` (unit ``pair``) over ``{model: DataTree}``."""
     import arviz_stats as azs
 
-    from .predictive import LooTable, _loo_pareto
+    from crowdrank.validation.predictive import LooTable, _loo_pareto
 
     t = LooTable("pair", "one presented pair: log P(reported winner | the pair, its order, "
                  "worker and columns); every model gives the probability of this same event",
@@ -166,7 +166,7 @@ def _rows_for(stat: str, groups, obs, rep, ns) -> list[dict]:
 def ppc_pairs(fit: PairFit, params: list[dict], seed: int = 0):
     """Posterior predictive checks (module docstring) from parameter draws ``params``
     (one dict of arrays per draw): a :class:`crowdrank.validation.predictive.PredictiveCheck`."""
-    from .predictive import PredictiveCheck
+    from crowdrank.validation.predictive import PredictiveCheck
 
     _, _, won, worker, workers = fit.pairs
     won = np.asarray(won).astype(bool)
@@ -249,8 +249,7 @@ def run_pair_audit(fit: PairFit, approx_of: Callable, *, check_backends: bool = 
     ``approx_of(nuts) -> (approx dict for :func:`compare`, report fields)`` compared with
     the reference, the gate, the agreement, PSIS-LOO and the predictive checks."""
     from crowdrank.inference.gate import check as gate_check
-
-    from .reference import backend_agreement
+    from crowdrank.validation.reference import backend_agreement
 
     log = log or (lambda msg: None)
     t0 = time.perf_counter()

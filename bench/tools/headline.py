@@ -34,8 +34,10 @@ def _load(d: Path, name: str):
     return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
 
 
-def _by_path(name: str):
-    # a tool beside this file (bench/tools/), else a benchmark (bench/)
+def by_path(name: str):
+    """The module ``name`` loaded from its file: a tool beside this one (``bench/tools/``),
+    else a benchmark (``bench/``); neither folder need be a package or on ``sys.path``
+    (``verify.py`` loads its benchmarks with this too)."""
     here = Path(__file__).resolve().parent
     path = here / f"{name}.py" if (here / f"{name}.py").exists() else here.parent / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -112,7 +114,7 @@ def warmstart_row(d: Path) -> list[list]:
     ws = _load(d, "reference_warmstart.json")
     if not ws or not any(r.get("what") == "warmstart_ladder" for r in ws):
         return []
-    st = _by_path("bench_reference").shortest_trusted(ws)
+    st = by_path("bench_reference").shortest_trusted(ws)
     models = [m for m in ("couple", "crowdbt") if (m, "default") in st or (m, "online") in st]
     parts, ok = [], True
     for m in models:
@@ -327,7 +329,7 @@ def mutation_freshness(rec: dict, files: list[str]) -> str:
 def mutation_modules(mut: dict) -> list[dict]:
     """Per module: score, sample interval, freshness (shared by the README row and
     docs/results.md)."""
-    spec = _by_path("mutation").MODULES
+    spec = by_path("mutation").MODULES
     out = []
     for name, r in mut.get("modules", {}).items():
         if not isinstance(r, dict) or r.get("score") is None:

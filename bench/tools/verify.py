@@ -28,7 +28,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -42,6 +41,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
+
+# headline.py's loader: bench/tools/ is on the path when this runs as a script, not when a
+# test loads this file by path; appended, so that it shadows no installed module
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+from headline import by_path
 
 
 class Skip(Exception):
@@ -130,20 +135,10 @@ ROWS: tuple[Row, ...] = (
 
 
 # ------------------------------------------------------------------ measurements
-def _by_path(name: str):
-    # a tool beside this file (bench/tools/), else a benchmark (bench/)
-    here = Path(__file__).resolve().parent
-    path = here / f"{name}.py" if (here / f"{name}.py").exists() else here.parent / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def measure_online(repeats: int = 5) -> dict[str, float]:
     """Kernel and end-to-end rankings per CPU-second of OnlineGBMM at the paper's scale
     (``bench/bench_online.py``'s data, priors and kernel timing)."""
-    bo = _by_path("bench_online")
+    bo = by_path("bench_online")
     from crowdrank.inference.online import fit_online
     from crowdrank.models.priors import Priors
     from crowdrank.models.simulate import simulate_paper_scale
@@ -174,7 +169,7 @@ def measure_map() -> dict[str, float]:
     from crowdrank.inference.batch.solvers import solve
     from crowdrank.models.io import read_data
 
-    bb = _by_path("bench_batch")
+    bb = by_path("bench_batch")
     data, _ = read_data("readlevel")
     ref = solve(problem_for(data, "bt", "map", 0.0, 1.0), "newton", tol=1e-12).lam
     pairs = [(int(a), int(b)) for a, b in data.rank_break().order.T]

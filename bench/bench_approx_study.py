@@ -1,0 +1,358 @@
+"""The study of the PPLs' approximations (issue "PPL approximations", item 4): every method of
+the registry that fits the model, on the subjects of ``bench/bench_fidelity.py``, against
+their trusted NUTS references, with its cost.
+
+Per subject (in this order: default COUPLE and CrowdBT, the four medium worker types, then
+BabyFace and read-level) the NUTS reference is read from the fidelity cache
+(``out/fidelity/<subject>``) or computed there with the configuration docs/fidelity.md
+trusted for it (:data:`REFERENCE_CONFIGS`); then each method runs on the same data and
+priors: the online one-pass update and undamped EP (the fidelity study's rows, for
+context), ``advi``, ``fullrank-advi``, ``lowrank-advi``, ``pathfinder`` and ``laplace-ppl``
+(NumPyro back-end, the registry's default options). Per method: the box figures (median
+|z| and sd ratio on centred scores and on ``E[η_w^1]``, as ``goals()`` of
+bench_fidelity.py reads them), PSIS k̂ (ArviZ, [Yao18]; [Vehtari24]), process CPU seconds
+(``getrusage`` of this process and its children: JAX's threads and compilation included),
+gradient evaluations where the method reports them, and the reference's CPU seconds.
+
+The centred and η¹ figures of a method that returns draws are computed from its draws
+(``λ_i − mean(λ)`` per draw), so a correlated approximation (full-rank, low-rank, Laplace,
+Pathfinder) is not read as if its marginals were independent; the online and EP rows use
+their closed-form independent Gaussians (``compare_variant``), which is their density.
+
+Partial results are written after every method; a subject or method that did not run
+before ``--stop-at`` (UTC) is recorded as not run, never filled in::
+
+    python bench/bench_approx_study.py run [--only NAME,...] [--stop-at 05:50]
+    python bench/bench_approx_study.py render   # figures + the section of docs/fidelity.md
+
+Writes ``bench/results/approx_study.json``; ``render`` draws
+``docs/figures/approx_frontier_<subject>.png`` and the ``approx-study`` section of
+docs/fidelity.md (also run by ``make results``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_fidelity as fid
+import numpy as np
+
+RESULTS = ROOT / "bench" / "results" / "approx_study.json"
+SUBJECTS = ("default-couple", "default-crowdbt", "medium-expert", "medium-amateur",
+            "medium-spammer", "medium-malicious", "babyface-couple", "readlevel-couple",
+            "readlevel-crowdbt")
+#: The NUTS configuration docs/fidelity.md trusted per subject (4 chains each, warm-started
+#: from the online posterior); BabyFace and read-level keep the fidelity study's settings,
+#: which did not pass the gate there.
+REFERENCE_CONFIGS = {
+    "default-couple": {"backend": "numpyro", "tune": 500, "draws": 1000},
+    "default-crowdbt": {"backend": "numpyro", "tune": 500, "draws": 1000},
+    **{f"medium-{t}": {"backend": "pymc", "tune": 500, "draws": 2000, "target_accept": 0.8,
+                       "chain_method": "sequential"}
+       for t in ("expert", "amateur", "spammer")},
+    # sampling extended in rounds of 1,500 draws until the gate passes (at most 9,000)
+    "medium-malicious": {"backend": "numpyro", "tune": 500, "draws": 1500, "max_draws": 9000,
+                         "target_accept": 0.8},
+    "babyface-couple": {"backend": "numpyro", "tune": 250, "draws": 500},
+    "readlevel-couple": {"backend": "numpyro", "tune": 250, "draws": 500},
+    "readlevel-crowdbt": {"backend": "numpyro", "tune": 250, "draws": 500},
+}
+PPL_METHODS = ("advi", "fullrank-advi", "lowrank-advi", "pathfinder", "laplace-ppl")
+CONTEXT = ("one-pass", "ep5 damping=0")     # labels of bench_fidelity.variants()
+Z_BOX, SD_BOX = 0.1, (0.9, 1.1)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process (every thread) and of its finished children."""
+    import resource
+
+    me, ch = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return me.ru_utime + me.ru_stime + ch.ru_utime + ch.ru_stime
+
+
+def method_plan(model: str) -> list[tuple[str, dict]]:
+    """(label, fit_variant options) of every method studied on ``model``."""
+    from crowdrank.inference.methods import get as get_method
+
+    ctx = dict(fid.variants(model))
+    out = [(lab, ctx[lab]) for lab in CONTEXT if lab in ctx]
+    return out + [(m, {"method": m}) for m in PPL_METHODS if get_method(m).fits(model)]
+
+
+# ------------------------------------------------------------------ the reference
+def nuts_gradients(idata, timings: dict) -> dict:
+    """Leapfrog steps (one gradient each): warm-up where the sampler reports it, sampling
+    from ``sample_stats``."""
+    ss = idata["sample_stats"] if "sample_stats" in idata.children else None
+    sampling = None
+    for key in ("n_steps", "num_steps", "tree_size"):
+        if ss is not None and key in ss:
+            sampling = float(np.asarray(ss[key].values, float).sum())
+            break
+    warm = timings.get("warmup_gradients")
+    return {"warmup": None if warm is None else float(warm), "sampling": sampling,
+            "total": None if warm is None or sampling is None else float(warm) + sampling}
+
+
+def reference(name: str, cache: Path, log) -> tuple[object, dict]:
+    """The subject's NUTS draws and its record: read from the cache, else sampled here with
+    :data:`REFERENCE_CONFIGS` (and kept in the cache for bench_fidelity.py)."""
+    from crowdrank.inference.nuts import configure_host_devices
+    configure_host_devices()
+    from crowdrank.inference.gate import check
+    from crowdrank.inference.nuts import fit_nuts, read_nuts, write_nuts
+    from crowdrank.inference.online import fit_online
+    from crowdrank.models.registry import get as get_model
+
+    out = cache / name
+    computed = False
+    if not (out / "posterior.nc").is_file():
+        load, model, _ = fid.subjects()[name]
+        d, pri = load()
+        pri = get_model(model).worker_priors(pri, d)
+        cfg = REFERENCE_CONFIGS[name]
+        on = fit_online(d, model, pri, progress=False)
+        load0 = [round(x, 2) for x in os.getloadavg()]
+        log(f"{name}: NUTS {cfg} at load {load0[0]}")
+        t, c = time.perf_counter(), cpu_seconds()
+        r = fit_nuts(d, model, pri, chains=4, seed=0, progress=False, approx=on, **cfg)
+        wall, cpu = time.perf_counter() - t, cpu_seconds() - c
+        write_nuts(r, out)
+        (out / "reference.json").write_text(json.dumps(
+            {"name": name, "model": model, **cfg, "draws": int(r.idata.attrs["draws"]),
+             "trusted": bool(r.gate.trusted), "gate": r.gate.verdict(),
+             "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "loadavg_before": load0,
+             "timings": {k: float(v) for k, v in r.timings.items()
+                         if isinstance(v, (int, float))},
+             "saved_by": "bench/bench_approx_study.py", **fid.env()}, indent=1))
+        computed = True
+    idata = read_nuts(out)
+    info = json.loads((out / "reference.json").read_text())
+    gate = check(idata)
+    rec = {k: info.get(k) for k in ("backend", "tune", "draws", "target_accept", "max_draws",
+                                    "wall_s", "cpu_s", "loadavg_before", "date")}
+    rec["backend"] = rec["backend"] or "numpyro"
+    rec.update(trusted=bool(gate.trusted), gate=gate.verdict(), computed_here=computed,
+               cpu_s_kind=("getrusage, this process and its children" if computed
+                           or info.get("saved_by") else "process_time of the sampling process"),
+               gradients=nuts_gradients(idata, info.get("timings") or {}))
+    log(f"{name}: reference {rec['gate']} ({rec['cpu_s']} CPU s)")
+    return idata, rec
+
+
+# ------------------------------------------------------------------ one method
+def _box_part(r: dict) -> dict:
+    return {k: (None if r.get(k) is None else round(float(r[k]), 4))
+            for k in ("median_abs_z", "median_sd_ratio", "mean_coverage_90")}
+
+
+def compare_draws(post, ref) -> dict:
+    """Raw, centred and ``η^1`` figures of a draw-based posterior, from its draws."""
+    from crowdrank.validation import metrics as M
+
+    lam_da = post.tree["posterior"]["lambda"]
+    items = [str(i) for i in lam_da["item"].values]
+    lam = np.asarray(lam_da.transpose(..., "item").values, float).reshape(-1, len(items))
+    lam = lam[:, [items.index(i) for i in ref.items]]
+    cen = lam - lam.mean(1, keepdims=True)
+
+    def fig(x, target):
+        r = M.parameter_metrics("normal", x.mean(0), x.std(0, ddof=1), *target)
+        return fid._agg(r)
+    out = {"raw": fig(lam, ref.raw), "centred": fig(cen, ref.centred), "eta1": {}}
+    if ref.eta1 is not None and "eta" in post.tree["posterior"]:
+        eda = post.tree["posterior"]["eta"]
+        if "stage" in eda.dims:
+            eda = eda.isel(stage=0)
+        ws = [str(w) for w in eda["worker"].values]
+        e = np.asarray(eda.transpose(..., "worker").values, float).reshape(-1, len(ws))
+        out["eta1"] = fig(e[:, [ws.index(w) for w in ref.workers]], ref.eta1)
+    return out
+
+
+def box_figures(res: dict) -> dict:
+    """Inside the box (centred and η¹: |z| ≤ 0.1, sd ratio in [0.9, 1.1]) and the distance
+    to it: the largest excess of any of the four figures over its bound (0 inside)."""
+    parts = [res["centred"]] + ([res["eta1"]] if res.get("eta1") else [])
+    excess = []
+    for p in parts:
+        z, s = p.get("median_abs_z"), p.get("median_sd_ratio")
+        if z is None or s is None:
+            return {"inside_box": None, "box_distance": None}
+        excess += [z - Z_BOX, SD_BOX[0] - s, s - SD_BOX[1]]
+    dist = max(0.0, *excess)
+    return {"inside_box": bool(dist == 0.0), "box_distance": round(float(dist), 4)}
+
+
+def gradient_evals(post, opts: dict) -> dict:
+    """Gradient evaluations of log p as far as the method reports them: ADVI's are its
+    steps × particles (one reparametrised draw per particle per Adam step); L-BFGS fits
+    report iterations only, a lower bound (line-search evaluations are not counted, nor
+    Laplace's Hessian); the online and EP updates take no gradients of log p."""
+    d = post.diagnostics or {}
+    m = opts.get("method", "online")
+    if m in ("online", "ep"):
+        return {"grad_evals": 0, "grad_evals_kind": "none (closed-form updates)"}
+    if m.endswith("advi"):
+        if d.get("steps") is None:
+            return {"grad_evals": None, "grad_evals_kind": "not reported"}
+        return {"grad_evals": int(d["steps"]) * int(post.options.get("particles", 1)),
+                "grad_evals_kind": "exact (steps × particles)"}
+    steps = d.get("steps_per_path") or ([d["steps"]] if d.get("steps") is not None else None)
+    if steps is None:
+        return {"grad_evals": None, "grad_evals_kind": "not reported"}
+    what = ("L-BFGS iterations of all paths; line searches and the ELBO's draws not "
+            "counted" if m == "pathfinder" else
+            "L-BFGS iterations; line searches and the Hessian not counted")
+    return {"grad_evals": int(sum(steps)), "grad_evals_kind": f"lower bound ({what})"}
+
+
+def run_method(d, model, pri, label, opts, ref, log) -> dict:
+    from crowdrank.inference.approx.psis import posterior_khat
+    from crowdrank.validation.pipelines.variants import fit_variant
+
+    load0 = round(os.getloadavg()[0], 2)
+    t, c = time.perf_counter(), cpu_seconds()
+    post = fit_variant(d, model, pri, opts, progress=False)
+    cpu, wall = cpu_seconds() - c, time.perf_counter() - t
+    res = (fid.compare_variant(post, ref) if post.method in ("online", "ep")
+           else compare_draws(post, ref))
+    k = posterior_khat(post, d, model, pri, seed=0)
+    diag = post.diagnostics or {}
+    row = {"label": label, "options": opts, "status": "done", "cpu_s": round(cpu, 2),
+           "wall_s": round(wall, 2), "load_1min": load0,
+           **gradient_evals(post, opts),
+           "converged": diag.get("converged"), "steps": diag.get("steps"),
+           "khat": None if k["psis_khat"] is None else round(float(k["psis_khat"]), 3),
+           "khat_label": k["psis_label"],
+           "centred": _box_part(res["centred"]), "eta1": _box_part(res.get("eta1") or {}),
+           "raw": _box_part(res["raw"])}
+    if not res.get("eta1"):
+        row["eta1"] = {}
+    row.update(box_figures(row))
+    log(f"  {label}: centred |z| {row['centred']['median_abs_z']} sd "
+        f"{row['centred']['median_sd_ratio']}; eta1 {row['eta1'].get('median_abs_z')}; "
+        f"k̂ {row['khat']}; {row['cpu_s']} CPU s; box {row['inside_box']}")
+    return row
+
+
+# ------------------------------------------------------------------ the study
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                          capture_output=True, text=True, check=False).stdout.strip()
+
+
+def _write(rec: dict, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, indent=1, allow_nan=False) + "\n")
+    tmp.replace(path)
+
+
+def _stop_time(stop_at: str | None) -> datetime | None:
+    if not stop_at:
+        return None
+    hh, mm = (int(x) for x in stop_at.split(":"))
+    now = datetime.now(UTC)
+    return now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+
+
+def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: list[str]
+        ) -> dict:
+    """Every subject of ``names`` in turn (module docstring); the record is rewritten after
+    each method, and what the deadline left out is marked ``not run``."""
+    from crowdrank.models.registry import get as get_model
+
+    stop = _stop_time(stop_at)
+
+    def log(msg):
+        print(f"[{datetime.now(UTC):%H:%M:%S}] {msg}", flush=True)
+
+    def late() -> bool:
+        return stop is not None and datetime.now(UTC) >= stop
+
+    rec = {"bench": "approx_study", "date": fid.env()["date"], "commit": _commit(),
+           "command": "python bench/bench_approx_study.py " + " ".join(argv),
+           "stop_at_utc": stop_at, "load_before": [round(x, 2) for x in os.getloadavg()],
+           "env": fid.env(), "box": {"abs_z": Z_BOX, "sd_ratio": list(SD_BOX),
+                                     "on": ["centred", "eta1"]},
+           "subjects": [{"name": n, "model": fid.subjects()[n][1], "status": "not run",
+                         "methods": [{"label": lab, "options": o, "status": "not run"}
+                                     for lab, o in method_plan(fid.subjects()[n][1])]}
+                        for n in names]}
+    _write(rec, path)
+    for subj in rec["subjects"]:
+        name, model = subj["name"], subj["model"]
+        if late():
+            subj["status"] = "not run: the study's deadline came first"
+            continue
+        subj["status"] = "running"
+        try:
+            idata, subj["reference"] = reference(name, cache, log)
+        except Exception as exc:  # noqa: BLE001  (recorded; the next subject is tried)
+            subj["status"] = f"not run: the reference failed ({type(exc).__name__}: {exc})"
+            _write(rec, path)
+            continue
+        subj["trusted"] = subj["reference"]["trusted"]
+        load, _, _ = fid.subjects()[name]
+        d, pri = load()
+        pri = get_model(model).worker_priors(pri, d)
+        subj["data"] = d.summary()
+        ref = fid.Reference(idata)
+        for i, m in enumerate(subj["methods"]):
+            if late():
+                m["status"] = "not run: the study's deadline came first"
+                continue
+            try:
+                subj["methods"][i] = run_method(d, model, pri, m["label"], m["options"],
+                                                ref, log)
+            except Exception as exc:  # noqa: BLE001  (a failed method is a result)
+                m["status"] = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
+                log(f"  {m['label']}: {m['status']}")
+            subj["methods"][i]["reference_cpu_s"] = subj["reference"]["cpu_s"]
+            _write(rec, path)
+        ran = [m for m in subj["methods"] if m["status"] == "done"]
+        subj["status"] = ("done" if len(ran) == len(subj["methods"])
+                          else f"partial ({len(ran)} of {len(subj['methods'])} methods)")
+        subj["env"] = fid.env()
+        _write(rec, path)
+    rec["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    rec["finished"] = fid.env()["date"]
+    _write(rec, path)
+    return rec
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("step", choices=("run", "render"))
+    ap.add_argument("--only", default=None, help="comma-separated subjects, in this order")
+    ap.add_argument("--cache", default=str(fid.CACHE), help="folder of the NUTS references")
+    ap.add_argument("--stop-at", default=None,
+                    help="UTC HH:MM after which no new subject or method starts")
+    ap.add_argument("--out", default=str(RESULTS))
+    args = ap.parse_args(argv)
+    names = list(SUBJECTS) if args.only is None else args.only.split(",")
+    bad = [n for n in names if n not in SUBJECTS]
+    if bad:
+        ap.error(f"unknown subject(s) {bad}; expected {list(SUBJECTS)}")
+    if args.step == "run":
+        run(names, Path(args.cache), args.stop_at, Path(args.out), argv)
+        return 0
+    from approx_study_render import render_all
+    render_all(Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -140,9 +140,12 @@ def test_toy_method_through_crowdrank_fit(toy_method, tmp_path, capsys):
 
     f, data = _bt_file(tmp_path)
     with pytest.raises(SystemExit):
-        main(["fit", "--help"])
+        main(["fit", "--method", "prior", "--help"])
     text = capsys.readouterr().out
     assert "--method prior: the prior itself" in text and "--scale" in text
+    with pytest.raises(SystemExit):                 # the short help lists it
+        main(["fit", "--help"])
+    assert "the prior itself (a toy method)" in capsys.readouterr().out
     assert main(["fit", str(f), "--model", "bt", "--method", "prior", "--prior-mu", "0.5",
                  "--prior-sigma", "2", "--scale", "1.5", "--out", str(tmp_path / "o")]) == 0
     post = read_posterior(tmp_path / "o")         # the loader the audit uses

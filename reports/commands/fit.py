@@ -6,7 +6,11 @@ turned into a :class:`crowdrank.models.data.Rankings` and a
 and the same priors. The methods, their ``--method`` choices and their options come from
 the method registry (:mod:`crowdrank.inference.methods`): one argument group per method,
 generated from its options dataclass (:func:`add_method_options`; a field's default and
-``metadata["help"]`` are its default and its help, stated nowhere else). A method with
+``metadata["help"]`` are its default and its help, stated nowhere else). The parser takes
+every method's options, so that one given to the wrong method is a clear error
+(:func:`check_method_options`) and the docs site lists them all, but its help is short
+(:class:`FitParser`): ``crowdrank fit --help`` shows the shared options and the list of
+methods, ``crowdrank fit --method M --help`` the shared options and M's. A method with
 its own writer in :data:`RUNNERS` (the online stream, EP's pass lines, NUTS's gate, the
 batch tables) uses it; any other method, a registered extension included, is fitted by
 its entry and written by :func:`crowdrank.inference.posterior.write_posterior` plus
@@ -16,13 +20,160 @@ its entry and written by :func:`crowdrank.inference.posterior.write_posterior` p
 from __future__ import annotations
 
 import argparse
+import copy
+from argparse import SUPPRESS
 from dataclasses import MISSING, fields
 from pathlib import Path
+from typing import ClassVar, NamedTuple
 
 from crowdrank.inference import methods
+from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import DEFAULT_WORKER_PRIOR, Priors, build_priors
 from crowdrank.models.registry import MODELS
 from crowdrank.models.registry import get as get_model
+
+#: the line the short help ends the list of methods with
+METHOD_HELP_LINE = "crowdrank fit --method M --help shows M's options"
+PRIORS = "priors (shared by every method)"
+
+
+class Section(NamedTuple):
+    """One section of ``crowdrank fit``'s help: its actions, and ``usage``, the one word
+    the usage line shows for them (``None``: each action)."""
+
+    title: str
+    text: str | None
+    actions: list
+    usage: str | None = None
+
+
+class FitParser(argparse.ArgumentParser):
+    """``crowdrank fit``'s parser: it parses every method's options, but its help and usage
+    show the shared options and then either the list of methods (no ``--method`` on the
+    line) or the options of the method the line names; the pair-table models' group joins
+    them when ``--model`` names one of those models.
+
+    The help reads ``--method`` and ``--model`` from the arguments being parsed, whichever
+    side of ``--help`` they stand, by :meth:`parse_known_args` keeping the line (argparse
+    runs ``--help`` as soon as it meets it, before the rest is parsed).
+    """
+
+    line: tuple[str, ...] = ()
+    #: option dest → its action, for every method option (:func:`add_method_options`)
+    method_actions: ClassVar[dict] = {}
+    #: the pair-table models' actions (``fit_pairs.add_arguments``)
+    pair_actions: tuple = ()
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.line = tuple(args) if args is not None else ()
+        return super().parse_known_args(args, namespace)
+
+    def sections(self, method=None, model: str | None = None) -> list[Section]:
+        """The help's sections for ``--method method`` (a :class:`Method`; ``None``: the
+        list of methods) and ``--model model``."""
+        from crowdrank.reports.commands.fit_pairs import PAIR_MODELS
+
+        special = set(map(id, self.method_actions.values())) | set(map(id, self.pair_actions))
+        out = []
+        for g in self._action_groups:     # the shared groups, in the parser's order
+            shared = [_shown(a) for a in g._group_actions if id(a) not in special]
+            for a in shared:
+                if a.dest == "method":    # the methods' own section says what each is
+                    a.help = "one of the methods below (default: %(default)s)"
+                    if method is not None:
+                        a.help = "the inference method; crowdrank fit --help lists them"
+                        a.default = SUPPRESS
+            if shared:
+                out.append(Section(g.title, g.description, shared,
+                                   None if g.title in ("positional arguments", "options")
+                                   else "prior options" if g.title == PRIORS
+                                   else f"{g.title} options"))
+        if method is None:
+            listed = [argparse.Action([], m.name, metavar=m.name, help=m.title)
+                      for m in methods.REGISTRY.values()]
+            out.append(Section("methods (--method M)", METHOD_HELP_LINE, listed))
+        else:
+            out.append(Section(f"--method {method.name}: {method.title}",
+                               f"fits --model {', '.join(method.model_names())}",
+                               self.method_help(method), f"{method.name} options"))
+        if model in PAIR_MODELS:
+            title = next(g.title for g in self._action_groups
+                         if self.pair_actions and self.pair_actions[0] in g._group_actions)
+            out.append(Section(title, None, [_shown(a) for a in self.pair_actions],
+                               "pair-table options"))
+        else:
+            out.append(Section("pair-table models", (
+                f"--model {', '.join(PAIR_MODELS)} take options of their own: crowdrank fit "
+                "--model MODEL --help shows them"), []))
+        return out
+
+    def method_help(self, method) -> list[argparse.Action]:
+        """``method``'s options as its help shows them: each with the method's own help
+        line and default (a field several methods share is one action, whose help in the
+        full parser names them all)."""
+        shown = []
+        for f in fields(method.options_class):
+            if f.metadata.get("cli", True):
+                a = _shown(self.method_actions[f.name])
+                a.help = _help_text(f.metadata["help"], [_default_of(f)], [method.name])
+                shown.append(a)
+        return shown
+
+    def _line_sections(self):
+        method = methods.REGISTRY.get(_last_value(self.line, "--method"))
+        return method, self.sections(method, _last_value(self.line, "--model"))
+
+    def _usage(self, formatter, sections) -> None:
+        """The usage line: the ``usage is None`` sections' actions one by one, the others
+        one word each (``[prior options]``, ``[advi options]``)."""
+        actions = []
+        for s in sections:
+            if s.usage is None:
+                actions += [a for a in s.actions if a.option_strings or a.dest == "data"]
+            elif s.actions:
+                actions.append(argparse.Action([], s.usage, nargs="?", metavar=s.usage))
+        formatter.add_usage(self.usage, actions, [])
+
+    def format_usage(self) -> str:
+        formatter = self._get_formatter()
+        self._usage(formatter, self._line_sections()[1])
+        return formatter.format_help()
+
+    def format_help(self) -> str:
+        method, sections = self._line_sections()
+        formatter = self._get_formatter()
+        self._usage(formatter, sections)
+        formatter.add_text(self.description if method is None else
+                           f"Fit one model by --method {method.name} and write the "
+                           "posterior to --out.")
+        for s in sections:
+            formatter.start_section(s.title)
+            formatter.add_text(s.text)
+            formatter.add_arguments(s.actions)
+            formatter.end_section()
+        return formatter.format_help()
+
+
+def _last_value(line, flag: str) -> str | None:
+    """The value of the last ``flag V`` or ``flag=V`` on ``line`` (argparse keeps the
+    last), up to a ``--``; ``None`` without one."""
+    value = None
+    for i, tok in enumerate(line):
+        if tok == "--":
+            break
+        name, eq, rest = tok.partition("=")
+        if name == flag:
+            value = rest if eq else (line[i + 1] if i + 1 < len(line) else None)
+    return value
+
+
+def _shown(action: argparse.Action) -> argparse.Action:
+    """A copy of ``action`` for the help: a ``None`` default is not printed (an option
+    left out keeps the method's default, which its help line states), nor a flag's."""
+    a = copy.copy(action)
+    if a.default is None or a.default is False:     # False: a flag, off unless given
+        a.default = SUPPRESS
+    return a
 
 
 def register(sub) -> None:
@@ -32,17 +183,22 @@ def register(sub) -> None:
                     "NumPyro or PyMC, the online updates, EP, batch MAP/ML, EM, TrueSkill, "
                     "...) and write the posterior to --out.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    # argparse's add_parser takes no parser class per sub-command; FitParser adds no state
+    # of its own at construction, only its help
+    p.__class__ = FitParser
     p.add_argument("data", help="rankings file (rankings CSV, pairwise CSV, PrefLib, ...) or "
                                 "a shared data set name (babyface, readlevel, ...)")
     from crowdrank.reports.commands.fit_pairs import PAIR_MODELS
-    p.add_argument("--model", choices=MODELS + PAIR_MODELS, default="couple",
-                   help="contextual-bt, crowdbt-bias, crowdbt-domain read a pairwise CSV "
-                        "with extra columns (--covariates, --category): see docs/guide.md")
+    p.add_argument("--model", choices=MODELS + PAIR_MODELS, default="couple", metavar="MODEL",
+                   help=f"one of {', '.join(MODELS + PAIR_MODELS)}; the pair-table "
+                        "models contextual-bt, crowdbt-bias, crowdbt-domain read a pairwise "
+                        "CSV with extra columns (--covariates, --category): see docs/guide.md")
     p.add_argument("--method", choices=tuple(methods.REGISTRY), default="online",
+                   metavar="METHOD",
                    help="; ".join(f"{m.name}: {m.title}" for m in methods.REGISTRY.values()))
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--seed", type=int, default=0)
-    g = p.add_argument_group("priors (shared by every method)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
+    g = p.add_argument_group(PRIORS)
     g.add_argument("--prior-mu", type=float, default=0.0, help="mean of λ ~ Normal")
     g.add_argument("--prior-sigma", type=float, default=1.0, help="sd of λ ~ Normal")
     g.add_argument("--worker-prior", default=DEFAULT_WORKER_PRIOR,
@@ -54,9 +210,11 @@ def register(sub) -> None:
     g.add_argument("--worker-prior-file", default=None,
                    help="CSV worker,alpha1,..,alphaK (CrowdBT: worker,a,b); overrides "
                         "--worker-prior")
-    add_method_options(p)
+    p.method_actions = add_method_options(p)
     from crowdrank.reports.commands import fit_pairs
+    before = len(p._actions)
     fit_pairs.add_arguments(p)
+    p.pair_actions = tuple(p._actions[before:])
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -72,21 +230,36 @@ def _cli_fields():
     return out
 
 
+def _default_of(f):
+    return f.default if f.default is not MISSING else f.default_factory()
+
+
 def _defaults(name: str, owners: list[str]) -> list:
-    vals = []
-    for o in owners:
-        f = next(f for f in fields(methods.get(o).options_class) if f.name == name)
-        vals.append(f.default if f.default is not MISSING else f.default_factory())
-    return vals
+    return [_default_of(next(f for f in fields(methods.get(o).options_class) if f.name == name))
+            for o in owners]
 
 
-def add_method_options(p) -> None:
+def _help_text(help_: str, vals: list, owners: list[str]) -> str:
+    """``help_`` with the default(s) of the dataclass fields behind it: one value, one per
+    method where they differ, none for a flag or a ``None`` default (whose meaning the
+    help line gives); ``%`` escaped for argparse's formatting."""
+    if len(owners) > 1:
+        help_ += f" [--method {', '.join(owners)}]"
+    if any(v != vals[0] for v in vals):
+        help_ += " (default: " + ", ".join(f"{v} for {o}" for o, v in zip(owners, vals)) + ")"
+    elif vals[0] is not None and not isinstance(vals[0], bool):
+        help_ += f" (default: {vals[0]})"
+    return help_.replace("%", "%%")
+
+
+def add_method_options(p) -> dict[str, argparse.Action]:
     """One argument group per method, from its options dataclass: ``--field-name`` with
     the field's help, choices and type; a field several methods share is added once (in
-    its first method's group) and names them; its default is the dataclass default when
-    the methods agree, else each method's own, said in the help (the parsed value is then
-    ``None``, which keeps every method's default)."""
-    groups = {}
+    its first method's group) and names them. Every parsed default is ``None`` (the
+    method's own default then applies, :func:`method_options`, and an option given to a
+    method that lacks it is seen, :func:`check_method_options`); the help states the
+    dataclass default, or each method's where they differ. Returns the actions by dest."""
+    groups, actions = {}, {}
     for name, (owners, f) in _cli_fields().items():
         meta = f.metadata
         group = groups.get(owners[0])
@@ -94,23 +267,17 @@ def add_method_options(p) -> None:
             m = methods.get(owners[0])
             group = groups[owners[0]] = p.add_argument_group(f"--method {m.name}: {m.title}")
         vals = _defaults(name, owners)
-        same = all(v == vals[0] for v in vals)
-        help_ = meta["help"]
-        if len(owners) > 1:
-            help_ += f" [--method {', '.join(owners)}]"
-        if not same:
-            help_ += " (default: " + ", ".join(f"{v} for {o}" for o, v in
-                                               zip(owners, vals)) + ")"
         flag = meta.get("flag", "--" + name.replace("_", "-"))
-        kw = {"dest": name, "help": help_}
-        if isinstance(vals[0], bool) and same:
-            group.add_argument(flag, action="store_true", **kw)
+        kw = {"dest": name, "help": _help_text(meta["help"], vals, owners), "default": None}
+        if isinstance(vals[0], bool) and all(v == vals[0] for v in vals):
+            actions[name] = group.add_argument(flag, action="store_true", **kw)
             continue
         kw["type"] = meta.get("type", type(vals[0]) if vals[0] is not None else str)
         for key in ("choices", "metavar"):
             if key in meta:
                 kw[key] = meta[key]
-        group.add_argument(flag, default=vals[0] if same else None, **kw)
+        actions[name] = group.add_argument(flag, **kw)
+    return actions
 
 
 def method_options(method, args):
@@ -118,6 +285,19 @@ def method_options(method, args):
     the method's own default)."""
     given = {f.name: getattr(args, f.name, None) for f in fields(method.options_class)}
     return method.options(**given)
+
+
+def check_method_options(method, args) -> None:
+    """A :class:`UsageError` for an option of another method given with ``--method
+    method.name``: it names the methods the option belongs to (argparse would take it
+    silently, every method's options being on one parser)."""
+    own = {f.name for f in fields(method.options_class)}
+    for name, (owners, f) in _cli_fields().items():
+        if name not in own and getattr(args, name, None) is not None:
+            flag = f.metadata.get("flag", "--" + name.replace("_", "-"))
+            raise UsageError(f"{flag} is an option of --method {', '.join(owners)}, not of "
+                             f"--method {method.name} (crowdrank fit --method {method.name} "
+                             "--help lists its options)")
 
 
 def load_priors(args, data) -> Priors:
@@ -140,10 +320,11 @@ def load(args):
 def run(args) -> int:
     from crowdrank.reports.commands.fit_pairs import PAIR_MODELS
 
+    method = methods.get(args.method)
+    check_method_options(method, args)
     if args.model in PAIR_MODELS:
         from crowdrank.reports.commands import fit_pairs
         return fit_pairs.run(args)
-    method = methods.get(args.method)
     method.check_model(args.model)
     options = method_options(method, args)
     runner = RUNNERS.get(args.method)

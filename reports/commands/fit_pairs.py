@@ -81,15 +81,27 @@ def _check(args) -> None:
         raise UsageError("--category is for --model crowdbt-domain")
 
 
+def _nuts_options(args):
+    """NUTS's options of the command line (``crowdrank fit`` parses an option left out as
+    ``None``, which keeps ``NutsOptions``' default)."""
+    from dataclasses import fields
+
+    from crowdrank.inference import methods
+    nuts = methods.get("nuts")
+    return nuts.options(**{f.name: getattr(args, f.name, None)
+                           for f in fields(nuts.options_class)})
+
+
 def _nuts_kw(args) -> dict:
-    return {"chains": args.chains, "tune": args.tune, "draws": args.draws, "seed": args.seed,
-            "target_accept": args.target_accept, "progress": not args.no_progress}
+    o = _nuts_options(args)
+    return {"chains": o.chains, "tune": o.tune, "draws": o.draws, "seed": args.seed,
+            "target_accept": o.target_accept, "progress": not args.no_progress}
 
 
 def _sample(args, numpyro_model, pymc_model):
     from crowdrank.inference.nuts.pair_nuts import sample
 
-    if args.backend == "numpyro":
+    if _nuts_options(args).backend == "numpyro":
         import jax
         jax.config.update("jax_enable_x64", True)
         return sample("numpyro", numpyro_model(), **_nuts_kw(args))

@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TARGET_REPLICATES = 200
+#: The study's data sizes (``SbcConfig`` fields): 10 items, 4 workers x 25 tasks.
+DEFAULT_SETTING = {"n_items": 10, "n_workers": 4, "tasks_per_worker": 25}
 TARGET_S = 30 * 60
 CORES = 2
 
@@ -39,9 +41,13 @@ CORES = 2
 def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
               max_sims: int, seed: int, nuts: dict | None = None, processes: int = 1,
               sbc_batch: int | None = None, lane_groups: int = 1,
-              warmup_depth: int | None = None) -> dict:
+              warmup_depth: int | None = None, setting: dict | None = None,
+              simplex: str = "gamma") -> dict:
     from crowdrank.validation.pipelines.sbc import SbcConfig, run_sbc
 
+    setting = {**DEFAULT_SETTING, **(setting or {})}
+    if simplex != "gamma":
+        _use_simplex(simplex, backend, processes)
     load0 = os.getloadavg()
     # replicates already cached by an earlier run: this run's wall time does not cover them
     before = _cached_replicates(out)
@@ -49,8 +55,8 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
     sims, summary, cpu = 0, None, 0.0
     while sims < max_sims and time.perf_counter() - t0 < budget_s:
         sims = min(max_sims, sims + batch)
-        cfg = SbcConfig(model=model, backend=backend, sims=sims, n_items=10, n_workers=4,
-                        tasks_per_worker=25, seed=seed, batch=sbc_batch,
+        cfg = SbcConfig(model=model, backend=backend, sims=sims, seed=seed, batch=sbc_batch,
+                        **setting,
                         lane_groups=lane_groups, warmup_depth=warmup_depth, **(nuts or {}))
         c0 = os.times()
         summary = run_sbc(cfg, out, processes=processes, progress=False)
@@ -101,22 +107,82 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
         # replicate (the route before; label "sequential" in results/sbc.json)
         "pymc_reuse": summary["config"].get("pymc_reuse") if backend == "pymc" else None,
     }
+    rec["simplex"] = simplex
     for key in ("nuts", "online"):
         if key in summary:
             s = summary[key]
             rec[key] = {"calibrated": s["calibrated"], "verdict": s["verdict"],
                         "families": {f: {"ecdf_p_combined": round(v["ecdf_p_combined"], 4),
+                                         "pot_c_p_combined": _round(v.get("pot_c_p_combined"),
+                                                                    4),
                                          "chi2_p_combined": round(v["chi2_p_combined"], 4),
                                          "outside_band": v["outside_band"],
                                          "n_params": v["n_params"]}
                                      for f, v in s["families"].items()}}
             if key == "online":
                 rec[key]["method"] = s["method"]
+    rec["nuts"]["parameters"] = _per_parameter(summary["nuts"], out / "ranks.csv",
+                                               summary["n_draws"])
     g = summary["gate"]
     rec["gate"] = {k: g[k] for k in ("passed", "failed", "divergences_total",
                                      "replicates_with_divergences", "ess_bulk_min_median",
                                      "replicates_with_ess_below_n_draws", "reasons")}
     return rec
+
+
+def _per_parameter(nuts: dict, ranks_csv: Path, S: int) -> dict:
+    """Per parameter: the ECDF-band and ``pot_c`` p-values of the verdict and the counts
+    of extreme ranks (0, ``S``, and the lowest/highest 7 of the ``S + 1`` values, where
+    ``N·7/(S + 1)`` are expected under uniformity)."""
+    import csv
+
+    ranks: dict[str, list[int]] = {}
+    with ranks_csv.open() as fh:
+        for row in csv.DictReader(fh):
+            ranks.setdefault(row["param"], []).append(int(row["rank"]))
+    out = {}
+    for name, v in nuts["parameters"].items():
+        r = ranks.get(name, [])
+        out[name] = {"ecdf_p": _round(v["ecdf_p"], 4), "pot_c_p": _round(v["pot_c_p"], 4),
+                     "inside_band": v["inside_band"],
+                     "rank_0": sum(x == 0 for x in r), "rank_S": sum(x == S for x in r),
+                     "rank_below_7": sum(x < 7 for x in r),
+                     "rank_above_S_minus_7": sum(x > S - 7 for x in r),
+                     "expected_per_7_cells": round(len(r) * 7 / (S + 1), 2)}
+    return out
+
+
+def _use_simplex(simplex: str, backend: str, processes: int) -> None:
+    """Fit the vmapped NumPyro batches with worker simplex ``simplex`` (``"dirichlet"``:
+    the PPL's own Beta/Dirichlet site, [MT00]'s boost and the Gamma construction unused;
+    docs/design.md §5.1) instead of :func:`crowdrank.inference.nuts.batched._program`'s
+    ``"gamma"``. The replacement lives in this process only (``run_grid`` spawns its
+    workers), so the study runs in process; the SBC cache key does not name the simplex,
+    so each simplex needs its own ``--label`` (its own cache folder)."""
+    import dataclasses
+
+    from crowdrank.inference.nuts import batched
+
+    if backend != "numpyro" or processes != 1:
+        raise SystemExit("--simplex other than gamma: NumPyro batches in one process "
+                         "(--backend numpyro --processes 1)")
+
+    def program(template):
+        import jax.numpy as jnp
+        import numpyro
+
+        from crowdrank.models import numpyro_models as npm
+
+        def prog(index, worker, weight):
+            inputs = dataclasses.replace(template, index=index, worker=worker)
+            lam = npm.item_scores(inputs, "centered")
+            log_eta = npm.worker_log_eta(inputs, simplex) if inputs.has_eta else None
+            ll = npm.column_loglik(inputs, lam, log_eta=log_eta)
+            numpyro.factor("loglik", jnp.sum(weight * ll))
+
+        return prog
+
+    batched._program = program
 
 
 def _cached_replicates(out: Path) -> int:
@@ -172,6 +238,13 @@ def main() -> int:
     ap.add_argument("--chains", type=int, default=None, help="default: crowdrank sbc's")
     ap.add_argument("--tune", type=int, default=None)
     ap.add_argument("--draws", type=int, default=None)
+    ap.add_argument("--items", type=int, default=DEFAULT_SETTING["n_items"])
+    ap.add_argument("--workers", type=int, default=DEFAULT_SETTING["n_workers"])
+    ap.add_argument("--tasks", type=int, default=DEFAULT_SETTING["tasks_per_worker"],
+                    help="tasks per worker")
+    ap.add_argument("--simplex", default="gamma", choices=("gamma", "dirichlet"),
+                    help="NumPyro worker simplex: gamma (the sampler's default) or "
+                         "dirichlet (the PPL's own Beta/Dirichlet; in process, own --label)")
     ap.add_argument("--label", default="default",
                     help="name of the NUTS setting (runs are keyed model/backend/label)")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "crowdrank-sbc-bench"),
@@ -179,16 +252,18 @@ def main() -> int:
     ap.add_argument("--out", default="bench/results/sbc.json")
     a = ap.parse_args()
     path = ROOT / a.out
-    old = json.loads(path.read_text()) if path.exists() else {}
-    runs = {f"{r['model']}/{r['backend']}/{r.get('label', 'default')}": r
-            for r in old.get("runs", [])}
     nuts = {k: getattr(a, k) for k in ("chains", "tune", "draws") if getattr(a, k) is not None}
     for model in a.models:
         sub = f"{model}-{a.backend}" + ("" if a.label == "default" else f"-{a.label}")
+        setting = {"n_items": a.items, "n_workers": a.workers, "tasks_per_worker": a.tasks}
         rec = bench_one(model, a.backend, a.budget_s, a.step, ROOT / a.work / sub,
                         a.max_sims, a.seed, nuts, a.processes, a.sbc_batch,
-                        a.lane_groups, a.warmup_depth)
+                        a.lane_groups, a.warmup_depth, setting, a.simplex)
         rec["label"] = a.label
+        # read just before writing: another study may have added its record meanwhile
+        old = json.loads(path.read_text()) if path.exists() else {}
+        runs = {f"{r['model']}/{r['backend']}/{r.get('label', 'default')}": r
+                for r in old.get("runs", [])}
         runs[f"{model}/{a.backend}/{a.label}"] = rec
         print(json.dumps(rec), flush=True)
         doc = {"what": "crowdrank sbc replicates per time budget, measured end to end; the "

@@ -1,0 +1,115 @@
+"""``bench/bench_approx_study.py``: the figures it derives and the page it renders.
+
+Synthetic draws with known answers (no fit, no JAX): figures of a draw-based approximation
+come from its draws, so a common shift of every score (which the data cannot see) leaves
+the centred figures exactly at the reference's while the raw z equals the shift in sds;
+the box and its distance at the bounds; the 2×2 table of k̂ against the box counted by
+hand; docs/fidelity.md's section is what the record renders.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def study():
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_approx_study",
+                                                  ROOT / "bench" / "bench_approx_study.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _tree(lam, eta=None):
+    from arviz_base import from_dict
+
+    post = {"lambda": lam}
+    coords = {"item": [f"i{k}" for k in range(lam.shape[-1])]}
+    dims = {"lambda": ["item"]}
+    if eta is not None:
+        post["eta"] = eta
+        coords["worker"] = [f"w{k}" for k in range(eta.shape[-1])]
+        dims["eta"] = ["worker"]
+    return from_dict({"posterior": post}, coords=coords, dims=dims)
+
+
+def test_draw_figures_are_centred_per_draw(study):
+    """A posterior whose every draw is the reference's shifted by one common level draw
+    (sd 3, far wider than any score's): centred |z| 0 and sd ratio 1 exactly, raw |z| the
+    mean shift over each score's sd. Centring independent marginals instead would read the
+    level's variance as the centred scores' (sd ratio far above 1)."""
+    from crowdrank.inference.posterior import Posterior
+
+    rng = np.random.default_rng(0)
+    L, C, S = 8, 2, 400
+    lam = rng.normal(np.linspace(-1, 1, L), 0.3, (C, S, L))
+    eta = rng.beta(6, 3, (C, S, 3))
+    ref = study.fid.Reference(_tree(lam, eta))
+    shift = rng.normal(0.5, 3.0, (C, S, 1))
+    post = Posterior.from_draws("crowdbt", "test", draws={"lambda": lam + shift, "eta": eta},
+                                items=[f"i{k}" for k in range(L)],
+                                workers=[f"w{k}" for k in range(3)])
+    r = study.compare_draws(post, ref)
+    assert r["centred"]["median_abs_z"] == pytest.approx(0.0, abs=1e-12)
+    assert r["centred"]["median_sd_ratio"] == pytest.approx(1.0, abs=1e-12)
+    assert r["eta1"]["median_abs_z"] == pytest.approx(0.0, abs=1e-12)
+    flat = lam.reshape(-1, L)
+    expect = np.median(np.abs(shift.mean()) / flat.std(0, ddof=1))
+    assert r["raw"]["median_abs_z"] == pytest.approx(expect, rel=1e-9)
+    assert r["raw"]["median_sd_ratio"] > 5
+
+
+def test_box_and_distance_at_the_bounds(study):
+    inside = {"centred": {"median_abs_z": 0.1, "median_sd_ratio": 0.9},
+              "eta1": {"median_abs_z": 0.05, "median_sd_ratio": 1.1}}
+    assert study.box_figures(inside) == {"inside_box": True, "box_distance": 0.0}
+    out = {"centred": {"median_abs_z": 0.13, "median_sd_ratio": 1.0},
+           "eta1": {"median_abs_z": 0.02, "median_sd_ratio": 0.85}}
+    assert study.box_figures(out) == {"inside_box": False, "box_distance": 0.05}
+    # BT/PL: no worker parameters, the centred scores alone
+    assert study.box_figures({"centred": {"median_abs_z": 0.02, "median_sd_ratio": 1.0},
+                              "eta1": {}})["inside_box"] is True
+
+
+def _row(label, khat, inside, cpu, dist=None):
+    return {"label": label, "status": "done", "khat": khat, "inside_box": inside,
+            "box_distance": 0.0 if inside else (dist or 0.2), "cpu_s": cpu}
+
+
+def test_khat_table_and_advice_count_by_hand(study):
+    rec = {"subjects": [
+        {"name": "a", "trusted": True, "reference": {"cpu_s": 100.0}, "methods": [
+            _row("x", 0.5, True, 30.0), _row("y", 0.9, True, 10.0),
+            _row("z", 0.9, False, 1.0, 0.05), _row("n", None, False, 2.0),
+            {"label": "late", "status": "not run: the study's deadline came first"}]},
+        {"name": "b", "trusted": False, "reference": {"cpu_s": 50.0}, "methods": [
+            _row("x", 0.3, True, 1.0)]}]}
+    t = study.khat_table(rec)
+    assert t == {"ok_in": 1, "ok_out": 0, "bad_in": 1, "bad_out": 1, "untrusted": 1,
+                 "no_khat": 1}
+    a = study.advice(rec["subjects"][0])
+    assert a["best"]["label"] == "y" and a["goal"] is True       # 10 CPU s ≤ 100 / 5
+    assert a["within_cost"] == ["y"]                             # x: 30 > 20
+    assert a["closest"]["label"] == "y"                          # distance 0, cheaper
+    slow = {"reference": {"cpu_s": 40.0}, "methods": [_row("x", 0.5, True, 9.0)]}
+    assert study.advice(slow)["goal"] is False                   # 9 > 40 / 5
+
+
+def test_fidelity_page_holds_the_rendered_record(study):
+    path = ROOT / "bench" / "results" / "approx_study.json"
+    if not path.is_file():
+        pytest.skip("no approx_study.json recorded")
+    section = study.render_section(json.loads(path.read_text()))
+    page = (ROOT / "docs" / "fidelity.md").read_text()
+    assert section in page, ("docs/fidelity.md's approx-study section is stale: run "
+                             "python bench/bench_approx_study.py render")

@@ -119,20 +119,26 @@ def gbmm_kernel(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tay
 
 
 @njit(cache=True, inline="always", error_model="numpy")
+def _fail(err, pos, code, stage):
+    """Record a strict-mode failure in ``err`` (module docstring) and return ``pos``."""
+    err[0] = pos
+    err[1] = code
+    err[2] = stage
+    return pos
+
+
+@njit(cache=True, inline="always", error_model="numpy")
 def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, taylor,
                score_prior, kappa, kappa2, strict, counts, err, mu_c, s2_c, e, p, R, a,
                a_new, cand, QA, QB, QC, qidx, qz, qlam):
     """:func:`gbmm_kernel` on caller-owned work arrays (:func:`gbmm_scratch`), so that a
     caller updating one ranking at a time (EP, :mod:`.ep`) does not allocate them for
     every ranking; inlined, so that neither pays a call per ranking (numba's cache is per
-    file: a change here must also touch the callers' modules to recompile them). The
-    arithmetic is the kernel's, unchanged. It stays one function (143 lines): with step 1
-    as an inlined helper the same fit took 1.7x the CPU time (20,000 rankings: 8.0 against
-    4.7 ms, best of 7, alternated twice; the numbers were identical)."""
+    file: a change here must also touch the callers' modules to recompile them). Why the
+    steps stay in one loop body: docs/design.md, "The online kernels"."""
     for pos in range(start, stop):
         n = seq[pos]
-        k = lengths[n]
-        w = worker[n]
+        k, w = lengths[n], worker[n]
         for s in range(k - 2, -1, -1):           # reverse update strategy (Remark 3)
             m = k - s
             top = -np.inf
@@ -172,11 +178,9 @@ def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tayl
                 _quad_moments(mu_c, s2_c, m, QA, QB, QC, qidx, qz, qlam)
                 for t in range(m):
                     R[t] = QA[t]
-            floored = False
-            Z = 0.0
+            floored, Z = False, 0.0
             for t in range(m):
-                if R[t] < kappa2:
-                    floored = True
+                floored = floored or R[t] < kappa2
                 R[t] = max(R[t], kappa2)
                 Z += R[t]
             if floored:
@@ -185,11 +189,9 @@ def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tayl
             for t in range(m):
                 R[t] = R[t] * inv_Z
             # step 2: Eq. (9a), (9b), (10)
-            S = 0.0
-            for t in range(m):
-                S += a[t]
-            Ra = 0.0
+            S = Ra = 0.0
             for v in range(m):
+                S += a[v]
                 Ra += R[v] * a[v]
             Rbar = Ra / S
             d1 = 1.0 / (Rbar * (S + 1.0) * S)
@@ -200,40 +202,28 @@ def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tayl
                 raw = (E1 - E2) * E1 / (E2 - E1 * E1)
                 val, fail = _positive(raw, a[t], counts, strict)
                 if fail:
-                    err[0] = pos
-                    err[1] = 1
-                    err[2] = s + 1
-                    return pos
+                    return _fail(err, pos, 1, s + 1)
                 if val != raw:
                     counts[_A] += 1
                 a_new[t] = val
             # step 3: Eq. (11), (12) with the updated (default) or the prior alpha
+            ak = a if score_prior else a_new
             Psi = 0.0
-            if score_prior:
-                for t in range(m):
-                    Psi += a[t] * e[t]
-            else:
-                for t in range(m):
-                    Psi += a_new[t] * e[t]
+            for t in range(m):
+                Psi += ak[t] * e[t]
             u = 1.0 / Psi
             if taylor == 3:                      # quadrature: Z = Σ a_t A_t
                 Zq = 0.0
                 for t in range(m):
-                    Zq += (a[t] if score_prior else a_new[t]) * QA[t]
+                    Zq += ak[t] * QA[t]
             for t in range(m):
-                at = a[t] if score_prior else a_new[t]
-                ae = at * e[t]
+                ae = ak[t] * e[t]
                 if taylor == 3:
-                    G = 0.0
-                    H = 0.0
+                    G = H = 0.0
                     for v in range(m):
-                        av = a[v] if score_prior else a_new[v]
-                        G += av * QB[v, t]
-                    for v in range(m):
-                        av = a[v] if score_prior else a_new[v]
-                        H += av * QC[v, t]
-                    G = G / Zq
-                    H = H / Zq
+                        G += ak[v] * QB[v, t]
+                        H += ak[v] * QC[v, t]
+                    G, H = G / Zq, H / Zq
                     mnew = mu_c[t] + math.sqrt(s2_c[t]) * G
                     factor = 1.0 + H - G * G
                 else:
@@ -245,18 +235,12 @@ def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tayl
                 snew = s2_c[t] * max(factor, kappa)
                 if not math.isfinite(mnew):
                     if strict:
-                        err[0] = pos
-                        err[1] = 3
-                        err[2] = s + 1
-                        return pos
+                        return _fail(err, pos, 3, s + 1)
                     counts[_MU] += 1
                     mnew = mu_c[t]
                 val, fail = _positive(snew, s2_c[t], counts, strict)
                 if fail:
-                    err[0] = pos
-                    err[1] = 2
-                    err[2] = s + 1
-                    return pos
+                    return _fail(err, pos, 2, s + 1)
                 if val != snew:
                     counts[_S2] += 1
                 mu[cand[t]] = mnew

@@ -113,3 +113,31 @@ def test_fidelity_page_holds_the_rendered_record(study):
     page = (ROOT / "docs" / "fidelity.md").read_text()
     assert section in page, ("docs/fidelity.md's approx-study section is stale: run "
                              "python bench/bench_approx_study.py render")
+
+
+def test_headline_row_leaves_the_goal_open_until_every_setting_ran(tmp_path):
+    spec = importlib.util.spec_from_file_location("crowdrank_bench_headline",
+                                                  ROOT / "bench" / "tools" / "headline.py")
+    hl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hl)
+
+    def subj(name, trusted, rows, ref=100.0):
+        return {"name": f"medium-{name}", "trusted": trusted, "reference": {"cpu_s": ref},
+                "methods": rows}
+    rec = {"date": "2030-01-01", "commit": "abc1234", "subjects": [
+        subj("expert", True, [_row("advi", 1.0, True, 20.0)]),        # 20 ≤ 100 / 5
+        subj("amateur", True, [_row("advi", 1.0, True, 21.0)]),       # 21 > 100 / 5
+        subj("spammer", False, [_row("advi", 1.0, True, 1.0)]),       # untrusted
+        {"name": "medium-malicious", "status": "not run", "methods": []}]}
+    (tmp_path / "approx_study.json").write_text(json.dumps(rec))
+    [row] = hl.approx_study_rows(tmp_path)
+    assert row[1] == "1 of 2 settings measured (expert); not run or untrusted: spammer, malicious"
+    assert row[3] == "–"
+    for s in rec["subjects"][2:]:
+        s.update(subj(s["name"].removeprefix("medium-"), True,
+                      [_row("advi", 1.0, True, 1.0)]))
+    (tmp_path / "approx_study.json").write_text(json.dumps(rec))
+    assert hl.approx_study_rows(tmp_path)[0][3] == "no"           # amateur misses the cost
+    rec["subjects"][1]["methods"][0]["cpu_s"] = 20.0
+    (tmp_path / "approx_study.json").write_text(json.dumps(rec))
+    assert hl.approx_study_rows(tmp_path)[0][3] == "yes"

@@ -400,9 +400,36 @@ def replicate_rows(d: Path) -> list[list]:
     return rows
 
 
+def approx_study_rows(d: Path) -> list[list]:
+    """The PPL approximations at medium scale: a method inside the box (centred and η¹)
+    at ≤ 1/5 of the trusted reference's CPU seconds, per worker type; a setting whose
+    reference is untrusted or that did not run leaves the goal open."""
+    st = _load(d, "approx_study.json")
+    if not st:
+        return []
+    med = [s for s in st.get("subjects", []) if s.get("name", "").startswith("medium-")]
+    if not med:
+        return []
+    met, open_ = [], []
+    for s in med:
+        ref = (s.get("reference") or {}).get("cpu_s")
+        done = [m for m in s.get("methods", []) if m.get("status") == "done"]
+        if not ref or not s.get("trusted") or not done:
+            open_.append(s["name"].removeprefix("medium-"))
+        elif any(m.get("inside_box") and m["cpu_s"] * 5 <= ref for m in done):
+            met.append(s["name"].removeprefix("medium-"))
+    ran = len(med) - len(open_)
+    figure = f"{len(met)} of {ran} settings measured" + (f" ({', '.join(met)})" if met else "")
+    if open_:
+        figure += f"; not run or untrusted: {', '.join(open_)}"
+    ok = None if open_ else len(met) == len(med)
+    return [[("PPL approximations at medium scale: a method in the box at ≤ 1/5 of NUTS's "
+             "CPU s"), figure, "every worker type", yes(ok), record("approx_study.json", st)]]
+
+
 #: the rows in README order; each returns zero rows when its record is absent
 ROWS = (audit_rows, paper_row, warmstart_row, medium_row, sbc_row, batch_rows, crowdc_row,
-        fidelity_rows, online_rows, scale_rows, mutation_row, replicate_rows)
+        fidelity_rows, approx_study_rows, online_rows, scale_rows, mutation_row, replicate_rows)
 
 
 def headline(results_dir: Path | str = RESULTS) -> str:

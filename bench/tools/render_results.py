@@ -404,6 +404,30 @@ def _mutation(data) -> str:
 
 
 #: File name → renderer for the known benchmarks; others use :func:`render_generic`.
+def _approx_study(data) -> str:
+    """``approx_study.json``: one row per subject and method (the figures, the frontier
+    plots and the 2×2 table of k̂ against the box are in docs/fidelity.md)."""
+    rows = []
+    for s in data["subjects"]:
+        ref = s.get("reference") or {}
+        trust = "—" if not ref else ("trusted" if s.get("trusted") else "NOT trusted")
+        for m in s["methods"]:
+            c, e = m.get("centred") or {}, m.get("eta1") or {}
+            ratio = (m["cpu_s"] / ref["cpu_s"] if m.get("cpu_s") is not None
+                     and ref.get("cpu_s") else None)
+            rows.append([s["name"], trust, ref.get("cpu_s"), m["label"], m["status"],
+                         c.get("median_abs_z"), c.get("median_sd_ratio"),
+                         e.get("median_abs_z"), e.get("median_sd_ratio"), m.get("khat"),
+                         m.get("inside_box"), m.get("box_distance"), m.get("cpu_s"), ratio,
+                         m.get("grad_evals")])
+    out = (f"`{data.get('command')}` at commit {data.get('commit')}; box: centred and η¹ "
+           "median |z| ≤ 0.1, sd ratio in [0.9, 1.1]. Rendered with its figures in "
+           "[fidelity.md](fidelity.md), \"The study of the PPL approximations\".\n\n")
+    return out + table(["subject", "reference", "reference CPU s", "method", "status",
+                        "centred |z|", "centred sd ratio", "η¹ |z|", "η¹ sd ratio", "k̂",
+                        "in the box", "distance", "CPU s", "× reference", "gradients"], rows)
+
+
 KNOWN: dict[str, tuple[str, Callable]] = {
     "audit.json": ("`crowdrank audit` end to end (`bench/bench_audit.py`)", _audit),
     "online.json": ("Online methods at paper scale (`bench/bench_online.py`)", _online),
@@ -418,6 +442,8 @@ KNOWN: dict[str, tuple[str, Callable]] = {
        for e in ("babyface", "babyface_nuts", "fig7", "cost", "readlevel", "preflib")},
     "replicate_fig7_gap.json": (("[Pan18] Fig. 7's gap under three simulators "
                                 "(`bench/bench_replicate.py gap`)"), _replicate_gap),
+    "approx_study.json": (("The PPL approximations on every subject against NUTS "
+                           "(`bench/bench_approx_study.py`)"), _approx_study),
 }
 
 
@@ -494,6 +520,14 @@ def main(argv=None) -> int:
         readme.write_text(readme_with_headline(readme.read_text(encoding="utf-8"),
                                                args.results), encoding="utf-8")
         print(f"wrote the headline table of {readme}")
+    study = Path(args.results) / "approx_study.json"
+    if study.is_file():         # its section of docs/fidelity.md and the frontier figures
+        spec = importlib.util.spec_from_file_location(
+            "bench_approx_study", Path(__file__).resolve().parents[1] / "bench_approx_study.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        mod.render(study)
+        print("wrote the approx-study section of docs/fidelity.md and its figures")
     return 0
 
 

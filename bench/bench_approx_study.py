@@ -513,13 +513,13 @@ def frontier_figure(subj: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     done = sorted(_done(subj), key=lambda m: m["cpu_s"])
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for m in done:
+    fig, ax = plt.subplots(figsize=(8.0, 4.0))
+    for i, m in enumerate(done):
         ok = m.get("khat") is not None and m["khat"] <= KHAT_OK
         ax.scatter(m["cpu_s"], m["box_distance"], s=40, color="C0",
                    facecolors="C0" if ok else "none", zorder=3)
         ax.annotate(m["label"], (m["cpu_s"], m["box_distance"]), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
+                    xytext=(4, 3 if i % 2 == 0 else -10), textcoords="offset points")
     front, best = [], float("inf")
     for m in done:
         if m["box_distance"] < best:
@@ -535,7 +535,8 @@ def frontier_figure(subj: dict, path: Path) -> None:
     ax.set_ylabel("distance to the box")
     ax.set_title(f"{subj['name']}" + ("" if subj.get("trusted") else " (reference NOT trusted)"),
                  fontsize=10)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.margins(x=0.15, y=0.12)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)

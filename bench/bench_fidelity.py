@@ -854,6 +854,13 @@ def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "
                          f"(goal: ≤ 0.5 both).")
     lines += diagnosis_section() + fixed_points_section() + damping_section()
     text = "\n".join(lines) + "\n"
+    # the sections other benchmarks render into this page (bench_approx.py,
+    # bench_approx_study.py) are kept, in their order, after this script's own
+    old = out.read_text() if out.is_file() else ""
+    for tag in ("approx", "approx-study"):
+        start, end = f"<!-- {tag}:start -->", f"<!-- {tag}:end -->"
+        if start in old and end in old:
+            text += "\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
     out.write_text(text)
     return text
 

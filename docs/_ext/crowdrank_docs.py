@@ -60,6 +60,15 @@ PAGE_BLURB = {
     "export": "a trusted NUTS reference in posteriordb's layout, for PPL and VI developers",
 }
 
+#: the sentence before a command page's options; ``{page}`` the command
+OPTIONS_NOTE = {
+    None: "Generated from the command's parser: the same text as `crowdrank {page} --help`.",
+    "fit": ("Generated from the command's parser: every method's options, one group per "
+            "method (a shared option in its first method's group, naming the others). "
+            "`crowdrank fit --help` shows the shared options and the list of methods, "
+            "`crowdrank fit --method M --help` the shared options and M's."),
+}
+
 TUTORIAL_PAGES = ("01-generative-story", "02-prior-predictive", "03-two-ways-to-infer",
                   "04-real-data-babyface")
 CITE_KEY = re.compile(r"\*\*\[([A-Za-z][A-Za-z]*\d{2}[a-z]?)\]\*\*")
@@ -229,8 +238,8 @@ def guide_pages(docs: Path) -> tuple[dict[str, str], dict[str, str]]:
         for title, body in sections:         # in the guide's order
             if where[title] == page:
                 parts.append(f"## {title}\n" + rebase_links(body, 1, anchor_page, page))
-        parts.append(f"\n## Options\n\nGenerated from the command's parser: the same text as "
-                     f"`crowdrank {page} --help`.\n\n"
+        note = OPTIONS_NOTE.get(page, OPTIONS_NOTE[None]).format(page=page)
+        parts.append(f"\n## Options\n\n{note}\n\n"
                      f"```{{argparse}}\n:module: crowdrank_docs\n:func: cli_parser\n"
                      f":prog: crowdrank\n:path: {page}\n```\n")
         pages[page] = "".join(parts)

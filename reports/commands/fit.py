@@ -24,7 +24,7 @@ import copy
 from argparse import SUPPRESS
 from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 from crowdrank.inference import methods
 from crowdrank.models.errors import UsageError
@@ -60,9 +60,10 @@ class FitParser(argparse.ArgumentParser):
 
     line: tuple[str, ...] = ()
     #: option dest → its action, for every method option (:func:`add_method_options`)
-    method_actions: ClassVar[dict] = {}
-    #: the pair-table models' actions (``fit_pairs.add_arguments``)
-    pair_actions: tuple = ()
+    method_actions: dict
+    #: the pair-table models' actions and their group's title (``fit_pairs.add_arguments``)
+    pair_actions: tuple
+    pair_title: str
 
     def parse_known_args(self, args=None, namespace=None):
         self.line = tuple(args) if args is not None else ()
@@ -97,9 +98,7 @@ class FitParser(argparse.ArgumentParser):
                                f"fits --model {', '.join(method.model_names())}",
                                self.method_help(method), f"{method.name} options"))
         if model in PAIR_MODELS:
-            title = next(g.title for g in self._action_groups
-                         if self.pair_actions and self.pair_actions[0] in g._group_actions)
-            out.append(Section(title, None, [_shown(a) for a in self.pair_actions],
+            out.append(Section(self.pair_title, None, [_shown(a) for a in self.pair_actions],
                                "pair-table options"))
         else:
             out.append(Section("pair-table models", (
@@ -129,7 +128,7 @@ class FitParser(argparse.ArgumentParser):
         actions = []
         for s in sections:
             if s.usage is None:
-                actions += [a for a in s.actions if a.option_strings or a.dest == "data"]
+                actions += s.actions
             elif s.actions:
                 actions.append(argparse.Action([], s.usage, nargs="?", metavar=s.usage))
         formatter.add_usage(self.usage, actions, [])
@@ -212,9 +211,10 @@ def register(sub) -> None:
                         "--worker-prior")
     p.method_actions = add_method_options(p)
     from crowdrank.reports.commands import fit_pairs
-    before = len(p._actions)
+    before = len(p._actions), len(p._action_groups)
     fit_pairs.add_arguments(p)
-    p.pair_actions = tuple(p._actions[before:])
+    p.pair_actions = tuple(p._actions[before[0]:])
+    p.pair_title = p._action_groups[before[1]].title
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 

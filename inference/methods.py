@@ -37,13 +37,27 @@ from crowdrank.models.errors import UsageError
 
 def opt(default, help: str, **meta):
     """A method option: its default and its ``--help`` line (``choices``, ``flag``,
-    ``type``, ``metavar``, ``cli=False`` in ``meta``)."""
+    ``type``, ``metavar``, ``cli=False`` in ``meta``).
+
+    Parameters
+    ----------
+    default : object
+        The option's default value.
+    help : str
+        Its ``--help`` line.
+    **meta
+        ``choices``, ``flag``, ``type``, ``metavar``, ``cli=False``: how ``crowdrank fit``
+        offers it.
+    """
     return field(default=default, metadata={"help": help, **meta})
 
 
 # ====================================================================== options
 @dataclass(frozen=True)
 class NutsOptions:
+    """The options of ``nuts``, the reference sampler
+    (:func:`crowdrank.inference.nuts.fit_nuts`)."""
+
     backend: str = opt("numpyro", "NUTS in NumPyro or PyMC", choices=("numpyro", "pymc"))
     chains: int = opt(4, "chains (one XLA CPU device each)")
     tune: int = opt(1000, "warm-up iterations per chain")
@@ -90,6 +104,9 @@ class UpdateOptions:
 
 @dataclass(frozen=True)
 class OnlineOptions(UpdateOptions):
+    """The options of ``online``: the update's (:class:`UpdateOptions`) and the passes
+    over the data."""
+
     passes: int = opt(1, "passes over the data")
     state_in: str | None = opt(None, "resume from a saved online state (posterior.json)",
                                type=str)
@@ -102,6 +119,9 @@ class OnlineOptions(UpdateOptions):
 
 @dataclass(frozen=True)
 class EpOptions(UpdateOptions):
+    """The options of ``ep``: the update's (:class:`UpdateOptions`) and EP's passes,
+    damping and tolerance [Minka01]."""
+
     passes: int = opt(10, "the most passes (stopping once converged)")
     damping: float = opt(0.0, "weight kept on a ranking's previous site, in [0, 1) (0.5 "
                          "from the pass after one that met an improper cavity)")
@@ -111,6 +131,8 @@ class EpOptions(UpdateOptions):
 
 @dataclass(frozen=True)
 class LaplaceOptions:
+    """The options of ``laplace``: the batch MAP solver behind Laplace's intervals."""
+
     solver: str = opt("newton", "Newton (analytic Hessian), MM (Hunter 2004) or gradient "
                       "ascent", choices=("newton", "mm", "gradient"))
     tol: float | None = opt(None, "stop when max |gradient| <= tol (None: the solver's "
@@ -121,6 +143,8 @@ class LaplaceOptions:
 
 @dataclass(frozen=True)
 class BootstrapOptions(LaplaceOptions):
+    """The options of ``bootstrap``: the MAP solver's and the resampling's."""
+
     bootstrap: int = opt(1000, "bootstrap resamples", metavar="B")
     interval_prob: float = opt(0.95, "probability of the bootstrap percentile intervals")
     processes: int | None = opt(None, "processes for the bootstrap refits (None: at most 2, "
@@ -129,18 +153,24 @@ class BootstrapOptions(LaplaceOptions):
 
 @dataclass(frozen=True)
 class PointOptions(BootstrapOptions):
+    """The options of ``map`` and ``ml``: the solver's, the bootstrap's and which intervals."""
+
     intervals: str = opt("laplace", "sd from Laplace (inverse Hessian) or from bootstrap "
                          "refits", choices=("laplace", "bootstrap"))
 
 
 @dataclass(frozen=True)
 class EmOptions:
+    """The options of ``em``, CrowdBT's MAP by expectation-maximisation."""
+
     tol: float | None = opt(None, "stop when max |gradient| <= tol (None: 1e-6)", type=float)
     max_iter: int | None = opt(None, "iteration cap (None: 5000)", type=int)
 
 
 @dataclass(frozen=True)
 class TrueSkillOptions:
+    """The options of ``trueskill`` over the rank-broken pairs."""
+
     ts_beta: float | None = opt(None, "performance sd β (default prior-sigma/2)", type=float)
     ts_tau: float = opt(0.0, "dynamics τ added before a game")
     ts_draw_probability: float = opt(0.0, "sets the draw margin (no draws reach it from a "
@@ -170,6 +200,9 @@ class Method:
         The back-ends it can run on (the ``backend`` option's choices), or ``()``.
     reference : bool
         A sampler whose draws are the audit's reference (NUTS), not an approximation.
+
+    description : str
+        A paragraph for the documentation (optional).
     """
 
     name: str
@@ -182,7 +215,13 @@ class Method:
     description: str = ""
 
     def fn(self, role: str = "fit") -> Callable:
-        """The function named by ``role`` (``"fit"``), imported on first use."""
+        """The function named by ``role`` (``"fit"``), imported on first use.
+
+        Parameters
+        ----------
+        role : str
+            The attribute that names the function (``"fit"``).
+        """
         ref = getattr(self, role)
         if ref is None or callable(ref):
             return ref
@@ -191,7 +230,13 @@ class Method:
 
     def options(self, **given):
         """The options dataclass with ``given`` over its defaults (``None`` values keep
-        the default); an unknown name is a :class:`UsageError`."""
+        the default); an unknown name is a :class:`UsageError`.
+
+        Parameters
+        ----------
+        **given
+            Option values by field name.
+        """
         known = {f.name for f in fields(self.options_class)}
         bad = sorted(set(given) - known)
         if bad:
@@ -200,7 +245,13 @@ class Method:
         return self.options_class(**{k: v for k, v in given.items() if v is not None})
 
     def fits(self, model: str) -> bool:
-        """Whether this method fits ``model``."""
+        """Whether this method fits ``model``.
+
+        Parameters
+        ----------
+        model : str
+            A name of the model registry (``crowdrank.models.registry``).
+        """
         if self.models == "online":
             from crowdrank.models.registry import get as get_model
             spec = get_model(model)
@@ -208,6 +259,13 @@ class Method:
         return not self.models or model in self.models
 
     def check_model(self, model: str) -> None:
+        """Refuse (:class:`UsageError`) a model this method does not fit.
+
+        Parameters
+        ----------
+        model : str
+            A name of the model registry (``crowdrank.models.registry``).
+        """
         if not self.fits(model):
             raise UsageError(f"method {self.name} fits models "
                              f"{', '.join(self.model_names())}, not {model!r}")
@@ -222,7 +280,23 @@ class Method:
 
     def run(self, data, model: str, priors, options=None, *, seed: int = 0,
             progress: bool = False):
-        """Check the model, fill the default options, and fit: a ``Posterior``."""
+        """Check the model, fill the default options, and fit: a ``Posterior``.
+
+        Parameters
+        ----------
+        data : Rankings
+            The data.
+        model : str
+            A name of the model registry (``crowdrank.models.registry``).
+        priors : Priors
+            The priors, shared with every other method.
+        options : dataclass, optional
+            An instance of ``options_class`` (default: its defaults).
+        seed : int
+            Seed of the fit's random choices.
+        progress : bool
+            Show progress.
+        """
         self.check_model(model)
         options = self.options() if options is None else options
         if not isinstance(options, self.options_class):
@@ -269,7 +343,15 @@ _add_approx_entries()
 def register(method: Method, *, replace_existing: bool = False) -> Method:
     """Add ``method`` to :data:`REGISTRY` (an extension; a name in use is refused unless
     ``replace_existing``). Its options dataclass must give every field a default and a
-    help line."""
+    help line.
+
+    Parameters
+    ----------
+    method : Method
+        The entry.
+    replace_existing : bool
+        Replace an entry of the same name instead of refusing it.
+    """
     if method.name in REGISTRY and not replace_existing:
         raise UsageError(f"a method named {method.name!r} is already registered")
     check_options_class(method.options_class)
@@ -278,7 +360,13 @@ def register(method: Method, *, replace_existing: bool = False) -> Method:
 
 
 def unregister(name: str) -> None:
-    """Remove ``name`` (tests' fixtures)."""
+    """Remove ``name`` (tests' fixtures).
+
+    Parameters
+    ----------
+    name : str
+        The method's name.
+    """
     REGISTRY.pop(name, None)
 
 
@@ -292,7 +380,13 @@ def check_options_class(cls) -> None:
 
 
 def get(name: str) -> Method:
-    """The method called ``name``; a :class:`UsageError` naming the choices otherwise."""
+    """The method called ``name``; a :class:`UsageError` naming the choices otherwise.
+
+    Parameters
+    ----------
+    name : str
+        The method's name (``--method``).
+    """
     try:
         return REGISTRY[name]
     except KeyError:
@@ -301,7 +395,15 @@ def get(name: str) -> Method:
 
 
 def names(*, model: str | None = None, reference: bool | None = None) -> tuple[str, ...]:
-    """Registered method names, optionally only those fitting ``model`` or of one kind."""
+    """Registered method names, optionally only those fitting ``model`` or of one kind.
+
+    Parameters
+    ----------
+    model : str, optional
+        Only the methods that fit this model.
+    reference : bool, optional
+        Only references (True) or only approximations (False).
+    """
     return tuple(n for n, m in REGISTRY.items()
                  if (model is None or m.fits(model))
                  and (reference is None or m.reference == reference))
@@ -313,5 +415,13 @@ def approximations() -> tuple[str, ...]:
 
 
 def with_options(options, **given):
-    """``options`` with the non-``None`` entries of ``given`` replaced."""
+    """``options`` with the non-``None`` entries of ``given`` replaced.
+
+    Parameters
+    ----------
+    options : dataclass
+        A method's options.
+    **given
+        New values by field name (``None`` keeps the old one).
+    """
     return replace(options, **{k: v for k, v in given.items() if v is not None})

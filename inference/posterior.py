@@ -76,7 +76,13 @@ from crowdrank.models.families import BETA, DIRICHLET
 
 
 def worker_family(model: str) -> str | None:
-    """``"dirichlet"``, ``"beta"`` (marginals exist), ``"gamma"`` or ``None`` for ``model``."""
+    """``"dirichlet"``, ``"beta"`` (marginals exist), ``"gamma"`` or ``None`` for ``model``.
+
+    Parameters
+    ----------
+    model : str
+        A name of the model registry (``crowdrank.models.registry``).
+    """
     from crowdrank.models.registry import get
 
     fam = get(model).worker_prior
@@ -91,6 +97,22 @@ class Marginals:
     worker rows in ``workers`` order, ``(W, K)`` Dirichlet (``family="dirichlet"``) or
     ``(W, 2)`` Beta ``[a, b]`` (``family="beta"``), ``None`` without a worker parameter;
     ``moment_matched``: the marginals were fitted to draws (:func:`moment_marginals`).
+
+    Attributes
+    ----------
+    items : tuple of str
+        The item ids, in the order of ``mu`` and ``sigma2``.
+    mu, sigma2 : ndarray
+        ``(L,)`` means and variances of the Gaussian ``λ_r``.
+    workers : tuple of str
+        The worker ids, in the order of ``alpha``'s rows.
+    alpha : ndarray or None
+        ``(W, K)`` Dirichlet rows or ``(W, 2)`` Beta ``[a, b]``; None without a worker
+        parameter.
+    family : str or None
+        ``"dirichlet"`` or ``"beta"``.
+    moment_matched : bool
+        The marginals were fitted to draws.
     """
 
     items: tuple[str, ...]
@@ -119,7 +141,29 @@ class Marginals:
 
 @dataclass(eq=False)
 class Posterior:
-    """The result of any inference method (module docstring)."""
+    """The result of any inference method (module docstring).
+
+    Attributes
+    ----------
+    model : str
+        A name of the model registry.
+    method : str
+        A name of the method registry (``nuts``, ``online``, ...).
+    tree : DataTree or None
+        The draws in the NUTS layout.
+    marginals : Marginals or None
+        Closed-form marginals.
+    diagnostics : dict
+        The method's diagnostics (``"gate"`` for a sampler).
+    seconds : float
+        Wall time of the fit.
+    options : dict
+        The method's options.
+    algorithm : str
+        The method's own label (``online-gbmm``, ...).
+    native : object
+        The method's own result, for its writer.
+    """
 
     model: str
     method: str
@@ -179,7 +223,17 @@ class Posterior:
 
     def datatree(self, draws: int = 1000, seed: int = 0, chains: int = 1):
         """The draws: ``tree`` when the method made draws, else ``chains × draws`` seeded
-        draws from the marginals, in the same layout."""
+        draws from the marginals, in the same layout.
+
+        Parameters
+        ----------
+        draws : int
+            Draws per chain from the marginals (when the method made none).
+        seed : int
+            Seed of those draws.
+        chains : int
+            Chains of those draws.
+        """
         if self.tree is not None:
             return self.tree
         return marginal_draws(self, draws=draws, seed=seed, chains=chains)
@@ -201,7 +255,27 @@ class Posterior:
                        alpha=None, diagnostics=None, options=None, seconds=math.nan,
                        algorithm: str = "", draws=None, native=None) -> Posterior:
         """A closed-form approximation; ``draws`` (optional ``{"lambda": (C, S, L), ...}``)
-        adds draws the method made itself (the bootstrap's refits)."""
+        adds draws the method made itself (the bootstrap's refits).
+
+        Parameters
+        ----------
+        model, method, algorithm : str
+            As the attributes (``algorithm`` defaults to ``method``).
+        items, workers : sequence of str
+            The ids.
+        mu, sigma2 : array_like
+            ``(L,)`` Gaussian marginals of ``λ``.
+        alpha : array_like, optional
+            The workers' Dirichlet or Beta rows.
+        diagnostics, options : dict, optional
+            As the attributes.
+        seconds : float
+            Wall time of the fit.
+        draws : dict, optional
+            Draws the method made itself.
+        native : object, optional
+            The method's own result.
+        """
         fam = worker_family(model) if alpha is not None else None
         marg = Marginals(items, mu, sigma2, workers, alpha, fam)
         tree = None if draws is None else draws_tree(model, method, draws, marg.items,
@@ -214,7 +288,23 @@ class Posterior:
                    diagnostics=None, options=None, seconds=math.nan, algorithm: str = "",
                    native=None) -> Posterior:
         """A draw-only method: ``draws = {"lambda": (C, S, L), "eta": (C, S, W) or
-        (C, S, W, K)}``; marginals are moment-matched (module docstring)."""
+        (C, S, W, K)}``; marginals are moment-matched (module docstring).
+
+        Parameters
+        ----------
+        model, method, algorithm : str
+            As the attributes (``algorithm`` defaults to ``method``).
+        draws : dict
+            ``{"lambda": (C, S, L), "eta": ...}``.
+        items, workers : sequence of str
+            The ids.
+        diagnostics, options : dict, optional
+            As the attributes.
+        seconds : float
+            Wall time of the fit.
+        native : object, optional
+            The method's own result.
+        """
         tree = draws_tree(model, method, draws, items, workers)
         return cls(model, method, tree, moment_marginals(tree, model),
                    dict(diagnostics or {}), float(seconds), dict(options or {}),
@@ -226,7 +316,21 @@ class Posterior:
                   ) -> Posterior:
         """A tree in the NUTS layout (a sampler's, or one read from ``posterior.nc``). The
         gate: ``gate``, else the one ``write_nuts`` stored in the attributes, else none
-        (a comparison then computes it from the draws, :func:`crowdrank.inference.gate.check`)."""
+        (a comparison then computes it from the draws, :func:`crowdrank.inference.gate.check`).
+
+        Parameters
+        ----------
+        tree : DataTree
+            Draws in the NUTS layout.
+        model, method : str, optional
+            Default: the tree's attributes (``method`` else ``nuts``).
+        gate : Gate, optional
+            The convergence verdict.
+        seconds : float
+            Wall time of the fit.
+        native : object, optional
+            The method's own result.
+        """
         attrs = dict(tree.attrs)
         model = model or attrs.get("model") or ""
         method = method or str(attrs.get("method", "nuts"))
@@ -243,7 +347,17 @@ class Posterior:
 # ====================================================================== draws
 def draws_tree(model: str, method: str, draws: dict, items, workers=()):
     """``{"lambda": (C, S, L), "eta": ...}`` as a DataTree in the NUTS layout (attributes
-    ``model``, ``method``)."""
+    ``model``, ``method``).
+
+    Parameters
+    ----------
+    model, method : str
+        Stored as attributes.
+    draws : dict
+        ``lambda`` ``(C, S, L)`` and optionally ``eta`` ``(C, S, W)`` or ``(C, S, W, K)``.
+    items, workers : sequence of str
+        The coordinates.
+    """
     from arviz_base import from_dict
 
     items = [str(i) for i in items]
@@ -272,7 +386,17 @@ def draws_tree(model: str, method: str, draws: dict, items, workers=()):
 
 def marginal_draws(post: Posterior, draws: int = 1000, seed: int = 0, chains: int = 1):
     """Seeded draws from a posterior's marginals (independent factors), in the NUTS layout
-    (:func:`crowdrank.inference.online.export.to_datatree`, which draws for every method)."""
+    (:func:`crowdrank.inference.online.export.to_datatree`, which draws for every method).
+
+    Parameters
+    ----------
+    post : Posterior
+        A posterior with marginals.
+    draws, chains : int
+        Draws per chain, and chains.
+    seed : int
+        Seed of the draws.
+    """
     from crowdrank.inference.online.export import to_datatree
 
     tree = to_datatree(_MarginalView(post), draws=draws, seed=seed, chains=chains)
@@ -293,7 +417,15 @@ class _MarginalView:
 def moment_marginals(tree, model: str) -> Marginals:
     """Marginals moment-matched to the draws of ``tree`` (module docstring): Gaussian ``λ``;
     Beta ``η`` ``(a, b) = m·s, (1 − m)·s`` with ``s = m(1 − m)/v − 1``; Dirichlet rows
-    ``α = m·s`` with ``s`` the geometric mean over stages of the same estimate."""
+    ``α = m·s`` with ``s`` the geometric mean over stages of the same estimate.
+
+    Parameters
+    ----------
+    tree : DataTree
+        Draws in the NUTS layout.
+    model : str
+        A name of the model registry (``crowdrank.models.registry``).
+    """
     post = tree["posterior"]
     lam = np.asarray(post["lambda"].transpose("chain", "draw", "item").values, float)
     flat = lam.reshape(-1, lam.shape[-1])
@@ -314,7 +446,17 @@ def moment_marginals(tree, model: str) -> Marginals:
 # ====================================================================== adapters
 def from_nuts(result, method: str = "nuts", model: str | None = None) -> Posterior:
     """A :class:`~crowdrank.inference.nuts.NutsResult` (its DataTree, gate, timings;
-    ``model`` when the tree's attributes do not name it)."""
+    ``model`` when the tree's attributes do not name it).
+
+    Parameters
+    ----------
+    result : NutsResult
+        What :func:`~crowdrank.inference.nuts.fit_nuts` returned.
+    method : str
+        The method's name.
+    model : str, optional
+        The model, when the tree does not name it.
+    """
     t = dict(result.timings or {})
     post = Posterior.from_tree(result.idata, model=model, method=method, gate=result.gate,
                                seconds=float(t.get("total", math.nan)), native=result)
@@ -333,7 +475,15 @@ def _online_method(algorithm: str) -> str:
 def from_online(post, method: str | None = None) -> Posterior:
     """An :class:`~crowdrank.inference.online.OnlinePosterior` (one-pass update, EP,
     TrueSkill): Gaussian ``λ``, Dirichlet/Beta ``η``; ``clamped`` and EP's pass log are
-    diagnostics."""
+    diagnostics.
+
+    Parameters
+    ----------
+    post : OnlinePosterior
+        An online state.
+    method : str, optional
+        The method's name (default: from the state's algorithm).
+    """
     opts = dict(post.options or {})
     diag = {"clamped": dict(post.clamped or {}), "n_rankings": int(post.n_rankings)}
     if "ep" in opts:
@@ -348,7 +498,13 @@ def from_online(post, method: str | None = None) -> Posterior:
 
 def from_batch(fit) -> Posterior:
     """A :class:`~crowdrank.inference.batch.api.BatchFit` (MAP/ML with Laplace's intervals,
-    or the bootstrap's: the estimate and the refits' variance, the refits as draws)."""
+    or the bootstrap's: the estimate and the refits' variance, the refits as draws).
+
+    Parameters
+    ----------
+    fit : BatchFit
+        A batch fit.
+    """
     method = "bootstrap" if fit.algorithm == "bootstrap" else "laplace"
     diag = {"converged": bool(fit.converged), "iterations": int(fit.iterations),
             "grad_norm": float(fit.grad_norm), "objective": float(fit.objective),
@@ -364,7 +520,13 @@ def from_batch(fit) -> Posterior:
 
 def from_em(fit) -> Posterior:
     """A :class:`~crowdrank.inference.batch.crowdbt_em.EMFit` (CrowdBT's MAP by EM: Laplace
-    ``λ``, the Beta of each worker's responsibilities)."""
+    ``λ``, the Beta of each worker's responsibilities).
+
+    Parameters
+    ----------
+    fit : EMFit
+        CrowdBT's EM fit.
+    """
     return Posterior.from_marginals(
         fit.model, "em", items=fit.items, mu=fit.mu, sigma2=fit.sigma2, workers=fit.workers,
         alpha=fit.alpha, diagnostics={"converged": bool(fit.converged),
@@ -376,7 +538,14 @@ def from_em(fit) -> Posterior:
 
 
 def as_posterior(obj) -> Posterior:
-    """Any method's result as a :class:`Posterior` (a Posterior is returned as it is)."""
+    """Any method's result as a :class:`Posterior` (a Posterior is returned as it is).
+
+    Parameters
+    ----------
+    obj : object
+        A NutsResult, OnlinePosterior, BatchFit, EMFit, DataTree, Posterior, or an object
+        with the marginals' attributes.
+    """
     if isinstance(obj, Posterior):
         return obj
     kind = type(obj).__name__
@@ -422,7 +591,13 @@ def _plain(v):
 
 
 def to_json_dict(post: Posterior) -> dict:
-    """``posterior.json``: the online state's schema plus ``method``, ``diagnostics``."""
+    """``posterior.json``: the online state's schema plus ``method``, ``diagnostics``.
+
+    Parameters
+    ----------
+    post : Posterior
+        A posterior with marginals.
+    """
     m = post._marg()
     d = {"model": post.model, "method": post.method, "algorithm": post.algorithm,
          "options": _plain(post.options), "seconds": _plain(float(post.seconds)),
@@ -438,7 +613,15 @@ def to_json_dict(post: Posterior) -> dict:
 
 def write_posterior_json(post: Posterior, path) -> Path:
     """The marginals' JSON alone at ``path``: the method's own file when its result writes
-    one (the online state, a batch fit's), else :func:`to_json_dict`."""
+    one (the online state, a batch fit's), else :func:`to_json_dict`.
+
+    Parameters
+    ----------
+    post : Posterior
+        A posterior with marginals.
+    path : str or Path
+        The JSON file.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if hasattr(post.native, "to_json"):
@@ -449,7 +632,15 @@ def write_posterior_json(post: Posterior, path) -> Path:
 
 
 def write_posterior(post: Posterior, out) -> dict[str, str]:
-    """Write ``post`` into the folder ``out``; returns ``{"posterior": path, ...}``."""
+    """Write ``post`` into the folder ``out``; returns ``{"posterior": path, ...}``.
+
+    Parameters
+    ----------
+    post : Posterior
+        Any posterior.
+    out : str or Path
+        The folder (made if missing).
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     kind = type(post.native).__name__
@@ -474,7 +665,13 @@ def write_posterior(post: Posterior, out) -> dict[str, str]:
 
 def read_posterior(path) -> Posterior:
     """Read what :func:`write_posterior` (or ``write_nuts``, or an online fit) wrote: a
-    folder, its ``posterior.json`` or its ``posterior.nc``."""
+    folder, its ``posterior.json`` or its ``posterior.nc``.
+
+    Parameters
+    ----------
+    path : str or Path
+        A folder, a ``posterior.json`` or a ``posterior.nc``.
+    """
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     js = path if path.suffix == ".json" else folder / "posterior.json"

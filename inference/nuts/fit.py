@@ -32,7 +32,13 @@ from .route import route_for
 
 def configure_host_devices(n: int | None = None) -> bool:
     """Ask XLA for ``n`` CPU devices (default ``max(4, cpu_count)``: one per default chain),
-    if it is still possible (see module doc). Returns whether the flag was set."""
+    if it is still possible (see module doc). Returns whether the flag was set.
+
+    Parameters
+    ----------
+    n : int, optional
+        The number of CPU devices; default ``max(4, cpu_count)``.
+    """
     if "jax" in sys.modules:
         return False  # too late: the flag is read once, when JAX's backend starts
     flags = os.environ.get("XLA_FLAGS", "")

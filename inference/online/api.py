@@ -222,6 +222,11 @@ def fit_online(data: Rankings, model: str, priors: Priors, *, taylor: str = "pap
     kappa, kappa2 : guards of Eq. (12) and appendix 1.1.2 (COUPLE, CrowdBT).
     bt_breaking : OnlineBT on a whole ranking (``"game"``, openskill's full pairing) or on
         its rank-broken pairs one after another (``"pairs"``, [Pan18], Sect. 4.4).
+
+    Other Parameters
+    ----------------
+    progress : bool
+        Show a progress bar over the rankings.
     """
     opts = algorithm_options(model, taylor=taylor, score_alpha=score_alpha, kappa=kappa,
                              kappa2=kappa2, wl_params=wl_params, bt_breaking=bt_breaking,
@@ -336,6 +341,35 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
     ``options["runs"]`` (e.g. the order an external shuffle gave). ``order``/``passes`` other than one pass in file order
     are refused: a stream has no random access (the CLI's ``--order shuffle`` shuffles
     externally, :func:`crowdrank.models.io.shuffle.external_shuffle`, and feeds the result here).
+
+    Parameters
+    ----------
+    chunks : iterable of Rankings, or str
+        The rankings, chunk by chunk, or a path read in chunks of ``chunk_size``.
+    model : str
+        ``pl``, ``bt``, ``crowdbt`` or ``couple`` (as :func:`fit_online`).
+    priors : Priors or callable
+        Priors covering every worker, or a function of a chunk returning them.
+    chunk_size : int
+        Rankings per chunk when ``chunks`` is a path.
+    checkpoint : str, optional
+        A file the state is saved to atomically as the pass goes.
+    checkpoint_every : int
+        Rankings between two saves of the checkpoint.
+    resume : bool
+        Reload ``checkpoint`` and skip the rankings it already consumed.
+    state : OnlinePosterior, optional
+        A state to continue from instead of the prior.
+    K : int, optional
+        COUPLE's worker vector length, fixed up front.
+    progress : bool
+        Show a progress bar.
+    total : int, optional
+        The number of rankings, for the progress bar.
+    run_info : dict, optional
+        What is stored beside the state in ``options["stream"]`` (the run's description).
+    **opts
+        The options of :func:`fit_online` (``taylor``, ``order``, ``kappa``, ...).
     """
     if opts.get("order", "file") != "file" or opts.get("passes", 1) != 1:
         raise UsageError("streaming runs one pass in the order of the chunks; shuffle the "

@@ -96,7 +96,23 @@ class OnlinePosterior:
     def from_priors(cls, model: str, items, priors: Priors, workers=None, K: int | None = None,
                     options: dict | None = None) -> OnlinePosterior:
         """The prior state: ``μ = mu0``, ``σ² = sigma0²`` for every item; workers' ``α``
-        from ``priors.alpha`` (COUPLE, first ``K`` entries) or ``priors.beta()`` (CrowdBT)."""
+        from ``priors.alpha`` (COUPLE, first ``K`` entries) or ``priors.beta()`` (CrowdBT).
+
+        Parameters
+        ----------
+        model : str
+            ``pl``, ``bt``, ``crowdbt`` or ``couple``.
+        items : sequence of str
+            The item ids.
+        priors : Priors
+            ``mu0``, ``sigma0`` and the workers' prior.
+        workers : sequence of str, optional
+            The worker ids (none for PL and BT).
+        K : int, optional
+            COUPLE's worker vector length (default: the priors' table's).
+        options : dict, optional
+            The method's options, kept with the state.
+        """
         if model not in ALGORITHMS:
             raise ValueError(f"unknown online model {model!r}; expected one of "
                              f"{tuple(ALGORITHMS)}")
@@ -128,6 +144,7 @@ class OnlinePosterior:
         return cls(model, ALGORITHMS[model], opts, items, mu, sigma2, wk, alpha)
 
     def copy(self) -> OnlinePosterior:
+        """An independent copy of the state (arrays copied)."""
         return OnlinePosterior(
             self.model, self.algorithm, json.loads(json.dumps(self.options)), list(self.items),
             self.mu.copy(), self.sigma2.copy(), list(self.workers),
@@ -137,7 +154,17 @@ class OnlinePosterior:
     # ------------------------------------------------------------------ id alignment
     def extend(self, items=(), workers=(), priors: Priors | None = None) -> OnlinePosterior:
         """Add unseen items (prior ``N(mu0, sigma0²)``) and workers (their prior ``α``) in
-        place, so that a resumed run can read data with new ids. Returns ``self``."""
+        place, so that a resumed run can read data with new ids. Returns ``self``.
+
+        Parameters
+        ----------
+        items : sequence of str
+            Item ids; those already in the state are left as they are.
+        workers : sequence of str
+            Worker ids; those already in the state are left as they are.
+        priors : Priors, optional
+            The prior of the new entries (needed when there are new workers).
+        """
         known = set(self.items)
         new_items = [str(i) for i in items if str(i) not in known]
         if new_items:
@@ -172,7 +199,13 @@ class OnlinePosterior:
         return self
 
     def index_maps(self, data: Rankings) -> tuple[np.ndarray, np.ndarray]:
-        """Arrays mapping ``data``'s item and worker indices to this state's indices."""
+        """Arrays mapping ``data``'s item and worker indices to this state's indices.
+
+        Parameters
+        ----------
+        data : Rankings
+            Data whose items and workers are all in this state.
+        """
         iidx = {it: i for i, it in enumerate(self.items)}
         item_map = np.array([iidx[it] for it in data.items], dtype=np.int32)
         if self.alpha is None:
@@ -183,7 +216,13 @@ class OnlinePosterior:
 
     # ------------------------------------------------------------------ checks
     def check(self, where: str = "state") -> None:
-        """Refuse a state with non-finite μ, or non-positive/non-finite σ² or α."""
+        """Refuse a state with non-finite μ, or non-positive/non-finite σ² or α.
+
+        Parameters
+        ----------
+        where : str
+            What the error message calls the state (a file, a pass).
+        """
         if not np.all(np.isfinite(self.mu)):
             raise OnlineError(f"{where}: non-finite item mean")
         if not (np.all(np.isfinite(self.sigma2)) and np.all(self.sigma2 > 0)):
@@ -215,6 +254,15 @@ class OnlinePosterior:
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "<state>") -> OnlinePosterior:
+        """The state of a :meth:`to_dict` dictionary, checked.
+
+        Parameters
+        ----------
+        d : dict
+            The dictionary (``posterior.json``'s schema).
+        source : str
+            What an error message calls it (the file).
+        """
         for key in ("model", "items", "workers", "n_rankings"):
             if key not in d:
                 raise DataError(f"not an online posterior: missing {key!r}", source)
@@ -251,11 +299,24 @@ class OnlinePosterior:
 
     def to_json(self, path: str | Path) -> Path:
         """Write atomically: a temporary file beside ``path``, then :func:`os.replace`, so
-        an interrupted save never leaves a half-written state."""
+        an interrupted save never leaves a half-written state.
+
+        Parameters
+        ----------
+        path : str or Path
+            The JSON file.
+        """
         return atomic_write_json(self.to_dict(), path)
 
     @classmethod
     def from_json(cls, path: str | Path) -> OnlinePosterior:
+        """The state saved by :meth:`to_json`.
+
+        Parameters
+        ----------
+        path : str or Path
+            The JSON file.
+        """
         path = Path(path)
         try:
             d = json.loads(path.read_text())
@@ -274,7 +335,17 @@ class OnlinePosterior:
         return df
 
     def to_datatree(self, draws: int = 1000, seed: int = 0, chains: int = 1):
-        """Draws from the approximation as an ArviZ DataTree (see :mod:`.export`)."""
+        """Draws from the approximation as an ArviZ DataTree (see :mod:`.export`).
+
+        Parameters
+        ----------
+        draws : int
+            Draws per chain.
+        seed : int
+            Seed of the draws.
+        chains : int
+            Chains.
+        """
         from .export import to_datatree
         return to_datatree(self, draws=draws, seed=seed, chains=chains)
 

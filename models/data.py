@@ -53,6 +53,9 @@ class Rankings:
         silent; docs/design.md, Data).
     source : str
         Where the data came from (file name or a description).
+
+    notes : tuple of str
+        What the reader noted about the source (rankings skipped, ties split, ...).
     """
 
     items: tuple[str, ...]
@@ -103,6 +106,23 @@ class Rankings:
         ``items``/``worker_ids`` fix the id universe (items never ranked still get a
         score); by default they are the ids in order of first appearance. ``lines`` gives
         the source line of each ranking, used in error messages.
+
+        Parameters
+        ----------
+        rankings : sequence of sequence of str
+            Each ranking's item ids, best first.
+        workers : sequence of str
+            The worker id of each ranking.
+        items, worker_ids : sequence of str, optional
+            The id universes.
+        tasks : sequence of str, optional
+            The task id of each ranking.
+        source : str
+            What error messages call the data (a file).
+        lines : sequence of int, optional
+            The source line of each ranking.
+        ties_split : int
+            How many rankings with ties were split to make these.
         """
         if len(rankings) != len(workers):
             raise DataError(
@@ -194,11 +214,23 @@ class Rankings:
 
     # ------------------------------------------------------------------ views
     def ranking(self, n: int) -> np.ndarray:
-        """Item indices of ranking ``n``, best first."""
+        """Item indices of ranking ``n``, best first.
+
+        Parameters
+        ----------
+        n : int
+            The ranking's index.
+        """
         return self.order[: self.lengths[n], n].copy()
 
     def as_lists(self, ids: bool = False) -> list[list]:
-        """All rankings as lists of item indices (or ids with ``ids=True``)."""
+        """All rankings as lists of item indices (or ids with ``ids=True``).
+
+        Parameters
+        ----------
+        ids : bool
+            Item ids instead of indices.
+        """
         out = []
         for n in range(self.n_rankings):
             r = self.ranking(n)
@@ -220,9 +252,11 @@ class Rankings:
         return dict(sorted(Counter(self.lengths.tolist()).items()))
 
     def rankings_per_worker(self) -> np.ndarray:
+        """``(W,)`` the number of rankings of each worker."""
         return np.bincount(self.worker, minlength=self.n_workers)
 
     def appearances_per_item(self) -> np.ndarray:
+        """``(L,)`` the number of rankings each item appears in."""
         _, mask = self.positions()
         return np.bincount(self.order[mask], minlength=self.n_items)
 
@@ -233,7 +267,13 @@ class Rankings:
 
     # ------------------------------------------------------------------ transforms
     def subset(self, idx: Iterable[int] | np.ndarray) -> Rankings:
-        """Rankings ``idx`` (in that order), keeping the item/worker universe."""
+        """Rankings ``idx`` (in that order), keeping the item/worker universe.
+
+        Parameters
+        ----------
+        idx : iterable of int
+            The rankings' indices.
+        """
         idx = np.asarray(idx, dtype=np.int64)
         lengths = self.lengths[idx]
         K = int(lengths.max()) if len(idx) else 2
@@ -246,7 +286,13 @@ class Rankings:
         )
 
     def permuted(self, seed: int) -> Rankings:
-        """The same rankings in a seeded random order (for order-sensitivity studies)."""
+        """The same rankings in a seeded random order (for order-sensitivity studies).
+
+        Parameters
+        ----------
+        seed : int
+            Seed of the order.
+        """
         perm = np.random.default_rng(seed).permutation(self.n_rankings)
         return self.subset(perm)
 

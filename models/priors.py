@@ -110,6 +110,11 @@ class Priors:
         (``E[η_w] ≈ 0.83``, matched to COUPLE's geometric ``E[η_w^1]`` for ``a0 = 10,
         a = 6``), *not* the first two geometric entries ``(10/6, 10/36)`` that
         :meth:`beta` would read from :attr:`alpha`. COUPLE's :attr:`alpha` is unchanged.
+
+        Parameters
+        ----------
+        a, b : float
+            CrowdBT's Beta parameters, the same for every worker.
         """
         if not (math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0):
             raise UsageError("the CrowdBT Beta prior needs finite a > 0 and b > 0")
@@ -121,6 +126,13 @@ class Priors:
         """Check that the priors cover ``data`` and return them in ``data.workers`` order.
 
         ``K`` is the length the model needs (default ``data.K``; CrowdBT needs only 2).
+
+        Parameters
+        ----------
+        data : Rankings
+            The data whose workers the priors must cover.
+        K : int, optional
+            The length of a worker's row the model reads.
         """
         K = data.K if K is None else K
         index = {w: i for i, w in enumerate(self.workers)}
@@ -141,7 +153,19 @@ class Priors:
     def geometric(cls, workers: Sequence[str], K: int, a0: float = 10.0, a: float = 6.0,
                   mu0: float = 0.0, sigma0: float = 1.0) -> Priors:
         """``α_w = a0 · (a^-1, …, a^-K)`` for every worker ([Pan18], Sect. 5.3; paper
-        ``a0 = 10, a = 6``), so ``E[η_w^1] = 1 / (1 + a^-1 + … + a^-(K-1))``."""
+        ``a0 = 10, a = 6``), so ``E[η_w^1] = 1 / (1 + a^-1 + … + a^-(K-1))``.
+
+        Parameters
+        ----------
+        workers : sequence of str
+            The worker ids.
+        K : int
+            The length of a worker's row.
+        a0, a : float
+            The profile's scale and ratio.
+        mu0, sigma0 : float
+            The items' prior ``λ_r ~ N(mu0, sigma0²)``.
+        """
         if not (a0 > 0 and a > 0):
             raise UsageError("geometric prior needs a0 > 0 and a > 0")
         row = a0 * float(a) ** -np.arange(1, K + 1, dtype=float)
@@ -151,7 +175,19 @@ class Priors:
     @classmethod
     def explicit(cls, table: Mapping[str, Sequence[float]], workers: Sequence[str] | None = None,
                  mu0: float = 0.0, sigma0: float = 1.0, spec: str = "explicit") -> Priors:
-        """From ``{worker: [α_1, …, α_K]}``; ``workers`` fixes the row order."""
+        """From ``{worker: [α_1, …, α_K]}``; ``workers`` fixes the row order.
+
+        Parameters
+        ----------
+        table : mapping of str to sequence of float
+            Each worker's ``α`` row.
+        workers : sequence of str, optional
+            The row order (default: the table's).
+        mu0, sigma0 : float
+            The items' prior ``λ_r ~ N(mu0, sigma0²)``.
+        spec : str
+            How the prior was given, recorded with it (``--worker-prior``'s text).
+        """
         workers = tuple(table) if workers is None else tuple(workers)
         missing = [w for w in workers if w not in table]
         if missing:
@@ -180,6 +216,22 @@ class Priors:
         the top two of four items has a small ``α_1/Σα`` but still gets most pairs right,
         and taking ``α[:2]`` for CrowdBT would call that worker adversarial (and, CrowdBT
         being symmetric under ``(λ, η) → (−λ, 1−η)``, can flip the whole ranking).
+
+        Parameters
+        ----------
+        gold : Rankings
+            The gold tasks' rankings.
+        K : int
+            The length of a worker's row.
+        true_order : ndarray, optional
+            ``(K, N)`` true order of each gold task, per position.
+        true_scores : ndarray, optional
+            Scores aligned with ``gold.items`` whose order is the truth, when ``true_order`` is
+            not given.
+        base : Priors, optional
+            The prior the counts are added to (default ``Dir(1, ..., 1)``).
+        mu0, sigma0 : float
+            The items' prior ``λ_r ~ N(mu0, sigma0²)``.
         """
         if true_order is None and true_scores is None:
             raise UsageError("from_gold needs true_order or true_scores")

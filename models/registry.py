@@ -27,6 +27,10 @@ from .families import BETA, DIRICHLET, GAMMA, WorkerFamily, family
 class ModelSpec:
     """What one model is (``docs/design.md``, "Models").
 
+    The fields from ``simulate_report`` on are the model's functions (keyword fields with
+    defaults, so that older entries keep working; ``"module:function"`` strings, or
+    callables, resolved on first use by :meth:`fn`, so that this module stays NumPy-only).
+
     Attributes
     ----------
     name : str
@@ -56,11 +60,6 @@ class ModelSpec:
         :mod:`crowdrank.models.likelihood`, or ``"module:function"``. Its signature is
         ``f(lam, ranking)`` without a worker prior, ``f(lam, eta_w, ranking)`` with one
         (``eta_w`` a scalar for Beta/Gamma priors, a row for Dirichlet).
-
-    The model's functions (keyword fields with defaults, so that older entries keep
-    working; ``"module:function"`` strings, or callables, resolved on first use by
-    :meth:`fn`, so that this module stays NumPy-only):
-
     simulate_report : str or None
         NumPy ``f(rng, lam, subsets, true_order, eta_rows) -> reported (n, k)``: how a
         worker reports a task whose true PL order was drawn (:func:`crowdrank.models.simulate.simulate`);
@@ -89,6 +88,11 @@ class ModelSpec:
         as a two-item task of that worker, vectorised over draws; the composite pairwise LOO
         unit (:mod:`crowdrank.validation.predictive`) sums it over each ranking's rank-broken pairs.
         ``None``: the model is left out of that comparison.
+
+    extra : dict
+        Extra per-model settings a layer may read: ``{"normalized": True}``, the likelihood
+        carries its normaliser (:attr:`normalized`); ``{"sbc_hint": "..."}``, why SBC
+        refuses the model.
     """
 
     name: str
@@ -136,27 +140,54 @@ class ModelSpec:
 
     def fn(self, role: str) -> Callable | None:
         """The function named by field ``role`` (``"numpyro_columns"``, ``"redraw"``, …),
-        imported on first use; ``None`` when the field is ``None``."""
+        imported on first use; ``None`` when the field is ``None``.
+
+        Parameters
+        ----------
+        role : str
+            The name of the field that names the function.
+        """
         return resolve(getattr(self, role))
 
     def prior_K(self, data_K: int) -> int | None:
         """Length of the worker prior this model reads for data with longest ranking
-        ``data_K`` (``None``: no worker prior): Beta's 2, or the data's ``K``."""
+        ``data_K`` (``None``: no worker prior): Beta's 2, or the data's ``K``.
+
+        Parameters
+        ----------
+        data_K : int
+            The data's longest ranking.
+        """
         return None if self.worker_prior is None else self.worker_prior.prior_K(data_K)
 
     def worker_priors(self, priors, data):
-        """``priors`` checked against ``data`` and cut to this model's length."""
+        """``priors`` checked against ``data`` and cut to this model's length.
+
+        Parameters
+        ----------
+        priors : Priors
+            Priors covering the data's workers.
+        data : Rankings
+            The data.
+        """
         K = self.prior_K(data.K)
         return priors if K is None else priors.for_data(data, K=K)
 
     def reference_loglik(self) -> Callable:
+        """The NumPy reference log-likelihood of one ranking (``reference``, resolved)."""
         ref = self.reference if ":" in self.reference else f"crowdrank.models.likelihood:{self.reference}"
         return resolve(ref)
 
 
 def resolve(target: str | Callable | None) -> Callable | None:
     """``"package.module:function"`` → the function (imported now); a callable or ``None``
-    is returned as is."""
+    is returned as is.
+
+    Parameters
+    ----------
+    target : str, callable or None
+        ``"package.module:function"``, or what is returned as it is.
+    """
     if target is None or callable(target):
         return target
     module, _, name = target.partition(":")
@@ -208,7 +239,13 @@ MODELS: tuple[str, ...] = tuple(REGISTRY)
 
 
 def get(name: str) -> ModelSpec:
-    """The spec of ``name``, or a one-line :class:`UsageError` naming the choices."""
+    """The spec of ``name``, or a one-line :class:`UsageError` naming the choices.
+
+    Parameters
+    ----------
+    name : str
+        The model's name (``--model``).
+    """
     try:
         return REGISTRY[name]
     except KeyError:
@@ -217,7 +254,13 @@ def get(name: str) -> ModelSpec:
 
 def names(**where) -> tuple[str, ...]:
     """Model names whose spec has every given attribute value, e.g. ``names(pairwise=True)``
-    or ``names(audited=True)``."""
+    or ``names(audited=True)``.
+
+    Parameters
+    ----------
+    **where
+        Attribute values of :class:`ModelSpec` every returned model has.
+    """
     return tuple(n for n, s in REGISTRY.items()
                  if all(getattr(s, k) == v for k, v in where.items()))
 

@@ -34,7 +34,25 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
               log=None, report: bool = True, scheduler=None,
               processes: int | None = None) -> dict:
     """Run the audit (:func:`crowdrank.validation.pipelines.audit.run_audit`; its fits on a Dask cluster with
-    ``scheduler``) and write ``report.html``."""
+    ``scheduler``) and write ``report.html``.
+
+    Parameters
+    ----------
+    subject : Subject
+        The data audited, with its truth where known.
+    out : str or Path
+        The output folder.
+    cfg : AuditConfig, optional
+        The audit's choices (default: the defaults).
+    log : callable, optional
+        Progress lines.
+    report : bool
+        Write ``report.html``.
+    scheduler : str or Client, optional
+        Run the fits on Dask.
+    processes : int, optional
+        Workers of a ``"local"`` cluster.
+    """
     from crowdrank.reports.audit_html import write_audit_report
 
     return _run(subject, out, cfg, log=log, render=write_audit_report if report else None,

@@ -436,7 +436,33 @@ def order_sensitivity(perm_means, online_means, nuts_means, nuts_sds, ids=None) 
 # ------------------------------------------------------------------ everything together
 @dataclass
 class Comparison:
-    """The comparison of one online posterior (one variant) against one NUTS reference."""
+    """The comparison of one online posterior (one variant) against one NUTS reference.
+
+    Attributes
+    ----------
+    model : str
+        The model compared.
+    variant : str
+        The approximation's label.
+    parameters : DataFrame
+        One row per parameter: reference and approximation moments, ``z``, the sd ratio,
+        KL, W1, the coverages.
+    aggregates : dict
+        Those rows summarised (medians, maxima, shares).
+    ranking : dict
+        Kendall τ between the two posteriors' item means, top-k overlap, and each method's
+        pairwise accuracy against the truth where known.
+    workers : dict or None
+        The worker parameters' comparison, for models that have them.
+    trusted : bool
+        The reference passed its convergence gate.
+    reasons : list of str
+        Why it did not.
+    identified : dict or None
+        The comparison on the identified parameters (centred scores, order probabilities).
+    identified_table : DataFrame or None
+        Their rows.
+    """
 
     model: str
     variant: str
@@ -504,6 +530,11 @@ def compare(reference, approximation, *, gate=None, truth=None, truth_eta1=None,
     identified, max_pairs, seed : also compare centred scores, contrasts, order
         probabilities and the common level (:func:`identified_comparison`; pairs sampled
         with ``seed`` above ``max_pairs``).
+
+    model : str, optional
+        The model's name (default: the reference's).
+    variant : str
+        The approximation's label in the tables.
     """
     ref, online = _as_pair(reference, approximation)
     idata = ref.tree

@@ -74,13 +74,27 @@ QUICK_MANY_PARAMS = 300
 
 
 def quick_draws(n_params: int | None) -> int:
-    """Draws per chain of a quick audit (see :meth:`AuditConfig.quick`)."""
+    """Draws per chain of a quick audit (see :meth:`AuditConfig.quick`).
+
+    Parameters
+    ----------
+    n_params : int or None
+        Scalar parameters of the largest audited model.
+    """
     return 1000 if n_params is not None and n_params > QUICK_MANY_PARAMS else 500
 
 
 def n_scalar_params(data, models: Sequence[str]) -> int:
     """Scalar parameters the gate checks for the largest of ``models`` on ``data``: the
-    item scores plus each worker's η (one number, or a row of ``K``)."""
+    item scores plus each worker's η (one number, or a row of ``K``).
+
+    Parameters
+    ----------
+    data : Rankings
+        The data.
+    models : sequence of str
+        Names of the model registry.
+    """
     most = 0
     for m in models:
         spec = get_model(m)
@@ -91,7 +105,52 @@ def n_scalar_params(data, models: Sequence[str]) -> int:
 
 @dataclass
 class AuditConfig:
-    """Every choice of an audit (recorded in ``metrics.json``)."""
+    """Every choice of an audit (recorded in ``metrics.json``).
+
+    Attributes
+    ----------
+    models : tuple of str
+        The models audited.
+    backend : str
+        NUTS in ``numpyro`` or ``pymc``.
+    chains, tune, draws : int
+        NUTS chains, warm-up iterations and kept draws per chain.
+    target_accept : float
+        Target acceptance of the step-size adaptation.
+    chain_method : str or None
+        How NumPyro runs the chains (default: parallel when there are devices).
+    variants : dict
+        Online options -> the values to compare.
+    permutations : int
+        Orders of the data the online update is re-run on.
+    seed : int
+        Master seed.
+    worker_prior, worker_prior_file, worker_prior_gold : str or None
+        The workers' prior, as ``crowdrank fit`` reads them (None: the subject's gold
+        tasks, else the geometric profile).
+    prior_mu, prior_sigma : float
+        The items' prior.
+    progress_bars : bool
+        The samplers' progress bars.
+    warm_start : bool
+        NUTS chains start from the online posterior.
+    check_backends : bool
+        Also fit with the other PPL and compare the two.
+    checks : bool
+        PSIS-LOO and posterior predictive checks.
+    loo_models : tuple of str
+        Models also fitted by NUTS, for LOO only.
+    bootstrap : int
+        Resamples of the bootstrap method.
+    processes : int
+        Processes of the bootstrap refits.
+    max_nuts_minutes : float or None
+        Estimate NUTS's wall time first and refuse beyond this.
+    nuts_subsample : int or None
+        Over budget: NUTS on this many rankings.
+    max_draws : int or None
+        Extend sampling in rounds up to this many draws per chain.
+    """
 
     models: tuple[str, ...] = MODELS
     backend: str = "numpyro"
@@ -131,12 +190,20 @@ class AuditConfig:
         1,114 parameters (read-level's CrowdBT) in ~90 %; 500 effective draws per chain
         bring both near 0 %. With the ~0.4 ESS per draw these models reach, 500 draws per
         chain leave a large data set's reference failing the gate by chance alone.
+
+        Parameters
+        ----------
+        n_params : int, optional
+            See above.
+        **kw
+            Fields of :class:`AuditConfig` over the quick defaults.
         """
         base = {"tune": 250, "draws": quick_draws(n_params), "permutations": 3}
         base.update(kw)
         return cls(**base)
 
     def to_dict(self) -> dict:
+        """The fields as a JSON-able dict (tuples as lists)."""
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
 
@@ -144,7 +211,23 @@ class AuditConfig:
 @dataclass
 class Subject:
     """What is audited: data, and truth where known (aligned with ``data.items`` /
-    ``data.workers``)."""
+    ``data.workers``).
+
+    Attributes
+    ----------
+    data : Rankings
+        The rankings.
+    truth : ndarray or None
+        The true item scores.
+    truth_eta1 : ndarray or None
+        Each worker's true first entry of ``η``.
+    description : str
+        One line for the report.
+    simulation : dict or None
+        The simulation's settings, when the data are simulated.
+    gold : tuple or None
+        ``(gold Rankings, true_order)`` for gold priors.
+    """
 
     data: Rankings
     truth: np.ndarray | None = None
@@ -156,7 +239,13 @@ class Subject:
 
 def default_subject(**overrides) -> Subject:
     """The embedded default: COUPLE-story data from the paper's ``amateur`` workers
-    (``α0 = (5, 4, 1, 0.1)``, [Pan18], Sect. 5.2), ``k`` uniform on 2..4."""
+    (``α0 = (5, 4, 1, 0.1)``, [Pan18], Sect. 5.2), ``k`` uniform on 2..4.
+
+    Parameters
+    ----------
+    **overrides
+        Settings of the simulation over the default's (``n_items``, ``seed``, ...).
+    """
     from crowdrank.models.simulate import simulate
 
     kw = dict(DEFAULT_SIMULATION, **overrides)
@@ -174,6 +263,15 @@ def make_priors(data: Rankings, cfg: AuditConfig, gold: tuple | None = None) -> 
 
     An explicit ``--worker-prior`` wins over the subject's own gold tasks (``gold``), which
     win over the default geometric profile.
+
+    Parameters
+    ----------
+    data : Rankings
+        The data.
+    cfg : AuditConfig
+        The audit's choices.
+    gold : tuple, optional
+        The subject's gold tasks.
     """
     if cfg.worker_prior is None and cfg.worker_prior_gold is None:
         return build_priors(data, worker_prior_file=cfg.worker_prior_file, gold=gold,
@@ -185,7 +283,15 @@ def make_priors(data: Rankings, cfg: AuditConfig, gold: tuple | None = None) -> 
 
 # ====================================================================== helpers
 class Log:
-    """Progress lines on stderr with the elapsed time."""
+    """Progress lines on stderr with the elapsed time.
+
+    Parameters
+    ----------
+    enabled : bool
+        Print, or stay silent.
+    stream : file, optional
+        Where (default stderr).
+    """
 
     def __init__(self, enabled: bool = True, stream=None):
         self.enabled, self.t0 = enabled, time.perf_counter()
@@ -198,7 +304,13 @@ class Log:
 
 
 def jsonable(x):
-    """Plain JSON types; non-finite floats become ``None`` (JSON has no NaN)."""
+    """Plain JSON types; non-finite floats become ``None`` (JSON has no NaN).
+
+    Parameters
+    ----------
+    x : object
+        NumPy scalars and arrays, dicts, lists, tuples and plain values.
+    """
     if isinstance(x, dict):
         return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -223,7 +335,33 @@ def _gate_dict(gate) -> dict | None:
 # ====================================================================== one model
 @dataclass
 class ModelAudit:
-    """Everything measured for one model."""
+    """Everything measured for one model.
+
+    Attributes
+    ----------
+    model : str
+        The model.
+    nuts : NutsResult
+        The reference's own result.
+    online : Posterior
+        The default variant's posterior.
+    comparisons : list of Comparison
+        One per variant, the default first.
+    variant_opts : list of dict
+        The variants' options.
+    order : dict or None
+        The online answer over permutations of the data.
+    timings : list of dict
+        The fits' timings.
+    online_seconds : dict
+        Seconds of each variant's fit.
+    agreement : Agreement or None
+        The two PPLs' agreement, when checked.
+    other_nuts : NutsResult or None
+        The other PPL's fit, when checked.
+    posteriors : list of Posterior
+        Every variant's posterior, the default first.
+    """
 
     model: str
     nuts: object                       # NutsResult (the reference's native result)
@@ -248,7 +386,25 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
                 variants: list[dict] | None = None) -> ModelAudit:
     """Fit ``model`` by NUTS and by every online variant, compare, and write the fits into
     ``out`` (nothing is written when ``out`` is None). ``variants`` (online option sets,
-    the first one the default) overrides the ones ``cfg.variants`` asks for."""
+    the first one the default) overrides the ones ``cfg.variants`` asks for.
+
+    Parameters
+    ----------
+    subject : Subject
+        The data audited, with its truth where known.
+    model : str
+        A name of the model registry.
+    priors : Priors
+        The one prior object every fit reads (:func:`make_priors`).
+    cfg : AuditConfig
+        The audit's choices.
+    out : Path or None
+        The folder of the fits.
+    log : callable, optional
+        Progress lines.
+    variants : list of dict, optional
+        Online option sets.
+    """
     from crowdrank.validation.compare import (
         align,
         compare,
@@ -318,7 +474,23 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
 def fit_approximations(data, model: str, pri, variants: list[dict], cfg: AuditConfig,
                        log) -> tuple[list, dict]:
     """Fit every option set (:func:`fit_variant`) with its PSIS k̂: ``(posteriors,
-    seconds by label)``."""
+    seconds by label)``.
+
+    Parameters
+    ----------
+    data : Rankings
+        The data.
+    model : str
+        A name of the model registry.
+    pri : Priors
+        The priors.
+    variants : list of dict
+        Option sets, one fit each.
+    cfg : AuditConfig
+        The audit's choices.
+    log : callable
+        Progress lines.
+    """
     from crowdrank.inference.approx.psis import posterior_khat
 
     posts, secs = [], {}
@@ -342,7 +514,27 @@ def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed
     """The NUTS reference through the ``nuts`` entry of the method registry, with the
     audit's sampler settings (``approx``: the warm start); a
     :class:`~crowdrank.inference.posterior.Posterior` whose ``native`` is the
-    ``NutsResult``."""
+    ``NutsResult``.
+
+    Parameters
+    ----------
+    data : Rankings
+        The data.
+    model : str
+        A name of the model registry.
+    priors : Priors
+        The one prior object every fit reads (:func:`make_priors`).
+    cfg : AuditConfig
+        The audit's choices.
+    backend : str
+        ``numpyro`` or ``pymc``.
+    seed : int
+        Seed of the sampler.
+    approx : Posterior, optional
+        The warm start.
+    chain_method : bool
+        Pass the configuration's ``chain_method`` on (NumPyro).
+    """
     from crowdrank.inference.methods import get as get_method
 
     m = get_method("nuts")
@@ -357,7 +549,17 @@ def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed
 
 def write_model_fits(audit: ModelAudit, out: Path, cfg: AuditConfig) -> None:
     """Write one model's fits into ``out`` (layout in the module docstring): the online
-    posterior of every variant, the NUTS fit, and the other PPL's fit when checked."""
+    posterior of every variant, the NUTS fit, and the other PPL's fit when checked.
+
+    Parameters
+    ----------
+    audit : ModelAudit
+        One model's fits.
+    out : Path
+        The audit's folder.
+    cfg : AuditConfig
+        The audit's choices.
+    """
     from crowdrank.inference.nuts import write_nuts
     from crowdrank.inference.posterior import write_posterior_json
 
@@ -387,6 +589,23 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     audited model and one per model fitted for the checks only, all at once
     (:func:`_fits_on_dask`); ``processes`` sizes a ``"local"`` cluster. The results are
     those of a run in this process. Returns the content of ``metrics.json``.
+
+    Parameters
+    ----------
+    subject : Subject
+        The data audited, with its truth where known.
+    out : str or Path
+        The output folder.
+    cfg : AuditConfig, optional
+        The audit's choices (default: the defaults).
+    log : callable, optional
+        Progress lines.
+    render : callable, optional
+        Writes the page.
+    scheduler : str or Client, optional
+        Run the fits on Dask.
+    processes : int, optional
+        Workers of a ``"local"`` cluster.
     """
     cfg = cfg or AuditConfig()
     log = log or Log()
@@ -471,7 +690,19 @@ def audit_model_task(subject: Subject, model: str, priors: Priors,
                      cfg: AuditConfig) -> ModelAudit:
     """:func:`audit_model` as a Dask task: nothing written (the worker may not share this
     machine's disk; the caller writes the returned fits), and no process pool inside the
-    worker (Dask's worker processes are daemons, which cannot start children)."""
+    worker (Dask's worker processes are daemons, which cannot start children).
+
+    Parameters
+    ----------
+    subject : Subject
+        The data audited, with its truth where known.
+    model : str
+        A name of the model registry.
+    priors : Priors
+        The one prior object every fit reads (:func:`make_priors`).
+    cfg : AuditConfig
+        The audit's choices.
+    """
     from dataclasses import replace
 
     from crowdrank.inference.nuts import configure_host_devices
@@ -482,7 +713,19 @@ def audit_model_task(subject: Subject, model: str, priors: Priors,
 
 def checks_fit_task(data: Rankings, model: str, priors: Priors, cfg: AuditConfig):
     """The NUTS fit :func:`crowdrank.validation.predictive.model_checks` makes for a model fitted for
-    the checks only, as a Dask task (same arguments, so the same draws)."""
+    the checks only, as a Dask task (same arguments, so the same draws).
+
+    Parameters
+    ----------
+    data : Rankings
+        The data.
+    model : str
+        A name of the model registry.
+    priors : Priors
+        The one prior object every fit reads (:func:`make_priors`).
+    cfg : AuditConfig
+        The audit's choices.
+    """
     from crowdrank.inference.nuts import configure_host_devices, fit_nuts
 
     configure_host_devices()
@@ -545,7 +788,21 @@ def _approx_diagnostics(post) -> dict:
 
 def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,
                   audits: Sequence[ModelAudit], seconds: float) -> dict:
-    """The content of ``metrics.json`` (everything but per-parameter rows)."""
+    """The content of ``metrics.json`` (everything but per-parameter rows).
+
+    Parameters
+    ----------
+    subject : Subject
+        The data audited, with its truth where known.
+    cfg : AuditConfig
+        The audit's choices.
+    priors : Priors
+        The one prior object every fit reads (:func:`make_priors`).
+    audits : sequence of ModelAudit
+        One per model.
+    seconds : float
+        The audit's wall time.
+    """
     from crowdrank.inference.posterior import as_posterior
     from crowdrank.validation.reference import tail_visits_of
 

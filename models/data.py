@@ -392,6 +392,11 @@ def split_ties(groups: Sequence[Sequence[str]]) -> list[list[str]]:
     ``groups`` is the ranking as a list of tie groups, best first; ``a > {b = c} > d`` is
     ``[[a], [b, c], [d]]`` and becomes ``[a, b, d]`` and ``[a, c, d]``: one ranking for each
     choice of one member per tie group. A tie-free ranking is returned unchanged.
+
+    Parameters
+    ----------
+    groups : sequence of sequence of str
+        The tie groups, best first.
     """
     out: list[list[str]] = [[]]
     for g in groups:
@@ -405,6 +410,15 @@ def align_scores(rankings: Rankings, scores: dict[str, float], *,
 
     Items of the data without a score get NaN *and are listed in the error* unless the
     caller accepts partial truth: here we refuse silently-missing truth.
+
+    Parameters
+    ----------
+    rankings : Rankings
+        The data whose items the scores are aligned with.
+    scores : dict of str to float
+        Score by item id.
+    source : str
+        What error messages call the scores (the file).
     """
     missing = [it for it in rankings.items if it not in scores]
     if missing:

@@ -24,7 +24,17 @@ class InputError(ValueError):
 
 
 class DataError(InputError):
-    """Bad input: the message names the source (file), the line and the reason."""
+    """Bad input: the message names the source (file), the line and the reason.
+
+    Parameters
+    ----------
+    reason : str
+        What is wrong.
+    source : str, optional
+        The file (or what stands for it).
+    line : int, optional
+        The line, 1-based.
+    """
 
     def __init__(self, reason: str, source: str | None = None, line: int | None = None):
         self.reason = reason

@@ -15,7 +15,15 @@ def list_datasets(root: str | Path | None = None, *, pairs: bool = False) -> lis
     """The registry as plain dicts: name, kind, description, as loaded, truth, origin,
     folder, options, and whether the files are present (``missing`` lists those that are
     not). ``pairs=True`` also lists the pair-table sets
-    (:data:`.pair_datasets.PAIR_DATASETS`, kind ``"pairs"``) after the rankings sets."""
+    (:data:`.pair_datasets.PAIR_DATASETS`, kind ``"pairs"``) after the rankings sets.
+
+    Parameters
+    ----------
+    root : str or Path, optional
+        The shared data sets' folder (default :func:`datasets_root`).
+    pairs : bool
+        Also list the pair-table sets.
+    """
     sets = [("rankings", d) for d in REGISTRY.values()]
     if pairs:
         sets += [("pairs", d) for d in PAIR_DATASETS.values()]

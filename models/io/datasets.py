@@ -127,7 +127,29 @@ def _preflib_loader(name: str, series: str):
 # =============================================================================== registry
 @dataclass(frozen=True)
 class DataSet:
-    """One shared real data set: where its files are, what it holds, how to load it."""
+    """One shared real data set: where its files are, what it holds, how to load it.
+
+    Attributes
+    ----------
+    name : str
+        The name (``crowdrank data list``, ``FILE`` arguments).
+    folder : str
+        Its folder under the shared data sets' root.
+    files : tuple of str
+        The files it needs there.
+    description : str
+        What it holds.
+    as_loaded : str
+        What the loader returns (items, workers, rankings after cleaning).
+    truth : str
+        Where its ground truth comes from.
+    origin : str
+        Where the data come from (the paper, the URL).
+    loader : callable
+        ``f(folder, **options) -> (Rankings, truth or None)``.
+    options : tuple of str
+        The loader's options.
+    """
 
     name: str
     folder: str
@@ -140,14 +162,36 @@ class DataSet:
     options: tuple[str, ...] = ()
 
     def path(self, root: str | Path | None = None) -> Path:
+        """The set's folder under ``root``.
+
+        Parameters
+        ----------
+        root : str or Path, optional
+            The shared data sets' folder (default :func:`datasets_root`).
+        """
         return (Path(root) if root is not None else datasets_root()) / self.folder
 
     def missing(self, root: str | Path | None = None) -> list[Path]:
-        """The set's files that are absent under ``root`` (empty when it can be loaded)."""
+        """The set's files that are absent under ``root`` (empty when it can be loaded).
+
+        Parameters
+        ----------
+        root : str or Path, optional
+            The shared data sets' folder (default :func:`datasets_root`).
+        """
         folder = self.path(root)
         return [folder / f for f in self.files if not (folder / f).exists()]
 
     def load(self, root: str | Path | None = None, **opts) -> tuple[Rankings, np.ndarray]:
+        """The set as ``(Rankings, truth aligned with items)``.
+
+        Parameters
+        ----------
+        root : str or Path, optional
+            The shared data sets' folder (default :func:`datasets_root`).
+        **opts
+            The set's options (:func:`load_dataset`).
+        """
         unknown = sorted(set(opts) - set(self.options))
         if unknown:
             raise TypeError(f"unknown options {unknown} for {self.name}")
@@ -221,6 +265,15 @@ def load_dataset(name: str, root: str | Path | None = None, **opts
         ``part=None`` (all four files) or ``1..4``; ``workers="single"`` (one pseudo-worker
         per file) or ``"per-ranking"``. Items are ``<title>:<name>``; truth = minus the
         alternative's name, comparable across files (equal counts tie).
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`DATASETS`.
+    root : str or Path, optional
+        The shared data sets' folder (default :func:`datasets_root`).
+    **opts
+        The set's options (above).
     """
     if name not in REGISTRY:
         raise UsageError(f"unknown data set {name!r}; expected one of {DATASETS}")
@@ -237,6 +290,19 @@ def read_data(spec: str | Path, fmt: str | None = None, truth: str | Path | None
     data sets' own defaults hold). Items the truth file scores beyond the data are left
     out and reported in the returned data's notes (``strict_truth=True`` refuses them).
     The CLI uses this for ``FILE``.
+
+    Parameters
+    ----------
+    spec : str or Path
+        A file or a data set's name.
+    fmt : str, optional
+        The file's format (default: detected).
+    truth : str or Path, optional
+        An ``item,score`` CSV.
+    invalid : {"error", "skip"}
+        What a file's bad ranking does (:func:`read_rankings`).
+    strict_truth : bool
+        Refuse truth items the data never names.
     """
     p = Path(spec)
     if not p.exists() and str(spec) in REGISTRY:

@@ -25,7 +25,29 @@ __all__ = ["FORMATS", "LINE_FORMATS", "PREFLIB_EXTS", "REGISTRY", "STREAM_FORMAT
 
 @dataclass(frozen=True)
 class Format:
-    """A file format: its name (``fmt=``), parser, how it is recognised, a description."""
+    """A file format: its name (``fmt=``), parser, how it is recognised, a description.
+
+    Attributes
+    ----------
+    name : str
+        The name ``fmt=`` takes.
+    parse : callable
+        The reader of a file of this format.
+    description : str
+        One line for ``crowdrank data``.
+    line_based : bool
+        The file is read line by line (error messages name lines).
+    extensions : tuple of str
+        File extensions that select it.
+    header : callable or None
+        Recognises the format from a CSV header's fields.
+    first_line : callable or None
+        Recognises the format from a file's first line.
+    options : tuple of str
+        The format's options (keyword arguments of the reader).
+    streamable : bool
+        :func:`iter_rankings_chunks` can read it in chunks.
+    """
 
     name: str
     parse: Callable
@@ -71,7 +93,13 @@ PREFLIB_EXTS = preflib.EXTENSIONS
 
 
 def detect_format(path: str | Path) -> str:
-    """The ``fmt`` :func:`read_rankings` would use for ``path`` (by extension and header)."""
+    """The ``fmt`` :func:`read_rankings` would use for ``path`` (by extension and header).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    """
     path = Path(path)
     ext = path.suffix.lower()
     for f in REGISTRY.values():
@@ -117,6 +145,21 @@ def read_rankings(path: str | Path, fmt: str | None = None, *,
     ``skip_short`` (count and skip rankings with < 2 items instead of an error); ``mat``
     ``var``. ``fast`` is accepted for compatibility and has no effect: there is one
     reader per format, and the rankings CSV reader converts clean rows in blocks.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    fmt : str, optional
+        The format (default: detected).
+    items, worker_ids : sequence of str, optional
+        The id universes.
+    invalid : {"error", "skip"}
+        Raise on a ranking whose content is bad, or skip and count it.
+    fast : bool
+        No effect (above).
+    **opts
+        Format options (above).
     """
     del fast
     path = Path(path)
@@ -151,6 +194,21 @@ def iter_rankings_chunks(path: str | Path, chunk_size: int = 10_000, fmt: str | 
     ``worker-winner-loser`` and ``parquet`` (:data:`STREAM_FORMATS`). ``keep_task=False``
     checks task ids but does not keep them (``task`` is ``None``; a streaming fit needs
     none, and a Python string per ranking is most of a chunk's memory).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    chunk_size : int
+        Input rows per chunk.
+    fmt : str, optional
+        The format (default: detected).
+    items, worker_ids : sequence of str, optional
+        The id universes, fixed up front.
+    invalid : {"error", "skip"}
+        Raise on a ranking whose content is bad, or skip and count it.
+    keep_task : bool
+        Keep the task ids.
     """
     if chunk_size < 1:
         raise ValueError("chunk_size must be >= 1")

@@ -26,7 +26,15 @@ def read_pair_table(path, extra: tuple[str, ...] = ()) -> PairTable:
 
     ``path`` may also name a registered pair-table data set
     (:data:`crowdrank.models.io.pair_datasets.PAIR_DATASETS`, e.g. ``preflib-dots-pairs``) when no
-    such file exists; its table comes with all its columns."""
+    such file exists; its table comes with all its columns.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    extra : tuple of str
+        The extra columns to read.
+    """
     path = Path(path)
     src = str(path)
     if not path.exists():
@@ -94,7 +102,17 @@ def read_pair_table(path, extra: tuple[str, ...] = ()) -> PairTable:
 
 def write_pair_table(t: PairTable, path, extra: dict | None = None) -> Path:
     """Write ``t`` as a pairwise CSV (``left`` = presented first) with ``extra`` columns
-    (name → per-pair values) appended; :func:`read_pair_table` reads it back."""
+    (name → per-pair values) appended; :func:`read_pair_table` reads it back.
+
+    Parameters
+    ----------
+    t : PairTable
+        The pairs.
+    path : str or Path
+        The file.
+    extra : dict, optional
+        Column name -> per-pair values.
+    """
     import pandas as pd
 
     items = np.asarray(t.items, dtype=object)

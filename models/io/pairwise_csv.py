@@ -43,7 +43,15 @@ def parse(path: Path, b: Builder, block: int = 1):
 
 def write(data: Rankings, path: str | Path) -> Path:
     """Write pairs (``K == 2``) in crowd-kit's ``worker,left,right,label`` convention, with
-    ``left`` the winner (rank-break k-ary data first)."""
+    ``left`` the winner (rank-break k-ary data first).
+
+    Parameters
+    ----------
+    data : Rankings
+        The data.
+    path : str or Path
+        The file.
+    """
     import pandas as pd
 
     if data.K != 2:

@@ -200,7 +200,17 @@ class Writer:
 
 
 def write(data: Rankings, path: str | Path, row_group: int = ROW_GROUP) -> Path:
-    """Write ``worker, ranking[, task]`` to a Parquet file (row groups of ``row_group``)."""
+    """Write ``worker, ranking[, task]`` to a Parquet file (row groups of ``row_group``).
+
+    Parameters
+    ----------
+    data : Rankings
+        The data.
+    path : str or Path
+        The file.
+    row_group : int
+        Rankings per row group.
+    """
     with Writer(path, data.task is not None, row_group) as w:
         w.write(data)
     return Path(path)

@@ -425,6 +425,13 @@ def write(data: Rankings, path: str | Path) -> Path:
 
     Rankings are written as they are held (tie-split rankings stay split, so a re-read
     reports ``ties_split = 0``).
+
+    Parameters
+    ----------
+    data : Rankings
+        The data.
+    path : str or Path
+        The file.
     """
     import pandas as pd
 

@@ -35,6 +35,11 @@ def read_truth_scores(path: str | Path) -> dict[str, float]:
 
     ``ground_truth_score`` is accepted as the score column's name (the BabyFace export).
     Duplicate items, empty ids, non-numbers and NaN/infinite scores are errors.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
     """
     path = Path(path)
     src = str(path)
@@ -68,7 +73,17 @@ def read_truth_scores(path: str | Path) -> dict[str, float]:
 @dataclass(frozen=True)
 class Truth:
     """Ground truth read for a data set: ``scores`` aligned with ``data.items`` and the
-    ``extra`` items that the file scores but the data never names (left out)."""
+    ``extra`` items that the file scores but the data never names (left out).
+
+    Attributes
+    ----------
+    scores : ndarray
+        The scores, aligned with ``data.items``.
+    extra : tuple of str
+        Items the file scores but the data never names.
+    source : str
+        The file.
+    """
 
     scores: np.ndarray
     extra: tuple[str, ...]
@@ -101,6 +116,15 @@ def load_truth(path: str | Path, data: Rankings, *, strict: bool = False) -> Tru
     An item of ``data`` without a score is an error. An item of the file that ``data``
     never names is left out and reported in :attr:`Truth.note`; with ``strict=True`` it
     is an error naming its line.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    data : Rankings
+        The data.
+    strict : bool
+        Refuse items the file scores but ``data`` never names.
     """
     path = Path(path)
     scores = read_truth_scores(path)
@@ -118,6 +142,15 @@ def read_truth(path: str | Path, data: Rankings, *, strict: bool = False) -> np.
     An item of ``data`` without a score is an error. Items of the file that ``data`` never
     names are left out with a :class:`~crowdrank.models.errors.DataWarning` that counts them
     (:func:`load_truth` returns them instead); ``strict=True`` makes them an error.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    data : Rankings
+        The data.
+    strict : bool
+        Refuse items the file scores but ``data`` never names.
     """
     t = load_truth(path, data, strict=strict)
     if t.note:
@@ -126,7 +159,17 @@ def read_truth(path: str | Path, data: Rankings, *, strict: bool = False) -> np.
 
 
 def write_truth(items: Sequence[str], scores: Sequence[float], path: str | Path) -> Path:
-    """Write ``item,score`` (full float precision, so it reads back exactly)."""
+    """Write ``item,score`` (full float precision, so it reads back exactly).
+
+    Parameters
+    ----------
+    items : sequence of str
+        The item ids.
+    scores : array_like
+        Their scores.
+    path : str or Path
+        The file.
+    """
     scores = np.asarray(scores, dtype=float)
     if len(items) != len(scores):
         raise ValueError(f"{len(items)} items but {len(scores)} scores")
@@ -144,14 +187,30 @@ def write_truth(items: Sequence[str], scores: Sequence[float], path: str | Path)
 # =============================================================================== worker truth
 @dataclass(frozen=True)
 class WorkerTruth:
-    """Simulated workers' true parameters: type (``setting``) and ``eta`` ``(W, K)``."""
+    """Simulated workers' true parameters: type (``setting``) and ``eta`` ``(W, K)``.
+
+    Attributes
+    ----------
+    workers : tuple of str
+        The worker ids.
+    settings : tuple of str
+        Each worker's type (``expert``, ``amateur``, ...).
+    eta : ndarray
+        ``(W, K)`` each worker's ``η``.
+    """
 
     workers: tuple[str, ...]
     settings: tuple[str, ...]
     eta: np.ndarray
 
     def for_data(self, data: Rankings) -> np.ndarray:
-        """``eta`` rows in ``data.workers`` order."""
+        """``eta`` rows in ``data.workers`` order.
+
+        Parameters
+        ----------
+        data : Rankings
+            The data.
+        """
         index = {w: i for i, w in enumerate(self.workers)}
         missing = [w for w in data.workers if w not in index]
         if missing:
@@ -161,7 +220,19 @@ class WorkerTruth:
 
 def write_worker_truth(workers: Sequence[str], settings: Sequence[str], eta: np.ndarray,
                        path: str | Path) -> Path:
-    """Write ``worker,setting,eta_1..eta_K`` (a simulation's true worker parameters)."""
+    """Write ``worker,setting,eta_1..eta_K`` (a simulation's true worker parameters).
+
+    Parameters
+    ----------
+    workers : sequence of str
+        The worker ids.
+    settings : sequence of str
+        Each worker's type.
+    eta : array_like
+        ``(W, K)`` each worker's ``η``.
+    path : str or Path
+        The file.
+    """
     eta = np.asarray(eta, dtype=float)
     if eta.ndim != 2 or eta.shape[0] != len(workers) or len(settings) != len(workers):
         raise ValueError("need one setting and one eta row per worker")
@@ -175,7 +246,13 @@ def write_worker_truth(workers: Sequence[str], settings: Sequence[str], eta: np.
 
 
 def read_worker_truth(path: str | Path) -> WorkerTruth:
-    """Read ``worker,setting,eta_1..eta_K``; each row must be a probability vector."""
+    """Read ``worker,setting,eta_1..eta_K``; each row must be a probability vector.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    """
     path = Path(path)
     src = str(path)
     rows = csv_rows(path, Builder(src))
@@ -215,7 +292,17 @@ def read_worker_truth(path: str | Path) -> WorkerTruth:
 def write_gold(gold: Rankings, true_order: np.ndarray, path: str | Path) -> Path:
     """Write gold tasks: ``worker,ranking,true_order[,task]``: what the worker reported and
     the task's true order (same items, best first). Read back with :func:`read_gold` and
-    feed :meth:`crowdrank.models.priors.Priors.from_gold`."""
+    feed :meth:`crowdrank.models.priors.Priors.from_gold`.
+
+    Parameters
+    ----------
+    gold : Rankings
+        The gold tasks as the workers reported them.
+    true_order : ndarray
+        ``(K, N)`` each task's true order, per position.
+    path : str or Path
+        The file.
+    """
     import pandas as pd
 
     true_order = np.asarray(true_order)
@@ -233,7 +320,13 @@ def write_gold(gold: Rankings, true_order: np.ndarray, path: str | Path) -> Path
 
 def read_gold(path: str | Path) -> tuple[Rankings, np.ndarray]:
     """Read a gold CSV: ``(gold rankings, true_order (K, N))`` with ``true_order`` in the
-    per-position layout over ``gold.items``, as :meth:`Priors.from_gold` expects."""
+    per-position layout over ``gold.items``, as :meth:`Priors.from_gold` expects.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    """
     path = Path(path)
     b = Builder(str(path))
     rows = csv_rows(path, b)

@@ -13,6 +13,11 @@ Environment:
 
 - ``CROWDRANK_DOCS_EXECUTE=off`` builds without executing the notebooks (the site test);
   ``force`` re-runs them all; anything else (the default) uses the cache.
+- ``CROWDRANK_DOCS_EXAMPLES``: which rendered reports the gallery gets
+  (``docs/_ext/report_examples.py``): ``all`` (default), ``off`` or a list of names.
+- ``CROWDRANK_DOCS_ONLY=tutorials``: the tutorial pages alone, from notebooks that already
+  hold their outputs (``tests/site_checks.py`` renders the notebooks the suite executed with
+  this configuration, so the figures a reader sees are checked without a second run).
 """
 
 from __future__ import annotations
@@ -68,6 +73,14 @@ nb_output_stderr = "remove"
 # drawn but never displayed, so the page would have no figure; without it ipykernel's
 # inline backend puts each figure in the cell's output.
 os.environ.pop("MPLBACKEND", None)
+
+if os.environ.get("CROWDRANK_DOCS_ONLY") == "tutorials":
+    # the notebooks' own settings above, without the pages they link to (the links are
+    # checked by the whole site's build) nor the extensions that generate those pages
+    extensions = ["myst_nb", "sphinx.ext.mathjax", "sphinx_design"]
+    root_doc = "tutorials/README"
+    nb_execution_mode = "off"
+    suppress_warnings = ["myst.xref_missing", "toc.not_included"]
 
 # --- autodoc -------------------------------------------------------------------------
 autodoc_default_options = {"members": True, "member-order": "bysource",

@@ -14,16 +14,20 @@
 - **Citation keys**: ``docs/references.md``'s ``**[Key]**`` entries become link targets
   ``ref-key`` (role ``crowdrank-refkey``), and ``[Key]`` / ``[Key, Eq. 4]`` in the running
   text of every page and docstring become links to them (``doctree-resolved``).
+- **The gallery's rendered reports** (``{crowdrank-report-example}``): in
+  ``docs/_ext/report_examples.py``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import re
 from pathlib import Path
 from typing import ClassVar
 
+import report_examples
 from docutils import nodes
 from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
@@ -34,6 +38,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 logger = logging.getLogger(__name__)
+_DATACLASS_FIELD = dataclasses._FIELD   # a field proper (not a ClassVar or InitVar)
 
 #: guide.md's ``##`` sections → the command page that holds them (in the guide's order);
 #: a section whose title starts with ```crowdrank CMD`` goes to CMD's page without a line
@@ -136,6 +141,33 @@ def note_attributes(app, what, name, obj, options, lines) -> None:
         documented = any(line.strip() in ("Attributes", ".. attribute::") or
                          line.startswith(".. attribute:: ") for line in lines)
         app.env.crowdrank_attr_fields = set(fields) if documented else set()
+
+
+def option_parameters(obj) -> list[str]:
+    """numpydoc ``Parameters`` lines for a dataclass whose every field carries its
+    ``--help`` line (``metadata["help"]``: the method registry's options classes), so the
+    page's parameters are the text ``crowdrank fit --help`` prints, written once; ``[]``
+    for any other object or a docstring that has its own ``Parameters``."""
+    fields = getattr(obj, "__dataclass_fields__", None) if isinstance(obj, type) else None
+    init = [f for f in (fields or {}).values() if f.init and f._field_type is _DATACLASS_FIELD]
+    if not init or not all(f.metadata.get("help") for f in init):
+        return []
+    if re.search(r"^\s*Parameters\s*\n\s*-+\s*$", obj.__doc__ or "", re.MULTILINE):
+        return []
+    lines = ["", "Parameters", "----------"]
+    for f in init:
+        typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        # the help is plain text (``max |gradient|`` would be an rST substitution)
+        lines += [f"{f.name} : {typ}, default {f.default!r}",
+                  f"    {_escape(f.metadata['help'])}."]
+    return lines
+
+
+def add_option_parameters(app, what, name, obj, options, lines) -> None:
+    """Before napoleon reads a class's docstring: its options' parameters
+    (:func:`option_parameters`)."""
+    if what == "class":
+        lines.extend(option_parameters(obj))
 
 
 def skip_described_fields(app, what, name, obj, skip, options):
@@ -318,7 +350,7 @@ def generate(app: Sphinx) -> None:
     env.crowdrank_before = (getattr(env, "crowdrank_results_index", None),
                             getattr(env, "crowdrank_guide_anchors", None),
                             getattr(env, "crowdrank_examples", None))
-    env.crowdrank_examples = example_state(app)
+    env.crowdrank_examples = report_examples.state(app)
     env.crowdrank_code_before = getattr(env, "crowdrank_code", None)
     env.crowdrank_code = code_fingerprint(docs.parent)
     env.crowdrank_keys = reference_keys(docs)
@@ -354,7 +386,7 @@ def outdated(app: Sphinx, env, added, changed, removed) -> list[str]:
     out = []
     if env.crowdrank_code_before != env.crowdrank_code:      # docstrings, options
         out += [d for d in env.found_docs if d.startswith(("api/", "cli/"))]
-    if examples_before != example_state(app):
+    if examples_before != report_examples.state(app):
         out += [d for d in env.found_docs if d == "gallery"]
     if index_before != env.crowdrank_results_index and "results" in env.found_docs:
         out.append("results")
@@ -444,69 +476,8 @@ class Gallery(SphinxDirective):
         return container.children
 
 
-#: reports the executed tutorials write (they run in docs/tutorials/, conf.py), published
-#: as examples/NAME: (file under docs/tutorials, name in the site, what it is)
-REPORT_EXAMPLES = {
-    "story": ("story-out/story.html", "story.html",
-              "`crowdrank story`'s page, written by tutorial 1"),
-    "audit": ("audit-tutorial/report.html", "audit-report.html",
-              "the audit report (`report.html`) tutorial 3 builds from its fits"),
-}
-
-
-class report_example(nodes.General, nodes.Element):
-    """Placeholder for a link to a report example, resolved after every notebook ran."""
-
-
-class ReportExample(SphinxDirective):
-    """``{crowdrank-report-example} audit``: a link to the example report when the executed
-    tutorials wrote it, else a note saying how to get it. Resolved at write time, since
-    the notebooks execute while the sources are read."""
-    required_arguments = 1
-
-    def run(self):
-        if self.arguments[0] not in REPORT_EXAMPLES:
-            raise self.error(f"unknown report example {self.arguments[0]!r}")
-        return [report_example(key=self.arguments[0])]
-
-
-def example_state(app: Sphinx) -> tuple[str, ...]:
-    tut = Path(app.srcdir) / "tutorials"
-    return tuple(k for k, (src, _, _) in REPORT_EXAMPLES.items() if (tut / src).is_file())
-
-
-def resolve_examples(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    present = example_state(app)
-    up = "../" * docname.count("/")
-    for node in list(doctree.findall(report_example)):
-        key = node["key"]
-        _, name, what = REPORT_EXAMPLES[key]
-        para = nodes.paragraph()
-        if key in present:
-            para += nodes.Text("Rendered example: ")
-            para += nodes.reference(name, f"examples/{name}", refuri=f"{up}examples/{name}")
-            para += nodes.Text(f" ({what.replace('`', '')}).")
-        else:
-            para += nodes.Text(f"No rendered example in this build: {what.replace('`', '')} "
-                               "when the tutorials are executed (make docs).")
-        node.replace_self(para)
-
-
-def copy_examples(app: Sphinx, exc) -> None:
-    if exc is not None or app.builder.format != "html":
-        return
-    tut, out = Path(app.srcdir) / "tutorials", Path(app.outdir) / "examples"
-    for key in example_state(app):
-        src, name, _ = REPORT_EXAMPLES[key]
-        out.mkdir(exist_ok=True)
-        (out / name).write_bytes((tut / src).read_bytes())
-
-
 def setup(app: Sphinx) -> dict:
-    app.add_node(report_example)
-    app.add_directive("crowdrank-report-example", ReportExample)
-    app.connect("doctree-resolved", resolve_examples)
-    app.connect("build-finished", copy_examples)
+    report_examples.setup(app)
     app.add_directive("crowdrank-gallery", Gallery)
     app.add_role("crowdrank-refkey", refkey_role)
     app.add_directive("crowdrank-automodule", OptionalAutomodule)
@@ -514,6 +485,8 @@ def setup(app: Sphinx) -> dict:
     app.connect("source-read", source_read)
     app.connect("env-get-outdated", outdated)
     app.connect("doctree-resolved", link_citations)
+    # before napoleon (priority 500), which turns the numpydoc sections into rST
+    app.connect("autodoc-process-docstring", add_option_parameters, priority=400)
     app.connect("autodoc-process-docstring", note_attributes)
     app.connect("autodoc-skip-member", skip_described_fields)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -45,10 +45,9 @@ class LaplaceOptions:
 
 def find_mode(target, max_steps: int = 2000, gtol: float = 1e-8, z0=None):
     """``(z*, scipy result)``: the maximum of ``target.log_p`` by L-BFGS."""
-    import jax
     from scipy.optimize import minimize
 
-    vg = jax.jit(jax.value_and_grad(lambda z: -target.log_p(z)))
+    vg = target.value_and_grad()
 
     def fun(z):
         v, g = vg(z)
@@ -64,7 +63,6 @@ def find_mode(target, max_steps: int = 2000, gtol: float = 1e-8, z0=None):
 def fit_laplace(data: Rankings, model: str, priors: Priors,
                 options: LaplaceOptions | None = None, **kw) -> ApproxFit:
     """Laplace's approximation of ``model`` (module docstring)."""
-    import jax
     from scipy import stats
 
     o = LaplaceOptions(**{**(options.__dict__ if options else {}), **kw})
@@ -75,7 +73,8 @@ def fit_laplace(data: Rankings, model: str, priors: Priors,
         target = build_target(data, model, priors, simplex=o.simplex, level=o.level,
                               fast=False, seed=o.seed)
         mode, res = find_mode(target, o.max_steps, o.gtol)
-        H = -np.asarray(jax.hessian(target.log_p)(mode), float)
+        # compiled: op by op, the Hessian of COUPLE's density costs about a minute
+        H = -np.asarray(target.hessian()(mode), float)
         H = 0.5 * (H + H.T)
         evals = np.linalg.eigvalsh(H)
         pd = bool(evals.min() > 0)

@@ -13,7 +13,7 @@ Gaussian ``q(z)`` is compared with (PSIS k̂, :mod:`crowdrank.inference.approx.p
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -37,7 +37,7 @@ def x64():
         jax.config.update("jax_enable_x64", prev)
 
 
-@dataclass
+@dataclass(eq=False)
 class Target:
     """A model's posterior on the flat unconstrained coordinates (module docstring).
 
@@ -58,6 +58,11 @@ class Target:
         Site name -> shape on the unconstrained scale (in ``z``'s order).
     param : dict
         The parametrisation (``simplex``, ``level``, ``fast``).
+
+    The compiled forms of ``log_p`` (batched, its gradient, its Hessian) and of
+    ``constrain`` are made once per target and kept: the methods that share a target
+    (:func:`build_target` returns the same one for the same data, model and priors) share
+    their XLA compilations too.
     """
 
     inputs: ModelInputs
@@ -68,22 +73,65 @@ class Target:
     unravel: object
     sites: dict
     param: dict
+    compiled: dict = field(default_factory=dict, repr=False)
 
-    def constrain_draws(self, z: np.ndarray) -> dict[str, np.ndarray]:
+    def _jit(self, name: str, make):
+        f = self.compiled.get(name)
+        if f is None:
+            f = self.compiled[name] = make()
+        return f
+
+    def constrain_draws(self, z: np.ndarray, chunk: int = 1000) -> dict[str, np.ndarray]:
         """``lambda`` ``(S, L)`` and ``eta`` ``(S, W[, K])`` of draws ``z`` ``(S, dim)``."""
         import jax
 
-        out = jax.jit(jax.vmap(self.constrain))(np.asarray(z, np.float64))
-        return {k: np.asarray(v) for k, v in out.items()}
+        f = self._jit("constrain", lambda: jax.jit(jax.vmap(self.constrain)))
+        parts = [f(b) for b in _chunks(z, chunk)]
+        n = len(z)
+        return {k: np.concatenate([np.asarray(p[k]) for p in parts])[:n] for k in parts[0]}
 
     def log_p_draws(self, z: np.ndarray, chunk: int = 1000) -> np.ndarray:
         """``log p(z)`` of each row of ``z`` ``(S, dim)``."""
         import jax
 
-        f = jax.jit(jax.vmap(self.log_p))
-        z = np.asarray(z, np.float64)
-        return np.concatenate([np.asarray(f(z[i:i + chunk]))
-                               for i in range(0, len(z), chunk)]) if len(z) else np.zeros(0)
+        if not len(z):
+            return np.zeros(0)
+        f = self._jit("log_p", lambda: jax.jit(jax.vmap(self.log_p)))
+        return np.concatenate([np.asarray(f(b)) for b in _chunks(z, chunk)])[:len(z)]
+
+    def value_and_grad(self):
+        """Compiled ``z -> (−log p(z), −∇ log p(z))`` (the potential and its gradient)."""
+        import jax
+
+        return self._jit("vg", lambda: jax.jit(jax.value_and_grad(
+            lambda z: -self.log_p(z))))
+
+    def hessian(self):
+        """Compiled ``z -> ∇² log p(z)`` (forward-over-reverse; needs ``fast=False``)."""
+        import jax
+
+        if self.param.get("fast"):
+            raise ValueError("the Hessian needs the autodiff density: build_target(fast=False)")
+        return self._jit("hessian", lambda: jax.jit(jax.hessian(self.log_p)))
+
+
+def _chunks(z, chunk: int):
+    """Rows of ``z`` in blocks of ``chunk``, the last one padded by repeating its final
+    row: every block has one shape, so the batched function compiles once."""
+    z = np.asarray(z, np.float64)
+    for i in range(0, len(z), chunk):
+        b = z[i:i + chunk]
+        if len(b) < chunk and len(z) > chunk:
+            b = np.concatenate([b, np.repeat(b[-1:], chunk - len(b), axis=0)])
+        yield b
+
+
+#: Targets already built in this process, by (data, priors, model, simplex, level, seed):
+#: an audit fits several approximations of one model on one data set, and NumPyro's
+#: ``initialize_model`` (run op by op, each new operation compiled) costs seconds per call.
+#: Entries hold their data and priors, so an id is never matched to a new object.
+_TARGETS: dict = {}
+_TARGETS_KEEP = 4
 
 
 def build_target(data: Rankings, model: str, priors: Priors, *, simplex: str = "gamma",
@@ -92,8 +140,55 @@ def build_target(data: Rankings, model: str, priors: Priors, *, simplex: str = "
 
     ``fast`` selects COUPLE's hand-written gradient (``jax.custom_vjp``, reverse mode only);
     a Hessian (Laplace) needs ``fast=False``, the autodiff path of the same density.
-    Call inside :func:`x64`.
+    Call inside :func:`x64`. The same data, priors and model give the same target
+    within a process (and so its compilations, :class:`Target`).
     """
+    spec = get_model(model)
+    if spec.has_eta and not spec.worker_prior.simplex_coordinates and simplex != "gamma":
+        simplex = "gamma"      # PeerGrader's positive scale has one parametrisation
+    if simplex == "gibbs":
+        raise ValueError("simplex='gibbs' is moved by a Gibbs step, not by a density "
+                         "approximation: use 'gamma' or 'dirichlet'")
+    key = (id(data), id(priors), model, simplex, level, int(seed))
+    hit = _TARGETS.get(key)
+    if hit is not None and hit[0] is data and hit[1] is priors:
+        built = hit[2]
+    else:
+        built = {}
+        _TARGETS[key] = (data, priors, built)
+        while len(_TARGETS) > _TARGETS_KEEP:
+            _TARGETS.pop(next(iter(_TARGETS)))
+    if fast in built:
+        return built[fast]
+    if built:
+        # the other gradient form of a target already built: the same coordinates, start
+        # and constraining map; only the potential's gradient implementation differs
+        other = next(iter(built.values()))
+        built[fast] = _with_gradient_form(other, fast)
+        return built[fast]
+    built[fast] = _initialize(data, model, priors, simplex, level, fast, seed)
+    return built[fast]
+
+
+def _with_gradient_form(target: Target, fast: bool) -> Target:
+    """``target`` with its potential written with (``fast``) or without COUPLE's
+    hand-written gradient: NumPyro's ``potential_energy`` of the same program, the
+    function ``initialize_model`` returns for it."""
+    from numpyro.infer.util import potential_energy
+
+    from crowdrank.models import numpyro_models as npm
+
+    kw = {"simplex": target.param["simplex"], "level": target.param["level"], "fast": fast,
+          "pointwise": False}
+    args, unravel = (target.inputs,), target.unravel
+
+    def log_p(z):
+        return -potential_energy(npm.model, args, kw, unravel(z))
+
+    return replace(target, log_p=log_p, param={**target.param, "fast": fast}, compiled={})
+
+
+def _initialize(data, model, priors, simplex, level, fast, seed) -> Target:
     import jax
     from jax.flatten_util import ravel_pytree
     from numpyro.infer import init_to_median
@@ -101,12 +196,6 @@ def build_target(data: Rankings, model: str, priors: Priors, *, simplex: str = "
 
     from crowdrank.models import numpyro_models as npm
 
-    spec = get_model(model)
-    if spec.has_eta and not spec.worker_prior.simplex_coordinates and simplex != "gamma":
-        simplex = "gamma"      # PeerGrader's positive scale has one parametrisation
-    if simplex == "gibbs":
-        raise ValueError("simplex='gibbs' is moved by a Gibbs step, not by a density "
-                         "approximation: use 'gamma' or 'dirichlet'")
     inputs = model_inputs(model, data, priors)
     param = {"simplex": simplex, "level": level, "fast": fast}
     kw = {"simplex": simplex, "level": level, "fast": fast, "pointwise": False}

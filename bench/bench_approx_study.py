@@ -229,7 +229,7 @@ def run_method(d, model, pri, label, opts, ref, log) -> dict:
            else compare_draws(post, ref))
     k = posterior_khat(post, d, model, pri, seed=0)
     diag = post.diagnostics or {}
-    row = {"label": label, "options": opts, "status": "done", "cpu_s": round(cpu, 2),
+    row = {"label": label, "options": opts, "status": "done", "cpu_s": round(cpu, 4),
            "wall_s": round(wall, 2), "load_1min": load0,
            **gradient_evals(post, opts),
            "converged": diag.get("converged"), "steps": diag.get("steps"),
@@ -266,6 +266,23 @@ def _stop_time(stop_at: str | None) -> datetime | None:
     return now.replace(hour=hh, minute=mm, second=0, microsecond=0)
 
 
+def close_record(rec: dict, why: str = "stopped at the deadline") -> dict:
+    """Mark what an interrupted run left unfinished: a subject still running (its
+    reference or a method in flight) and every method not run."""
+    for subj in rec["subjects"]:
+        for m in subj["methods"]:
+            if m.get("status") == "not run":
+                m["status"] = f"not run: {why}"
+        if subj["status"] == "running" and "reference" not in subj:
+            subj["status"] = f"not run: {why} before its NUTS reference finished"
+        elif subj["status"] == "running":
+            n = sum(m.get("status") == "done" for m in subj["methods"])
+            subj["status"] = f"partial ({n} of {len(subj['methods'])} methods; {why})"
+        elif subj["status"] == "not run":
+            subj["status"] = f"not run: {why}"
+    return rec
+
+
 def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: list[str]
         ) -> dict:
     """Every subject of ``names`` in turn (module docstring); the record is rewritten after
@@ -290,41 +307,46 @@ def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: li
                                      for lab, o in method_plan(fid.subjects()[n][1])]}
                         for n in names]}
     _write(rec, path)
-    for subj in rec["subjects"]:
-        name, model = subj["name"], subj["model"]
-        if late():
-            subj["status"] = "not run: the study's deadline came first"
-            continue
-        subj["status"] = "running"
-        try:
-            idata, subj["reference"] = reference(name, cache, log)
-        except Exception as exc:  # noqa: BLE001  (recorded; the next subject is tried)
-            subj["status"] = f"not run: the reference failed ({type(exc).__name__}: {exc})"
-            _write(rec, path)
-            continue
-        subj["trusted"] = subj["reference"]["trusted"]
-        load, _, _ = fid.subjects()[name]
-        d, pri = load()
-        pri = get_model(model).worker_priors(pri, d)
-        subj["data"] = d.summary()
-        ref = fid.Reference(idata)
-        for i, m in enumerate(subj["methods"]):
+    try:
+        for subj in rec["subjects"]:
+            name, model = subj["name"], subj["model"]
             if late():
-                m["status"] = "not run: the study's deadline came first"
+                subj["status"] = "not run: the study's deadline came first"
                 continue
+            subj["status"] = "running"
             try:
-                subj["methods"][i] = run_method(d, model, pri, m["label"], m["options"],
-                                                ref, log)
-            except Exception as exc:  # noqa: BLE001  (a failed method is a result)
-                m["status"] = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
-                log(f"  {m['label']}: {m['status']}")
-            subj["methods"][i]["reference_cpu_s"] = subj["reference"]["cpu_s"]
+                idata, subj["reference"] = reference(name, cache, log)
+            except Exception as exc:  # noqa: BLE001  (recorded; the next subject is tried)
+                subj["status"] = f"not run: the reference failed ({type(exc).__name__}: {exc})"
+                _write(rec, path)
+                continue
+            subj["trusted"] = subj["reference"]["trusted"]
+            load, _, _ = fid.subjects()[name]
+            d, pri = load()
+            pri = get_model(model).worker_priors(pri, d)
+            subj["data"] = d.summary()
+            ref = fid.Reference(idata)
+            for i, m in enumerate(subj["methods"]):
+                if late():
+                    m["status"] = "not run: the study's deadline came first"
+                    continue
+                try:
+                    subj["methods"][i] = run_method(d, model, pri, m["label"], m["options"],
+                                                    ref, log)
+                except Exception as exc:  # noqa: BLE001  (a failed method is a result)
+                    m["status"] = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
+                    log(f"  {m['label']}: {m['status']}")
+                subj["methods"][i]["reference_cpu_s"] = subj["reference"]["cpu_s"]
+                _write(rec, path)
+            ran = [m for m in subj["methods"] if m["status"] == "done"]
+            subj["status"] = ("done" if len(ran) == len(subj["methods"])
+                              else f"partial ({len(ran)} of {len(subj['methods'])} methods)")
+            subj["env"] = fid.env()
             _write(rec, path)
-        ran = [m for m in subj["methods"] if m["status"] == "done"]
-        subj["status"] = ("done" if len(ran) == len(subj["methods"])
-                          else f"partial ({len(ran)} of {len(subj['methods'])} methods)")
-        subj["env"] = fid.env()
+    except KeyboardInterrupt:        # the hard stop (timeout --signal=INT) came first
+        close_record(rec)
         _write(rec, path)
+        raise
     rec["load_after"] = [round(x, 2) for x in os.getloadavg()]
     rec["finished"] = fid.env()["date"]
     _write(rec, path)
@@ -486,9 +508,9 @@ JIT compilation included (the one-pass row also loads the numba kernels that EP 
 shares); gradients: log-density gradients where the method reports them ("≥": L-BFGS
 iterations, a lower bound). The machine's 2 cores were shared with other work (load in the
 JSON): CPU seconds are less inflated by that than wall seconds, not immune.
-Frontier figures: x CPU seconds (log), y distance to the box; filled markers k̂ ≤ 0.7, the
-line joins the methods no other beats on both; vertical lines: the reference's CPU s and
-1/5 of it."""
+Frontier figures: x CPU seconds (log; below 0.01 drawn at 0.01), y distance to the box;
+filled markers k̂ ≤ 0.7, the line joins the methods no other beats on both; vertical
+lines: the reference's CPU s and 1/5 of it."""
 
 
 def render_section(rec: dict) -> str:
@@ -512,7 +534,9 @@ def frontier_figure(subj: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    done = sorted(_done(subj), key=lambda m: m["cpu_s"])
+    # getrusage's resolution: a fit under 0.01 CPU s is drawn at 0.01 (log axis)
+    done = [dict(m, cpu_s=max(m["cpu_s"], 0.01))
+            for m in sorted(_done(subj), key=lambda m: m["cpu_s"])]
     fig, ax = plt.subplots(figsize=(8.0, 4.0))
     for i, m in enumerate(done):
         ok = m.get("khat") is not None and m["khat"] <= KHAT_OK
@@ -566,7 +590,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=("run", "render"))
+    ap.add_argument("step", choices=("run", "close", "render"))
     ap.add_argument("--only", default=None, help="comma-separated subjects, in this order")
     ap.add_argument("--cache", default=str(fid.CACHE), help="folder of the NUTS references")
     ap.add_argument("--stop-at", default=None,
@@ -579,6 +603,11 @@ def main(argv=None) -> int:
         ap.error(f"unknown subject(s) {bad}; expected {list(SUBJECTS)}")
     if args.step == "run":
         run(names, Path(args.cache), args.stop_at, Path(args.out), argv)
+        return 0
+    if args.step == "close":          # a run stopped from outside: say what it left
+        rec = close_record(json.loads(Path(args.out).read_text()))
+        rec.setdefault("stopped", fid.env()["date"])
+        _write(rec, Path(args.out))
         return 0
     print(render(Path(args.out)))
     return 0

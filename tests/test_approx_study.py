@@ -83,7 +83,9 @@ def test_box_and_distance_at_the_bounds(study):
 
 def _row(label, khat, inside, cpu, dist=None):
     return {"label": label, "status": "done", "khat": khat, "inside_box": inside,
-            "box_distance": 0.0 if inside else (dist or 0.2), "cpu_s": cpu}
+            "box_distance": 0.0 if inside else (dist or 0.2), "cpu_s": cpu,
+            "centred": {"median_abs_z": 0.05, "median_sd_ratio": 1.0}, "eta1": {},
+            "grad_evals": None, "grad_evals_kind": "not reported"}
 
 
 def test_khat_table_and_advice_count_by_hand(study):
@@ -141,3 +143,20 @@ def test_headline_row_leaves_the_goal_open_until_every_setting_ran(tmp_path):
     rec["subjects"][1]["methods"][0]["cpu_s"] = 20.0
     (tmp_path / "approx_study.json").write_text(json.dumps(rec))
     assert hl.approx_study_rows(tmp_path)[0][3] == "yes"
+
+
+def test_an_interrupted_record_says_what_did_not_run(study):
+    rec = {"subjects": [
+        {"name": "a", "model": "bt", "status": "running", "trusted": True,
+         "reference": {"cpu_s": 1.0, "backend": "numpyro", "tune": 1, "draws": 1,
+                       "gate": "g", "wall_s": 1.0},
+         "methods": [_row("x", 0.5, True, 1.0), {"label": "y", "status": "not run"}]},
+        {"name": "b", "model": "bt", "status": "running", "methods": [{"label": "x", "status": "not run"}]},
+        {"name": "c", "model": "bt", "status": "not run", "methods": [{"label": "x", "status": "not run"}]}]}
+    a, b, c = study.close_record(rec)["subjects"]
+    assert a["status"] == "partial (1 of 2 methods; stopped at the deadline)"
+    assert a["methods"][1]["status"] == "not run: stopped at the deadline"
+    assert b["status"] == "not run: stopped at the deadline before its NUTS reference finished"
+    assert c["status"] == "not run: stopped at the deadline"
+    assert "not run" in study.render_section(
+        {"date": "d", "commit": "c", "command": "x", "load_before": [1.0], **rec})

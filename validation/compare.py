@@ -77,6 +77,35 @@ def worker_quality_nuts(idata) -> np.ndarray:
     return np.asarray(eta.mean(("chain", "draw")).transpose("worker").values, float)
 
 
+#: A zero sd (a point mass: a method whose draws are all equal, a Laplace whose Hessian is
+#: singular) is scored as the limit of ``N(m, s²)`` with ``s → 0``: its sd is raised to this
+#: fraction of the reference's smallest sd, which keeps every metric's Gaussian defined
+#: (``z`` exact, sd ratio and coverage ≈ 0, KL large) instead of failing the comparison.
+POINT_MASS_SD = 1e-9
+
+
+def approx_sd(online, idx, idata) -> np.ndarray:
+    """The approximation's item sds (``online.sigma2`` at ``idx``), a zero one raised to
+    :data:`POINT_MASS_SD` of the reference's smallest item sd with a warning naming the
+    items; a negative or non-finite variance is an error naming them."""
+    import warnings
+
+    var = np.asarray(online.sigma2, float)[idx]
+    items = _coord(idata, "item")
+    bad = ~np.isfinite(var) | (var < 0)
+    if bad.any():
+        raise ValueError(f"the approximation's variance is negative or not finite for "
+                         f"{[items[k] for k in np.flatnonzero(bad)][:5]}")
+    zero = var == 0
+    if zero.any():
+        ref_sd = float(np.asarray(idata["posterior"]["lambda"].std(("chain", "draw"))).min())
+        warnings.warn(f"the approximation has sd 0 for {int(zero.sum())} item(s) (e.g. "
+                      f"{[items[k] for k in np.flatnonzero(zero)][:5]}): scored as a point "
+                      "mass (sd ratio and coverage ~0)", RuntimeWarning, stacklevel=3)
+        var = np.where(zero, (POINT_MASS_SD * max(ref_sd, 1e-12)) ** 2, var)
+    return np.sqrt(var)
+
+
 def parameter_table(online, idata, *, model: str | None = None, variant: str = "default",
                     trusted: bool = True) -> pd.DataFrame:
     """One row per scalar parameter (every ``λ_r``, every ``η_w`` component) with every
@@ -87,7 +116,7 @@ def parameter_table(online, idata, *, model: str | None = None, variant: str = "
     items = _coord(idata, "item")
     idx = _reindex(online.items, items, "item(s)")
     mu = np.asarray(online.mu, float)[idx]
-    sd = np.sqrt(np.asarray(online.sigma2, float)[idx])
+    sd = approx_sd(online, idx, idata)
     x, _ = _flat_draws(idata, "lambda")
     d = _diag(idata, "lambda")
     r = M.parameter_metrics("normal", mu, sd, x, d["mcse"])
@@ -188,7 +217,7 @@ def identified_comparison(online, idata, *, max_pairs: int = MAX_PAIRS, seed: in
     items = _coord(idata, "item")
     idx = _reindex(online.items, items, "item(s)")
     mu = np.asarray(online.mu, float)[idx]
-    sd = np.sqrt(np.asarray(online.sigma2, float)[idx])
+    sd = approx_sd(online, idx, idata)
     da = idata["posterior"]["lambda"].transpose("chain", "draw", "item")
     lam = np.asarray(da.values, float)                       # (C, D, L)
     frames = []

@@ -70,7 +70,7 @@ def label(khat: float | None) -> str:
 
 # ------------------------------------------------------------------ online / EP
 def online_draws(post, n: int, seed: int = 0, K: int | None = None,
-                 beta: bool | None = None) -> dict:
+                 beta: bool | None = None, cov=None) -> dict:
     """``n`` draws of an online/EP posterior's factorised density (``mu``, ``sigma2``,
     ``alpha`` of :class:`crowdrank.inference.online.OnlinePosterior`), with their ``log q``.
 
@@ -79,14 +79,21 @@ def online_draws(post, n: int, seed: int = 0, K: int | None = None,
     ``K``), CrowdBT's ``(a, b)`` Betas; ``η`` is scored on the first ``K − 1`` simplex
     coordinates (the Dirichlet's density), as the prior is in :func:`online_log_ratios`;
     ``K`` cuts COUPLE's rows to the data's longest ranking (the model's simplex).
+    ``cov`` ``(L, L)``, when given, is the item scores' joint Gaussian covariance (the
+    batch Laplace's), used in place of the independent ``sigma2``.
     """
     from scipy import stats
 
     rng = np.random.default_rng(seed)
     mu = np.asarray(post.mu, float)
-    sd = np.sqrt(np.asarray(post.sigma2, float))
-    lam = mu + sd * rng.standard_normal((n, mu.size))
-    log_q = stats.norm.logpdf(lam, mu, sd).sum(axis=1)
+    if cov is not None:
+        q = stats.multivariate_normal(mu, np.asarray(cov, float))
+        lam = np.atleast_2d(q.rvs(size=n, random_state=rng))
+        log_q = np.atleast_1d(q.logpdf(lam))
+    else:
+        sd = np.sqrt(np.asarray(post.sigma2, float))
+        lam = mu + sd * rng.standard_normal((n, mu.size))
+        log_q = stats.norm.logpdf(lam, mu, sd).sum(axis=1)
     eta = None
     alpha = getattr(post, "alpha", None)
     if alpha is not None and np.size(alpha):
@@ -118,12 +125,16 @@ def _dirichlet_logpdf(x, alpha):
             + ((alpha - 1.0) * lx).sum(-1))
 
 
-def online_log_ratios(post, data, model: str, priors, n: int = 1000, seed: int = 0) -> dict:
+def online_log_ratios(post, data, model: str, priors, n: int = 1000, seed: int = 0,
+                      cov=None) -> dict:
     """``log p − log q`` of ``n`` draws of an online/EP posterior ``post``, with ``p`` the
     exact log joint in ``(λ, η)``: the likelihood (:func:`crowdrank.models.numpyro_models.
     column_loglik`, the JAX twin of :mod:`crowdrank.models.likelihood`, vectorised over
     draws) plus ``log N(λ_r; μ0, σ0²)`` and the worker prior's log density (Dirichlet or
     Beta; the same coordinates as ``q``). Returns the draws, ``log_p``, ``log_q``, ``khat``.
+    Any posterior with these closed-form marginals is scored the same way (the batch
+    Laplace with its joint ``cov`` in ``post.items`` order, an external CSV's Gaussian
+    marginals).
     """
     import jax
     from scipy import stats
@@ -139,7 +150,7 @@ def online_log_ratios(post, data, model: str, priors, n: int = 1000, seed: int =
     order = np.array([item_pos[str(i)] for i in data.items])
     inputs = model_inputs(model, data, priors)
     beta = get_model(model).eta_scalar        # a Beta accuracy per worker, not Dirichlet rows
-    d = online_draws(post, n, seed, K=inputs.K, beta=beta)
+    d = online_draws(post, n, seed, K=inputs.K, beta=beta, cov=cov)
     lam = d["lambda"][:, order]
     log_p = stats.norm.logpdf(lam, inputs.mu0, inputs.sigma0).sum(axis=1)
     eta = None
@@ -173,18 +184,43 @@ def online_log_ratios(post, data, model: str, priors, n: int = 1000, seed: int =
 def posterior_khat(post, data, model: str, priors, n: int = 1000, seed: int = 0) -> dict:
     """``{"psis_khat", "psis_label"}`` of any fitted posterior (a
     :class:`~crowdrank.inference.posterior.Posterior`): the value its method computed
-    (the PPL approximations), else, for the online and EP posteriors, whose closed-form
-    marginals are their density, :func:`online_log_ratios`; ``None`` (label ``"n/a"``) for
-    a method without a density of its draws (the bootstrap, moment-matched marginals)."""
+    (the PPL approximations); else, for a posterior whose closed-form marginals are its
+    density — the online and EP updates, the batch Laplace (the joint Gaussian at the MAP,
+    its full covariance), an external CSV's Gaussian marginals, any other method that
+    reports marginals and no draws — :func:`online_log_ratios`; ``None`` (label ``"n/a"``)
+    for a method without a density of its draws (the bootstrap, moment-matched marginals)
+    and, with the reason, for marginals with a zero sd (a point mass has no density)."""
     d = getattr(post, "diagnostics", {}) or {}
     if d.get("psis_khat") is not None:
         return {"psis_khat": float(d["psis_khat"]), "psis_label": label(d["psis_khat"])}
     marg = getattr(post, "marginals", None)
-    if getattr(post, "method", None) in ("online", "ep") and marg is not None \
-            and not marg.moment_matched and np.all(np.asarray(marg.sigma2) > 0):
-        try:
-            k = online_log_ratios(post, data, model, priors, n=n, seed=seed)["khat"]
-        except ValueError as exc:      # no usable ratios: said, not hidden as a number
-            return {"psis_khat": None, "psis_label": f"n/a ({exc})"}
-        return {"psis_khat": float(k), "psis_label": label(k)}
-    return {"psis_khat": None, "psis_label": "n/a"}
+    if marg is None or marg.moment_matched or getattr(post, "tree", None) is not None:
+        return {"psis_khat": None, "psis_label": "n/a"}
+    sigma2 = np.asarray(marg.sigma2, float)
+    if not np.all(sigma2 > 0):
+        bad = int(np.sum(~(sigma2 > 0)))
+        return {"psis_khat": None, "psis_label": f"n/a ({bad} item sd(s) not > 0: no "
+                "density)"}
+    cov = _joint_cov(post)
+    try:
+        k = online_log_ratios(post, data, model, priors, n=n, seed=seed, cov=cov)["khat"]
+    except ValueError as exc:      # no usable ratios: said, not hidden as a number
+        return {"psis_khat": None, "psis_label": f"n/a ({exc})"}
+    return {"psis_khat": float(k), "psis_label": label(k)}
+
+
+def _joint_cov(post):
+    """The item scores' joint covariance of a Gaussian approximation that has one (the
+    batch Laplace: ``native.cov``) when it is positive definite, else ``None`` (the
+    independent marginals are the density)."""
+    cov = getattr(getattr(post, "native", None), "cov", None)
+    if cov is None:
+        return None
+    cov = np.asarray(cov, float)
+    if cov.shape != (len(post.items),) * 2:
+        return None
+    try:
+        np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:       # ML's sum-to-zero covariance is singular
+        return None
+    return cov

@@ -134,3 +134,18 @@ def test_mean_field_underestimates_the_unseen_direction(data, priors, exact):
     full = fit_approx(data, "bt", priors, "fullrank-advi", draws=4000, level="iid",
                       seed=3, **VI)
     assert abs(full.lam.mean(1).var() - 1 / 3) < 0.05
+
+
+def test_lowrank_advi_matches_quadrature(data, priors, exact):
+    """Low-rank-plus-diagonal ADVI at NumPyro's default rank ⌈√3⌉ = 2: ``D + W Wᵀ`` with
+    ``W`` (3, 2) holds any 3×3 covariance (``Σ − λ_min I`` is positive semi-definite of
+    rank 2), so its optimum is full-rank ADVI's and it must match the grid as full-rank
+    ADVI does — in the iid coordinates, where mean-field misses the level's variance."""
+    from crowdrank.inference.approx import fit_approx
+
+    fit = fit_approx(data, "bt", priors, "lowrank-advi", draws=4000, level="iid", seed=1,
+                     **VI)
+    assert fit.method == "lowrank-advi"
+    _check(fit, data, exact)
+    assert abs(fit.lam.mean(1).var() - 1 / 3) < 0.05      # the level's prior variance
+    assert fit.khat is not None and np.isfinite(fit.khat)

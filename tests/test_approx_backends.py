@@ -36,7 +36,18 @@ def test_numpyro_and_pymc_advi_agree(problem):
     mb, sb = b.lam.mean(0), b.lam.std(0)
     np.testing.assert_allclose(ma, mb, atol=0.05)
     np.testing.assert_allclose(sa, sb, rtol=0.10)
-    assert a.khat is not None and b.khat is None      # PyMC's fit carries no log q
+    assert a.khat is not None and np.isfinite(b.khat)
+    # PyMC's log p, the density its k̂ reads, is the exact log joint: in these coordinates
+    # (λ itself, no Jacobian) the NumPy reference likelihood plus scipy's prior
+    from scipy import stats
+
+    from crowdrank.models.likelihood import loglik
+
+    for s in (0, 1234, 3999):
+        ref = loglik("bt", data, b.lam[s], None) + stats.norm.logpdf(
+            b.lam[s], priors.mu0, priors.sigma0).sum()
+        assert b.log_p[s] == pytest.approx(ref, rel=1e-9, abs=1e-8)
+    np.testing.assert_allclose(b.z, b.lam, atol=1e-12)      # z is λ in these coordinates
 
 
 def test_registry_entry_writes_the_nuts_layout(problem, tmp_path):

@@ -19,8 +19,10 @@ as not converged). Stan's ADVI uses the same kind of relative-ELBO rule. PyMC's 
 own callback (``CheckParametersConvergence``, relative parameter change ``elbo_tol``) with the
 same ``max_steps``.
 
-The NumPyro fit has ``log q`` of each draw (the guide's density), so PSIS k̂ is computed
-([Yao18]); the PyMC fit returns draws and the ELBO trace only.
+Both back-ends give ``log q`` of each draw and the model's ``log p`` in the same
+unconstrained coordinates, so PSIS k̂ is computed ([Yao18]): NumPyro's from the guide's
+density and the program's potential, PyMC's from its fitted Gaussian (mean and sd, or the
+full covariance) on its own coordinates and ``Model.compile_logp``.
 """
 
 from __future__ import annotations
@@ -195,16 +197,9 @@ def _fit_pymc(data, model, priors, method, o: VIOptions) -> ApproxFit:
                         progressbar=o.progress, callbacks=[cb],
                         obj_optimizer=pm.adam(learning_rate=o.learning_rate),
                         obj_n_mc=o.particles)
-        idata = approx.sample(o.draws, random_seed=o.seed + 1)
+    z, log_q, log_p, lam, eta = _pymc_draws(approx, pm_model, method, o)
     hist = np.asarray(approx.hist, float)
     steps = int(hist.size)
-    post = idata["posterior"]
-    lam = np.asarray(post["lambda"].transpose("chain", "draw", "item").values)[0]
-    eta = None
-    if "eta" in post:
-        e = post["eta"]
-        dims = ["chain", "draw", "worker"] + (["stage"] if "stage" in e.dims else [])
-        eta = np.asarray(e.transpose(*dims).values)[0]
     tail = hist[-min(o.window, steps):] if steps else hist
     diag = {"converged": steps < o.max_steps, "steps": steps,
             "final_elbo": float(-np.mean(tail)) if steps else None,
@@ -214,4 +209,44 @@ def _fit_pymc(data, model, priors, method, o: VIOptions) -> ApproxFit:
             f"< {o.elbo_tol:g} every {o.window} steps, at most {o.max_steps} steps",
             "seconds": time.perf_counter() - t0}
     return ApproxFit(method=method, model=model, backend="pymc", lam=lam, eta=eta,
-                     items=list(data.items), workers=list(data.workers), diagnostics=diag)
+                     items=list(data.items), workers=list(data.workers), z=z, log_q=log_q,
+                     log_p=log_p, diagnostics=diag)
+
+
+def _pymc_draws(approx, pm_model, method: str, o: VIOptions):
+    """``(z, log q, log p, λ, η)`` of ``o.draws`` draws of PyMC's fitted Gaussian: drawn
+    here (seeded) on PyMC's own unconstrained coordinates, the group's flat vector in its
+    ``ordering``; ``log q`` the Gaussian's density; ``log p`` the model's log density
+    there with the transforms' Jacobians (``Model.compile_logp``, the density PyMC's NUTS
+    samples), so PSIS k̂ compares the two in the same coordinates; ``λ``/``η`` the model's
+    variables at each draw (what ``approx.sample`` returns)."""
+    from scipy import stats
+
+    group = approx.groups[0]
+    mean = np.asarray(group.mean.eval(), float)
+    rng = np.random.default_rng(o.seed + 1)
+    if method == "advi":
+        sd = np.asarray(group.std.eval(), float)
+        z = mean + sd * rng.standard_normal((o.draws, mean.size))
+        log_q = stats.norm.logpdf(z, mean, sd).sum(axis=1)
+    else:
+        cov = np.asarray(group.cov.eval(), float)
+        q = stats.multivariate_normal(mean, 0.5 * (cov + cov.T))
+        z = np.atleast_2d(q.rvs(size=o.draws, random_state=rng))
+        log_q = np.atleast_1d(q.logpdf(z))
+    logp = pm_model.compile_logp(jacobian=True)
+    outs = [pm_model["lambda"]] + ([pm_model["eta"]] if "eta" in pm_model.named_vars else [])
+    # the variables as functions of the value variables (not fresh prior draws)
+    outs = pm_model.replace_rvs_by_values(outs)
+    values = pm_model.compile_fn(outs, inputs=pm_model.value_vars, point_fn=True,
+                                 on_unused_input="ignore")
+    log_p, lam, eta = np.empty(o.draws), [], []
+    for s, row in enumerate(z):
+        point = {name: row[sl].reshape(shape) for name, sl, shape, _ in
+                 group.ordering.values()}
+        log_p[s] = float(logp(point))
+        got = values(point)
+        lam.append(np.asarray(got[0], float))
+        if len(got) > 1:
+            eta.append(np.asarray(got[1], float))
+    return z, log_q, log_p, np.stack(lam), (np.stack(eta) if eta else None)

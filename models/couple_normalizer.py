@@ -15,6 +15,21 @@ row slices, PyMC all orderings at once by a constant-index take) and hands them 
 
 from __future__ import annotations
 
+from itertools import permutations
+
+import numpy as np
+
+
+def padded_orderings(K: int) -> tuple[np.ndarray, np.ndarray]:
+    """All ``K!`` orderings ``(P, K)`` of the positions of a padded ``(n, K)`` table and,
+    for each, the last position it moves (``-1``: the identity). An ordering is one of a
+    row of length ``k`` when that position is ``< k``: it leaves the padding in place (the
+    masked normalisers of the models as functions of arrays)."""
+    perms = np.array(list(permutations(range(K))), np.int64).reshape(-1, K)
+    moved = perms != np.arange(K)
+    last = np.where(moved.any(axis=1), K - 1 - np.argmax(moved[:, ::-1], axis=1), -1)
+    return perms, last
+
 
 def ordering_stage_product(q, weight, k: int):
     """``Π_{i<k−1} (Σ_{t<m} weight(m, t)·q[i+t]) / S_i`` for the ``k`` rows ``q[0..k−1]``

@@ -57,7 +57,7 @@ per potential+gradient against 52 ms for autodiff of ``column_loglik`` (float32;
 back.
 
 For the ecosystem's tools (``Predictive``, SBC libraries, ``MCMC(NUTS(...))`` on a
-plain function) every model but normalised COUPLE is also a function of arrays,
+plain function) every model is also a function of arrays,
 ``pl_model(items, workers, n_items, alpha=None, mu0=0.0, sigma0=1.0, rankings=None)`` and
 its siblings (:mod:`crowdrank.models.numpyro.arrays`): the observed ``rankings`` are a
 keyword argument, every prior site is drawable by ``Predictive``, and the orders are
@@ -78,6 +78,7 @@ from .numpyro.arrays import (  # noqa: F401
     ArrayRankings,
     bt_model,
     couple_model,
+    couple_normalized_model,
     crowdbt_model,
     make_model,
     masked_loglik,

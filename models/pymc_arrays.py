@@ -5,13 +5,18 @@
 ``workers`` and the observed orders in ``pm.Data`` (``"items"``, ``"workers"``,
 ``"rankings_data"``); the observed site ``rankings`` is a ``pm.CustomDist`` whose ``logp``
 is the masked form over the padded orders (PL stages by a backward logsumexp recursion,
-the ``K(K−1)/2`` position pairs of full rank-breaking, COUPLE's stages; [Pan18], Eq. 1-4,
-Lemma 1; [Chen13]), a symbolic function of the data, so ``pm.set_data`` swaps in another
-data set of the same shape without rebuilding or recompiling the model. Its ``random`` is
+the ``K(K−1)/2`` position pairs of full rank-breaking, COUPLE's stages, normalised COUPLE's
+``log Σ Eq. 4`` over every ordering of the table's width that leaves the padding in
+place; [Pan18], Eq. 1-4, Lemma 1; [Chen13]), a symbolic function of the data, so
+``pm.set_data`` swaps in another data set of the same shape without rebuilding or
+recompiling the model. Its ``random`` is
 :func:`crowdrank.models.simulate.redraw_orders`. The priors are the worker family's Gamma
 sites without the magnitude reweighting ``eta_level`` (a ``pm.Potential``, which
 ``pm.sample_prior_predictive`` ignores): every free variable is then drawn from its own
-prior, and ``η`` is exactly ``Dirichlet(α)`` / ``Beta(a, b)``.
+prior, and ``η`` is exactly ``Dirichlet(α)`` / ``Beta(a, b)``. With ``level_sd`` the
+helpers carry the reweighting as one ``pm.CustomDist`` ``eta_aux`` whose ``logp`` is the
+sampler's joint density (Potential included) and whose ``random`` draws it exactly (the
+construction of :class:`crowdrank.models.numpyro.arrays.LevelGammas`).
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
+from .couple_normalizer import padded_orderings
 from .registry import get
+from .reparam import boost_split, level_log_ratio
 
 #: A finite stand-in for ``−∞`` at padded positions (as the NumPyro twin).
 _PAD = -1e30
-PYMC_ARRAY_MODELS = ("pl", "bt", "crowdbt", "couple", "peergrader")
+PYMC_ARRAY_MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized", "peergrader")
 
 
 def _logaddexp(a, b):
@@ -44,6 +51,27 @@ def masked_loglik(model: str, lam, order, workers=None, log_eta=None, K: int | N
     valid = pt.ge(order, 0)
     x = lam[pt.switch(valid, order, 0)]
     log_w = None if log_eta is None else log_eta[workers]
+    if model == "couple-normalized":
+        return (_masked_rows("couple", x, valid, log_w, K)
+                - _log_normalizer(x, valid, log_w, K))
+    return _masked_rows(model, x, valid, log_w, K)
+
+
+def _log_normalizer(x, valid, log_w, K):
+    """``log Σ_π Eq. 4`` over the orderings of each row's real positions: every ordering
+    of the ``K`` positions scored at once, those that move a padding position masked out
+    (:func:`crowdrank.models.numpyro.arrays.masked_log_normalizer`)."""
+    perms, last = padded_orderings(K)
+    P = perms.shape[0]
+    n = x.shape[0]
+    ll = _masked_rows("couple", x[:, perms].reshape((n * P, K)), pt.repeat(valid, P, axis=0),
+                      pt.repeat(log_w, P, axis=0), K).reshape((n, P))
+    k = pt.sum(valid, axis=1)
+    return pt.logsumexp(pt.switch(pt.lt(last[None, :], k[:, None]), ll, -np.inf), axis=1)
+
+
+def _masked_rows(model, x, valid, log_w, K):
+    """:func:`masked_loglik` of the gathered scores ``x`` ``(n, K)``."""
     if model == "peergrader":
         x = x * pt.exp(log_w)[:, None]
     if model in ("bt", "crowdbt"):
@@ -61,7 +89,7 @@ def masked_loglik(model: str, lam, order, workers=None, log_eta=None, K: int | N
     if model == "couple":
         k = pt.sum(valid, axis=1)
         log_cum = pt.stack([pt.logsumexp(log_w[:, :t + 1], axis=1) for t in range(K)], axis=1)
-        rows = pt.arange(order.shape[0])
+        rows = pt.arange(x.shape[0])
     for i in range(K - 1):
         if model == "couple":
             t = np.arange(K - i)
@@ -74,12 +102,77 @@ def masked_loglik(model: str, lam, order, workers=None, log_eta=None, K: int | N
     return total
 
 
+class _VectorLog(pm.distributions.transforms.LogTransform):
+    """The log transform of a vector-valued variable: one Jacobian term per vector (the
+    sum of the log values), as the per-entry log transforms of the program's sites."""
+
+    name = "log"
+    ndim_supp = 1
+
+    def log_jac_det(self, value, *inputs):
+        return pt.sum(value, axis=-1)
+
+
+def level_gammas(fam, alpha, level_sd):
+    """The worker family's helper values with the sampler's magnitude reweighting as one
+    ``pm.CustomDist`` ``eta_aux`` (inside a model context), the PyMC twin of
+    :class:`crowdrank.models.numpyro.arrays.LevelGammas`: the value is ``eta_g``,
+    ``eta_u``, ``eta_e`` of :meth:`crowdrank.models.families.WorkerFamily.pymc_log_eta`
+    concatenated, its ``logp`` their joint density with the ``eta_level`` Potential's term,
+    its ``random`` the exact draw; ``eta_g``, ``eta_u``, ``eta_e`` and ``eta`` are
+    Deterministics. Returns the ``log η`` table."""
+    a = np.asarray(alpha, float)
+    big, small = boost_split(a)
+    nb, ns = big[0].size, small[0].size
+    sd = np.broadcast_to(np.asarray(level_sd, float), a.shape[:1])
+
+    def log_g_of(value):
+        log_g = pt.zeros(a.shape)
+        log_g = pt.set_subtensor(log_g[big], pt.log(value[:nb]))
+        return pt.set_subtensor(log_g[small], pt.log(value[nb:nb + ns])
+                                - value[nb + ns:] / a[small])
+
+    def logp(value, *_):
+        lp = (pt.sum(pm.logp(pm.Gamma.dist(alpha=a[big], beta=1.0), value[:nb]))
+              + pt.sum(pm.logp(pm.Gamma.dist(alpha=a[small] + 1.0, beta=1.0),
+                               value[nb:nb + ns]))
+              + pt.sum(pm.logp(pm.Exponential.dist(lam=1.0), value[nb + ns:])))
+        log_s = pt.logsumexp(log_g_of(value), axis=1)
+        return lp + pt.sum(level_log_ratio(log_s, a.sum(axis=1), pt, sd))
+
+    def random(*_, rng=None, size=None):
+        rng = np.random.default_rng(rng)
+        shape = (() if size is None else tuple(np.atleast_1d(size))) + a.shape
+        lg = np.log(rng.gamma(a + 1.0, size=shape)) - rng.exponential(size=shape) / a
+        log_eta = lg - np.logaddexp.reduce(lg, axis=-1, keepdims=True)
+        log_g = sd[:, None] * rng.normal(size=shape[:-1])[..., None] + log_eta
+        log_u = np.logaddexp(log_g, np.log(rng.exponential(size=shape)))
+        e = a * (log_u - log_g)
+        return np.concatenate([np.exp(log_g[(..., *big)]), np.exp(log_u[(..., *small)]),
+                               e[(..., *small)]], axis=-1)
+
+    # the parameter only carries the value's length (a signature with no input cannot)
+    value = pm.CustomDist("eta_aux", np.zeros(nb + 2 * ns), logp=logp, random=random,
+                          signature="(p)->(p)", default_transform=_VectorLog())
+    for name, part in (("eta_g", value[:nb]), ("eta_u", value[nb:nb + ns]),
+                       ("eta_e", value[nb + ns:])):
+        if part.type.shape[0] != 0:
+            pm.Deterministic(name, part)
+    log_g = log_g_of(value)
+    log_eta = log_g - pt.logsumexp(log_g, axis=1, keepdims=True)
+    pm.Deterministic("eta", fam._det_eta(log_eta, pt), dims=fam.dims)
+    return log_eta
+
+
 def build_data_model(model: str, items, workers, n_items: int, alpha=None, mu0: float = 0.0,
-                     sigma0: float = 1.0, rankings=None, *, level: str = "centered"):
+                     sigma0: float = 1.0, rankings=None, *, level: str = "centered",
+                     level_sd=None):
     """The PyMC model of ``model`` with its data in ``pm.Data`` (module docstring); the
     arguments are those of :func:`crowdrank.models.numpyro.arrays.make_model`'s function.
     ``rankings=None`` observes ``items`` (any order of the tasks' items: a placeholder of
-    the right shape for prior predictive draws)."""
+    the right shape for prior predictive draws). ``level_sd`` (the samplers' is
+    :data:`crowdrank.models.reparam.LEVEL_SD`): the Dirichlet and Beta families' helpers
+    with the magnitude reweighting, drawable (:func:`level_gammas`)."""
     from .pymc_models import item_scores
     from .simulate import redraw_orders
 
@@ -109,8 +202,11 @@ def build_data_model(model: str, items, workers, n_items: int, alpha=None, mu0: 
         if fam is not None:
             if alpha is None:
                 raise ValueError(f"model {model!r} needs its worker-prior table alpha")
-            log_eta = fam.pymc_log_eta(SimpleNamespace(alpha=np.asarray(alpha, float)),
-                                       "gamma", None, reweight=False)
+            if level_sd is not None and fam.simplex_coordinates:
+                log_eta = level_gammas(fam, alpha, level_sd)
+            else:
+                log_eta = fam.pymc_log_eta(SimpleNamespace(alpha=np.asarray(alpha, float)),
+                                           "gamma", None, reweight=False)
         params = [lam, items_d, workers_d] + ([log_eta] if log_eta is not None else [])
 
         def logp(value, lam_, items_, workers_, *rest):

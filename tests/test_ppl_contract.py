@@ -45,7 +45,7 @@ def _eta(model, rng, W, K):
         return rng.uniform(0.05, 0.95, W)
     if model == "peergrader":
         return rng.gamma(3.0, 0.4, W)
-    if model == "couple":
+    if model in ("couple", "couple-normalized"):
         return rng.dirichlet(np.ones(K), W)
     return None
 
@@ -226,30 +226,128 @@ def test_program_site_takes_traced_orders(model, data, priors):
     assert len(traces) == 1
 
 
-@pytest.mark.parametrize("model", ["crowdbt", "couple", "pl"])
+def _program_point(inp, rng):
+    """A random point of the program's default sites, and the same point for the array
+    model with ``level_sd`` (the helpers concatenated into ``eta_aux``)."""
+    from crowdrank.models.model_inputs import boost_split
+
+    c = rng.normal(size=inp.n_items)
+    params = {"lambda_mean": rng.normal(), "lambda_c": c - c.mean()}
+    arr = dict(params)
+    if inp.has_eta:
+        big, small = boost_split(inp.alpha)
+        params["eta_g"] = rng.gamma(2.0, size=big[0].size)
+        params["eta_u"] = rng.gamma(2.0, size=small[0].size)
+        params["eta_e"] = rng.exponential(size=small[0].size)
+        params = {k: v for k, v in params.items() if np.size(v)}
+        arr["eta_aux"] = np.concatenate([params[k] for k in ("eta_g", "eta_u", "eta_e")
+                                         if k in params])
+    return params, arr
+
+
+@pytest.mark.parametrize("model", ["crowdbt", "couple", "couple-normalized", "pl"])
 def test_array_model_log_joint_is_the_programs(model, data, priors):
     """With the sampler's magnitude reweighting (``level_sd``), the array model's log joint
-    is the program's (``numpyro_models.model(inputs)``, default coordinates) at random
-    points: the same sites, priors and likelihood."""
+    is the program's (``numpyro_models.model(inputs)``, default coordinates, its
+    ``eta_level`` factor included) at random points, to 1e-10 in float64: the same priors
+    and likelihood, normalised COUPLE's ``log Σ_orderings`` included."""
     from crowdrank.models import numpyro_models as nm
-    from crowdrank.models.model_inputs import LEVEL_SD, boost_split
+    from crowdrank.models.model_inputs import LEVEL_SD
 
     inp = model_inputs(model, data, priors)
     f = A.make_model(model, level_sd=LEVEL_SD if inp.has_eta else None)
     rng = np.random.default_rng(12)
-    for _ in range(3):
-        c = rng.normal(size=data.n_items)
-        params = {"lambda_mean": rng.normal(), "lambda_c": c - c.mean()}
-        if inp.has_eta:
-            big, small = boost_split(inp.alpha)
-            if big[0].size:
-                params["eta_g"] = rng.gamma(2.0, size=big[0].size)
-            if small[0].size:
-                params["eta_u"] = rng.gamma(2.0, size=small[0].size)
-                params["eta_e"] = rng.exponential(size=small[0].size)
-        got = log_density(f, (), A.model_arrays(inp), params)[0]
-        want = log_density(nm.model, (inp,), {}, params)[0]
-        assert float(got) == pytest.approx(float(want), rel=1e-5)
+    kw = A.model_arrays(inp)
+    with jax.enable_x64(True):
+        # one compilation each (op-by-op dispatch in float64 costs more than the values)
+        mine = jax.jit(lambda p: log_density(f, (), kw, p)[0])
+        program = jax.jit(lambda p: log_density(nm.model, (inp,), {}, p)[0])
+        for _ in range(3):
+            params, arr = _program_point(inp, rng)
+            got, want = float(mine(arr)), float(program(params))
+            assert abs(got - want) <= 1e-10 * max(1.0, abs(want)), (got, want)
+
+
+def test_level_gammas_draws_its_density():
+    """``LevelGammas`` (the reweighted helpers, one site): its ``log_prob`` is the
+    definition of docs/design.md §5.1 written here with SciPy (independent Gammas and an
+    exponential, times ``N(log S; 0, sd²) / (S · Gamma(S; Σα))``) to 1e-10, and the draws of
+    ``Predictive`` on the exported CrowdBT model have that law: known marginals (KS: ``η ~
+    Beta(a, b)``, ``log S ~ N(0, sd²)``, ``u − g ~ Exp(1)`` for a boosted entry) and
+    expectations equal to importance-weighted ones under the independent helpers (the
+    weight is the density ratio, written with SciPy)."""
+    sd, ab = 0.3, np.array([[1.7, 0.28], [3.0, 0.6]])
+
+    def scipy_logp(v):
+        g = np.array([v[0], v[3] * np.exp(-v[4] / 0.28)])
+        S = np.array([g[0] + g[1], v[1] + v[2]])
+        dens = (stats.gamma.logpdf(v[0], 1.7) + stats.gamma.logpdf(v[1], 3.0)
+                + stats.gamma.logpdf(v[2], 0.6) + stats.gamma.logpdf(v[3], 1.28)
+                + stats.expon.logpdf(v[4]))
+        return dens + np.sum(stats.norm.logpdf(np.log(S), 0, sd) - np.log(S)
+                             - stats.gamma.logpdf(S, ab.sum(axis=1)))
+
+    rng = np.random.default_rng(4)
+    with jax.enable_x64(True):
+        site = A.LevelGammas(ab, sd)      # value: g of 1.7, 3.0, 0.6; u, e of 0.28
+        for v in rng.gamma(2.0, size=(3, 5)):
+            assert float(site.log_prob(v)) == pytest.approx(scipy_logp(v), abs=1e-10)
+    args = {"items": np.zeros((0, 2), np.int32), "workers": np.zeros(0, np.int32),
+            "n_items": 4, "alpha": ab}
+    d = Predictive(A.make_model("crowdbt", level_sd=sd), num_samples=6000)(
+        jax.random.PRNGKey(9), **args)
+    v = np.asarray(d["eta_aux"], float)
+    g_small = v[:, 3] * np.exp(-v[:, 4] / 0.28)
+    for w, S in enumerate([v[:, 0] + g_small, v[:, 1] + v[:, 2]]):
+        assert _ks_ok(np.log(S), stats.norm(0, sd))
+        assert _ks_ok(np.asarray(d["eta"])[:, w], stats.beta(*ab[w]))
+    assert _ks_ok(v[:, 3] - g_small, stats.expon())
+    np.testing.assert_array_equal(np.asarray(d["eta_u"])[:, 0], v[:, 3])
+    # the same expectations by importance weights on independent helper draws
+    n = 200_000
+    x = np.column_stack([rng.gamma(1.7, size=n), rng.gamma(3.0, size=n),
+                         rng.gamma(0.6, size=n), rng.gamma(1.28, size=n),
+                         rng.exponential(size=n)])
+    gs = x[:, 3] * np.exp(-x[:, 4] / 0.28)
+    S = np.column_stack([x[:, 0] + gs, x[:, 1] + x[:, 2]])
+    lr = np.sum(stats.norm.logpdf(np.log(S), 0, sd) - np.log(S)
+                - stats.gamma.logpdf(S, ab.sum(axis=1)), axis=1)   # target / independent
+    wts = np.exp(lr)
+    for j, f in ((0, np.log), (3, np.log), (4, np.log), (4, lambda e: e > 1.0)):
+        fx, fv = f(x[:, j]).astype(float), f(v[:, j]).astype(float)
+        is_mean = np.sum(wts * fx) / np.sum(wts)
+        is_se = np.sqrt(np.mean((wts * (fx - is_mean)) ** 2)) / np.mean(wts) / np.sqrt(n)
+        mc_se = fv.std() / np.sqrt(fv.size)
+        assert abs(fv.mean() - is_mean) < 5 * np.hypot(is_se, mc_se), (j, fv.mean(), is_mean)
+
+
+def test_normalised_couple_sums_to_one_and_draws_its_probabilities():
+    """Normalised COUPLE as a function of arrays: for each task the probabilities of its
+    ``k!`` orderings sum to 1 (1e-12; rows of k = 2, 3, 4 padded in one table), and the
+    site's draws of a k = 3 task follow them (each ordering's count within 4 binomial
+    SEs)."""
+    from itertools import permutations
+
+    lam = np.array([0.9, -0.3, 0.4, -1.1])
+    log_eta = np.log(np.array([[0.55, 0.3, 0.1, 0.05], [0.2, 0.2, 0.3, 0.3]]))
+    items = np.array([[0, 1, -1, -1], [2, 0, 3, -1], [3, 1, 0, 2]], np.int32)
+    workers = np.array([0, 1, 0], np.int32)
+    rows = [(r, list(p) + [-1] * (4 - k)) for r, k in enumerate((2, 3, 4))
+            for p in permutations(items[r, :k])]              # every ordering of each task
+    task = np.array([r for r, _ in rows])
+    with jax.enable_x64(True):
+        ll = jax.jit(A.masked_loglik, static_argnums=0)(
+            "couple-normalized", lam, np.array([o for _, o in rows], np.int32),
+            workers[task], log_eta)
+    prob = np.exp(np.asarray(ll))
+    np.testing.assert_allclose(np.bincount(task, prob), 1.0, rtol=0, atol=1e-12)
+    n = 3000
+    site = A.ArrayRankings("couple-normalized", np.tile(items[1:2], (n, 1)),
+                           np.ones(n, np.int32), lam, log_eta)
+    out = np.asarray(site.sample(jax.random.PRNGKey(6)))[:, :3]
+    for (_, o), p in zip([rw for rw in rows if rw[0] == 1], prob[task == 1]):
+        hits = np.mean(np.all(out == np.array(o[:3]), axis=1))
+        assert abs(hits - p) < 4 * np.sqrt(p * (1 - p) / n), (o, hits, p)
 
 
 # ---------------------------------------------------------------- PyMC: the data in pm.Data
@@ -322,6 +420,56 @@ def test_pymc_prior_predictive_draws_every_site_from_its_prior():
         assert _ks_ok(flat("eta_e")[:, j], stats.expon())
     for w, (a, b) in enumerate(ab):
         assert _ks_ok(flat("eta")[:, w], stats.beta(a, b))
+
+
+@pytest.mark.slow   # two PyMC compilations of normalised COUPLE (3.8 CPU-s with a warm cache)
+def test_pymc_level_sd_log_joint_is_the_programs(data, priors):
+    """With ``level_sd`` the PyMC data model's log joint (Jacobians included) is the PyMC
+    program's (``pymc_models.build_model``: the Gamma sites and the ``eta_level``
+    Potential, normalised COUPLE's normaliser by its own layout) at random points of the
+    unconstrained space, to 1e-10."""
+    pytest.importorskip("pymc")
+    from crowdrank.models import pymc_models as pmm
+    from crowdrank.models.model_inputs import LEVEL_SD
+    from crowdrank.models.pymc_arrays import build_data_model
+
+    inp = model_inputs("couple-normalized", data, priors)
+    m = build_data_model("couple-normalized", **A.model_arrays(inp), level_sd=LEVEL_SD)
+    ref = pmm.build_model(inp)
+    assert not m.potentials and ref.potentials
+    f, f_ref = m.compile_logp(), ref.compile_logp()
+    rng = np.random.default_rng(31)
+    helpers = ("eta_g_log__", "eta_u_log__", "eta_e_log__")
+    for _ in range(2):
+        point = {k: rng.normal(0, 0.7, np.shape(v)) for k, v in ref.initial_point().items()}
+        mine = {k: v for k, v in point.items() if k not in helpers}
+        mine["eta_aux_log__"] = np.concatenate([point[k] for k in helpers if k in point])
+        want = float(f_ref(point))
+        assert float(f(mine)) == pytest.approx(want, abs=1e-10 * max(1.0, abs(want)))
+
+
+def test_pymc_level_sd_prior_draws_the_reweighted_law():
+    """``pm.sample_prior_predictive`` on the PyMC CrowdBT data model with ``level_sd``
+    draws the reweighted helpers exactly: ``η ~ Beta(a, b)``, ``log S ~ N(0, sd²)`` per
+    worker and ``u − g ~ Exp(1)`` for the boosted entry (KS), no Potential left out."""
+    pytest.importorskip("pymc")
+    import pymc as pm
+
+    from crowdrank.models.pymc_arrays import build_data_model
+
+    sd, ab = 0.3, np.array([[1.7, 0.28], [3.0, 0.6]])
+    m = build_data_model("crowdbt", np.array([[0, 1], [2, 3]]), np.array([0, 1]), 4, ab,
+                         level_sd=sd)
+    assert not m.potentials
+    with m:
+        pri = pm.sample_prior_predictive(draws=3000, random_seed=5).prior
+    v = np.asarray(pri["eta_aux"]).reshape(3000, -1)      # g of 1.7, 3.0, 0.6; u, e of 0.28
+    g_small = v[:, 3] * np.exp(-v[:, 4] / 0.28)
+    eta = np.asarray(pri["eta"]).reshape(3000, -1)
+    for w, S in enumerate([v[:, 0] + g_small, v[:, 1] + v[:, 2]]):
+        assert _ks_ok(np.log(S), stats.norm(0, sd))
+        assert _ks_ok(eta[:, w], stats.beta(*ab[w]))
+    assert _ks_ok(v[:, 3] - g_small, stats.expon())
 
 
 def test_refit_reuses_the_compiled_sampler():

@@ -16,17 +16,22 @@ The likelihood reads the orders as (possibly traced) arrays: one masked form per
 over the padded ``(n, K)`` table — Plackett–Luce stages ([Pan18], Eq. 1) with a reverse
 cumulative logsumexp, the ``K(K−1)/2`` position pairs of full rank-breaking ([Pan18],
 Lemma 1; [Chen13]) and COUPLE's stages ([Pan18], Eq. 3-4) — so one compiled density
-serves every data set of one shape. Normalised COUPLE, which enumerates the ``k!``
-orderings of each length, is not offered here (its layout is built in NumPy).
+serves every data set of one shape. Normalised COUPLE subtracts ``log Σ Eq. 4`` over the
+``k!`` orderings of each task's items: every ordering of the table's width ``K`` is
+scored at once and those that move a padding position are masked out
+(:func:`masked_log_normalizer`; ``K!`` rows per task, ``K ≤ 6`` as in the program).
 
 Every prior part is a sample site with a proper distribution, so ``Predictive`` draws
 the prior of every latent site: ``λ`` as :func:`crowdrank.models.numpyro.program.item_scores`
-and the worker family's sites of the exact Gamma construction (docs/design.md §5.1)
-**without** the magnitude reweighting ``eta_level`` (a ``numpyro.factor``, which
-``Predictive`` cannot draw): the helper sites ``eta_g ~ Gamma(α)``, ``eta_u ~
-Gamma(α + 1)``, ``eta_e ~ Exp(1)`` are then independent and exactly their own laws, and
-``η = g/Σg ~ Dirichlet(α)`` (``Beta(a, b)`` for CrowdBT) exactly as in the sampler's
-program, whose reweighting changes the helper sites' joint law but not ``η``'s.
+and the worker family's sites of the exact Gamma construction (docs/design.md §5.1). By
+default **without** the magnitude reweighting ``eta_level``: the helper sites ``eta_g ~
+Gamma(α)``, ``eta_u ~ Gamma(α + 1)``, ``eta_e ~ Exp(1)`` are then independent and exactly
+their own laws, and ``η = g/Σg ~ Dirichlet(α)`` (``Beta(a, b)`` for CrowdBT) exactly as in
+the sampler's program, whose reweighting changes the helper sites' joint law but not
+``η``'s. With ``make_model(..., level_sd=sd)`` the helpers carry the sampler's
+reweighting, the program's joint density exactly, as one site ``eta_aux``
+(:class:`LevelGammas`) that ``Predictive`` draws exactly — where the program's
+``numpyro.factor`` is a term ``Predictive`` cannot draw.
 """
 
 from __future__ import annotations
@@ -41,14 +46,16 @@ import numpyro
 import numpyro.distributions as dist
 from jax.nn import log_sigmoid
 
+from ..couple_normalizer import padded_orderings
 from ..registry import get
+from ..reparam import boost_split, level_log_ratio
 from .scores import item_scores
 
 #: A finite stand-in for ``−∞`` at padded positions: it keeps every logsumexp and its
 #: gradient finite (``exp(−∞ − (−∞))`` would be NaN), and adds exactly 0 to any real sum.
 _PAD = -1e30
 #: The models offered as functions of arrays.
-ARRAY_MODELS = ("pl", "bt", "crowdbt", "couple", "peergrader")
+ARRAY_MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized", "peergrader")
 
 
 # ---------------------------------------------------------------- masked likelihoods
@@ -99,6 +106,20 @@ def masked_couple(x, valid, log_w):
     return total
 
 
+def masked_log_normalizer(x, valid, log_w):
+    """``log Σ_π Eq. 4`` of each row over the ``k!`` orderings ``π`` of its ``k`` real
+    positions (normalised COUPLE; [Pan18], Eq. 4, docs/design.md §2): every ordering of the
+    table's ``K`` positions is scored by :func:`masked_couple` in one ``(n·K!, K)`` table
+    and those that move a padding position are left out of the logsumexp."""
+    n, K = x.shape
+    perms, last = padded_orderings(K)
+    P = perms.shape[0]
+    ll = masked_couple(x[:, perms].reshape(n * P, K), jnp.repeat(valid, P, axis=0),
+                       jnp.repeat(log_w, P, axis=0)).reshape(n, P)
+    k = jnp.sum(valid, axis=1)
+    return jax.nn.logsumexp(jnp.where(last[None, :] < k[:, None], ll, -jnp.inf), axis=1)
+
+
 def masked_loglik(model: str, lam, order, workers=None, log_eta=None):
     """One log-likelihood per row of the padded orders ``order`` ``(n, K)`` of ``model``,
     traceable in ``order``; ``log_eta`` is the family's table
@@ -113,6 +134,8 @@ def masked_loglik(model: str, lam, order, workers=None, log_eta=None):
         return masked_pairs(x, valid, log_w)
     if model == "couple":
         return masked_couple(x, valid, log_w)
+    if model == "couple-normalized":
+        return masked_couple(x, valid, log_w) - masked_log_normalizer(x, valid, log_w)
     if model == "peergrader":
         return masked_pl(x * jnp.exp(log_w)[:, None], valid)
     raise ValueError(f"no array form of model {model!r}; expected one of {ARRAY_MODELS}")
@@ -123,8 +146,8 @@ def masked_draw(model: str, key, items, lam, log_w=None):
     """New orders of the padded item sets ``items`` ``(n, K)`` by the model's generative
     process (as :class:`crowdrank.models.numpyro.program.RankingLikelihood`): PL by sorting
     ``λ + Gumbel`` with the padding last; CrowdBT reverses the real part with probability
-    ``1 − η``; COUPLE runs its stagewise story on each length's rows (needs concrete
-    ``items``)."""
+    ``1 − η``; COUPLE runs its stagewise story, normalised COUPLE draws one of the ``k!``
+    orderings by its probability, on each length's rows (both need concrete ``items``)."""
     k_true, k_flip, k_stage = jax.random.split(key, 3)
     x, valid = _gather(lam, items)
     if model == "peergrader":
@@ -137,15 +160,16 @@ def masked_draw(model: str, key, items, lam, log_w=None):
         rev = jnp.take_along_axis(true, jnp.where(j < k, k - 1 - j, j), axis=1)
         right = jnp.log(jax.random.uniform(k_flip, (items.shape[0],), lam.dtype)) < log_w[:, 0]
         return jnp.where(right[:, None], true, rev)
-    if model == "couple":
-        from .couple import draw_couple
+    if model in ("couple", "couple-normalized"):
+        from .couple import draw_couple, draw_normalized
 
+        draw = draw_couple if model == "couple" else draw_normalized
         lengths = np.asarray(valid).sum(axis=1)          # concrete items: one block per k
         out = jnp.full(items.shape, -1, items.dtype)
         for k, kk in zip(sorted(set(lengths.tolist())),
                          jax.random.split(k_stage, len(set(lengths.tolist())))):
             sel = np.flatnonzero(lengths == k)
-            rep = draw_couple(kk, jnp.asarray(items)[sel, :k], log_w[sel], lam)
+            rep = draw(kk, jnp.asarray(items)[sel, :k], log_w[sel], lam)
             out = out.at[sel, :k].set(rep.astype(items.dtype))
         return out
     return true
@@ -199,19 +223,110 @@ class ArrayRankings(dist.Distribution):
         return masked_draw(self.model, key, self.items, self.lam, self._log_w())
 
 
+# ---------------------------------------------------------------- reweighted worker sites
+class LevelGammas(dist.Distribution):
+    """The helper values of the exact Gamma construction of ``η_w ~ Dirichlet(α_w)``
+    (docs/design.md §5.1) under the sampler's magnitude reweighting, as one site: the value
+    is the program's ``eta_g`` (``α ≥ BOOST_BELOW``, row-major), ``eta_u`` and ``eta_e``
+    (the boosted entries) concatenated, ``(n_big + 2·n_small,)``.
+
+    ``log_prob`` is the program's joint density of those sites with its ``eta_level``
+    factor: ``Σ log Gamma(g; α) + Σ log Gamma(u; α + 1) + Σ log Exp(e; 1)`` plus, per worker,
+    :func:`crowdrank.models.reparam.level_log_ratio` of ``S = Σ_t g_t`` (``log g = log u −
+    e/α`` for boosted entries). The factor moves ``S`` from ``Gamma(Σα)`` to ``log S ~
+    Normal(0, sd²)`` and leaves the law of everything given ``S`` alone, so ``sample`` is
+    exact: ``log S ~ Normal(0, sd²)``; ``log η`` of a Dirichlet draw (in log space, by the
+    boost itself, so tiny ``α`` do not underflow); ``g = S·η``; and for a boosted entry
+    ``u = g + Exp(1)``, ``e = α log(u/g)`` — the law of ``(u, e)`` given ``g = u·e^{−e/α}``
+    (the density of ``(g, u)`` is ``g^{α−1} e^{−u}/Γ(α)`` on ``u ≥ g``)."""
+
+    arg_constraints: ClassVar[dict] = {}
+    support = dist.constraints.independent(dist.constraints.positive, 1)
+    pytree_data_fields = ("alpha",)
+    # static: the boost split, and what level_log_ratio reads in NumPy (Σα's lgamma)
+    pytree_aux_fields = ("big", "small", "alpha_sum", "sd")
+
+    def __init__(self, alpha, level_sd, validate_args=None):
+        a = np.asarray(alpha, float)
+        if a.ndim != 2 or not np.all(a > 0):
+            raise ValueError(f"alpha must be a positive (W, K) table, got shape {a.shape}")
+        big, small = boost_split(a)
+        self.big = tuple(tuple(int(i) for i in ix) for ix in big)
+        self.small = tuple(tuple(int(i) for i in ix) for ix in small)
+        self.alpha = jnp.asarray(a)
+        self.alpha_sum = tuple(float(v) for v in a.sum(axis=1))
+        self.sd = tuple(float(v) for v in np.broadcast_to(np.asarray(level_sd, float),
+                                                          a.shape[:1]))
+        size = len(self.big[0]) + 2 * len(self.small[0])
+        super().__init__(batch_shape=(), event_shape=(size,), validate_args=validate_args)
+
+    def _log_g(self, value):
+        """``(log g (..., W, K), log Gamma(g) + log Gamma(u) + log Exp(e))`` of ``value``."""
+        nb, ns = len(self.big[0]), len(self.small[0])
+        g, u, e = value[..., :nb], value[..., nb:nb + ns], value[..., nb + ns:]
+        a_big, a_small = self.alpha[self.big], self.alpha[self.small]
+        lp = (jnp.sum(dist.Gamma(a_big).log_prob(g), -1)
+              + jnp.sum(dist.Gamma(a_small + 1.0).log_prob(u), -1)
+              + jnp.sum(dist.Exponential(1.0).log_prob(e), -1))
+        log_g = jnp.zeros(value.shape[:-1] + self.alpha.shape, value.dtype)
+        log_g = log_g.at[(..., *self.big)].set(jnp.log(g))
+        return log_g.at[(..., *self.small)].set(jnp.log(u) - e / a_small), lp
+
+    def log_eta(self, value):
+        """The worker table ``log η = log g − log Σg`` ``(..., W, K)`` of ``value``."""
+        log_g, _ = self._log_g(value)
+        return log_g - jax.scipy.special.logsumexp(log_g, axis=-1, keepdims=True)
+
+    def log_prob(self, value):
+        log_g, lp = self._log_g(value)
+        log_s = jax.scipy.special.logsumexp(log_g, axis=-1)
+        return lp + jnp.sum(level_log_ratio(log_s, np.array(self.alpha_sum), jnp,
+                                            np.array(self.sd)), -1)
+
+    def sample(self, key, sample_shape=()):
+        k_u, k_e, k_s, k_x = jax.random.split(key, 4)
+        a = self.alpha
+        shape = tuple(sample_shape) + a.shape
+        lg = jnp.log(jax.random.gamma(k_u, a + 1.0, shape)) - jax.random.exponential(
+            k_e, shape) / a                                   # log Gamma(α) by the boost
+        log_eta = lg - jax.scipy.special.logsumexp(lg, axis=-1, keepdims=True)
+        log_s = jnp.asarray(self.sd) * jax.random.normal(k_s, shape[:-1])
+        log_g = log_s[..., None] + log_eta
+        log_u = jnp.logaddexp(log_g, jnp.log(jax.random.exponential(k_x, shape)))
+        e = a * (log_u - log_g)
+        return jnp.concatenate([jnp.exp(log_g[(..., *self.big)]),
+                                jnp.exp(log_u[(..., *self.small)]),
+                                e[(..., *self.small)]], axis=-1)
+
+
 # ---------------------------------------------------------------- the model functions
 def _worker_sites(model, alpha, level_sd):
     fam = get(model).worker_prior
     inputs = SimpleNamespace(alpha=np.asarray(alpha, float))
-    # level_sd=None: no magnitude reweighting, every helper site a proper distribution
-    return fam.numpyro_log_eta(inputs, "gamma", None, level_sd, reweight=level_sd is not None)
+    if level_sd is None or not fam.simplex_coordinates:
+        # no magnitude reweighting: every helper site its own proper distribution
+        return fam.numpyro_log_eta(inputs, "gamma", None, None, reweight=False)
+    site = LevelGammas(alpha, level_sd)
+    value = numpyro.sample("eta_aux", site)
+    nb, ns = len(site.big[0]), len(site.small[0])
+    # the program's site names, as deterministic slices of the joint value
+    for name, part in (("eta_g", value[:nb]), ("eta_u", value[nb:nb + ns]),
+                       ("eta_e", value[nb + ns:])):
+        if part.shape[0]:
+            numpyro.deterministic(name, part)
+    log_eta = site.log_eta(value)
+    numpyro.deterministic("eta", fam._det_eta(log_eta, jnp))
+    return log_eta
 
 
 def make_model(model: str, *, level: str = "centered", level_sd=None):
     """The NumPyro program of ``model`` as a function of arrays (module docstring):
     ``f(items, workers, n_items, alpha=None, mu0=0.0, sigma0=1.0, rankings=None)``.
-    ``level_sd`` (a number) adds the sampler's magnitude reweighting ``eta_level``
-    (docs/design.md §5.1), a factor that ``Predictive`` does not draw."""
+    ``level_sd`` (a number, or one per worker; the program's is
+    :data:`crowdrank.models.reparam.LEVEL_SD`) gives the Dirichlet and Beta families'
+    helper values the sampler's magnitude reweighting ``eta_level`` (docs/design.md §5.1)
+    as the one site ``eta_aux`` (:class:`LevelGammas`), drawn exactly by ``Predictive``;
+    ``eta_g``, ``eta_u``, ``eta_e`` are then its deterministic slices."""
     if model not in ARRAY_MODELS:
         raise ValueError(f"no array form of model {model!r}; expected one of {ARRAY_MODELS}")
     has_eta = get(model).has_eta
@@ -238,6 +353,7 @@ pl_model = make_model("pl")
 bt_model = make_model("bt")
 crowdbt_model = make_model("crowdbt")
 couple_model = make_model("couple")
+couple_normalized_model = make_model("couple-normalized")
 peergrader_model = make_model("peergrader")
 
 

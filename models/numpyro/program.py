@@ -130,8 +130,8 @@ class RankingLikelihood(dist.Distribution):
     fused scalar kernel :func:`couple_total`, as fast as before the observed site existed.
     Concrete orders other than the data's are re-laid out
     (:func:`crowdrank.models.model_inputs.with_orders`); traced orders go through the
-    masked form :func:`crowdrank.models.numpyro.arrays.masked_loglik` (every model but
-    normalised COUPLE), so one compilation serves every data set of one shape.
+    masked form :func:`crowdrank.models.numpyro.arrays.masked_loglik`, so one compilation
+    serves every data set of one shape.
 
     ``sample`` draws new orders of the same tasks by the model's generative process:
 

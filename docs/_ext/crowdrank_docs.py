@@ -350,7 +350,8 @@ def generate(app: Sphinx) -> None:
     env.crowdrank_before = (getattr(env, "crowdrank_results_index", None),
                             getattr(env, "crowdrank_guide_anchors", None),
                             getattr(env, "crowdrank_examples", None))
-    env.crowdrank_examples = report_examples.state(app)
+    env.crowdrank_examples = (report_examples.state(app),
+                              sorted(p.name for p in (docs / "figures").glob("*.png")))
     env.crowdrank_code_before = getattr(env, "crowdrank_code", None)
     env.crowdrank_code = code_fingerprint(docs.parent)
     env.crowdrank_keys = reference_keys(docs)
@@ -386,7 +387,7 @@ def outdated(app: Sphinx, env, added, changed, removed) -> list[str]:
     out = []
     if env.crowdrank_code_before != env.crowdrank_code:      # docstrings, options
         out += [d for d in env.found_docs if d.startswith(("api/", "cli/"))]
-    if examples_before != report_examples.state(app):
+    if examples_before != env.crowdrank_examples:
         out += [d for d in env.found_docs if d == "gallery"]
     if index_before != env.crowdrank_results_index and "results" in env.found_docs:
         out.append("results")
@@ -449,15 +450,30 @@ class OptionalAutomodule(SphinxDirective):
         return container.children
 
 
+GALLERY = re.compile(r"^```\{crowdrank-gallery\} (\S+)", re.MULTILINE)
+
+
 class Gallery(SphinxDirective):
     """``{crowdrank-gallery} PREFIX`` with ``:link: DOCNAME``: a card per
-    ``docs/figures/PREFIX*.png``, its thumbnail linking to the page that shows it."""
+    ``docs/figures/PREFIX*.png``, its thumbnail linking to the page that shows it.
+
+    ``{crowdrank-gallery} others``: the figures no other prefix of the page shows (a
+    study's new figure is in the gallery without an edit), each linking to its study's
+    results page when there is one (``results/PREFIX`` for ``PREFIX_*.png``), else to the
+    results."""
     required_arguments = 1
-    option_spec: ClassVar[dict] = {"link": directives.unchanged_required}
+    option_spec: ClassVar[dict] = {"link": directives.unchanged}
 
     def run(self):
         figdir = Path(self.env.srcdir) / "figures"
-        figs = sorted(figdir.glob(f"{self.arguments[0]}*.png"))
+        if self.arguments[0] == "others":
+            source = self.env.doc2path(self.env.docname).read_text(encoding="utf-8")
+            taken = tuple(p for p in GALLERY.findall(source) if p != "others")
+            figs = [f for f in sorted(figdir.glob("*.png")) if not f.name.startswith(taken)]
+            if not figs:
+                return [nodes.paragraph(text="None: every stored figure is shown above.")]
+        else:
+            figs = sorted(figdir.glob(f"{self.arguments[0]}*.png"))
         if not figs:
             logger.warning("gallery: no docs/figures/%s*.png", self.arguments[0],
                            location=self.get_location())
@@ -466,14 +482,20 @@ class Gallery(SphinxDirective):
         lines = ["````{grid} 1 2 3 3", ":gutter: 2", ":class-container: crowdrank-gallery", ""]
         for f in figs:
             self.env.note_dependency(str(f))
+            link = self.options.get("link") or self._study(f)
             lines += ["```{grid-item-card}", f":img-top: {up}figures/{f.name}",
-                      f":link: {self.options['link']}", ":link-type: doc", "",
+                      f":link: {link}", ":link-type: doc", "",
                       f.stem.replace("_", " "), "```", ""]
         lines.append("````")
         container = nodes.container()
         self.state.nested_parse(StringList(lines, self.get_source_info()[0]),
                                 self.content_offset, container)
         return container.children
+
+    def _study(self, fig: Path) -> str:
+        slug = fig.stem.split("_")[0].replace("_", "-")
+        page = Path(self.env.srcdir) / "results" / f"{slug}.md"
+        return f"results/{slug}" if page.is_file() else "results"
 
 
 def setup(app: Sphinx) -> dict:

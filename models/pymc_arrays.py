@@ -125,6 +125,9 @@ def level_gammas(fam, alpha, level_sd):
     big, small = boost_split(a)
     nb, ns = big[0].size, small[0].size
     sd = np.broadcast_to(np.asarray(level_sd, float), a.shape[:1])
+    if not np.all(sd > 0):
+        raise ValueError(f"level_sd must be positive (one value or one per worker), "
+                         f"got {level_sd!r}")
 
     def log_g_of(value):
         log_g = pt.zeros(a.shape)

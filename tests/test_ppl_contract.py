@@ -277,6 +277,8 @@ def test_level_gammas_draws_its_density():
     expectations equal to importance-weighted ones under the independent helpers (the
     weight is the density ratio, written with SciPy)."""
     sd, ab = 0.3, np.array([[1.7, 0.28], [3.0, 0.6]])
+    with pytest.raises(ValueError, match="level_sd must be positive"):
+        A.LevelGammas(ab, [0.3, 0.0])
 
     def scipy_logp(v):
         g = np.array([v[0], v[3] * np.exp(-v[4] / 0.28)])

@@ -250,6 +250,9 @@ class LevelGammas(dist.Distribution):
         a = np.asarray(alpha, float)
         if a.ndim != 2 or not np.all(a > 0):
             raise ValueError(f"alpha must be a positive (W, K) table, got shape {a.shape}")
+        if not np.all(np.asarray(level_sd, float) > 0):
+            raise ValueError(f"level_sd must be positive (one value or one per worker), "
+                             f"got {level_sd!r}")
         big, small = boost_split(a)
         self.big = tuple(tuple(int(i) for i in ix) for ix in big)
         self.small = tuple(tuple(int(i) for i in ix) for ix in small)

@@ -28,16 +28,24 @@ import make_notebooks
 sys.path.remove(str(TUTORIALS))
 
 
+#: the notebooks executed in this session, for the site's pages (the last test)
+EXECUTED: dict[str, nbformat.NotebookNode] = {}
+
+
 def _execute(name: str, cwd: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, float]:
     from nbclient import NotebookClient
 
     nb = nbformat.read(TUTORIALS / name, as_version=4)
     env_before = os.environ.get("MPLBACKEND")
-    os.environ["MPLBACKEND"] = "Agg"              # the kernel inherits it: no display needed
+    # the kernel inherits the environment: without MPLBACKEND its inline backend puts each
+    # figure in the cell's output (no display needed), as the site's build does
+    # (docs/conf.py), so the last test renders the pages a reader sees from these runs
+    os.environ.pop("MPLBACKEND", None)
     try:
         t = time.perf_counter()
         NotebookClient(nb, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": str(cwd)}}).execute()
+        EXECUTED[name] = nb
         return nb, time.perf_counter() - t
     finally:
         if env_before is None:
@@ -127,3 +135,26 @@ def test_real_data_notebook(tmp_path, shared_datasets):
     assert abs(acc_all - 0.92) < 0.02 and abs(float(row.group(2)) - 0.92) < 0.02
     removed = re.search(r"removed: \[([^\]]*)\]", out)
     assert removed and len(re.findall(r"'[^']*'", removed.group(1))) == 6, out
+
+
+@pytest.mark.slow
+def test_site_pages_show_the_executed_tutorials_figures(tmp_path):
+    """The site's tutorial pages, rendered by its Sphinx configuration from the notebooks
+    the tests above executed (no second run): every page holds a figure and every image
+    decodes in headless Chromium (tests/site_checks.py; ``make docs`` checks the same on
+    its own executed build). Last in this file, which runs on one worker in order."""
+    import site_checks
+
+    if not EXECUTED:
+        pytest.skip("no tutorial was executed in this session (the notebook tests above)")
+    site = site_checks.render_tutorials(EXECUTED, tmp_path)
+    names = [n.removesuffix(".ipynb") for n in EXECUTED]
+    assert site_checks.tutorial_page_errors(site, names) == []
+    exe = site_checks.check_site.chromium()
+    if exe is None:
+        pytest.skip("chromium not installed (apt-get install -y chromium): the tutorial "
+                    "pages have their figures, but they were not decoded in a browser")
+    errors = site_checks.check_site.image_errors(site, exe)
+    assert errors == [], errors
+    pages = {p.relative_to(site).as_posix() for p in site.glob("tutorials/*.html")}
+    assert {f"tutorials/{n}.html" for n in names} <= pages

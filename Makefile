@@ -57,8 +57,11 @@ results: venv
 # the documentation site -> docs/_build/html (open docs/_build/html/index.html): Sphinx,
 # MyST-NB and the PyData theme (docs/conf.py); the tutorials are executed and cached
 # (docs/_build/.jupyter_cache: an unchanged notebook is not re-run); any warning fails;
-# then every link, image and tutorial figure is checked (docs/_ext/check_site.py).
-# CROWDRANK_DOCS_EXECUTE=off builds without executing the notebooks.
+# then every link, image and tutorial figure is checked (docs/_ext/check_site.py). The
+# gallery's reports are rendered by small seeded runs of the commands, cached in
+# docs/_build/.report_examples (docs/_ext/report_examples.py).
+# CROWDRANK_DOCS_EXECUTE=off builds without executing the notebooks;
+# CROWDRANK_DOCS_EXAMPLES=off (or a list of names) without generating every report.
 DOCS_EXECUTE = $(if $(filter off,$(CROWDRANK_DOCS_EXECUTE)),,--tutorials)
 docs: $(VENV)/.docs-installed
 	$(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html

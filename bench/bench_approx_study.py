@@ -22,7 +22,9 @@ their closed-form independent Gaussians (``compare_variant``), which is their de
 Partial results are written after every method; a subject or method that did not run
 before ``--stop-at`` (UTC) is recorded as not run, never filled in::
 
-    python bench/bench_approx_study.py run [--only NAME,...] [--stop-at 05:50]
+    python bench/bench_approx_study.py run [--only NAME,...] [--stop-at 05:45]
+        [--last-reference-at 05:20] [--resume]
+    python bench/bench_approx_study.py close    # mark what a killed run left as not run
     python bench/bench_approx_study.py render   # figures + the section of docs/fidelity.md
 
 Writes ``bench/results/approx_study.json``; ``render`` draws
@@ -67,6 +69,10 @@ REFERENCE_CONFIGS = {
     "readlevel-couple": {"backend": "numpyro", "tune": 250, "draws": 500},
     "readlevel-crowdbt": {"backend": "numpyro", "tune": 250, "draws": 500},
 }
+# the study reads the posterior draws only: no pointwise log-likelihood, no predictive
+# draws (PyMC draws the latter in object mode, minutes that are not the sampler's cost)
+for _cfg in REFERENCE_CONFIGS.values():
+    _cfg.update(pointwise=False, predictive=False)
 PPL_METHODS = ("advi", "fullrank-advi", "lowrank-advi", "pathfinder", "laplace-ppl")
 CONTEXT = ("one-pass", "ep5 damping=0")     # labels of bench_fidelity.variants()
 Z_BOX, SD_BOX = 0.1, (0.9, 1.1)
@@ -145,7 +151,11 @@ def reference(name: str, cache: Path, log) -> tuple[object, dict]:
     rec.update(trusted=bool(gate.trusted), gate=gate.verdict(), computed_here=computed,
                cpu_s_kind=("getrusage, this process and its children" if computed
                            or info.get("saved_by") else "process_time of the sampling process"),
-               gradients=nuts_gradients(idata, info.get("timings") or {}))
+               gradients=nuts_gradients(idata, info.get("timings") or {}),
+               # wall seconds of the pointwise log-likelihood and predictive draws inside
+               # the CPU s (a reference sampled with them on)
+               extras_wall_s=round(sum((info.get("timings") or {}).get(k, 0.0)
+                                       for k in ("pointwise", "predictive")), 1))
     log(f"{name}: reference {rec['gate']} ({rec['cpu_s']} CPU s)")
     return idata, rec
 
@@ -283,13 +293,21 @@ def close_record(rec: dict, why: str = "stopped at the deadline") -> dict:
     return rec
 
 
-def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: list[str]
-        ) -> dict:
+def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: list[str],
+        last_reference: str | None = None, resume: bool = False) -> dict:
     """Every subject of ``names`` in turn (module docstring); the record is rewritten after
-    each method, and what the deadline left out is marked ``not run``."""
+    each method, and what the deadline left out is marked ``not run``. No NUTS reference
+    starts sampling after ``last_reference`` (UTC HH:MM); ``resume`` keeps the subjects the
+    record at ``path`` holds as done (with their own dates and loads)."""
     from crowdrank.models.registry import get as get_model
 
-    stop = _stop_time(stop_at)
+    stop, last_ref = _stop_time(stop_at), _stop_time(last_reference)
+    old = json.loads(path.read_text()) if resume and path.is_file() else {"subjects": []}
+    kept = {s["name"]: s for s in old["subjects"] if s.get("status") == "done"}
+    for n, s in kept.items():           # a record written before extras_wall_s existed
+        t = json.loads((cache / n / "reference.json").read_text()).get("timings") or {}
+        s["reference"].setdefault("extras_wall_s", round(
+            sum(t.get(k, 0.0) for k in ("pointwise", "predictive")), 1))
 
     def log(msg):
         print(f"[{datetime.now(UTC):%H:%M:%S}] {msg}", flush=True)
@@ -302,16 +320,27 @@ def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: li
            "stop_at_utc": stop_at, "load_before": [round(x, 2) for x in os.getloadavg()],
            "env": fid.env(), "box": {"abs_z": Z_BOX, "sd_ratio": list(SD_BOX),
                                      "on": ["centred", "eta1"]},
-           "subjects": [{"name": n, "model": fid.subjects()[n][1], "status": "not run",
-                         "methods": [{"label": lab, "options": o, "status": "not run"}
-                                     for lab, o in method_plan(fid.subjects()[n][1])]}
+           "subjects": [kept.get(n) or {
+               "name": n, "model": fid.subjects()[n][1], "status": "not run",
+               "methods": [{"label": lab, "options": o, "status": "not run"}
+                           for lab, o in method_plan(fid.subjects()[n][1])]}
                         for n in names]}
+    if kept:
+        rec["resumed"] = {k: old.get(k) for k in ("date", "commit", "command")} | {
+            "kept": sorted(kept)}
     _write(rec, path)
     try:
         for subj in rec["subjects"]:
             name, model = subj["name"], subj["model"]
+            if name in kept:
+                continue
             if late():
                 subj["status"] = "not run: the study's deadline came first"
+                continue
+            if (last_ref is not None and datetime.now(UTC) >= last_ref
+                    and not (cache / name / "posterior.nc").is_file()):
+                subj["status"] = (f"not run: its NUTS reference would have started after "
+                                  f"{last_reference} UTC, too late to end by the deadline")
                 continue
             subj["status"] = "running"
             try:
@@ -411,8 +440,11 @@ def _ref_line(subj: dict) -> str:
     by = ("this study" if r.get("computed_here")
           else "bench/bench_fidelity.py reference into the same cache")
     load = (r.get("loadavg_before") or ["?"])[0]
+    extra = ("" if not r.get("extras_wall_s") else
+             f" (of which {r['extras_wall_s']} s wall the pointwise log-likelihood and "
+             "predictive draws, not sampling)")
     return (f"Reference: {cfg}, {trust} ({r['gate']}); {r['cpu_s']} CPU s, {r['wall_s']} s "
-            f"wall{grads}; sampled by {by} ({r.get('date')}, load {load}).")
+            f"wall{extra}{grads}; sampled by {by} ({r.get('date')}, load {load}).")
 
 
 def subject_section(subj: dict) -> list[str]:
@@ -595,6 +627,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", default=str(fid.CACHE), help="folder of the NUTS references")
     ap.add_argument("--stop-at", default=None,
                     help="UTC HH:MM after which no new subject or method starts")
+    ap.add_argument("--last-reference-at", default=None,
+                    help="UTC HH:MM after which no NUTS reference starts sampling")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the subjects the record already holds as done")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     names = list(SUBJECTS) if args.only is None else args.only.split(",")
@@ -602,7 +638,8 @@ def main(argv=None) -> int:
     if bad:
         ap.error(f"unknown subject(s) {bad}; expected {list(SUBJECTS)}")
     if args.step == "run":
-        run(names, Path(args.cache), args.stop_at, Path(args.out), argv)
+        run(names, Path(args.cache), args.stop_at, Path(args.out), argv,
+            args.last_reference_at, args.resume)
         return 0
     if args.step == "close":          # a run stopped from outside: say what it left
         rec = close_record(json.loads(Path(args.out).read_text()))

@@ -172,26 +172,31 @@ def test_init_is_checked():
 
 
 def test_init_from_online_json_reads_means(tmp_path):
+    """``fit --method nuts --init-from posterior.json``'s reading (read_posterior, then
+    warm_start): a file without item variances gives a point start at the means, COUPLE's
+    workers at the Dirichlet means cut to K; a missing item or bad JSON is a DataError."""
+    from crowdrank.inference.method_fits import warm_start
+    from crowdrank.inference.posterior import read_posterior
     from crowdrank.models.data import DataError
-    from crowdrank.reports.commands.fit_nuts import init_from_online_json
 
     d = simulate("couple", n_items=4, n_workers=2, tasks_per_worker=5, kmax=3,
                  seed=1).rankings
     js = {"model": "couple", "method": "online",
-          "items": {it: {"mu": float(i), "sigma2": 1.0} for i, it in enumerate(d.items)},
+          "items": {it: {"mu": float(i), "sigma2": float("nan")} for i, it in enumerate(d.items)},
           "workers": {w: {"alpha": [3.0, 1.0, 0.5, 9.0]} for w in d.workers}}
     p = tmp_path / "posterior.json"
     p.write_text(json.dumps(js))
-    init = init_from_online_json(p, d, "couple")
+    approx, init = warm_start(read_posterior(p), d, str(p), "couple")
+    assert approx is None
     np.testing.assert_array_equal(init["lambda"], np.arange(d.n_items, dtype=float))
     np.testing.assert_allclose(init["eta"][0], np.array([3.0, 1.0, 0.5]) / 4.5)
     del js["items"][d.items[0]]
     p.write_text(json.dumps(js))
     with pytest.raises(DataError, match="not in the posterior"):
-        init_from_online_json(p, d, "couple")
+        warm_start(read_posterior(p), d, str(p), "couple")
     p.write_text("{not json")
     with pytest.raises(DataError, match="line 1"):
-        init_from_online_json(p, d, "couple")
+        read_posterior(p)
 
 
 @pytest.mark.slow

@@ -536,8 +536,8 @@ four figures over their bounds (0 inside). Figures of a method with draws come f
 draws (centred per draw), those of the online and EP rows from their independent
 Gaussians. k̂: PSIS of the approximation against the exact posterior ([Yao18];
 [Vehtari24]). CPU s: `getrusage` of the study's one process and its children, for one fit,
-JIT compilation included (the one-pass row also loads the numba kernels that EP then
-shares); gradients: log-density gradients where the method reports them ("≥": L-BFGS
+JIT compilation included (the first one-pass fit of a model in the process also loads the
+numba kernels that EP then shares: the default subjects' rows); gradients: log-density gradients where the method reports them ("≥": L-BFGS
 iterations, a lower bound). The machine's 2 cores were shared with other work (load in the
 JSON): CPU seconds are less inflated by that than wall seconds, not immune.
 Frontier figures: x CPU seconds (log; below 0.01 drawn at 0.01), y distance to the box;

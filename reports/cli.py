@@ -64,9 +64,11 @@ def is_user_error(exc: BaseException) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # one XLA host device per NUTS chain; only possible before JAX starts
-    from crowdrank.inference.nuts import configure_host_devices
+    # one XLA host device per NUTS chain, and compiled programs kept between runs; both
+    # only possible before JAX starts
+    from crowdrank.inference.nuts import configure_compilation_cache, configure_host_devices
     configure_host_devices()
+    configure_compilation_cache()
     argv = sys.argv[1:] if argv is None else list(argv)
     # the first word names the command (the top level has no options but --help);
     # anything else (--help, a typo, nothing) gets the parser with every command

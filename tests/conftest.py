@@ -78,7 +78,7 @@ def _session_compilation_cache() -> None:
     program itself (its HLO, the compile options, the JAX version), so a hit is the same
     executable; the draws do not change. The cache lives in a fresh temporary folder
     removed when the run ends: every run starts cold, as on CI, and nothing is shared with
-    other runs or with the README commands' subprocesses. Only compiles above
+    other runs; the commands' subprocesses keep theirs in a subfolder (see below). Only compiles above
     :data:`CACHE_MIN_COMPILE_S` are written (the many tiny eager ones cost more to store
     than to redo). ``CROWDRANK_TEST_JAX_CACHE=0`` turns it off.
 
@@ -90,6 +90,7 @@ def _session_compilation_cache() -> None:
     worker reads an entry another is still writing. Only the process that made the
     folder removes it."""
     if os.environ.get("CROWDRANK_TEST_JAX_CACHE", "1") == "0":
+        os.environ["CROWDRANK_XLA_CACHE"] = "off"   # the commands' subprocesses too
         return
     import atexit
     import shutil
@@ -106,6 +107,11 @@ def _session_compilation_cache() -> None:
         atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
         os.environ[CACHE_ENV] = _CACHE_DIR         # for the xdist workers started later
     jax.config.update("jax_compilation_cache_dir", _CACHE_DIR)
+    # the crowdrank commands the tests start (the README's, as typed) keep their compiled
+    # programs where a user's would be kept between runs (configure_compilation_cache),
+    # but in this run's folder: cold at the start of every run, as on a fresh machine,
+    # and never the user's own cache
+    os.environ["CROWDRANK_XLA_CACHE"] = os.path.join(_CACHE_DIR, "commands")
     jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_S)
     jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
 

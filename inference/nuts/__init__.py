@@ -23,7 +23,7 @@ for many data sets) and :mod:`~crowdrank.inference.nuts.pair_nuts` (the pairwise
 
 from .config import BACKENDS, POINTWISE_LIMIT, PREDICTIVE_DRAWS, NutsConfig
 from .datatree import read_nuts, to_datatree, write_nuts
-from .fit import NutsResult, configure_host_devices, fit_nuts
+from .fit import NutsResult, configure_compilation_cache, configure_host_devices, fit_nuts
 from .numpyro import adaptation_summary, coordinate_names, gradient_timing
 from .route import NutsRoute, route_for
 from .starts import jittered_starts, numpyro_starts_from_draws, pymc_initvals
@@ -36,6 +36,7 @@ __all__ = [
     "NutsResult",
     "NutsRoute",
     "adaptation_summary",
+    "configure_compilation_cache",
     "configure_host_devices",
     "coordinate_names",
     "fit_nuts",

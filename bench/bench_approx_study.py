@@ -346,7 +346,11 @@ def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: li
             try:
                 idata, subj["reference"] = reference(name, cache, log)
             except Exception as exc:  # noqa: BLE001  (recorded; the next subject is tried)
-                subj["status"] = f"not run: the reference failed ({type(exc).__name__}: {exc})"
+                # PyMC turns the hard stop's SIGINT into its own error: said as the stop
+                subj["status"] = ("not run: stopped at the deadline before its NUTS "
+                                  "reference finished" if late() else
+                                  f"not run: the reference failed ({type(exc).__name__}: "
+                                  f"{exc})")
                 _write(rec, path)
                 continue
             subj["trusted"] = subj["reference"]["trusted"]

@@ -199,19 +199,9 @@ def _initialize(data, model, priors, simplex, level, fast, seed) -> Target:
     inputs = model_inputs(model, data, priors)
     param = {"simplex": simplex, "level": level, "fast": fast}
     kw = {"simplex": simplex, "level": level, "fast": fast, "pointwise": False}
-    made = {}
-
-    def init(key):
-        made["info"] = initialize_model(key, npm.model, model_args=(inputs,),
-                                        model_kwargs=kw,
-                                        init_strategy=init_to_median(num_samples=15))
-        return made["info"].param_info.z
-
-    # compiled as one program: run op by op, NumPyro's search for a valid start (prior
-    # draws, the potential and its gradient) compiles every operation on its own, ~20 CPU
-    # s for COUPLE; the functions it returns hold no traced values (fixed supports)
-    z0_tree = jax.jit(init)(jax.random.PRNGKey(seed))
-    info = made["info"]
+    info = initialize_model(jax.random.PRNGKey(seed), npm.model, model_args=(inputs,),
+                            model_kwargs=kw, init_strategy=init_to_median(num_samples=15))
+    z0_tree = info.param_info.z
     flat0, unravel = ravel_pytree(z0_tree)
     potential, post = info.potential_fn, info.postprocess_fn
 

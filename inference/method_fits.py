@@ -15,7 +15,8 @@ from pathlib import Path
 
 from crowdrank.models.errors import DataError, UsageError
 
-from .posterior import Posterior, from_batch, from_em, from_nuts, from_online, read_posterior
+from .posterior import Posterior, from_batch, from_em, from_nuts, from_online
+from .posterior_io import read_posterior
 
 
 def _given(**kw) -> dict:

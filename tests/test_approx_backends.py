@@ -52,7 +52,7 @@ def test_numpyro_and_pymc_advi_agree(problem):
 
 def test_registry_entry_writes_the_nuts_layout(problem, tmp_path):
     from crowdrank.inference import methods
-    from crowdrank.inference.posterior import read_posterior, write_posterior
+    from crowdrank.inference.posterior_io import read_posterior, write_posterior
 
     data, priors = problem
     m = methods.get("laplace-ppl")

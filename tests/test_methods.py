@@ -135,7 +135,7 @@ def test_register_refuses_a_taken_name(toy_method):
 def test_toy_method_through_crowdrank_fit(toy_method, tmp_path, capsys):
     import numpy as np
 
-    from crowdrank.inference.posterior import read_posterior
+    from crowdrank.inference.posterior_io import read_posterior
     from crowdrank.reports.cli import main
 
     f, data = _bt_file(tmp_path)
@@ -218,7 +218,8 @@ def test_contracts_md_lists_posterior_and_method():
     tests/test_docs.py)."""
     from test_docs import _check_signature, _contract_params
 
-    from crowdrank.inference.posterior import Marginals, Posterior, read_posterior
+    from crowdrank.inference.posterior import Marginals, Posterior
+    from crowdrank.inference.posterior_io import read_posterior
 
     for cls in (Posterior, Marginals, methods.Method):
         assert _contract_params(cls.__name__)[0] == [f.name for f in fields(cls)]

@@ -176,7 +176,7 @@ def test_init_from_online_json_reads_means(tmp_path):
     warm_start): a file without item variances gives a point start at the means, COUPLE's
     workers at the Dirichlet means cut to K; a missing item or bad JSON is a DataError."""
     from crowdrank.inference.method_fits import warm_start
-    from crowdrank.inference.posterior import read_posterior
+    from crowdrank.inference.posterior_io import read_posterior
     from crowdrank.models.data import DataError
 
     d = simulate("couple", n_items=4, n_workers=2, tasks_per_worker=5, kmax=3,

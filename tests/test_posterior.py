@@ -13,13 +13,8 @@ import numpy as np
 import pytest
 
 from crowdrank.inference.gate import Gate
-from crowdrank.inference.posterior import (
-    Posterior,
-    as_posterior,
-    moment_marginals,
-    read_posterior,
-    write_posterior,
-)
+from crowdrank.inference.posterior import Posterior, as_posterior, moment_marginals
+from crowdrank.inference.posterior_io import read_posterior, write_posterior
 
 ITEMS = ("a", "b", "c")
 WORKERS = ("u", "v")

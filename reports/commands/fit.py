@@ -13,7 +13,7 @@ every method's options, so that one given to the wrong method is a clear error
 methods, ``crowdrank fit --method M --help`` the shared options and M's. A method with
 its own writer in :data:`RUNNERS` (the online stream, EP's pass lines, NUTS's gate, the
 batch tables) uses it; any other method, a registered extension included, is fitted by
-its entry and written by :func:`crowdrank.inference.posterior.write_posterior` plus
+its entry and written by :func:`crowdrank.inference.posterior_io.write_posterior` plus
 ``items.csv`` (:func:`run_generic`).
 """
 
@@ -337,8 +337,8 @@ def run(args) -> int:
 
 def run_generic(args, method, options) -> int:
     """Any method without a writer of its own: ``posterior.json`` (and ``posterior.nc``
-    for draws) by :func:`~crowdrank.inference.posterior.write_posterior`, ``items.csv``."""
-    from crowdrank.inference.posterior import write_posterior
+    for draws) by :func:`~crowdrank.inference.posterior_io.write_posterior`, ``items.csv``."""
+    from crowdrank.inference.posterior_io import write_posterior
 
     data, priors = load(args)
     post = method.run(data, args.model, priors, options, seed=args.seed,

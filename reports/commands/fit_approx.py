@@ -31,7 +31,7 @@ def summary_lines(post) -> list[str]:
 
 def run_method(args, options) -> int:
     from crowdrank.inference import methods
-    from crowdrank.inference.posterior import write_posterior
+    from crowdrank.inference.posterior_io import write_posterior
     from crowdrank.reports.commands.fit import load
 
     data, priors = load(args)

@@ -18,7 +18,7 @@ comparison graph is not strongly connected. Writes
   not, the objective, the prior, timings, and the bootstrap's settings;
 - ``DIR/posterior.json`` (and ``posterior.nc`` with the bootstrap's refits): the
   :class:`~crowdrank.inference.posterior.Posterior`, read back by
-  :func:`~crowdrank.inference.posterior.read_posterior`.
+  :func:`~crowdrank.inference.posterior_io.read_posterior`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def run_method(args, options) -> int:
     """``--method map|ml`` through its entry (:mod:`crowdrank.inference.methods`): BT/PL by
     the batch solvers, CrowdBT's MAP by EM (:func:`write_em`)."""
     from crowdrank.inference import methods
-    from crowdrank.inference.posterior import write_posterior
+    from crowdrank.inference.posterior_io import write_posterior
     from crowdrank.reports.commands.fit import load
 
     data, priors = load(args)

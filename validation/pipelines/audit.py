@@ -316,7 +316,7 @@ def write_model_fits(audit: ModelAudit, out: Path, cfg: AuditConfig) -> None:
         The audit's choices.
     """
     from crowdrank.inference.nuts import write_nuts
-    from crowdrank.inference.posterior import write_posterior_json
+    from crowdrank.inference.posterior_io import write_posterior_json
 
     online_dir = out / audit.model / "online"
     for opts, post in zip(audit.variant_opts, audit.posteriors):

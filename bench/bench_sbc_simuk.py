@@ -11,7 +11,7 @@ ranks of the deterministic accuracy ``eta`` by simuk's rule. simuk runs in chunk
 ``--chunk`` replicates (seeds ``seed``, ``seed + 1``, ...), each saved as it finishes.
 
     nice -n 10 python bench/bench_sbc_simuk.py --kmax 4 --sims 100 \\
-        --out bench/results/sbc_simuk_k4.json
+        --out /tmp/sbc_simuk_k4.json
 """
 
 from __future__ import annotations

@@ -32,6 +32,15 @@ the sampler's program, whose reweighting changes the helper sites' joint law but
 reweighting, the program's joint density exactly, as one site ``eta_aux``
 (:class:`LevelGammas`) that ``Predictive`` draws exactly — where the program's
 ``numpyro.factor`` is a term ``Predictive`` cannot draw.
+
+**BT and CrowdBT are pairwise models.** On rankings of two items their density is a
+distribution over orderings and ``Predictive`` draws from it. On longer rankings their
+likelihood is the rank-broken product over position pairs (a pseudo-likelihood: summed
+over the ``k!`` orderings it is below 1, e.g. 0.79 at ``k = 3`` and 0.43 at ``k = 4`` for
+CrowdBT with ``η = 0.95``), while their ``sample`` draws a Plackett–Luce order reversed
+whole with probability ``1 − η``: the draws do not follow the density. Simulation-based
+calibration of BT or CrowdBT (``simuk``, ``crowdrank sbc``) must use pairs
+(docs/sbc.md, "CrowdBT's accuracy and the outside tool").
 """
 
 from __future__ import annotations

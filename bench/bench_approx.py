@@ -110,7 +110,10 @@ def render(path: Path, out: Path) -> str:
     lines.append(f"Measured {r['date']} at commit {r['commit']}: `{r['command']}`, "
                  f"{r['wall_s']} s wall (goal {r['budget_s']:.0f} s), {r['cpu_s_children']} "
                  f"CPU s, {r['cpus']} CPUs, load {r['loadavg_before'][0]} before / "
-                 f"{r['loadavg_after'][0]} after (the machine was shared)"
+                 f"{r['loadavg_after'][0]} after"
+                 + (" (the machine was shared)" if r["loadavg_before"][0] > 1.5 else
+                    " (the machine otherwise idle)")
+                 + ("; goal met" if r["wall_s"] <= r["budget_s"] else "; goal NOT met")
                  + {"cold": "; an empty XLA cache (every program compiled)",
                     "user": "; the user's XLA cache (programs of earlier runs reused)"}.get(
                      r.get("xla_cache"), "") + ".")

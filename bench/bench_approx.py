@@ -142,12 +142,10 @@ def render(path: Path, out: Path) -> str:
                            f"{n.get('sampling')}).")]
     lines += ["", END]
     section = "\n".join(lines)
-    text = out.read_text()
-    if START in text:
-        text = text[:text.index(START)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    out.write_text(text)
+    sys.path.insert(0, str(ROOT / "bench"))     # when imported by bench/tools/render_results.py
+    from bench_fidelity import write_block
+
+    write_block(out, START, END, section)
     return section
 
 

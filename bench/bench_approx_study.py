@@ -613,12 +613,7 @@ def render(path: Path = RESULTS, out: Path = ROOT / "docs" / "fidelity.md",
             if "reference" in subj and _done(subj):
                 frontier_figure(subj, FIGURES / f"approx_frontier_{subj['name']}.png")
     section = render_section(rec)
-    text = out.read_text()
-    if START in text:
-        text = text[:text.index(START)] + section + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    out.write_text(text)
+    fid.write_block(out, START, END, section)
     return section
 
 

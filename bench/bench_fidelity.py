@@ -865,6 +865,19 @@ def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "
     return text
 
 
+def write_block(out: Path, start: str, end: str, section: str) -> None:
+    """Put ``section`` (which opens with ``start`` and closes with ``end``) in ``out`` in
+    place of the page's block between those markers, or at its end when it has none: how
+    the benchmarks that render into docs/fidelity.md (bench_approx.py,
+    bench_approx_study.py) update their own section without touching the rest."""
+    text = out.read_text()
+    if start in text:
+        text = text[:text.index(start)] + section + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    out.write_text(text)
+
+
 def _results(path: Path) -> dict | None:
     """A step's results JSON, or ``None`` when that step has not been run (its section is
     then left out of the page)."""

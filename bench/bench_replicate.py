@@ -64,6 +64,13 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + ch.ru_utime + ch.ru_stime
 
 
+def _commit() -> str:
+    import subprocess
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                          check=False, capture_output=True,
+                          text=True).stdout.strip() or "unknown"
+
+
 def write(name: str, obj: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"replicate_{name}.json"
@@ -87,6 +94,8 @@ def run_one(name: str, args) -> dict:
     cpu = cpu_seconds() - c0
     write_all(summary, out)
     obj = {"benchmark": "replicate", "experiment": name, "repeats": repeats,
+           "date": before["date"], "commit": _commit(),
+           "command": "python bench/bench_replicate.py " + " ".join(sys.argv[1:]),
            "wall_seconds": wall, "cpu_seconds": cpu,
            "cpu_seconds_per_process": cpu / max(1, args.processes),
            "processes": args.processes, "nuts": args.nuts,

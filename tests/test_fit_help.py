@@ -134,6 +134,39 @@ def test_option_of_another_method_is_a_one_line_error(tmp_path, capsys):
     assert "--draws is an option of --method nuts, advi," in err and "not of --method map" in err
 
 
+def test_pair_table_option_with_another_model_is_a_one_line_error(tmp_path, capsys):
+    """--covariates, --category, --tau, --bias-sd, --eta-beta are read by the pair-table
+    models only: given with a rankings model they are an error (even at their default
+    value), in fit and in audit, before the data are read."""
+    out = str(tmp_path / "o")
+    for argv, flags in (
+            (["fit", "nofile.csv", "--model", "couple", "--method", "online",
+              "--covariates", "x", "--tau", "1.0"], "--covariates, --tau"),
+            (["fit", "nofile.csv", "--model", "bt", "--method", "map", "--eta-beta", "5,1"],
+             "--eta-beta"),
+            (["audit", "nofile.csv", "--model", "crowdbt", "--category", "c",
+              "--bias-sd", "2"], "--category, --bias-sd"),
+            (["audit", "--model", "all", "--tau", "2"], "--tau")):
+        assert main([*argv, "--out", out]) == 2, argv
+        err = capsys.readouterr().err
+        assert f"{flags}: option(s) of the pair-table models" in err, err
+        assert f"not of --model {argv[argv.index('--model') + 1]}" in err
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_pair_table_options_left_out_take_their_defaults():
+    from types import SimpleNamespace
+
+    from crowdrank.reports.commands.fit_pairs import DEFAULTS, check_pair_options, resolve
+
+    args = SimpleNamespace(model="crowdbt-bias", covariates=None, category=None, tau=None,
+                           bias_sd=3.0, eta_beta=None)
+    check_pair_options(args)               # a pair model: every option is its own
+    resolve(args)
+    assert (args.tau, args.bias_sd, args.eta_beta) == (DEFAULTS["tau"], 3.0, "5,1")
+    assert DEFAULTS == {"tau": 1.0, "bias_sd": 1.0, "eta_beta": "5,1"}
+
+
 def _fit_parser():
     from crowdrank.reports.cli import build_parser
 

@@ -170,7 +170,11 @@ def config_from_args(args, data=None):
 
 def run(args) -> int:
     from crowdrank.reports.commands import audit_pairs
+    from crowdrank.reports.commands.fit_pairs import check_pair_options, resolve
+
+    check_pair_options(args)
     if args.model in audit_pairs.PAIR_MODELS:
+        resolve(args)
         return audit_pairs.run(args)
     from crowdrank.reports.audit import Log, Subject, default_subject, run_audit
 

@@ -318,10 +318,11 @@ def load(args):
 
 
 def run(args) -> int:
-    from crowdrank.reports.commands.fit_pairs import PAIR_MODELS
+    from crowdrank.reports.commands.fit_pairs import PAIR_MODELS, check_pair_options
 
     method = methods.get(args.method)
     check_method_options(method, args)
+    check_pair_options(args)
     if args.model in PAIR_MODELS:
         from crowdrank.reports.commands import fit_pairs
         return fit_pairs.run(args)

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from crowdrank.models.errors import DataError, UsageError
-from crowdrank.models.registry import PAIR_MODELS  # noqa: F401  (the models this route fits)
+from crowdrank.models.registry import PAIR_MODELS
 
 
 def add_arguments(p) -> None:
@@ -42,12 +42,41 @@ def add_arguments(p) -> None:
                         "categorical: one-hot against the first level in sorted order)")
     g.add_argument("--category", default=None, metavar="COLUMN",
                    help="crowdbt-domain: the column holding each comparison's category")
-    g.add_argument("--tau", type=float, default=1.0, help="contextual-bt: sd of γ ~ Normal")
-    g.add_argument("--bias-sd", type=float, default=1.0,
-                   help="crowdbt-bias: sd of the worker bias β_w ~ Normal (log-odds)")
-    g.add_argument("--eta-beta", default="5,1", metavar="A,B",
+    g.add_argument("--tau", type=float, default=None,
+                   help=f"contextual-bt: sd of γ ~ Normal (default: {DEFAULTS['tau']})")
+    g.add_argument("--bias-sd", type=float, default=None,
+                   help="crowdbt-bias: sd of the worker bias β_w ~ Normal (log-odds; "
+                        f"default: {DEFAULTS['bias_sd']})")
+    g.add_argument("--eta-beta", default=None, metavar="A,B",
                    help="crowdbt-bias/domain: Beta(a, b) accuracy prior of every worker "
-                        "(a, b >= 1 for the EM MAP; --worker-prior-file overrides)")
+                        "(a, b >= 1 for the EM MAP; --worker-prior-file overrides; "
+                        f"default: {DEFAULTS['eta_beta']})")
+
+
+#: the pair-table options' defaults: parsed as ``None`` so that one given with another
+#: model is seen (:func:`check_pair_options`), then filled in (:func:`resolve`)
+DEFAULTS = {"tau": 1.0, "bias_sd": 1.0, "eta_beta": "5,1"}
+#: the options only the pair-table models read, by dest
+PAIR_OPTIONS = ("covariates", "category", "tau", "bias_sd", "eta_beta")
+
+
+def check_pair_options(args) -> None:
+    """A :class:`UsageError` when a pair-table option is given with a model that does not
+    read it (argparse would take it silently: every model's options are on one parser)."""
+    if args.model in PAIR_MODELS:
+        return
+    given = ["--" + d.replace("_", "-") for d in PAIR_OPTIONS
+             if getattr(args, d, None) is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)}: option(s) of the pair-table models "
+                         f"(--model {', '.join(PAIR_MODELS)}), not of --model {args.model}")
+
+
+def resolve(args) -> None:
+    """Fill the pair-table options left unset with their defaults (:data:`DEFAULTS`)."""
+    for dest, value in DEFAULTS.items():
+        if getattr(args, dest, None) is None:
+            setattr(args, dest, value)
 
 
 def _worker_ab(args, workers) -> np.ndarray:
@@ -125,6 +154,7 @@ def _nuts_info(res) -> dict:
 def run(args) -> int:
     from crowdrank.models.io import read_pair_table
 
+    resolve(args)
     _check(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

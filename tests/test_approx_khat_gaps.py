@@ -103,3 +103,38 @@ def test_zero_sd_is_scored_as_a_point_mass_not_an_error(bt, laplace):
         warnings.simplefilter("error")
         k = posterior_khat(point, data, "bt", priors, n=200)
     assert k["psis_khat"] is None and "sd" in k["psis_label"]
+
+
+def test_fit_khat_prints_and_writes_the_batch_laplace_khat(tmp_path, capsys):
+    """``crowdrank fit --method laplace --khat`` prints and writes (psis.json) the k̂ that
+    :func:`posterior_khat` gives the same fit (same data, priors, seed, 1,000 draws): a
+    good one on plenty of BT data; without ``--khat`` nothing of it; with NUTS an error."""
+    import json
+
+    from crowdrank.inference import methods
+    from crowdrank.models.io import read_data
+    from crowdrank.reports.cli import main
+    from crowdrank.reports.commands.fit import build_priors
+
+    assert main(["simulate", "--model", "bt", "--items", "6", "--workers", "2", "--tasks",
+                 "60", "--seed", "5", "--out", str(tmp_path / "sim")]) == 0
+    csv = str(tmp_path / "sim" / "rankings.csv")
+    capsys.readouterr()
+    assert main(["fit", csv, "--model", "bt", "--method", "laplace", "--khat", "--out",
+                 str(tmp_path / "k")]) == 0
+    printed = capsys.readouterr().out
+    rec = json.loads((tmp_path / "k" / "psis.json").read_text())
+    data, _ = read_data(csv)
+    priors = build_priors(data)
+    post = methods.get("laplace").run(data, "bt", priors, methods.get("laplace").options(),
+                                      seed=0, progress=False)
+    want = posterior_khat(post, data, "bt", priors, n=1000, seed=0)
+    assert rec["psis_khat"] == pytest.approx(want["psis_khat"], rel=1e-12)
+    assert rec["psis_khat"] < 0.5 and rec["psis_label"] == want["psis_label"] == "good"
+    assert f"PSIS k̂ = {rec['psis_khat']:.3f}: good" in printed
+    assert main(["fit", csv, "--model", "bt", "--method", "laplace", "--out",
+                 str(tmp_path / "n")]) == 0
+    assert "PSIS" not in capsys.readouterr().out and not (tmp_path / "n" / "psis.json").exists()
+    assert main(["fit", csv, "--model", "bt", "--method", "nuts", "--khat", "--out",
+                 str(tmp_path / "x")]) == 2
+    assert "--khat is the PSIS diagnostic of an approximation" in capsys.readouterr().err

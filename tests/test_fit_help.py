@@ -20,7 +20,7 @@ from crowdrank.inference import methods
 from crowdrank.reports.cli import main
 
 #: what every method takes (the CLI's contract, written out independently of the parser)
-SHARED = {"-h", "--help", "--model", "--method", "--out", "--seed", "--no-progress",
+SHARED = {"-h", "--help", "--model", "--method", "--out", "--seed", "--khat", "--no-progress",
           "--prior-mu", "--prior-sigma", "--worker-prior", "--worker-prior-gold",
           "--worker-prior-file"}
 PAIR = {"--covariates", "--category", "--tau", "--bias-sd", "--eta-beta"}

@@ -32,7 +32,7 @@ def run_method(args, options) -> int:
     the batch solvers, CrowdBT's MAP by EM (:func:`write_em`)."""
     from crowdrank.inference import methods
     from crowdrank.inference.posterior_io import write_posterior
-    from crowdrank.reports.commands.fit import load
+    from crowdrank.reports.commands.fit import load, report_khat
 
     data, priors = load(args)
     post = methods.get(args.method).run(data, args.model, priors, options, seed=args.seed,
@@ -41,7 +41,9 @@ def run_method(args, options) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_posterior(post, out)
     if post.method == "em":
-        return write_em(post.native, out)
+        rc = write_em(post.native, out)
+        report_khat(args, post, data, priors)
+        return rc
     fit = post.native
     fit.items_table().to_csv(out / "items.csv", index=False, float_format="%.17g")
     (out / "fit.json").write_text(json.dumps(fit.fit_dict(), indent=1))
@@ -52,6 +54,7 @@ def run_method(args, options) -> int:
           + (f"; bootstrap {options.bootstrap} refits in "
              f"{fit.extra['bootstrap']['seconds']:.1f} s" if boot else "")
           + f"; wrote {out / 'items.csv'} and {out / 'fit.json'}")
+    report_khat(args, post, data, priors)
     return 0
 
 

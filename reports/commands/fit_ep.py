@@ -28,7 +28,7 @@ def _line(entry: dict) -> str:
 
 def run_method(args, options) -> int:
     from crowdrank.inference import methods
-    from crowdrank.reports.commands.fit import load
+    from crowdrank.reports.commands.fit import load, report_khat
 
     if args.state_in:
         raise UsageError("--state-in resumes a one-pass run; EP starts from the prior")
@@ -51,4 +51,5 @@ def run_method(args, options) -> int:
           f"damping {ep['damping']:g}), improper cavities {ep['improper_cavities']}, "
           f"{seconds:.3f} s; guards: {clamps or 'none'}; wrote {out / 'posterior.json'} and "
           f"{out / 'items.csv'}")
+    report_khat(args, result, data, priors)
     return 0

@@ -30,7 +30,8 @@ from crowdrank.models.registry import get as get_model
 def run_method(args, options) -> int:
     """``crowdrank fit --method online``: the stream when the file is streamable and
     ``--in-memory`` is not given, else the in-memory path (:func:`run`)."""
-    if not options.in_memory:
+    # k̂ evaluates the exact density over every ranking: the data are read into memory
+    if not options.in_memory and not getattr(args, "khat", False):
         path = stream_source(args.data)
         if path is not None:
             return run_stream(args, options, path)
@@ -40,14 +41,16 @@ def run_method(args, options) -> int:
 def run(args, options) -> int:
     """The in-memory path: the data and priors of ``fit``, fitted by the ``online`` entry."""
     from crowdrank.inference import methods
-    from crowdrank.reports.commands.fit import load
+    from crowdrank.reports.commands.fit import load, report_khat
 
     data, priors = load(args)
     t0 = time.perf_counter()
     post = methods.get("online").run(data, args.model, priors, options, seed=args.seed,
                                      progress=not args.no_progress)
-    return _write(args, post.native, data.n_rankings * int(options.passes),
-                  time.perf_counter() - t0, "in memory")
+    rc = _write(args, post.native, data.n_rankings * int(options.passes),
+                time.perf_counter() - t0, "in memory")
+    report_khat(args, post, data, priors)
+    return rc
 
 
 def stream_source(spec: str) -> Path | None:

@@ -23,10 +23,13 @@ from crowdrank.validation.pipelines.sbc import SbcConfig, _prepare
 
 
 def QUICK_MODE():
-    """C thunks without the full rewrite pass: the quickest to compile for a few calls."""
+    """Python thunks without the full rewrite pass: nothing to compile, for a few calls.
+    (C thunks compile every op with gcc on a cold cache, as on CI: 110 CPU s for the
+    shared-graph test below with an empty compiledir; inner graphs take C thunks unless
+    ``cxx`` is empty too.)"""
     from pytensor.compile.mode import Mode
 
-    return Mode(linker="cvm", optimizer="fast_compile")
+    return Mode(linker="py", optimizer="fast_compile")
 
 
 def logp_dlogp(model, mode=None):
@@ -77,6 +80,13 @@ def couple_sets():
 
 
 def test_shared_graph_is_build_model_for_each_loaded_data_set(couple_sets):
+    import pytensor
+
+    with pytensor.config.change_flags(cxx=""):      # Python thunks: no gcc (see QUICK_MODE)
+        _shared_graph_check(couple_sets)
+
+
+def _shared_graph_check(couple_sets):
     from crowdrank.models import pymc_models as pmm
 
     (a, pa), (b, pb) = couple_sets
@@ -85,7 +95,8 @@ def test_shared_graph_is_build_model_for_each_loaded_data_set(couple_sets):
     model, data = pmm.build_shared_model(a)
     shared = logp_dlogp(model, mode=QUICK_MODE())
     rng = np.random.default_rng(3)
-    n = sum(np.size(v) for v in model.initial_point().values())
+    point = model.initial_point()          # compiles a function: once
+    n = sum(np.size(v) for v in point.values())
     xs = rng.normal(0.0, 0.5, (3, n))
     lp = {}
     for name, inp in (("a", a), ("b", b)):
@@ -100,11 +111,11 @@ def test_shared_graph_is_build_model_for_each_loaded_data_set(couple_sets):
     # (the prior terms cancel in the difference)
     det = model.compile_fn(model.replace_rvs_by_values([model["lambda"], model["eta"]]),
                            inputs=model.continuous_value_vars, point_fn=False,
-                           on_unused_input="ignore")
-    sizes = [int(np.size(model.initial_point()[v.name])) for v in model.continuous_value_vars]
+                           on_unused_input="ignore", mode=QUICK_MODE())
+    sizes = [int(np.size(point[v.name])) for v in model.continuous_value_vars]
+    shapes = [np.shape(point[v.name]) for v in model.continuous_value_vars]
     for i, x in enumerate(xs):
         parts = np.split(x, np.cumsum(sizes)[:-1])
-        shapes = [np.shape(model.initial_point()[v.name]) for v in model.continuous_value_vars]
         lam, eta = det(*[p.reshape(s) for p, s in zip(parts, shapes)])
         want = brute_loglik(pa, lam, np.log(eta)) - brute_loglik(pb, lam, np.log(eta))
         assert lp["a", i] - lp["b", i] == pytest.approx(want, abs=1e-8)

@@ -1,0 +1,60 @@
+"""``bench/bench_approx_diagnose.py``: the per-parameter split of the study's medians.
+
+Known answers, no fit: thirds by rank with ties kept in order; the box at its bounds; the
+farthest parameters ordered by their excess over the box (a parameter inside it has none);
+groups' medians and shares counted by hand; docs/fidelity.md holds what the record
+renders.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def diag():
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_approx_diagnose",
+                                                  ROOT / "bench" / "bench_approx_diagnose.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_terciles_split_by_rank(diag):
+    assert diag.terciles(np.array([5, 1, 9, 3, 7, 2])).tolist() == [1, 0, 2, 1, 2, 0]
+    assert diag.terciles(np.array([4, 4, 4])).tolist() == [0, 1, 2]      # ties: in order
+    assert np.bincount(diag.terciles(np.arange(10.0))).tolist() == [4, 3, 3]
+
+
+def test_box_groups_and_farthest_by_hand(diag):
+    z = np.array([0.1, -0.1001, 0.0, 0.5, 0.05, -0.3])
+    sd = np.array([0.9, 1.0, 1.1001, 1.0, 0.5, 1.0])
+    assert diag.in_box(z, sd).tolist() == [True, False, False, False, False, False]
+    g = np.array([0, 0, 1, 1, 2, 2])
+    got = diag.by_group(z, sd, g)
+    assert got["low"] == {"n": 2, "median_abs_z": 0.1, "median_sd_ratio": 0.95,
+                          "share_in_box": 0.5}
+    assert got["high"]["median_abs_z"] == pytest.approx(0.175, abs=1e-3)
+    far = diag.worst(["a", "b", "c", "d", "e", "f"], z, sd, [1, 2, 3, 4, 5, 6], k=3)
+    # excesses: d 0.4, e 0.4 (sd 0.5 below 0.9), f 0.2; a is inside (0)
+    assert [w["name"] for w in far] == ["d", "e", "f"]
+    assert far[0] == {"name": "d", "z": 0.5, "sd_ratio": 1.0, "evidence": 4}
+
+
+def test_fidelity_page_holds_the_rendered_record(diag):
+    path = ROOT / "bench" / "results" / "approx_diagnose.json"
+    if not path.is_file():
+        pytest.skip("no approx_diagnose.json recorded")
+    body = diag.render_section(json.loads(path.read_text()))
+    page = (ROOT / "docs" / "fidelity.md").read_text()
+    assert body in page, ("docs/fidelity.md's approx-diagnose section is stale: run "
+                          "python bench/bench_approx_diagnose.py render")

@@ -46,8 +46,6 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
     from crowdrank.validation.pipelines.sbc import SbcConfig, run_sbc
 
     setting = {**DEFAULT_SETTING, **(setting or {})}
-    if simplex != "gamma":
-        _use_simplex(simplex, backend, processes)
     load0 = os.getloadavg()
     # replicates already cached by an earlier run: this run's wall time does not cover them
     before = _cached_replicates(out)
@@ -57,7 +55,8 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
         sims = min(max_sims, sims + batch)
         cfg = SbcConfig(model=model, backend=backend, sims=sims, seed=seed, batch=sbc_batch,
                         **setting,
-                        lane_groups=lane_groups, warmup_depth=warmup_depth, **(nuts or {}))
+                        lane_groups=lane_groups, warmup_depth=warmup_depth, simplex=simplex,
+                        **(nuts or {}))
         c0 = os.times()
         summary = run_sbc(cfg, out, processes=processes, progress=False)
         c1 = os.times()
@@ -152,39 +151,6 @@ def _per_parameter(nuts: dict, ranks_csv: Path, S: int) -> dict:
     return out
 
 
-def _use_simplex(simplex: str, backend: str, processes: int) -> None:
-    """Fit the vmapped NumPyro batches with worker simplex ``simplex`` (``"dirichlet"``:
-    the PPL's own Beta/Dirichlet site, [MT00]'s boost and the Gamma construction unused;
-    docs/design.md §5.1) instead of :func:`crowdrank.inference.nuts.batched._program`'s
-    ``"gamma"``. The replacement lives in this process only (``run_grid`` spawns its
-    workers), so the study runs in process; the SBC cache key does not name the simplex,
-    so each simplex needs its own ``--label`` (its own cache folder)."""
-    import dataclasses
-
-    from crowdrank.inference.nuts import batched
-
-    if backend != "numpyro" or processes != 1:
-        raise SystemExit("--simplex other than gamma: NumPyro batches in one process "
-                         "(--backend numpyro --processes 1)")
-
-    def program(template):
-        import jax.numpy as jnp
-        import numpyro
-
-        from crowdrank.models import numpyro_models as npm
-
-        def prog(index, worker, weight):
-            inputs = dataclasses.replace(template, index=index, worker=worker)
-            lam = npm.item_scores(inputs, "centered")
-            log_eta = npm.worker_log_eta(inputs, simplex) if inputs.has_eta else None
-            ll = npm.column_loglik(inputs, lam, log_eta=log_eta)
-            numpyro.factor("loglik", jnp.sum(weight * ll))
-
-        return prog
-
-    batched._program = program
-
-
 def _cached_replicates(out: Path) -> int:
     """Replicates in ``out/cache`` (a vmapped batch counts its members)."""
     n = 0
@@ -243,8 +209,8 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=DEFAULT_SETTING["tasks_per_worker"],
                     help="tasks per worker")
     ap.add_argument("--simplex", default="gamma", choices=("gamma", "dirichlet"),
-                    help="NumPyro worker simplex: gamma (the sampler's default) or "
-                         "dirichlet (the PPL's own Beta/Dirichlet; in process, own --label)")
+                    help="the worker simplex of the NUTS fits (SbcConfig.simplex): gamma "
+                         "(the sampler's default) or dirichlet (the PPL's own Beta/Dirichlet)")
     ap.add_argument("--label", default="default",
                     help="name of the NUTS setting (runs are keyed model/backend/label)")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "crowdrank-sbc-bench"),

@@ -140,8 +140,9 @@ def pad_layout(datasets: Sequence[Rankings], model: str, priors: Priors,
                        np.array([mi.index.shape[1] for mi in ins]))
 
 
-def _program(template: ModelInputs):
-    """The NumPyro program of ``template.model`` with the data as arguments."""
+def _program(template: ModelInputs, simplex: str = "gamma"):
+    """The NumPyro program of ``template.model`` with the data as arguments; the worker
+    simplex ``simplex`` (:func:`crowdrank.models.numpyro_models.worker_log_eta`)."""
     import jax.numpy as jnp
     import numpyro
 
@@ -150,7 +151,7 @@ def _program(template: ModelInputs):
     def prog(index, worker, weight):
         inputs = dataclasses.replace(template, index=index, worker=worker)
         lam = npm.item_scores(inputs, "centered")
-        log_eta = npm.worker_log_eta(inputs, "gamma") if inputs.has_eta else None
+        log_eta = npm.worker_log_eta(inputs, simplex) if inputs.has_eta else None
         ll = npm.column_loglik(inputs, lam, log_eta=log_eta)
         numpyro.factor("loglik", jnp.sum(weight * ll))
 
@@ -283,7 +284,8 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
                      draws: int = 500, target_accept: float = 0.8, max_tree_depth: int = 10,
                      warmup_max_tree_depth: int | None = None,
                      counts: dict[int, int] | None = None, chunk: int = 50,
-                     lane_groups: int = 1, progress: bool = False) -> list[dict]:
+                     lane_groups: int = 1, progress: bool = False,
+                     simplex: str = "gamma") -> list[dict]:
     """NUTS for every data set of ``datasets`` in one vmapped program (module doc).
 
     Parameters
@@ -305,6 +307,9 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
         pair): early warm-up, with a poor step size and mass matrix, is where trajectories
         run to the cap. Warm-up draws are discarded, so the sampled chain stays exact; the
         adaptation sees shorter trajectories. Default: ``max_tree_depth``.
+    simplex : {"gamma", "dirichlet"}
+        The worker simplex's coordinates (docs/design.md §5.1): the Gamma construction
+        with the boost (the sampler's default) or the PPL's own Dirichlet/Beta site.
 
     Returns
     -------
@@ -326,7 +331,7 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
     timings: dict = {"replicates": R, "lanes": R * C}
     try:
         lay = pad_layout(datasets, model, priors, counts)
-        prog = _program(lay.template)
+        prog = _program(lay.template, simplex)
         args = (jnp.asarray(lay.index), jnp.asarray(lay.worker), jnp.asarray(lay.weight))
         info = initialize_model(jax.random.PRNGKey(0), prog,
                                 model_args=tuple(a[0] for a in args), dynamic_args=True)

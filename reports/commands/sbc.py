@@ -65,6 +65,10 @@ def register(sub) -> None:
                         "gradient sums over k! orderings. With 250, the gate's R-hat < 1.01 "
                         "fails ~1 replicate in 10 by chance alone on iid draws)")
     n.add_argument("--target-accept", type=float, default=0.8)
+    n.add_argument("--simplex", choices=("gamma", "dirichlet"), default="gamma",
+                   help="the worker simplex's coordinates: gamma (the Gamma construction "
+                        "with the boost, the sampler's default) or dirichlet (the PPL's own "
+                        "Dirichlet/Beta site); docs/design.md §5.1")
     n.add_argument("--ranks", type=int, default=100, metavar="S",
                    help="thinned posterior draws each truth is ranked among (ranks 0..S); "
                         "keep S well below the bulk ESS so the kept draws are ~independent")
@@ -122,7 +126,7 @@ def run(args) -> int:
                     online=not args.no_online, approx=args.approx, seed=args.seed,
                     shift_sd=args.shift_sd,
                     alpha=args.alpha, batch=args.batch, lane_groups=args.lane_groups,
-                    warmup_depth=args.warmup_depth)
+                    warmup_depth=args.warmup_depth, simplex=args.simplex)
     # validate the worker prior before any process starts
     from crowdrank.validation.pipelines.sbc import make_priors
     make_priors(cfg.spec(0))

@@ -167,6 +167,9 @@ class SbcConfig:
     #: into it (:mod:`crowdrank.inference.nuts.pymc_reuse`); False builds and compiles a model per
     #: replicate (:func:`crowdrank.inference.nuts.fit_nuts`). Same sampler, same log density.
     pymc_reuse: bool = True
+    #: the worker simplex's coordinates of the NUTS fits (``inference.nuts.config.SIMPLEXES``:
+    #: the Gamma construction with the boost, or the PPL's own Dirichlet/Beta site)
+    simplex: str = "gamma"
 
     def __post_init__(self):
         if self.model not in sbc_models():
@@ -174,6 +177,9 @@ class SbcConfig:
             extra = f" ({hint})" if hint else ""
             raise UsageError(f"SBC model must be one of {sbc_models()}, got {self.model!r}"
                              + extra)
+        from crowdrank.inference.nuts.config import SIMPLEXES
+        if self.simplex not in SIMPLEXES:
+            raise UsageError(f"simplex must be one of {SIMPLEXES}, got {self.simplex!r}")
         if self.backend not in SBC_BACKENDS:
             raise UsageError(f"SBC backend must be one of {SBC_BACKENDS}, got {self.backend!r}")
         if self.online:        # no approximation is fitted otherwise: nothing to refuse
@@ -242,6 +248,8 @@ class SbcConfig:
             d.pop("warmup_depth")
         if d["approx"] == "online":       # likewise
             d.pop("approx")
+        if d["simplex"] == "gamma":       # likewise (the default coordinates)
+            d.pop("simplex")
         # the re-used PyMC graph draws other (equally valid) chains: its own key; the
         # per-replicate build keeps the keys of the studies run before the option existed
         if self.backend != "pymc" or not d["pymc_reuse"]:
@@ -379,7 +387,7 @@ def sbc_job(spec: dict) -> dict:
                            draws=int(spec["draws"]),
                            target_accept=float(spec["target_accept"]),
                            seed=prep["nuts_seed"], progress=False, pointwise=False,
-                           predictive=False, **kw)
+                           predictive=False, simplex=spec.get("simplex", "gamma"), **kw)
         finally:
             if spec["backend"] == "numpyro":
                 # Every fit compiles new XLA programs (the model closes over its data) and
@@ -418,7 +426,7 @@ def _fit_pymc_reused(prep: dict, spec: dict) -> tuple[dict, dict, dict]:
 
     t0 = time.perf_counter()
     inputs = model_inputs(prep["model"], prep["data"], prep["priors"])
-    sampler, cached = reused_nuts(inputs)
+    sampler, cached = reused_nuts(inputs, simplex=spec.get("simplex", "gamma"))
     post, stats, tim = sampler.fit(inputs, chains=int(spec["chains"]), tune=int(spec["tune"]),
                                    draws=int(spec["draws"]),
                                    target_accept=float(spec["target_accept"]),
@@ -460,7 +468,7 @@ def sbc_batch_job(bspec: dict, lane_groups: int = 1) -> dict:
                            tune=int(s0["tune"]), draws=int(s0["draws"]),
                            target_accept=float(s0["target_accept"]),
                            warmup_max_tree_depth=s0.get("warmup_depth"),
-                           lane_groups=int(lane_groups))
+                           lane_groups=int(lane_groups), simplex=s0.get("simplex", "gamma"))
     R = len(preps)
     t_nuts, c_nuts = time.perf_counter() - t0, time.process_time() - c0
     outs = []

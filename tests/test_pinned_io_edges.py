@@ -132,3 +132,14 @@ def test_streamed_chunks_count_every_blank_line_once(tmp_path, chunk_size, trail
     assert sum(c.n_rankings for c in chunks) == len(lines) - 1 - blank
     assert sum(noted(c.notes) for c in chunks) == blank
     assert noted(read_rankings(p).notes) == blank
+
+
+def test_a_field_over_the_csv_limit_names_its_physical_line(tmp_path):
+    """The csv module's own refusal (a field longer than its 131,072-character limit) is a
+    DataError naming the file and the physical line, blank lines and header counted."""
+    p = write(tmp_path, "long.csv", ["worker,ranking", "u1,a>b", "", "u3,c>a",
+                                     "u2," + "x" * 140_000, "u4,a>c"])
+    with pytest.raises(DataError) as ei:
+        read_rankings(p)
+    assert ei.value.line == 5 and ei.value.source == str(p)
+    assert str(ei.value).startswith(f"{p}, line 5: malformed line: field larger than")

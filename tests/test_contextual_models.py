@@ -103,6 +103,7 @@ def test_numpyro_log_density_is_the_reference():
                                        rel=1e-10)
 
 
+@pytest.mark.usefixtures("pytensor_without_c")
 def test_pymc_log_density_is_the_reference():
     t, X, _, _ = _table(n=60)
     rng = np.random.default_rng(3)

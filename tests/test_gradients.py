@@ -91,6 +91,7 @@ def test_numpyro_potential_energy_gradient(model, data, priors):
 
 
 @pytest.mark.parametrize("model", MODELS)
+@pytest.mark.usefixtures("pytensor_without_c")
 def test_pymc_dlogp_gradient(model, data, priors):
     pytest.importorskip("pymc")
     from crowdrank.models import pymc_models as pmm

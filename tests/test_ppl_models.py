@@ -198,6 +198,7 @@ def test_numpyro_fast_couple_gradient_matches_finite_differences(data, priors):
 
 # ---------------------------------------------------------------- PyMC
 @pytest.mark.parametrize("model", MODELS)
+@pytest.mark.usefixtures("pytensor_without_c")
 def test_pymc_log_density_matches_reference(model, data, priors):
     pytest.importorskip("pymc")
     from pymc.model.transform.conditioning import remove_value_transforms
@@ -214,6 +215,7 @@ def test_pymc_log_density_matches_reference(model, data, priors):
 
 
 @pytest.mark.parametrize("model", ["crowdbt", "couple-normalized", "peergrader"])
+@pytest.mark.usefixtures("pytensor_without_c")
 def test_pymc_pointwise_matches_reference(model, data, priors):
     pytest.importorskip("pymc")
     import pytensor
@@ -240,6 +242,7 @@ def test_model_inputs_reject_missing_worker_prior(data):
         model_inputs("couple", data, pr)
 
 
+@pytest.mark.usefixtures("pytensor_without_c")
 def test_pymc_gradient_matches_finite_differences(data, priors):
     """PyTensor's gradient through the zero_grad-shifted logsumexp is the true one."""
     pytest.importorskip("pymc")

@@ -185,6 +185,7 @@ def test_numpyro_density_and_draws(sim):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("pytensor_without_c")
 def test_pymc_density(sim):
     pytest.importorskip("pymc")
     from pymc.model.transform.conditioning import remove_value_transforms

@@ -113,9 +113,11 @@ MODULES: dict[str, dict] = {
         "default_sample": 40,
     },
     "metrics": {
+        # the identified summaries (centred, contrasts, order probabilities) in
+        # test_identified.py
         "files": ["validation/metrics.py"],
         "tests": "tests/test_pinned_validation.py tests/test_pinned_metrics_edges.py "
-                 "tests/test_metrics.py",
+                 "tests/test_metrics.py tests/test_identified.py",
     },
     "gate": {
         "files": ["inference/gate.py"],

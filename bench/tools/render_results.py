@@ -528,6 +528,15 @@ def main(argv=None) -> int:
         spec.loader.exec_module(mod)
         mod.render(study)
         print("wrote the approx-study section of docs/fidelity.md and its figures")
+    diag = Path(args.results) / "approx_diagnose.json"
+    if diag.is_file():          # its per-parameter section of docs/fidelity.md
+        spec = importlib.util.spec_from_file_location(
+            "bench_approx_diagnose",
+            Path(__file__).resolve().parents[1] / "bench_approx_diagnose.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        mod.render(diag)
+        print("wrote the approx-diagnose section of docs/fidelity.md")
     return 0
 
 

@@ -340,6 +340,31 @@ def _add_approx_entries() -> None:
 _add_approx_entries()
 
 
+#: a name that reaches another entry on the models its own entry does not fit: the batch
+#: Laplace fits BT and PL; on any other model "laplace" is the PPL's Laplace at the mode
+#: (the same Gaussian at the MAP with the full Hessian; on BT/PL the two agree)
+FALLBACKS = {"laplace": "laplace-ppl"}
+
+
+def resolve(name: str, model: str) -> str:
+    """The entry ``name`` stands for with ``model``: ``name`` itself when its entry fits
+    the model, else its :data:`FALLBACKS` entry when that one does (else ``name``, which
+    :meth:`Method.check_model` then refuses).
+
+    Parameters
+    ----------
+    name : str
+        A method name as the user typed it.
+    model : str
+        A name of the model registry (``crowdrank.models.registry``).
+    """
+    alt = FALLBACKS.get(name)
+    if name in REGISTRY and not REGISTRY[name].fits(model) and alt in REGISTRY \
+            and REGISTRY[alt].fits(model):
+        return alt
+    return name
+
+
 def register(method: Method, *, replace_existing: bool = False) -> Method:
     """Add ``method`` to :data:`REGISTRY` (an extension; a name in use is refused unless
     ``replace_existing``). Its options dataclass must give every field a default and a

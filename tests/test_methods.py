@@ -228,3 +228,21 @@ def test_contracts_md_lists_posterior_and_method():
     _check_signature("Method.run", methods.Method.run, skip_self=True)
     _check_signature("register", methods.register)
     _check_signature("read_posterior", read_posterior)
+
+
+def test_laplace_is_the_ppl_laplace_where_the_batch_one_does_not_fit():
+    """``--method laplace`` / ``--approx laplace``: the batch Laplace on BT and PL, the
+    PPL's Laplace at the mode on the models the batch one does not fit (the issue's
+    ``audit --approx advi,fullrank-advi,pathfinder,laplace`` on COUPLE and CrowdBT)."""
+    from crowdrank.inference import methods
+    from crowdrank.validation.pipelines.variants import model_variants
+
+    assert methods.resolve("laplace", "bt") == "laplace"
+    assert methods.resolve("laplace", "pl") == "laplace"
+    for model in ("couple", "crowdbt"):
+        assert not methods.get("laplace").fits(model)
+        assert methods.resolve("laplace", model) == "laplace-ppl"
+        got = [v["method"] for v in model_variants(model, {"method": ["advi", "laplace"]})]
+        assert got[1:] == ["advi", "laplace-ppl"]
+    assert methods.resolve("advi", "couple") == "advi"
+    assert methods.resolve("nosuch", "couple") == "nosuch"

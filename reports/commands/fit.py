@@ -324,6 +324,8 @@ def load(args):
 def run(args) -> int:
     from crowdrank.reports.commands.fit_pairs import PAIR_MODELS, check_pair_options
 
+    if args.model not in PAIR_MODELS:
+        args.method = methods.resolve(args.method, args.model)
     method = methods.get(args.method)
     check_method_options(method, args)
     check_pair_options(args)

@@ -91,7 +91,11 @@ def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
     :data:`GENERIC_VARIANTS` and the ``taylor`` values its update has (``paper``,
     ``quadrature``); only :data:`GENERIC_VARIANTS` for the others (no Taylor or α choice)."""
     from crowdrank.inference.methods import get as get_method
+    from crowdrank.inference.methods import resolve
 
+    if "method" in variants:        # "laplace" is the PPL's Laplace where the batch one is not
+        variants = {**variants, "method": list(dict.fromkeys(
+            resolve(m, model) for m in variants["method"]))}
     bad = [m for m in variants.get("method", ())
            if not m.startswith("file:") and not get_method(m).fits(model)]
     if bad:

@@ -68,11 +68,13 @@ MODULES: dict[str, dict] = {
     },
     "kernels": {
         "files": ["inference/online/kernels.py"],
+        # the quadrature kernels: test_crowdbt_quadrature.py and test_online_ep.py
         "tests": "tests/test_pinned_online.py tests/test_pinned_kernels.py "
                  "tests/test_online_kernels.py "
                  "tests/test_online_guards.py tests/test_online_openskill.py "
                  "tests/test_pinned_online_edges.py tests/test_online_math.py "
-                 "tests/test_online_state.py",
+                 "tests/test_online_state.py tests/test_crowdbt_quadrature.py "
+                 "tests/test_online_ep.py",
         "env": {"NUMBA_DISABLE_JIT": "1"},
         "default_sample": 100,
         "skip_operators": ["core/RemoveDecorator"],

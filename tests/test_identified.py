@@ -68,6 +68,8 @@ def test_order_probability_summary_by_hand():
     assert s["mean_overconfidence"] == pytest.approx((0.1 + 0.0 + 0.0 + 0.0) / 4)
     with pytest.raises(ValueError):
         M.order_probability_summary(pq, pm[:3], 100)
+    # no pairs (a one-item model): a count of none, no statistic of an empty set
+    assert M.order_probability_summary(np.array([]), np.array([]), 100) == {"n": 0}
 
 
 def test_item_pairs_all_or_seeded_sample():

@@ -133,7 +133,8 @@ def test_headline_row_leaves_the_goal_open_until_every_setting_ran(tmp_path):
         {"name": "medium-malicious", "status": "not run", "methods": []}]}
     (tmp_path / "approx_study.json").write_text(json.dumps(rec))
     [row] = hl.approx_study_rows(tmp_path)
-    assert row[1] == "1 of 2 settings measured (expert); not run or untrusted: spammer, malicious"
+    assert row[1] == ("1 of 2 settings measured have one (expert); not run or untrusted: "
+                      "spammer, malicious")
     assert row[3] == "–"
     for s in rec["subjects"][2:]:
         s.update(subj(s["name"].removeprefix("medium-"), True,

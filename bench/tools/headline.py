@@ -419,7 +419,8 @@ def approx_study_rows(d: Path) -> list[list]:
         elif any(m.get("inside_box") and m["cpu_s"] * 5 <= ref for m in done):
             met.append(s["name"].removeprefix("medium-"))
     ran = len(med) - len(open_)
-    figure = f"{len(met)} of {ran} settings measured" + (f" ({', '.join(met)})" if met else "")
+    figure = (f"{len(met)} of {ran} settings measured have one"
+              + (f" ({', '.join(met)})" if met else ""))
     if open_:
         figure += f"; not run or untrusted: {', '.join(open_)}"
     ok = None if open_ else len(met) == len(med)

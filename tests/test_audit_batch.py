@@ -55,8 +55,12 @@ def test_batch_methods_only_for_bt_and_pl():
     v = parse_variants(["method=online,laplace,bootstrap"])
     assert [o.get("method") for o in model_variants("bt", v)] == ["online", "laplace",
                                                                   "bootstrap"]
-    with pytest.raises(DataError, match="method=laplace fits models bt, pl, not couple"):
+    # the bootstrap is BT/PL's only; "laplace" on COUPLE is the PPL's Laplace (test_methods)
+    with pytest.raises(DataError, match="method=bootstrap fits models bt, pl, not couple"):
         model_variants("couple", v)
+    lap = parse_variants(["method=online,laplace"])
+    assert [o.get("method") for o in model_variants("couple", lap)] == ["online",
+                                                                      "laplace-ppl"]
 
 
 @pytest.mark.slow

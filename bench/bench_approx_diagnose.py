@@ -102,20 +102,11 @@ def per_parameter(post, ref) -> dict:
     ``compare_draws``, unaggregated)."""
     from crowdrank.validation import metrics as M
 
-    lam_da = post.tree["posterior"]["lambda"]
-    items = [str(i) for i in lam_da["item"].values]
-    lam = np.asarray(lam_da.transpose(..., "item").values, float).reshape(-1, len(items))
-    lam = lam[:, [items.index(i) for i in ref.items]]
+    lam, e = study.aligned_draws(post, ref)
     cen = lam - lam.mean(1, keepdims=True)
     out = {"centred": M.parameter_metrics("normal", cen.mean(0), cen.std(0, ddof=1),
                                           *ref.centred)}
-    if ref.eta1 is not None and "eta" in post.tree["posterior"]:
-        eda = post.tree["posterior"]["eta"]
-        if "stage" in eda.dims:
-            eda = eda.isel(stage=0)
-        ws = [str(w) for w in eda["worker"].values]
-        e = np.asarray(eda.transpose(..., "worker").values, float).reshape(-1, len(ws))
-        e = e[:, [ws.index(w) for w in ref.workers]]
+    if e is not None:
         out["eta1"] = M.parameter_metrics("normal", e.mean(0), e.std(0, ddof=1), *ref.eta1)
     return out
 

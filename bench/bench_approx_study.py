@@ -166,27 +166,36 @@ def _box_part(r: dict) -> dict:
             for k in ("median_abs_z", "median_sd_ratio", "mean_coverage_90")}
 
 
-def compare_draws(post, ref) -> dict:
-    """Raw, centred and ``η^1`` figures of a draw-based posterior, from its draws."""
-    from crowdrank.validation import metrics as M
-
+def aligned_draws(post, ref):
+    """A draw-based posterior's ``λ`` draws ``(S, L)`` and ``η^1`` draws ``(S, W)`` (or
+    ``None``), in the reference's item and worker order."""
     lam_da = post.tree["posterior"]["lambda"]
     items = [str(i) for i in lam_da["item"].values]
     lam = np.asarray(lam_da.transpose(..., "item").values, float).reshape(-1, len(items))
     lam = lam[:, [items.index(i) for i in ref.items]]
+    if ref.eta1 is None or "eta" not in post.tree["posterior"]:
+        return lam, None
+    eda = post.tree["posterior"]["eta"]
+    if "stage" in eda.dims:
+        eda = eda.isel(stage=0)
+    ws = [str(w) for w in eda["worker"].values]
+    e = np.asarray(eda.transpose(..., "worker").values, float).reshape(-1, len(ws))
+    return lam, e[:, [ws.index(w) for w in ref.workers]]
+
+
+def compare_draws(post, ref) -> dict:
+    """Raw, centred and ``η^1`` figures of a draw-based posterior, from its draws."""
+    from crowdrank.validation import metrics as M
+
+    lam, e = aligned_draws(post, ref)
     cen = lam - lam.mean(1, keepdims=True)
 
     def fig(x, target):
         r = M.parameter_metrics("normal", x.mean(0), x.std(0, ddof=1), *target)
         return fid._agg(r)
     out = {"raw": fig(lam, ref.raw), "centred": fig(cen, ref.centred), "eta1": {}}
-    if ref.eta1 is not None and "eta" in post.tree["posterior"]:
-        eda = post.tree["posterior"]["eta"]
-        if "stage" in eda.dims:
-            eda = eda.isel(stage=0)
-        ws = [str(w) for w in eda["worker"].values]
-        e = np.asarray(eda.transpose(..., "worker").values, float).reshape(-1, len(ws))
-        out["eta1"] = fig(e[:, [ws.index(w) for w in ref.workers]], ref.eta1)
+    if e is not None:
+        out["eta1"] = fig(e, ref.eta1)
     return out
 
 

@@ -314,9 +314,11 @@ def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: li
     old = json.loads(path.read_text()) if resume and path.is_file() else {"subjects": []}
     kept = {s["name"]: s for s in old["subjects"] if s.get("status") == "done"}
     for n, s in kept.items():           # a record written before extras_wall_s existed
+        if "extras_wall_s" in s["reference"]:
+            continue
         t = json.loads((cache / n / "reference.json").read_text()).get("timings") or {}
-        s["reference"].setdefault("extras_wall_s", round(
-            sum(t.get(k, 0.0) for k in ("pointwise", "predictive")), 1))
+        s["reference"]["extras_wall_s"] = round(
+            sum(t.get(k, 0.0) for k in ("pointwise", "predictive")), 1)
 
     def log(msg):
         print(f"[{datetime.now(UTC):%H:%M:%S}] {msg}", flush=True)

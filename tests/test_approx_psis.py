@@ -103,3 +103,37 @@ def test_online_log_joint_matches_the_reference_likelihood(model):
         else:
             ref += sum(stats.dirichlet.logpdf(e / e.sum(), a) for e, a in zip(eta, alpha))
         assert out["log_p"][s] == pytest.approx(ref, rel=1e-9, abs=1e-8)
+
+
+def test_batched_densities_equal_the_whole_batch(monkeypatch):
+    """The densities are evaluated a bounded number of draws at a time (so the paper's
+    450,000 rankings fit in memory): with blocks of 3 draws (the last one padded) the log
+    joints of the online k̂ and of the PPL target, and the Hessian by blocks of 3 columns,
+    equal the whole-batch values and ``jax.hessian``."""
+    import jax
+
+    from crowdrank.inference.approx import target as tg
+    from crowdrank.inference.online import fit_online
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import simulate
+
+    data = simulate("couple", n_items=6, n_workers=2, tasks_per_worker=15, kmax=3,
+                    seed=2).rankings
+    priors = Priors.geometric(data.workers, K=data.K, a0=10, a=3)
+    post = fit_online(data, "couple", priors, progress=False)
+    whole = online_log_ratios(post, data, "couple", priors, n=40, seed=0)["log_p"]
+    with tg.x64():
+        target = tg.build_target(data, "couple", priors, fast=False)
+        z = target.z0[None] + np.random.default_rng(1).normal(0, 0.3, (40, target.dim))
+        lp_whole = target.log_p_draws(z)
+        h_whole = np.asarray(jax.hessian(target.log_p)(z[5]))
+    cells = np.size(target.inputs.index)
+    monkeypatch.setattr(tg, "BATCH_ELEMENTS", 3 * cells)
+    assert tg.draws_per_batch(target.inputs) == 3
+    part = online_log_ratios(post, data, "couple", priors, n=40, seed=0)["log_p"]
+    np.testing.assert_allclose(part, whole, rtol=1e-12)
+    with tg.x64():
+        small = tg.replace(target, compiled={})
+        np.testing.assert_allclose(small.log_p_draws(z), lp_whole, rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(small.hessian()(z[5])), h_whole, rtol=1e-9,
+                                   atol=1e-9)

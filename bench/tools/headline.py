@@ -428,9 +428,47 @@ def approx_study_rows(d: Path) -> list[list]:
              "CPU s"), figure, "every worker type", yes(ok), record("approx_study.json", st)]]
 
 
+def approx_audit_row(d: Path) -> list[list]:
+    """``crowdrank audit --approx advi,fullrank-advi,pathfinder,laplace`` on the embedded
+    default, end to end: its wall time against the 3-min goal, both references trusted."""
+    r = _load(d, "approx.json")
+    if not r or "wall_s" not in r:
+        return []
+    trusted = all(m.get("reference_trusted") for m in (r.get("models") or {}).values())
+    ok = r.get("rc") == 0 and r["wall_s"] <= r["budget_s"] and trusted
+    return [[f"`{r['command'].replace(' --out DIR', '')}` (embedded default)",
+             f"{r['wall_s']:.0f} s, " + ("both trusted" if trusted else "NOT both trusted"),
+             f"≤ {r['budget_s']:.0f} s", yes(ok), record("approx.json", r)]]
+
+
+def approx_paper_row(d: Path) -> list[list]:
+    """The approximations at paper scale (450,000 rankings), judged by k̂: how many fit
+    in the 20-min budget and got their k̂; the goal is met when every method was run (a
+    method that did not fit in the budget or the memory is a measured outcome)."""
+    r = _load(d, "approx_paper.json")
+    if not r or not r.get("methods"):
+        return []
+    ms = r["methods"]
+    done = [m for m in ms if m.get("status") == "done"]
+    miss = [m["label"] for m in ms if m.get("status") != "done"]
+    ks = [m["khat"] for m in done if m.get("khat") is not None]
+    fig = f"{len(done)} of {len(ms)} fit in 20 min with k̂"
+    if ks:
+        best = min(ks)
+        fig += (f"; lowest k̂ {best:.2f}" + (" (none reliable)" if best > 0.7 else ""))
+    if miss:
+        fig += f"; did not fit: {', '.join(miss)}"
+    ran = all(m.get("status") == "done" or str(m.get("status", "")).startswith(
+        ("did not fit", "failed")) for m in ms)
+    return [["PPL approximations at paper scale (450,000 rankings): k̂ without NUTS", fig,
+             "every method that fits in 20 min on 2 cores, with its k̂", yes(ran),
+             record("approx_paper.json", r)]]
+
+
 #: the rows in README order; each returns zero rows when its record is absent
 ROWS = (audit_rows, paper_row, warmstart_row, medium_row, sbc_row, batch_rows, crowdc_row,
-        fidelity_rows, approx_study_rows, online_rows, scale_rows, mutation_row, replicate_rows)
+        fidelity_rows, approx_study_rows, approx_audit_row, approx_paper_row, online_rows,
+        scale_rows, mutation_row, replicate_rows)
 
 
 def headline(results_dir: Path | str = RESULTS) -> str:

@@ -528,15 +528,16 @@ def main(argv=None) -> int:
         spec.loader.exec_module(mod)
         mod.render(study)
         print("wrote the approx-study section of docs/fidelity.md and its figures")
-    diag = Path(args.results) / "approx_diagnose.json"
-    if diag.is_file():          # its per-parameter section of docs/fidelity.md
-        spec = importlib.util.spec_from_file_location(
-            "bench_approx_diagnose",
-            Path(__file__).resolve().parents[1] / "bench_approx_diagnose.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        mod.render(diag)
-        print("wrote the approx-diagnose section of docs/fidelity.md")
+    # the per-parameter and the paper-scale sections of docs/fidelity.md
+    for name in ("approx_diagnose", "approx_paper"):
+        rec = Path(args.results) / f"{name}.json"
+        if rec.is_file():
+            spec = importlib.util.spec_from_file_location(
+                f"bench_{name}", Path(__file__).resolve().parents[1] / f"bench_{name}.py")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            mod.render(rec)
+            print(f"wrote the {name.replace('_', '-')} section of docs/fidelity.md")
     return 0
 
 

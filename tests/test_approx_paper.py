@@ -1,0 +1,98 @@
+"""``bench/bench_approx_paper.py``: the approximations at paper scale judged by k̂ — its
+orchestration (a fit that ends in its budget gets a k̂ computed as ``fit --khat`` does; a
+fit still running at the budget is stopped and recorded as not fitting), the page it
+renders and the README's row."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def bap():
+    return _load("bench_approx_paper", ROOT / "bench" / "bench_approx_paper.py")
+
+
+@pytest.fixture(scope="module")
+def hl():
+    return _load("headline", ROOT / "bench" / "tools" / "headline.py")
+
+
+@pytest.mark.slow
+def test_a_fit_in_budget_gets_the_khat_of_fit_khat_and_a_late_one_is_stopped(bap, tmp_path):
+    """At the tiny scale, the one-pass update ends in its budget and its k̂ is the one
+    ``posterior_khat`` gives the same fit in this process; with no
+    budget at all the child is stopped before its fit ends and the row says so."""
+    from crowdrank.inference.approx.psis import posterior_khat
+    from crowdrank.validation.pipelines.variants import fit_variant
+
+    out = tmp_path / "rec.json"
+    rec = bap.run(["one-pass"], 600, 300, 20.0, out, ["run"], scale="tiny")
+    [row] = rec["methods"]
+    assert row["status"] == "done", row
+    d, pri = bap._data("tiny")
+    want = posterior_khat(fit_variant(d, "couple", pri, {}), d, "couple", pri,
+                          seed=0)["psis_khat"]
+    assert row["khat"] == pytest.approx(round(want, 3))
+    assert row["rankings"] == d.n_rankings and json.loads(out.read_text()) == rec
+    late = bap.run(["advi"], 0, 300, 20.0, out, ["run"], scale="tiny", setup_s=0.5)
+    [row] = late["methods"]
+    assert row["status"].startswith("did not fit: stopped after"), row
+    assert "khat" not in row
+
+
+def _rec(*rows):
+    return {"date": "2026-12-02T10:00:00Z", "commit": "abc1234", "command": "x",
+            "prior": "geometric:a0=10,a=6", "budget_s": 1200, "methods": list(rows)}
+
+
+def test_headline_row_counts_what_fitted_and_what_did_not(hl, tmp_path):
+    done = {"label": "advi", "status": "done", "khat": 3.2}
+    late = {"label": "fullrank-advi", "status": "did not fit: stopped after 1380 s wall"}
+    (tmp_path / "approx_paper.json").write_text(json.dumps(_rec(done, late)))
+    [row] = hl.approx_paper_row(tmp_path)
+    assert row[1] == "1 of 2 fit in 20 min with k̂; lowest k̂ 3.20 (none reliable); " \
+        "did not fit: fullrank-advi"
+    assert row[3] == "yes"
+    # a method left out (never run) leaves the goal unmet
+    (tmp_path / "approx_paper.json").write_text(json.dumps(_rec(
+        done, {"label": "pathfinder", "status": "not run"})))
+    assert hl.approx_paper_row(tmp_path)[0][3] == "no"
+
+
+def test_headline_row_of_the_approx_audit_says_over_budget(hl, tmp_path):
+    rec = {"date": "2026-12-02T06:23:56+00:00", "commit": "41db168", "rc": 0,
+           "command": "crowdrank audit --approx advi,laplace --out DIR", "wall_s": 184.7,
+           "budget_s": 180.0, "models": {"couple": {"reference_trusted": True},
+                                         "crowdbt": {"reference_trusted": True}}}
+    (tmp_path / "approx.json").write_text(json.dumps(rec))
+    [row] = hl.approx_audit_row(tmp_path)
+    assert (row[1], row[3]) == ("185 s, both trusted", "no")
+    rec["wall_s"] = 170.0
+    rec["models"]["crowdbt"]["reference_trusted"] = False
+    (tmp_path / "approx.json").write_text(json.dumps(rec))
+    assert hl.approx_audit_row(tmp_path)[0][1:4] == ["170 s, NOT both trusted", "≤ 180 s",
+                                                      "no"]
+
+
+def test_fidelity_page_has_the_current_section(bap):
+    path = ROOT / "bench" / "results" / "approx_paper.json"
+    if not path.is_file():
+        pytest.skip("no approx_paper.json recorded")
+    section = bap.render_section(json.loads(path.read_text()))
+    page = (ROOT / "docs" / "fidelity.md").read_text()
+    assert section in page, ("docs/fidelity.md's approx-paper section is stale: run "
+                             "python bench/bench_approx_paper.py render")

@@ -229,3 +229,39 @@ def test_ranking_agreement_counts_only_comparable_pairs():
     out = ranking_agreement(est, est, truth, components=comp)
     assert out["accuracy_online"] == 1.0 and out["accuracy_nuts"] == 1.0
     assert out["accuracy_pairs_used"] == 2 and out["accuracy_pairs_left_out"] == 4
+
+
+def test_reference_diagnostics_are_memoised_exactly():
+    """The reference's MCSE, ESS and R-hat are computed once per draws (an audit compares
+    several approximations with one reference): a second call returns what ArviZ returns,
+    a caller writing into the result does not change the next one, and other draws of
+    the same shape are not served the first draws' values."""
+    import arviz_stats as azs
+    import xarray as xr
+
+    from crowdrank.validation import compare as C
+    from crowdrank.validation import tables as T
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, 50, 4)).cumsum(axis=1)
+    da = xr.DataArray(x, dims=("chain", "draw", "p"))
+    want_mcse = np.asarray(azs.mcse(da, method="mean").values, float)
+    want_ess = np.asarray(azs.ess(da, method="bulk").values, float)
+    for _ in range(2):
+        mcse, ess = C._ref_stats(x)
+        np.testing.assert_array_equal(mcse, want_mcse)
+        np.testing.assert_array_equal(ess, want_ess)
+        mcse[:] = -1.0
+    y = rng.normal(size=x.shape).cumsum(axis=1)
+    assert not np.array_equal(C._ref_stats(y)[1], want_ess)
+    idata = xr.DataTree.from_dict(
+        {"posterior": xr.Dataset({"lambda": (("chain", "draw", "item"), x)})})
+    tree = idata
+    first = T._diag(tree, "lambda")
+    first["rhat"][:] = 0.0
+    again = T._diag(tree, "lambda")
+    np.testing.assert_array_equal(again["rhat"], np.asarray(
+        azs.rhat(idata, var_names=["lambda"])["lambda"].values, float))
+    tree2 = xr.DataTree.from_dict(
+        {"posterior": xr.Dataset({"lambda": (("chain", "draw", "item"), y)})})
+    assert not np.array_equal(T._diag(tree2, "lambda")["ess_bulk"], again["ess_bulk"])

@@ -168,25 +168,45 @@ def parameter_table(online, idata, *, model: str | None = None, variant: str = "
 MAX_PAIRS = 2000
 
 
-def _mcse(draws3) -> np.ndarray:
-    """ArviZ's MCSE of the mean of each column of draws ``(chain, draw, P)``."""
+#: MCSE and bulk ESS of reference draws already computed, keyed on the draws' bytes (an
+#: audit compares several approximations with one reference: recomputing them was most
+#: of each comparison's time); a handful of entries, oldest dropped first
+_REF_STATS: dict = {}
+_REF_STATS_KEEP = 16
+
+
+def _ref_stats(draws3) -> tuple[np.ndarray, np.ndarray]:
+    """ArviZ's MCSE of the mean and bulk ESS of each column of draws ``(chain, draw, P)``;
+    the same draws (byte for byte) give the stored values, which are these."""
+    import hashlib
+
     import arviz_stats as azs
     import xarray as xr
 
-    da = xr.DataArray(draws3, dims=("chain", "draw", "p"))
-    return np.asarray(azs.mcse(da, method="mean").values, float).reshape(-1)
+    a = np.ascontiguousarray(draws3, dtype=float)
+    key = (a.shape, hashlib.blake2b(a.tobytes(), digest_size=20).hexdigest())
+    hit = _REF_STATS.get(key)
+    if hit is None:
+        da = xr.DataArray(a, dims=("chain", "draw", "p"))
+        hit = (np.asarray(azs.mcse(da, method="mean").values, float).reshape(-1),
+               np.asarray(azs.ess(da, method="bulk").values, float).reshape(-1))
+        _REF_STATS[key] = hit
+        while len(_REF_STATS) > _REF_STATS_KEEP:
+            _REF_STATS.pop(next(iter(_REF_STATS)))
+    return hit[0].copy(), hit[1].copy()
+
+
+def _mcse(draws3) -> np.ndarray:
+    """ArviZ's MCSE of the mean of each column of draws ``(chain, draw, P)``."""
+    return _ref_stats(draws3)[0]
 
 
 def _derived_metrics(p1, p2, draws3) -> dict[str, np.ndarray]:
     """:func:`crowdrank.validation.metrics.parameter_metrics` for a derived quantity given as draws
     ``(chain, draw, P)``, with its MCSE and ESS from ArviZ on those draws."""
-    import arviz_stats as azs
-    import xarray as xr
-
-    da = xr.DataArray(draws3, dims=("chain", "draw", "p"))
-    mcse = _mcse(draws3)
+    mcse, ess = _ref_stats(draws3)
     out = M.parameter_metrics("normal", p1, p2, draws3.reshape(-1, draws3.shape[-1]), mcse)
-    out["ess_bulk"] = np.asarray(azs.ess(da, method="bulk").values, float).reshape(-1)
+    out["ess_bulk"] = ess
     return out
 
 

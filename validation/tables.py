@@ -30,21 +30,38 @@ def _flat_draws(idata, var: str) -> tuple[np.ndarray, list[str]]:
     return x.reshape(x.shape[0] * x.shape[1], -1), other
 
 
+#: Diagnostics already computed, keyed on the variable's name, dims and draws' bytes: an
+#: audit tabulates one reference beside several approximations (a few entries kept)
+_DIAG: dict = {}
+_DIAG_KEEP = 16
+
+
 def _diag(idata, var: str) -> dict[str, np.ndarray]:
     """Per-parameter MCSE of the mean, rank R-hat, bulk and tail ESS (ArviZ 1.x), flattened
-    in the order of :func:`_flat_draws`."""
+    in the order of :func:`_flat_draws`; the same draws (byte for byte) give the stored
+    values, which are these."""
+    import hashlib
+
     import arviz_stats as azs
 
     da = idata["posterior"][var]
     other = [d for d in da.dims if d not in ("chain", "draw")]
+    a = np.ascontiguousarray(da.transpose("chain", "draw", *other).values)
+    key = (var, tuple(da.dims), a.shape, str(a.dtype),
+           hashlib.blake2b(a.tobytes(), digest_size=20).hexdigest())
+    hit = _DIAG.get(key)
+    if hit is None:
+        def flat(res):
+            return np.asarray(res[var].transpose(*other).values, float).reshape(-1)
 
-    def flat(res):
-        return np.asarray(res[var].transpose(*other).values, float).reshape(-1)
-
-    return {"mcse": flat(azs.mcse(idata, var_names=[var], method="mean")),
+        hit = _DIAG[key] = {
+            "mcse": flat(azs.mcse(idata, var_names=[var], method="mean")),
             "rhat": flat(azs.rhat(idata, var_names=[var])),
             "ess_bulk": flat(azs.ess(idata, var_names=[var], method="bulk")),
             "ess_tail": flat(azs.ess(idata, var_names=[var], method="tail"))}
+        while len(_DIAG) > _DIAG_KEEP:
+            _DIAG.pop(next(iter(_DIAG)))
+    return {k: v.copy() for k, v in hit.items()}
 
 
 def _coord(idata, name: str) -> list[str]:

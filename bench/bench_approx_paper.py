@@ -18,7 +18,7 @@ the allocation error. k̂ is computed after a fit that ended in time, on 1,000 d
 timed apart from the fit. Per method: fit CPU and wall seconds, the optimiser's steps and
 convergence, the number of coordinates, k̂ and its label, the machine's load::
 
-    python bench/bench_approx_paper.py run [--only advi,...] [--budget-s 1200]
+    python bench/bench_approx_paper.py run [--only advi,...] [--budget-s 1200] [--start-by HH:MM]
     python bench/bench_approx_paper.py render   # the paper-scale section of docs/fidelity.md
 
 Writes ``bench/results/approx_paper.json`` (after every method).
@@ -98,14 +98,14 @@ def one(label: str, out: Path, memory_gb: float, scale: str = "paper") -> None:
     out.write_text(json.dumps(row))
 
 
-def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                          capture_output=True, text=True).stdout.strip()
-
-
 def run(labels: list[str], budget: float, khat_budget: float, memory_gb: float,
-        path: Path, argv: list[str], scale: str = "paper", setup_s: float = SETUP_S) -> dict:
-    rec = {"bench": "approx_paper", "date": _now(), "commit": _commit(),
+        path: Path, argv: list[str], scale: str = "paper", setup_s: float = SETUP_S,
+        start_by: str | None = None) -> dict:
+    """Each method of ``labels`` in turn (module docstring); none starts after
+    ``start_by`` (UTC HH:MM): those are recorded as not run."""
+    import bench_approx_study as study
+
+    rec = {"bench": "approx_paper", "date": _now(), "commit": study._commit(),
            "command": "python bench/bench_approx_paper.py " + " ".join(argv),
            "machine": {"cpus": os.cpu_count(), "memory_limit_gb": memory_gb},
            "model": "couple", "data": "simulate_paper_scale('couple', setting='amateur', "
@@ -113,6 +113,12 @@ def run(labels: list[str], budget: float, khat_budget: float, memory_gb: float,
            "scale": scale, "budget_s": budget, "methods": []}
     tmp = path.parent / ".approx_paper_row.json"
     for label in labels:
+        if start_by and datetime.now(UTC).strftime("%H:%M") >= start_by:
+            rec["methods"].append({"label": label, "status": f"not run: it would have "
+                                   f"started after {start_by} UTC (--start-by)",
+                                   "date": _now()})
+            path.write_text(json.dumps(rec, indent=1))
+            continue
         tmp.unlink(missing_ok=True)
         load0 = round(os.getloadavg()[0], 2)
         print(f"[{datetime.now(UTC):%H:%M:%S}] {label} (load {load0})", flush=True)
@@ -161,8 +167,8 @@ def run(labels: list[str], budget: float, khat_budget: float, memory_gb: float,
 
 
 def render_section(rec: dict) -> str:
-    rows = ["| method | fits in 20 min? | fit wall s | fit CPU s | steps (converged) | k̂ "
-            "| verdict |", "|---|---|---|---|---|---|---|"]
+    rows = [("| method | fits in 20 min? | fit wall s | fit CPU s | steps (converged) | k̂ "
+             "| verdict |"), "|---|---|---|---|---|---|---|"]
     for m in rec["methods"]:
         ok = m.get("status") == "done"
         k = m.get("khat")
@@ -179,8 +185,9 @@ def render_section(rec: dict) -> str:
             "against the exact log density (k̂ ≤ 0.7: the draws can be trusted as "
             "importance proposals; above, the approximation is not reliable — no NUTS "
             "reference is needed for that verdict).")
-    return "\n".join([START, "### The approximations at paper scale, judged by k̂ "
-                      "(`bench/bench_approx_paper.py`)", "", head, "", *rows, END])
+    title = ("### The approximations at paper scale, judged by k̂ "
+             "(`bench/bench_approx_paper.py`)")
+    return "\n".join([START, title, "", head, "", *rows, END])
 
 
 def render(path: Path = RESULTS, out: Path = ROOT / "docs" / "fidelity.md") -> None:
@@ -200,6 +207,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=1200.0)
     ap.add_argument("--khat-budget-s", type=float, default=600.0)
     ap.add_argument("--memory-gb", type=float, default=20.0)
+    ap.add_argument("--start-by", default=None, help="UTC HH:MM after which no method starts")
     ap.add_argument("--row", default=None)
     ap.add_argument("--scale", choices=("paper", "tiny"), default="paper")
     ap.add_argument("--out", default=str(RESULTS))
@@ -215,7 +223,8 @@ def main(argv=None) -> int:
     labels = [lab for lab, _ in study.method_plan("couple")]
     if a.only:
         labels = [x for x in a.only.split(",")]
-    run(labels, a.budget_s, a.khat_budget_s, a.memory_gb, Path(a.out), argv, a.scale)
+    run(labels, a.budget_s, a.khat_budget_s, a.memory_gb, Path(a.out), argv, a.scale,
+        start_by=a.start_by)
     return 0
 
 

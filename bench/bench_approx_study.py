@@ -303,11 +303,14 @@ def close_record(rec: dict, why: str = "stopped at the deadline") -> dict:
 
 
 def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: list[str],
-        last_reference: str | None = None, resume: bool = False) -> dict:
+        last_reference: str | None = None, resume: bool = False,
+        skip: dict | None = None) -> dict:
     """Every subject of ``names`` in turn (module docstring); the record is rewritten after
     each method, and what the deadline left out is marked ``not run``. No NUTS reference
     starts sampling after ``last_reference`` (UTC HH:MM); ``resume`` keeps the subjects the
-    record at ``path`` holds as done (with their own dates and loads)."""
+    record at ``path`` holds as done (with their own dates and loads); ``skip`` maps
+    ``(subject, method label)`` to the reason it is not run (``--skip``, in the record's
+    command)."""
     from crowdrank.models.registry import get as get_model
 
     stop, last_ref = _stop_time(stop_at), _stop_time(last_reference)
@@ -373,6 +376,11 @@ def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: li
             for i, m in enumerate(subj["methods"]):
                 if late():
                     m["status"] = "not run: the study's deadline came first"
+                    continue
+                if (name, m["label"]) in (skip or {}):
+                    m["status"] = f"not run: skipped ({skip[name, m['label']]})"
+                    log(f"  {m['label']}: {m['status']}")
+                    _write(rec, path)
                     continue
                 try:
                     subj["methods"][i] = run_method(d, model, pri, m["label"], m["options"],
@@ -641,15 +649,20 @@ def main(argv=None) -> int:
                     help="UTC HH:MM after which no NUTS reference starts sampling")
     ap.add_argument("--resume", action="store_true",
                     help="keep the subjects the record already holds as done")
+    ap.add_argument("--skip", action="append", default=[], metavar="SUBJECT:METHOD",
+                    help="do not run this method on this subject (repeatable); recorded "
+                    "as not run with --skip-why")
+    ap.add_argument("--skip-why", default="--skip", help="the reason --skip records")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
+    skip = {tuple(x.split(":", 1)): args.skip_why for x in args.skip}
     names = list(SUBJECTS) if args.only is None else args.only.split(",")
     bad = [n for n in names if n not in SUBJECTS]
     if bad:
         ap.error(f"unknown subject(s) {bad}; expected {list(SUBJECTS)}")
     if args.step == "run":
         run(names, Path(args.cache), args.stop_at, Path(args.out), argv,
-            args.last_reference_at, args.resume)
+            args.last_reference_at, args.resume, skip)
         return 0
     if args.step == "close":          # a run stopped from outside: say what it left
         rec = close_record(json.loads(Path(args.out).read_text()))

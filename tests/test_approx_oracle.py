@@ -149,3 +149,24 @@ def test_lowrank_advi_matches_quadrature(data, priors, exact):
     _check(fit, data, exact)
     assert abs(fit.lam.mean(1).var() - 1 / 3) < 0.05      # the level's prior variance
     assert fit.khat is not None and np.isfinite(fit.khat)
+
+
+def test_pathfinder_refuses_a_path_that_cannot_fit_in_memory(data, priors):
+    """Pathfinder's ELBO estimates hold (max_steps + 1) × elbo_draws densities at once: where
+    they exceed the memory it is refused before the run with the sizes and the largest
+    --max-steps that fits (on the paper's 450,000 rankings XLA otherwise failed after the
+    L-BFGS run, allocating 58.6 GB); with the memory there is, nothing is refused."""
+    from crowdrank.inference.approx.pathfinder import PathfinderOptions, check_memory
+    from crowdrank.inference.approx.target import build_target, x64
+
+    with x64():
+        target = build_target(data, "bt", priors, fast=False)
+    cells = int(np.size(target.inputs.index))
+    o = PathfinderOptions()                          # 201 × 25 densities
+    check_memory(target, o)                          # this machine: fits
+    have = 50 * 25 * cells * 8                       # room for 49 steps + 1
+    with pytest.raises(ValueError, match=r"--max-steps 49 or fewer fits"):
+        check_memory(target, o, available=have)
+    check_memory(target, PathfinderOptions(max_steps=49), available=have)
+    with pytest.raises(ValueError, match="no --max-steps fits"):
+        check_memory(target, o, available=cells * 8)

@@ -56,6 +56,38 @@ class PathfinderOptions:
     backend: str = "numpyro"    #: NumPyro's density, blackjax's Pathfinder
 
 
+def memory_bytes() -> int:
+    """The memory this process may use: the machine's physical memory, or the address-space
+    limit when one is set (``ulimit -v``)."""
+    import os
+    import resource
+
+    phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return int(phys if soft in (resource.RLIM_INFINITY, -1) else min(phys, soft))
+
+
+def check_memory(target, o: PathfinderOptions, available: int | None = None) -> None:
+    """Refuse, with the sizes, a path whose ELBO estimates cannot fit in memory: blackjax
+    evaluates the density at all ``(max_steps + 1) × elbo_draws`` points of a path at once,
+    each holding the likelihood's ``K × M`` columns (8 bytes each), e.g. 5,025 × 1.8 M
+    columns = 72 GB on the paper's 450,000 rankings — XLA would stop after the L-BFGS run
+    with an out-of-memory error instead."""
+    cells = max(1, int(np.size(target.inputs.index)))
+    need = (o.max_steps + 1) * o.elbo_draws * cells * 8
+    have = memory_bytes() if available is None else available
+    if need > have:
+        steps = have // (cells * 8 * o.elbo_draws) - 1
+        lower = (f"--max-steps {steps} or fewer fits" if steps >= 1 else
+                 "no --max-steps fits")
+        raise ValueError(
+            f"pathfinder needs ~{need / 2**30:.0f} GiB for one path's ELBO estimates "
+            f"((max_steps + 1) × elbo_draws = {o.max_steps + 1} × {o.elbo_draws} densities of "
+            f"{cells:,} likelihood columns at once) and this process has "
+            f"{have / 2**30:.0f} GiB: {lower}; advi, lowrank-advi and laplace-ppl evaluate "
+            "the density a bounded number of draws at a time")
+
+
 def fit_pathfinder(data: Rankings, model: str, priors: Priors,
                    options: PathfinderOptions | None = None, **kw) -> ApproxFit:
     """Multi-path Pathfinder of ``model`` (module docstring)."""
@@ -70,6 +102,7 @@ def fit_pathfinder(data: Rankings, model: str, priors: Priors,
         # autodiff form of the density: vmapped over paths inside L-BFGS
         target = build_target(data, model, priors, simplex=o.simplex, level=o.level,
                               fast=False, seed=o.seed)
+        check_memory(target, o)
         rng = np.random.default_rng(o.seed)
         starts = target.z0[None] + rng.uniform(-o.jitter, o.jitter, (o.paths, target.dim))
         jnp = jax.numpy

@@ -64,6 +64,26 @@ def _data(scale: str = "paper"):
     return d, Priors.geometric(d.workers, d.K, **PRIOR)
 
 
+def options_of(label: str) -> dict:
+    """``fit_variant`` options of ``label``: a label of the study's plan, or
+    ``"METHOD key=value[,key=value]"`` for a method with options of its own (e.g.
+    ``"advi elbo_tol=1e-05"``; numbers are read as numbers)."""
+    import bench_approx_study as study
+
+    plan = dict(study.method_plan("couple"))
+    if label in plan:
+        return plan[label]
+    method, _, rest = label.partition(" ")
+    opts: dict = {"method": method}
+    for kv in filter(None, rest.split(",")):
+        k, v = kv.split("=", 1)
+        try:
+            opts[k] = int(v) if v.lstrip("-").isdigit() else float(v)
+        except ValueError:
+            opts[k] = v
+    return opts
+
+
 def one(label: str, out: Path, memory_gb: float, scale: str = "paper") -> None:
     """Child process: fit ``label`` and write its row to ``out`` (first without k̂, as
     soon as the fit ends; then with it)."""
@@ -78,7 +98,7 @@ def one(label: str, out: Path, memory_gb: float, scale: str = "paper") -> None:
     d, pri = _data(scale)
     row = {"label": label, "data_s": round(time.perf_counter() - t, 1),
            "rankings": d.n_rankings, "items": d.n_items, "workers": d.n_workers}
-    opts = dict(study.method_plan("couple"))[label]
+    opts = options_of(label)
     row["options"] = opts
     t, c = time.perf_counter(), study.cpu_seconds()
     post = fit_variant(d, "couple", pri, opts, progress=False)
@@ -100,17 +120,26 @@ def one(label: str, out: Path, memory_gb: float, scale: str = "paper") -> None:
 
 def run(labels: list[str], budget: float, khat_budget: float, memory_gb: float,
         path: Path, argv: list[str], scale: str = "paper", setup_s: float = SETUP_S,
-        start_by: str | None = None) -> dict:
+        start_by: str | None = None, append: bool = False) -> dict:
     """Each method of ``labels`` in turn (module docstring); none starts after
-    ``start_by`` (UTC HH:MM): those are recorded as not run."""
+    ``start_by`` (UTC HH:MM): those are recorded as not run. ``append`` keeps the rows of
+    the record at ``path`` (each row has its own date and commit) and adds these."""
     import bench_approx_study as study
 
+    old = json.loads(path.read_text()) if append and path.is_file() else None
     rec = {"bench": "approx_paper", "date": _now(), "commit": study._commit(),
            "command": "python bench/bench_approx_paper.py " + " ".join(argv),
            "machine": {"cpus": os.cpu_count(), "memory_limit_gb": memory_gb},
            "model": "couple", "data": "simulate_paper_scale('couple', setting='amateur', "
            "seed=0)", "prior": f"geometric:a0={PRIOR['a0']},a={PRIOR['a']}",
            "scale": scale, "budget_s": budget, "methods": []}
+    if old is not None:
+        for m in old["methods"]:
+            m.setdefault("commit", old.get("commit"))
+        rec.update(methods=old["methods"], date=old["date"], commit=old["commit"],
+                   command=old["command"], appended=old.get("appended", []) + [
+                       {"date": _now(), "commit": rec["commit"],
+                        "command": rec["command"]}])
     tmp = path.parent / ".approx_paper_row.json"
     for label in labels:
         if start_by and datetime.now(UTC).strftime("%H:%M") >= start_by:
@@ -155,7 +184,8 @@ def run(labels: list[str], budget: float, khat_budget: float, memory_gb: float,
         if row.get("fit_wall_s", 0) > budget:
             row["status"] = f"did not fit: the fit took {row['fit_wall_s']} s > {budget:.0f} s"
         row.update(process_wall_s=round(wall, 1), load_1min_before=load0,
-                   load_1min_after=round(os.getloadavg()[0], 2), date=_now())
+                   load_1min_after=round(os.getloadavg()[0], 2), date=_now(),
+                   commit=study._commit())
         rec["methods"].append(row)
         print(f"  {json.dumps(row)[:400]}", flush=True)
         path.write_text(json.dumps(rec, indent=1))
@@ -208,6 +238,8 @@ def main(argv=None) -> int:
     ap.add_argument("--khat-budget-s", type=float, default=600.0)
     ap.add_argument("--memory-gb", type=float, default=20.0)
     ap.add_argument("--start-by", default=None, help="UTC HH:MM after which no method starts")
+    ap.add_argument("--append", action="store_true",
+                    help="add the rows to the record instead of replacing it")
     ap.add_argument("--row", default=None)
     ap.add_argument("--scale", choices=("paper", "tiny"), default="paper")
     ap.add_argument("--out", default=str(RESULTS))
@@ -224,7 +256,7 @@ def main(argv=None) -> int:
     if a.only:
         labels = [x for x in a.only.split(",")]
     run(labels, a.budget_s, a.khat_budget_s, a.memory_gb, Path(a.out), argv, a.scale,
-        start_by=a.start_by)
+        start_by=a.start_by, append=a.append)
     return 0
 
 

@@ -48,10 +48,20 @@ def test_a_fit_in_budget_gets_the_khat_of_fit_khat_and_a_late_one_is_stopped(bap
                           seed=0)["psis_khat"]
     assert row["khat"] == pytest.approx(round(want, 3))
     assert row["rankings"] == d.n_rankings and json.loads(out.read_text()) == rec
-    late = bap.run(["advi"], 0, 300, 20.0, out, ["run"], scale="tiny", setup_s=0.5)
-    [row] = late["methods"]
+    late = bap.run(["advi elbo_tol=1e-05"], 0, 300, 20.0, out, ["run"], scale="tiny",
+                   setup_s=0.5, append=True)
+    first, row = late["methods"]                 # appended: the first row is kept
+    assert first["khat"] == rec["methods"][0]["khat"] and late["appended"]
+    assert row["label"] == "advi elbo_tol=1e-05"
     assert row["status"].startswith("did not fit: stopped after"), row
     assert "khat" not in row
+
+
+def test_labels_name_the_study_plan_or_a_method_with_options(bap):
+    assert bap.options_of("ep5 damping=0") == {"method": "ep", "ep_passes": "5",
+                                               "damping": 0.0}
+    assert bap.options_of("advi elbo_tol=1e-05,max_steps=20000") == {
+        "method": "advi", "elbo_tol": 1e-05, "max_steps": 20000}
 
 
 def _rec(*rows):

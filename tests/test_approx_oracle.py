@@ -170,3 +170,15 @@ def test_pathfinder_refuses_a_path_that_cannot_fit_in_memory(data, priors):
     check_memory(target, PathfinderOptions(max_steps=49), available=have)
     with pytest.raises(ValueError, match="no --max-steps fits"):
         check_memory(target, o, available=cells * 8)
+
+
+def test_a_diverged_advi_is_an_error_that_says_so(data, priors):
+    """An optimisation that diverges (here an absurd first step size) stops with a one-line
+    error naming the step, the learning rate and the remedy, not with NumPyro's complaint
+    about a guide with a NaN location."""
+    from crowdrank.inference.approx import fit_approx
+    from crowdrank.models.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"advi diverged: after \d+ steps .*learning rate "
+                       r"1e\+08\); try a smaller --learning-rate"):
+        fit_approx(data, "bt", priors, "advi", learning_rate=1e8, max_steps=400, window=100)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crowdrank.models.data import Rankings
+from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import Priors
 
 from .result import ApproxFit
@@ -119,6 +120,23 @@ def _draw_q(method: str, guide, params, target, key, n: int):
     return np.asarray(z, float), np.asarray(q.log_prob(zg), float)
 
 
+def _check_finite(method: str, means: list[float], params: dict, steps: int,
+                  o: VIOptions) -> None:
+    """A diverged optimisation (a window's mean loss or a variational parameter not finite)
+    is an error that says where it happened and what to change, not draws of a
+    ``NaN``-located Gaussian (NumPyro then fails on the guide's invalid ``loc``)."""
+    bad = [k for k, v in params.items() if not np.all(np.isfinite(np.asarray(v)))]
+    if np.isfinite(means[-1]) and not bad:
+        return
+    ok = [i for i, m in enumerate(means) if np.isfinite(m)]
+    last = (f"; the last finite window-mean ELBO was {-means[ok[-1]]:.6g} at step "
+            f"{(ok[-1] + 1) * o.window}" if ok else "")
+    raise UsageError(
+        f"{method} diverged: after {steps} steps the window-mean ELBO is {-means[-1]:.6g}"
+        + (f" and {', '.join(sorted(bad))} not finite" if bad else "") + last
+        + f" (learning rate {o.learning_rate:g}); try a smaller --learning-rate")
+
+
 def _fit_numpyro(data, model, priors, method, o: VIOptions) -> ApproxFit:
     import jax
     import numpyro
@@ -168,6 +186,7 @@ def _fit_numpyro(data, model, priors, method, o: VIOptions) -> ApproxFit:
                 break
         bar.close()
         params = svi.get_params(state)
+        _check_finite(method, means, params, steps, o)
         z, log_q = _draw_q(method, guide, params, target, jax.random.PRNGKey(o.seed + 1),
                            o.draws)
         log_p = target.log_p_draws(z)

@@ -197,15 +197,22 @@ def run(labels: list[str], budget: float, khat_budget: float, memory_gb: float,
 
 
 def render_section(rec: dict) -> str:
-    rows = [("| method | fits in 20 min? | fit wall s | fit CPU s | steps (converged) | k̂ "
+    rows = [("| method | fits in 20 min? | fit wall s | fit CPU s | steps (converged?) | k̂ "
              "| verdict |"), "|---|---|---|---|---|---|---|"]
+    def cell(v) -> str:
+        return "–" if v is None else str(v)
+
     for m in rec["methods"]:
         ok = m.get("status") == "done"
         k = m.get("khat")
+        # a failure's last lines, without the table's separator
         verdict = (m.get("khat_label", "") if ok else m.get("status", ""))
-        rows.append(f"| {m['label']} | {'yes' if ok else 'no'} | {m.get('fit_wall_s', '–')} "
-                    f"| {m.get('fit_cpu_s', '–')} | {m.get('steps', '–')} "
-                    f"({m.get('converged', '–')}) | {'–' if k is None else k} | {verdict} |")
+        verdict = verdict.replace("|", "/")
+        verdict = verdict if len(verdict) <= 200 else "…" + verdict[-200:]
+        steps = (f"{m['steps']} ({'yes' if m.get('converged') else 'no'})"
+                 if m.get("steps") is not None else "–")
+        rows.append(f"| {m['label']} | {'yes' if ok else 'no'} | {cell(m.get('fit_wall_s'))} "
+                    f"| {cell(m.get('fit_cpu_s'))} | {steps} | {cell(k)} | {verdict} |")
     n = rec["methods"][0] if rec["methods"] else {}
     head = (f"Record `bench/results/approx_paper.json` ({rec['date']}, commit "
             f"{rec['commit']}, `{rec['command']}`): COUPLE on "
@@ -217,7 +224,9 @@ def render_section(rec: dict) -> str:
             "reference is needed for that verdict).")
     title = ("### The approximations at paper scale, judged by k̂ "
              "(`bench/bench_approx_paper.py`)")
-    return "\n".join([START, title, "", head, "", *rows, END])
+    more = [f"Rows added by `{a['command']}` ({a['date']}, commit {a['commit']})."
+            for a in rec.get("appended", [])]
+    return "\n".join([START, title, "", head, *([""] + more if more else []), "", *rows, END])
 
 
 def render(path: Path = RESULTS, out: Path = ROOT / "docs" / "fidelity.md") -> None:

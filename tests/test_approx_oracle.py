@@ -182,3 +182,28 @@ def test_a_diverged_advi_is_an_error_that_says_so(data, priors):
     with pytest.raises(UsageError, match=r"advi diverged: after \d+ steps .*learning rate "
                        r"1e\+08\); try a smaller --learning-rate"):
         fit_approx(data, "bt", priors, "advi", learning_rate=1e8, max_steps=400, window=100)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model", "method"), [("couple-normalized", "advi"),
+                                               ("peergrader", "laplace-ppl")])
+def test_ppl_approximations_run_on_the_other_models(model, method):
+    """Normalised COUPLE and PeerGrader (the registry's models that no study subject
+    covers): a PPL approximation fits each, on the same small data and priors, and returns
+    finite draws of every item and worker with its k̂ and stopping rule. (Every method
+    works on the model's one target, :func:`build_target`: one method per model keeps
+    the suite's compile time small.)"""
+    from crowdrank.inference.approx import fit_approx
+    from crowdrank.models.simulate import simulate
+
+    d = simulate("couple", n_items=6, n_workers=3, tasks_per_worker=8, kmax=3,
+                 seed=4).rankings
+    rng = np.random.default_rng(5)
+    pri = Priors(d.workers, rng.uniform(0.5, 3.0, size=(d.n_workers, d.K)), mu0=0.0,
+                 sigma0=1.0, spec="test", gamma=rng.uniform(1.0, 5.0, size=(d.n_workers, 2)))
+    kw = {"max_steps": 300, "window": 100} if method == "advi" else {}
+    fit = fit_approx(d, model, pri, method, draws=200, **kw)
+    assert fit.lam.shape == (200, d.n_items) and np.all(np.isfinite(fit.lam))
+    assert fit.eta is not None and np.all(np.isfinite(fit.eta))
+    assert len(fit.eta) == 200 and fit.eta.shape[1] == d.n_workers
+    assert np.isfinite(fit.khat) and fit.diagnostics["stopping_rule"]

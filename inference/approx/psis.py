@@ -143,7 +143,7 @@ def online_log_ratios(post, data, model: str, priors, n: int = 1000, seed: int =
     from crowdrank.models.model_inputs import model_inputs
     from crowdrank.models.registry import get as get_model
 
-    from .target import draws_per_batch, x64
+    from .target import _chunks, draws_per_batch, x64
 
     spec_items = list(post.items)
     item_pos = {str(i): k for k, i in enumerate(spec_items)}
@@ -174,20 +174,14 @@ def online_log_ratios(post, data, model: str, priors, n: int = 1000, seed: int =
             return npm.column_loglik(inputs, la, log_eta=log_eta).sum()
 
         f = jax.jit(jax.vmap(ll) if eta is not None else jax.vmap(lambda la: ll(la, None)))
-        # in blocks whose memory does not grow with the data (draws_per_batch); each block
-        # is padded to one shape, so the function compiles once
-        b = draws_per_batch(inputs)
-        parts = []
-        for i in range(0, n_draws := lam.shape[0], b):
-            pad = max(0, min(b, n_draws) - (n_draws - i))
-            sl = slice(i, i + b)
-            la = np.concatenate([lam[sl], np.repeat(lam[-1:], pad, 0)]) if pad else lam[sl]
-            if eta is None:
-                parts.append(np.asarray(f(la), float))
-            else:
-                et = (np.concatenate([eta[sl], np.repeat(eta[-1:], pad, 0)]) if pad
-                      else eta[sl])
-                parts.append(np.asarray(f(la, et), float))
+        # in blocks whose memory does not grow with the data (draws_per_batch), padded to
+        # one shape so that the function compiles once (the target's own blocking)
+        b, n_draws = draws_per_batch(inputs), lam.shape[0]
+        if eta is None:
+            parts = [np.asarray(f(la), float) for la in _chunks(lam, b)]
+        else:
+            parts = [np.asarray(f(la, et), float)
+                     for la, et in zip(_chunks(lam, b), _chunks(eta, b))]
         log_p = log_p + np.concatenate(parts)[:n_draws]
     khat, lw = psis_diagnostic(log_p, d["log_q"])
     return {"lambda": lam, "eta": eta, "log_p": log_p, "log_q": d["log_q"], "khat": khat,

@@ -109,11 +109,15 @@ def test_batched_posterior_matches_quadrature_and_lanes_are_independent():
         assert d.std() == pytest.approx(sd, rel=0.06)
         # the common level is the prior's: N(0, σ0²/2), untouched by the data
         assert lam.mean(axis=1).std() == pytest.approx(np.sqrt(0.5), rel=0.06)
-    # the second data set alone, with the same block sizes: the same draws
+    # the second data set alone, with the same block sizes: the same draws. Up to rounding:
+    # XLA compiles a batch of one and of two lanes into different vector kernels, whose
+    # sums may round differently in the last bits, and 1,200 NUTS iterations carry those
+    # bits along (2e-7 seen on one CPU). A lane that read the other lane's data or key
+    # would differ by the posterior's own spread (~0.5).
     alone = fit_nuts_batched([sets[1]], "bt", pri, seeds=[12], chains=4, tune=200,
                              draws=1000, counts={2: 5})
     np.testing.assert_allclose(alone[0]["posterior"]["lambda"],
-                               res[1]["posterior"]["lambda"], rtol=1e-6, atol=1e-8)
+                               res[1]["posterior"]["lambda"], rtol=0, atol=1e-5)
 
 
 

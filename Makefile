@@ -21,8 +21,10 @@ $(BIN)/crowdrank: pyproject.toml
 
 venv: $(BIN)/crowdrank
 
+# the 25 slowest tests are listed at the end, so a run on a fresh machine shows where its
+# time went
 test: venv
-	$(BIN)/python -m pytest -q $(XDIST)
+	$(BIN)/python -m pytest -q $(XDIST) --durations=25
 
 test-fast: venv
 	$(BIN)/python -m pytest -q $(XDIST) -m "not slow"

@@ -265,3 +265,25 @@ def test_reference_diagnostics_are_memoised_exactly():
     tree2 = xr.DataTree.from_dict(
         {"posterior": xr.Dataset({"lambda": (("chain", "draw", "item"), y)})})
     assert not np.array_equal(T._diag(tree2, "lambda")["ess_bulk"], again["ess_bulk"])
+
+
+def test_draws_memo_computes_once_per_draws_and_keeps_a_few():
+    """One computation per (draws, key parts), byte for byte: the same values again are
+    served, one changed draw, another dtype or another key part is computed afresh, and
+    beyond ``keep`` entries the oldest is computed again."""
+    from crowdrank.validation.tables import DrawsMemo
+
+    calls = []
+    memo = DrawsMemo(keep=2)
+
+    def get(a, *parts):
+        return memo.get(a, lambda: calls.append(1) or len(calls), *parts)
+
+    x = np.arange(6.0).reshape(2, 3)
+    assert get(x) == 1 and get(x.copy()) == 1
+    y = x.copy()
+    y[1, 2] += 1e-12
+    assert get(y) == 2
+    assert get(x.astype(np.float32)) == 3            # the oldest (x) is dropped now
+    assert get(x, "lambda") == 4
+    assert get(x) == 5

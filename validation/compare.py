@@ -38,6 +38,7 @@ from crowdrank.validation.agreement import (  # noqa: F401  (compare's public na
     worker_agreement,
 )
 from crowdrank.validation.tables import (  # noqa: F401  (align and aggregates: compare's public names)
+    DrawsMemo,
     _coord,
     _diag,
     _finite_or_none,
@@ -168,31 +169,24 @@ def parameter_table(online, idata, *, model: str | None = None, variant: str = "
 MAX_PAIRS = 2000
 
 
-#: MCSE and bulk ESS of reference draws already computed, keyed on the draws' bytes (an
-#: audit compares several approximations with one reference: recomputing them was most
-#: of each comparison's time); a handful of entries, oldest dropped first
-_REF_STATS: dict = {}
-_REF_STATS_KEEP = 16
+#: MCSE and bulk ESS of reference draws, memoised on the draws
+_REF_STATS = DrawsMemo()
 
 
 def _ref_stats(draws3) -> tuple[np.ndarray, np.ndarray]:
-    """ArviZ's MCSE of the mean and bulk ESS of each column of draws ``(chain, draw, P)``;
-    the same draws (byte for byte) give the stored values, which are these."""
-    import hashlib
-
+    """ArviZ's MCSE of the mean and bulk ESS of each column of draws ``(chain, draw, P)``
+    (memoised on the draws: :class:`crowdrank.validation.tables.DrawsMemo`)."""
     import arviz_stats as azs
     import xarray as xr
 
-    a = np.ascontiguousarray(draws3, dtype=float)
-    key = (a.shape, hashlib.blake2b(a.tobytes(), digest_size=20).hexdigest())
-    hit = _REF_STATS.get(key)
-    if hit is None:
+    a = np.asarray(draws3, dtype=float)
+
+    def compute():
         da = xr.DataArray(a, dims=("chain", "draw", "p"))
-        hit = (np.asarray(azs.mcse(da, method="mean").values, float).reshape(-1),
-               np.asarray(azs.ess(da, method="bulk").values, float).reshape(-1))
-        _REF_STATS[key] = hit
-        while len(_REF_STATS) > _REF_STATS_KEEP:
-            _REF_STATS.pop(next(iter(_REF_STATS)))
+        return (np.asarray(azs.mcse(da, method="mean").values, float).reshape(-1),
+                np.asarray(azs.ess(da, method="bulk").values, float).reshape(-1))
+
+    hit = _REF_STATS.get(a, compute)
     return hit[0].copy(), hit[1].copy()
 
 

@@ -30,37 +30,53 @@ def _flat_draws(idata, var: str) -> tuple[np.ndarray, list[str]]:
     return x.reshape(x.shape[0] * x.shape[1], -1), other
 
 
-#: Diagnostics already computed, keyed on the variable's name, dims and draws' bytes: an
-#: audit tabulates one reference beside several approximations (a few entries kept)
-_DIAG: dict = {}
-_DIAG_KEEP = 16
+class DrawsMemo:
+    """A few values computed from arrays of draws, keyed on the array's bytes, shape and
+    dtype (and any further key parts): the same draws byte for byte give the stored value,
+    which is the one computed. An audit compares several approximations with one reference,
+    and recomputing ArviZ's diagnostics of its draws was most of each comparison's time.
+    The oldest entry is dropped first beyond ``keep``."""
+
+    def __init__(self, keep: int = 16):
+        self.keep = keep
+        self._store: dict = {}
+
+    def get(self, draws: np.ndarray, compute, *parts):
+        import hashlib
+
+        a = np.ascontiguousarray(draws)
+        key = (*parts, a.shape, str(a.dtype),
+               hashlib.blake2b(a.tobytes(), digest_size=20).hexdigest())
+        hit = self._store.get(key)
+        if hit is None:
+            hit = self._store[key] = compute()
+            while len(self._store) > self.keep:
+                self._store.pop(next(iter(self._store)))
+        return hit
+
+
+_DIAG = DrawsMemo()
 
 
 def _diag(idata, var: str) -> dict[str, np.ndarray]:
     """Per-parameter MCSE of the mean, rank R-hat, bulk and tail ESS (ArviZ 1.x), flattened
-    in the order of :func:`_flat_draws`; the same draws (byte for byte) give the stored
-    values, which are these."""
-    import hashlib
-
+    in the order of :func:`_flat_draws` (memoised on the draws: :class:`DrawsMemo`)."""
     import arviz_stats as azs
 
     da = idata["posterior"][var]
     other = [d for d in da.dims if d not in ("chain", "draw")]
-    a = np.ascontiguousarray(da.transpose("chain", "draw", *other).values)
-    key = (var, tuple(da.dims), a.shape, str(a.dtype),
-           hashlib.blake2b(a.tobytes(), digest_size=20).hexdigest())
-    hit = _DIAG.get(key)
-    if hit is None:
+
+    def compute():
         def flat(res):
             return np.asarray(res[var].transpose(*other).values, float).reshape(-1)
 
-        hit = _DIAG[key] = {
-            "mcse": flat(azs.mcse(idata, var_names=[var], method="mean")),
-            "rhat": flat(azs.rhat(idata, var_names=[var])),
-            "ess_bulk": flat(azs.ess(idata, var_names=[var], method="bulk")),
-            "ess_tail": flat(azs.ess(idata, var_names=[var], method="tail"))}
-        while len(_DIAG) > _DIAG_KEEP:
-            _DIAG.pop(next(iter(_DIAG)))
+        return {"mcse": flat(azs.mcse(idata, var_names=[var], method="mean")),
+                "rhat": flat(azs.rhat(idata, var_names=[var])),
+                "ess_bulk": flat(azs.ess(idata, var_names=[var], method="bulk")),
+                "ess_tail": flat(azs.ess(idata, var_names=[var], method="tail"))}
+
+    hit = _DIAG.get(da.transpose("chain", "draw", *other).values, compute, var,
+                    tuple(da.dims))
     return {k: v.copy() for k, v in hit.items()}
 
 

@@ -103,9 +103,8 @@ posterior against Laplace's 0.23, with the same moments). A "not reliable" k̂ m
 read tails or importance-weighted quantities from these draws, and prefer NUTS."""
 
 
-def render(path: Path, out: Path) -> str:
-    """The section of docs/fidelity.md from ``approx.json`` (replacing the old one)."""
-    r = json.loads(path.read_text())
+def render_section(r: dict) -> str:
+    """The section of docs/fidelity.md (markers included) from ``approx.json``'s record."""
     lines = [START, INTRO, ""]
     lines.append(f"Measured {r['date']} at commit {r['commit']}: `{r['command']}`, "
                  f"{r['wall_s']} s wall (goal {r['budget_s']:.0f} s), {r['cpu_s_children']} "
@@ -141,7 +140,12 @@ def render(path: Path, out: Path) -> str:
                            f"{n.get('compile')}, warm-up {n.get('warmup')}, sampling "
                            f"{n.get('sampling')}).")]
     lines += ["", END]
-    section = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def render(path: Path, out: Path) -> str:
+    """Write the section of docs/fidelity.md from ``approx.json`` (replacing the old one)."""
+    section = render_section(json.loads(path.read_text()))
     sys.path.insert(0, str(ROOT / "bench"))     # when imported by bench/tools/render_results.py
     from bench_fidelity import write_block
 

@@ -182,6 +182,11 @@ def _cells(g: dict) -> str:
 
 
 def render_section(rec: dict) -> str:
+    """The section of docs/fidelity.md (markers and heading included) from the record."""
+    return f"{START}\n{HEAD}\n{_body(rec)}\n{END}"
+
+
+def _body(rec: dict) -> str:
     lines = [(f"Measured {rec['date']} at commit {rec['commit']}: `{rec['command']}`, load "
              f"{rec['load_before'][0]} at the start. Cells: median |z| / median sd ratio / "
              "share of the group inside the box; groups are thirds of the parameters."), ""]
@@ -226,8 +231,7 @@ in the JSON).
 
 
 def render(path: Path = RESULTS, out: Path = ROOT / "docs" / "fidelity.md") -> None:
-    body = render_section(json.loads(path.read_text()))
-    write_block(out, START, END, f"{START}\n{HEAD}\n{body}\n{END}")
+    write_block(out, START, END, render_section(json.loads(path.read_text())))
 
 
 def main(argv=None) -> int:

@@ -96,13 +96,3 @@ def test_headline_row_of_the_approx_audit_says_over_budget(hl, tmp_path):
     (tmp_path / "approx.json").write_text(json.dumps(rec))
     assert hl.approx_audit_row(tmp_path)[0][1:4] == ["170 s, NOT both trusted", "≤ 180 s",
                                                       "no"]
-
-
-def test_fidelity_page_has_the_current_section(bap):
-    path = ROOT / "bench" / "results" / "approx_paper.json"
-    if not path.is_file():
-        pytest.skip("no approx_paper.json recorded")
-    section = bap.render_section(json.loads(path.read_text()))
-    page = (ROOT / "docs" / "fidelity.md").read_text()
-    assert section in page, ("docs/fidelity.md's approx-paper section is stale: run "
-                             "python bench/bench_approx_paper.py render")

@@ -107,16 +107,6 @@ def test_khat_table_and_advice_count_by_hand(study):
     assert study.advice(slow)["goal"] is False                   # 9 > 40 / 5
 
 
-def test_fidelity_page_holds_the_rendered_record(study):
-    path = ROOT / "bench" / "results" / "approx_study.json"
-    if not path.is_file():
-        pytest.skip("no approx_study.json recorded")
-    section = study.render_section(json.loads(path.read_text()))
-    page = (ROOT / "docs" / "fidelity.md").read_text()
-    assert section in page, ("docs/fidelity.md's approx-study section is stale: run "
-                             "python bench/bench_approx_study.py render")
-
-
 def test_headline_row_leaves_the_goal_open_until_every_setting_ran(tmp_path):
     spec = importlib.util.spec_from_file_location("crowdrank_bench_headline",
                                                   ROOT / "bench" / "tools" / "headline.py")

@@ -17,6 +17,7 @@ import ast
 import dataclasses
 import importlib.util
 import inspect
+import json
 import re
 from pathlib import Path
 
@@ -52,6 +53,37 @@ def test_readme_headline_table_is_rendered_from_the_json():
     assert mod.BEGIN in text and mod.END in text, "README has no headline table markers"
     assert text == mod.readme_with_headline(text, ROOT / "bench" / "results"), \
         "README's headline table is stale: run python bench/tools/render_results.py"
+
+
+#: The sections of docs/fidelity.md that a benchmark renders from its record:
+#: (section, benchmark, record)
+FIDELITY_SECTIONS = (("approx", "bench_approx", "approx.json"),
+                     ("approx-study", "bench_approx_study", "approx_study.json"),
+                     ("approx-diagnose", "bench_approx_diagnose", "approx_diagnose.json"),
+                     ("approx-paper", "bench_approx_paper", "approx_paper.json"))
+
+
+@pytest.mark.parametrize("section,bench,record", FIDELITY_SECTIONS,
+                         ids=[s[0] for s in FIDELITY_SECTIONS])
+def test_fidelity_sections_are_what_their_records_render(section, bench, record):
+    """Each benchmark's section of docs/fidelity.md (between its markers) is exactly what
+    its ``render_section`` makes of the record: a figure there cannot drift from its
+    measurement, and a planted edit of the page fails."""
+    import sys
+
+    path = ROOT / "bench" / "results" / record
+    assert path.is_file(), f"bench/results/{record} is missing"
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(bench, ROOT / "bench" / f"{bench}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fresh = mod.render_section(json.loads(path.read_text()))
+    page = (DOCS / "fidelity.md").read_text()
+    start, end = f"<!-- {section}:start -->", f"<!-- {section}:end -->"
+    assert fresh.startswith(start) and fresh.endswith(end)
+    stored = page[page.index(start):page.index(end) + len(end)]
+    assert stored == fresh, (f"docs/fidelity.md's {section} section is stale: run "
+                             f"python bench/{bench}.py render")
 
 
 def test_render_survives_unknown_json(tmp_path):

@@ -25,7 +25,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
 BUDGET_S = 180.0
+
+from stamp import stamp
 
 
 def run_one(args: list[str], out: Path) -> dict:
@@ -122,7 +125,7 @@ def main(argv=None) -> int:
     results = []
     for name, a in runs:
         rec = {"bench": "audit", "name": name, "machine": platform.machine(),
-               "cpus": os.cpu_count(), **run_one(a, base / name)}
+               **stamp(), **run_one(a, base / name)}
         budget = {"default": BUDGET_S, "geometric": 120.0, "babyface": 300.0,
                   "readlevel": 480.0}.get(name)
         if budget is not None:

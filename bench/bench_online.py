@@ -31,6 +31,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
+
+from stamp import stamp
 
 from crowdrank.inference.online import fit_online
 from crowdrank.inference.online.api import _run_kernel, algorithm_options, pairs_sequence
@@ -100,6 +103,7 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "online.json"))
     args = ap.parse_args(argv)
 
+    when = stamp()
     t0 = time.perf_counter()
     over = {"tasks_per_worker": 90} if args.quick else {}
     sim = simulate_paper_scale("couple", setting="amateur", seed=0, **over)
@@ -134,7 +138,7 @@ def main(argv=None):
     n_os = min(args.openskill_n, data.n_rankings)
     os_rate, os_cpu_rate = openskill_rate(data, n_os)
     summary = {
-        "bench": "online", "what": "summary",
+        "bench": "online", "what": "summary", **when,
         "openskill_pl_rankings_per_s": round(os_rate, 1), "openskill_subsample": n_os,
         "openskill_pl_rankings_per_cpu_s": round(os_cpu_rate, 1),
         "load_average_1min": round(os.getloadavg()[0], 2),

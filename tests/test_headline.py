@@ -95,3 +95,37 @@ def test_mutation_freshness_against_the_history(hl):
         f"stale (changed since {root})"
     assert hl.mutation_freshness({"commit": head, "uncommitted": ["README.md"]},
                                  ["README.md"]).startswith("stale (ran on uncommitted")
+
+
+def test_stamp_names_the_commit_and_says_when_the_tree_was_dirty(tmp_path):
+    """``bench/tools/stamp.py``: the commit is git's own short hash of HEAD, with
+    ``+dirty`` exactly when a tracked file differs from it (an untracked one does not
+    count); the command is the benchmark's, relative to the repository; the date is UTC."""
+    from datetime import datetime
+
+    spec = importlib.util.spec_from_file_location("crowdrank_bench_stamp",
+                                                  ROOT / "bench" / "tools" / "stamp.py")
+    st = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st)
+
+    def git(*a):
+        return subprocess.run(["git", "-C", str(tmp_path), *a], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "f.txt").write_text("1")
+    git("add", "f.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    head = git("rev-parse", "--short", "HEAD")
+    (tmp_path / "new.txt").write_text("untracked")
+    assert st.commit(tmp_path) == head
+    (tmp_path / "f.txt").write_text("2")
+    assert st.commit(tmp_path) == head + "+dirty"
+    assert st.commit(tmp_path / "nowhere") == "unknown"
+    s = st.stamp([str(ROOT / "bench" / "bench_online.py"), "--quick"])
+    assert s["command"] == "python bench/bench_online.py --quick"
+    assert datetime.strptime(s["date"], "%Y-%m-%dT%H:%M:%SZ")
+    assert s["commit"].split("+")[0] == subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+        text=True, check=True).stdout.strip()
+    assert len(s["load_before"]) == 3 and s["cpus"] >= 1

@@ -1,0 +1,58 @@
+"""Where and when a benchmark's figures were measured: the fields every record carries.
+
+``stamp()`` gives the UTC date, the commit (``+dirty`` when tracked files differ from it,
+so a figure from uncommitted code says so), the command as typed, the load average at the
+start, and the machine (CPU model and count). The headline (``headline.record``) shows a
+record's date and commit; ``docs/results.md`` shows all of them.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def commit(root: Path = ROOT) -> str:
+    """The short hash of ``HEAD``, with ``+dirty`` when a tracked file differs from it;
+    ``"unknown"`` outside a git checkout."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                              text=True, check=False)
+
+    head = git("rev-parse", "--short", "HEAD")
+    if head.returncode != 0 or not head.stdout.strip():
+        return "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def stamp(argv: list[str] | None = None) -> dict:
+    """``date``, ``commit``, ``command``, ``load_before`` (1, 5, 15 min), ``cpus``, ``cpu``:
+    ``argv`` defaults to this process's (the benchmark's command line)."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0])
+    try:
+        script = script.resolve().relative_to(ROOT)
+    except ValueError:
+        pass
+    return {"date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "commit": commit(),
+            "command": " ".join(["python", str(script), *argv[1:]]),
+            "load_before": [round(x, 2) for x in os.getloadavg()],
+            "cpus": os.cpu_count(), "cpu": cpu_model()}

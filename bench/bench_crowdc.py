@@ -25,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
+from stamp import commit
 
 
 def _cpu() -> float:
@@ -62,7 +64,7 @@ def main(argv=None) -> int:
                       f"{args.settings} --processes {args.processes}",
            "machine": platform.machine(), "cpus": os.cpu_count(),
            "load_average": load0[0], "python": platform.python_version(),
-           "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+           "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": commit()}
     Path(args.out).write_text(json.dumps(rec, indent=1) + "\n")
     cl = s["claim"]
     print(f"{len(s['rows'])} settings in {wall:.0f} s wall, {rec['cpu_seconds_total']:.0f} s "

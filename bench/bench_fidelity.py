@@ -39,8 +39,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
 
 import numpy as np
+from stamp import commit
 
 RESULTS = ROOT / "bench" / "results"
 CACHE = ROOT / "out" / "fidelity"
@@ -134,7 +136,7 @@ def env() -> dict:
     return {"machine": platform.machine(), "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "loadavg": [round(x, 2) for x in os.getloadavg()],
-            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": commit()}
 
 
 # ------------------------------------------------------------------ step 1: references

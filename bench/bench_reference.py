@@ -49,8 +49,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
 
 import numpy as np
+from stamp import commit
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -198,7 +200,8 @@ def bench_warmstart_ladder(args) -> list:
                     rec = {"what": "warmstart_ladder", "model": model, "start": start,
                            "tune": tune, "draws": args.draws, "seed": seed,
                            **summarise(r, wall), "cpu_s": round(cpu_seconds() - c0, 1),
-                           **env(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                           **env(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "commit": commit()}
                     print(json.dumps(rec), flush=True)
                     out.append(rec)
                     ok = ok and rec["trusted"]
@@ -350,7 +353,7 @@ def bench_medium(args) -> list:
                "cpu_s": round(cpu_seconds() - c0, 1), "loadavg_before": load0,
                **summarise(r, wall), "diagnosis": (diag := worst_parameters(r.idata)),
                "adaptation": adaptation_report(r, workers=worst_workers(diag)), **env(),
-               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit()}
         # ESS per CPU second: the figure that does not depend on how loaded the machine was
         rec["ess_bulk_per_cpu_s"] = round(rec["ess_bulk_min"] / max(rec["cpu_s"], 1e-9), 2)
         rec["ess_tail_per_cpu_s"] = round(rec["ess_tail_min"] / max(rec["cpu_s"], 1e-9), 2)
@@ -402,6 +405,7 @@ def bench_paper(args) -> list:
               if args.eta_update == "gibbs" else {}),
            "start": "online (approx draws, "
            "seeded mass)", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "commit": commit(),
            "command": "python bench/bench_reference.py " + " ".join(sys.argv[1:]),
            "machine": platform.machine(), **env()}
     load0, c0, t00 = env()["loadavg"], cpu_seconds(), time.perf_counter()

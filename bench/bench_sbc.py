@@ -30,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
+from stamp import commit
 
 TARGET_REPLICATES = 200
 #: The study's data sizes (``SbcConfig`` fields): 10 items, 4 workers x 25 tasks.
@@ -80,7 +82,7 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
         "sbc_batch": summary["timing"].get("batch"), "nice": os.nice(0),
         "lane_groups": lane_groups, "warmup_depth": warmup_depth,
         "command": " ".join(sys.argv), "cache_dir": str(out),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit(),
         "cpu_s_total_measured": round(cpu, 1),
         "replicates_cached_before_this_run": before,
         "measured_200_replicates_wall_s": round(wall, 1) if reached and whole else None,

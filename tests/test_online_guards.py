@@ -122,7 +122,8 @@ def test_kernel_module_has_one_kernel_per_method():
 @settings(max_examples=200, deadline=None)
 @given(st.integers(2, 6).flatmap(lambda k: st.tuples(
     st.lists(mus, min_size=k, max_size=k), st.lists(s2s, min_size=k, max_size=k),
-    st.lists(alphas, min_size=k, max_size=k))), st.sampled_from(["paper", "full", "plugin"]))
+    st.lists(alphas, min_size=k, max_size=k))),
+    st.sampled_from(["paper", "full", "plugin", "quadrature"]))
 def test_gbmm_kernel_equals_spec_at_extremes(args, taylor):
     """Even where the guards bind, the kernel computes what the specification computes."""
     from crowdrank.inference.online.gbmm import ranking_update
@@ -139,7 +140,48 @@ def test_gbmm_kernel_equals_spec_at_extremes(args, taylor):
                              kernels.TAYLOR_CODES[taylor], False, 1e-4, 1e-4, False, counts,
                              err)
     assert rc == -1
-    np.testing.assert_allclose(m2, m1, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(v2, v1, rtol=1e-12)
-    np.testing.assert_allclose(a2[0], a1, rtol=1e-12)
+    # the quadrature's weighted sums are added in another order, and a large α carries
+    # that rounding up (Eq. 10: E2 − E1² cancels ~log10 α² digits; the score step weighs
+    # by α): 2.3e-10 relative seen at α = 648, 1.1e-10 on σ² at α = 1043
+    tol = max(1e-10, 1e-13 * float(a.max()) ** 2) if taylor == "quadrature" else 1e-12
+    np.testing.assert_allclose(m2, m1, rtol=tol, atol=1e-12)
+    np.testing.assert_allclose(v2, v1, rtol=tol)
+    np.testing.assert_allclose(a2[0], a1, rtol=tol)
     assert dict(zip(CLAMP_KEYS, counts.tolist())) == c1
+
+
+def _crowdbt_both(mw, ml, sw, sl, a, b, taylor):
+    """One pair ``w > l`` through the specification and through the numba kernel: their
+    outputs ``(μ_w, μ_l, σ_w², σ_l², a, b)`` and clamp counts."""
+    c1 = _zero()
+    spec = pair_update(mw, ml, sw, sl, a, b, counts=c1, taylor=taylor)
+    mu, s2 = np.array([mw, ml]), np.array([sw, sl])
+    ab = np.array([[a, b]])
+    counts, err = np.zeros(5, np.int64), np.zeros(3, np.int64)
+    rc = kernels.crowdbt_kernel(np.array([[0], [1]], np.int64), np.zeros(1, np.int64),
+                                np.zeros(1, np.int64), 0, 1, mu, s2, ab, 1e-4, 1e-4, False,
+                                counts, err, kernels.TAYLOR_CODES[taylor])
+    assert rc == -1
+    return (np.array(spec), c1), (np.array([*mu, *s2, *ab[0]]),
+                                  dict(zip(CLAMP_KEYS, counts.tolist())))
+
+
+@settings(max_examples=200, deadline=None)
+@given(mus, mus, s2s, s2s, alphas, alphas, st.sampled_from(["paper", "quadrature"]))
+def test_crowdbt_kernel_equals_spec_at_extremes(mw, ml, sw, sl, a, b, taylor):
+    """Even where the guards bind (κ₂ on the comparison's probability, κ on the variance
+    factors, the Beta's moments), the CrowdBT kernel computes what :func:`pair_update`
+    computes, clamp counts included."""
+    (want, c_want), (got, c_got) = _crowdbt_both(mw, ml, sw, sl, a, b, taylor)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert c_got == c_want
+
+
+@pytest.mark.parametrize("taylor", ["paper", "quadrature"])
+def test_crowdbt_kernel_equals_spec_where_a_guard_binds(taylor):
+    """A case the random search may miss: the winner 30 below the loser, so the
+    comparison's probability is under κ₂ and the two weights are renormalised."""
+    (want, c_want), (got, c_got) = _crowdbt_both(-15.0, 15.0, 1.0, 1.0, 5.0, 2.0, taylor)
+    assert c_want["kappa2"] == 1
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
+    assert c_got == c_want

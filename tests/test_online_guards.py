@@ -185,3 +185,24 @@ def test_crowdbt_kernel_equals_spec_where_a_guard_binds(taylor):
     assert c_want["kappa2"] == 1
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
     assert c_got == c_want
+
+
+def test_weng_lin_write_back_stops_at_a_non_finite_mean_in_strict_mode():
+    """The guard every Weng–Lin kernel ends a ranking with: in strict mode a non-finite
+    new μ stops the pass (``True``) with the ranking's position and the μ code, and
+    nothing of that ranking is written; otherwise the old μ is kept and counted."""
+    from crowdrank.inference.online.guards import CODES
+
+    cand = np.array([0, 1], np.int64)
+    for strict in (True, False):
+        mu, s2 = np.array([0.5, -0.5]), np.array([1.0, 2.0])
+        counts, err = np.zeros(5, np.int64), np.zeros(3, np.int64)
+        stop = kernels._write_back(7, 2, cand, mu, s2, np.array([np.nan, 0.1]),
+                                   np.array([0.9, 1.8]), s2.copy(), strict, counts, err)
+        if strict:
+            assert stop is True and err[0] == 7 and err[1] == CODES["mu"]
+            np.testing.assert_array_equal(mu, [0.5, -0.5])
+        else:
+            assert stop is False and counts[2] == 1
+            np.testing.assert_array_equal(mu, [0.5, 0.1])
+            np.testing.assert_array_equal(s2, [0.9, 1.8])

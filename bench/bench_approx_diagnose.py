@@ -19,8 +19,10 @@ and the five parameters farthest from it with their evidence. JSON in
 ``bench/results/approx_diagnose.json``; rendered into docs/fidelity.md between
 ``<!-- approx-diagnose:start -->`` and ``<!-- approx-diagnose:end -->``::
 
-    python bench/bench_approx_diagnose.py run [--subjects S,...] [--methods M,...]
+    python bench/bench_approx_diagnose.py run [--subjects S,...] [--methods M,...] [--references]
     python bench/bench_approx_diagnose.py render
+
+A run keeps the earlier record's other subjects (each with its own date and commit).
 """
 
 from __future__ import annotations
@@ -156,24 +158,45 @@ def diagnose(name: str, methods, cache: Path, log) -> dict:
     return out
 
 
-def run(subjects, methods, cache: Path, path: Path, argv) -> dict:
+def run(subjects, methods, cache: Path, path: Path, argv, references: bool = False) -> dict:
+    """Diagnose ``subjects`` into the record at ``path``. The subjects of an earlier record
+    that this run does not redo are kept, each with the date, commit and command that made
+    it; ``references``: sample a subject's missing NUTS reference first (the study's
+    configuration and seed, :func:`bench_approx_study.reference`), else it is reported as
+    not run."""
     def log(msg):
         print(f"[{time.strftime('%H:%M:%S', time.gmtime())}] {msg}", flush=True)
 
-    rec = {"bench": "approx_diagnose", "date": fid.env()["date"], "commit": _commit(),
-           "command": "python bench/bench_approx_diagnose.py " + " ".join(argv),
+    when = {"date": fid.env()["date"], "commit": _commit(),
+            "command": "python bench/bench_approx_diagnose.py " + " ".join(argv)}
+    rec = {"bench": "approx_diagnose", **when,
            "load_before": [round(x, 2) for x in os.getloadavg()], "env": fid.env(),
            "box": {"abs_z": study.Z_BOX, "sd_ratio": list(study.SD_BOX)}, "subjects": []}
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    kept = {s["name"]: {**{k: old.get(k) for k in when}, **s}
+            for s in old.get("subjects", []) if s["name"] not in subjects}
+
+    def write():
+        order = [n for n in SUBJECTS if n in kept or n in subjects] + \
+            [n for n in [*kept, *subjects] if n not in SUBJECTS]
+        done = {s["name"]: s for s in rec["subjects"]}
+        out = {**rec, "subjects": [done.get(n) or kept[n] for n in dict.fromkeys(order)
+                                   if n in done or n in kept]}
+        path.write_text(json.dumps(out, indent=1) + "\n")
+        return out
+
     for name in subjects:
         if not (cache / name / "posterior.nc").is_file():
-            rec["subjects"].append({"name": name, "status": "not run: no cached reference "
-                                    "(run bench/bench_approx_study.py first)"})
-            continue
-        rec["subjects"].append({"status": "done", **diagnose(name, methods, cache, log)})
-        path.write_text(json.dumps(rec, indent=1) + "\n")
+            if not references:
+                rec["subjects"].append({"name": name, **when, "status": "not run: no cached "
+                                        "reference (--references samples it)"})
+                continue
+            study.reference(name, cache, log)
+        rec["subjects"].append({"status": "done", **when,
+                                **diagnose(name, methods, cache, log)})
+        write()
     rec["load_after"] = [round(x, 2) for x in os.getloadavg()]
-    path.write_text(json.dumps(rec, indent=1) + "\n")
-    return rec
+    return write()
 
 
 # ------------------------------------------------------------------ the page
@@ -195,6 +218,9 @@ def _body(rec: dict) -> str:
             lines += [f"**{s['name']}**: {s['status']}.", ""]
             continue
         ev = s["items"]["evidence_by_group"]
+        own = s.get("commit") and s["commit"] != rec["commit"]
+        if own:     # kept from an earlier run
+            lines += [f"Measured {s['date']} at commit {s['commit']}: `{s['command']}`.", ""]
         lines += [f"**{s['name']}** ({s['model']}): items by rankings seen (low "
                   f"{ev['low'][0]}–{ev['low'][1]}, mid {ev['mid'][0]}–{ev['mid'][1]}, high "
                   f"{ev['high'][0]}–{ev['high'][1]})"
@@ -242,10 +268,12 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--cache", default=str(fid.CACHE))
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--references", action="store_true",
+                    help="sample a subject's missing NUTS reference (the study's settings)")
     args = ap.parse_args(argv)
     if args.what == "run":
         run(args.subjects.split(","), args.methods.split(","), Path(args.cache),
-            Path(args.out), argv)
+            Path(args.out), argv, references=args.references)
     render(Path(args.out))
     return 0
 

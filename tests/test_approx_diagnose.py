@@ -47,3 +47,30 @@ def test_box_groups_and_farthest_by_hand(diag):
     # excesses: d 0.4, e 0.4 (sd 0.5 below 0.9), f 0.2; a is inside (0)
     assert [w["name"] for w in far] == ["d", "e", "f"]
     assert far[0] == {"name": "d", "z": 0.5, "sd_ratio": 1.0, "evidence": 4}
+
+
+def test_a_run_keeps_the_other_subjects_with_their_own_provenance(diag, tmp_path):
+    """Re-running one subject leaves the earlier record's others in place, in the study's
+    order, each with the date, commit and command that made it (and the page says so); a
+    subject without a cached reference is reported as not run, never dropped."""
+    import json
+
+    path = tmp_path / "approx_diagnose.json"
+    old_subject = {"name": "medium-expert", "status": "done", "model": "couple",
+                   "items": {"evidence_by_group": {g: [1, 2] for g in diag.GROUPS}},
+                   "methods": {}}
+    path.write_text(json.dumps({"date": "2026-01-01T00:00:00Z", "commit": "abc1234",
+                                "command": "python bench/bench_approx_diagnose.py run",
+                                "subjects": [old_subject,
+                                             {"name": "medium-spammer", "status": "x"}]}))
+    rec = diag.run(["medium-spammer", "medium-amateur"], ["advi"], tmp_path / "no-cache",
+                   path, ["run"])
+    assert [s["name"] for s in rec["subjects"]] == ["medium-expert", "medium-amateur",
+                                                   "medium-spammer"]
+    kept = rec["subjects"][0]
+    assert kept["commit"] == "abc1234" and kept["date"].startswith("2026-01-01")
+    assert all(s["status"].startswith("not run: no cached reference")
+               for s in rec["subjects"][1:])
+    assert json.loads(path.read_text()) == rec
+    page = diag.render_section(rec)
+    assert "Measured 2026-01-01T00:00:00Z at commit abc1234" in page

@@ -380,7 +380,7 @@ def replicate_rows(d: Path) -> list[list]:
         s = f7["summary"]
         held = s["claims"]["couple_best_everywhere"] and s["claims"]["couple_stable_from_20pct"]
         rows.append([(f"`replicate fig7` at paper scale (R = {f7['repeats']}): time; the "
-                     "paper's claims (COUPLE − best baseline in docs/results.md)"),
+                     "paper's claims (accuracies per setting in docs/results.md)"),
                      f"{f7['wall_seconds']:.0f} s; claims hold: {yes(held)}",
                      "≤ 10 min; claims checked", yes(f7["wall_seconds"] <= 600),
                      record("replicate_fig7.json", f7)])

@@ -82,9 +82,10 @@ def test_python_quickstart_runs_as_printed(tmp_path):
 
 # ---------------------------------------------------------------- make targets
 def _check_test(out: str):
-    # both cores, whole files per worker (tests/conftest.py), every test
+    # both cores, whole files per worker (tests/conftest.py), every test, the 25 slowest
+    # listed at the end
     assert re.fullmatch(r"\S+/python -m pytest -q -n 2 --dist loadfile "
-                        r"--no-loadscope-reorder", out.strip()), out
+                        r"--no-loadscope-reorder --durations=25", out.strip()), out
 
 
 def _check_test_fast(out: str):

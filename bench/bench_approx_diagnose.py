@@ -209,18 +209,30 @@ def render_section(rec: dict) -> str:
     return f"{START}\n{HEAD}\n{_body(rec)}\n{END}"
 
 
+def _provenance(rec: dict) -> str:
+    """Who measured what: the record's run, and each earlier run whose subjects it kept."""
+    runs: dict = {}
+    for s in rec["subjects"]:
+        key = tuple(s.get(k) or rec[k] for k in ("date", "commit", "command"))
+        runs.setdefault(key, []).append(s["name"])
+    mine = (rec["date"], rec["commit"], rec["command"])
+    if list(runs) in ([mine], []):
+        return (f"Measured {rec['date']} at commit {rec['commit']}: `{rec['command']}`, load "
+                f"{rec['load_before'][0]} at the start.")
+    return "Measured in " + str(len(runs)) + " runs: " + "; ".join(
+        f"{', '.join(names)} on {d} at commit {c} (`{cmd}`"
+        + (f", load {rec['load_before'][0]} at the start" if (d, c, cmd) == mine else "")
+        + ")" for (d, c, cmd), names in runs.items()) + "."
+
+
 def _body(rec: dict) -> str:
-    lines = [(f"Measured {rec['date']} at commit {rec['commit']}: `{rec['command']}`, load "
-             f"{rec['load_before'][0]} at the start. Cells: median |z| / median sd ratio / "
-             "share of the group inside the box; groups are thirds of the parameters."), ""]
+    lines = [(f"{_provenance(rec)} Cells: median |z| / median sd ratio / share of the group "
+              "inside the box; groups are thirds of the parameters."), ""]
     for s in rec["subjects"]:
         if s.get("status") != "done":
             lines += [f"**{s['name']}**: {s['status']}.", ""]
             continue
         ev = s["items"]["evidence_by_group"]
-        own = s.get("commit") and s["commit"] != rec["commit"]
-        if own:     # kept from an earlier run
-            lines += [f"Measured {s['date']} at commit {s['commit']}: `{s['command']}`.", ""]
         lines += [f"**{s['name']}** ({s['model']}): items by rankings seen (low "
                   f"{ev['low'][0]}–{ev['low'][1]}, mid {ev['mid'][0]}–{ev['mid'][1]}, high "
                   f"{ev['high'][0]}–{ev['high'][1]})"

@@ -73,4 +73,4 @@ def test_a_run_keeps_the_other_subjects_with_their_own_provenance(diag, tmp_path
                for s in rec["subjects"][1:])
     assert json.loads(path.read_text()) == rec
     page = diag.render_section(rec)
-    assert "Measured 2026-01-01T00:00:00Z at commit abc1234" in page
+    assert "medium-expert on 2026-01-01T00:00:00Z at commit abc1234" in page

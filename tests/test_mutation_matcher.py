@@ -87,3 +87,24 @@ def test_the_tests_import_the_mutated_copy(mutation, tmp_path):
         mutation.check_imports_copy(base, env)
     env["PYTHONPATH"] = str(mutation.import_copy(base))
     assert Path(mutation.check_imports_copy(base, env)).is_relative_to(base.resolve())
+
+
+def test_a_retest_that_cannot_run_keeps_the_record(mutation, tmp_path, monkeypatch):
+    """``--retest-survivors`` whose unmutated baseline fails (or that cannot run at all)
+    leaves the module's score, counts and survivors as they were and says why beside
+    them, with the retest's own date and command; a retest that ran replaces them."""
+    before = {"mutants": 60, "killed": 58, "survived": 2, "score": 0.9667, "commit": "abc1234",
+              "survivors": [{"operator": "x", "file": "f.py", "line": 1, "col": 0,
+                             "code": "a < b"}]}
+    out = tmp_path / "mutation.json"
+    out.write_text(json.dumps({"modules": {"gbmm": before}}))
+    monkeypatch.setattr(mutation, "copy_repo", lambda tmp, ref: None)
+    monkeypatch.setattr(mutation, "run_module", lambda *a: {
+        "error": "the targeted tests fail on the unmutated code", "output": "1 failed"})
+    mutation.main(["--modules", "gbmm", "--retest-survivors", "--out", str(out),
+                   "--keep", str(tmp_path / "work")])
+    rec = json.loads(out.read_text())["modules"]["gbmm"]
+    assert {k: rec[k] for k in before} == before
+    assert rec["retest_error"]["error"].startswith("the targeted tests fail")
+    assert rec["retest_error"]["output"] == "1 failed"
+    assert "--retest-survivors" in rec["retest_error"]["command"]

@@ -614,12 +614,19 @@ def main(argv=None) -> int:
             r = run_module(m, MODULES[m], tmp, args.timeout, sample, args.seed, prev)
             # re-read before writing: another run (another module) may have written since
             results = json.loads(out.read_text()) if out.exists() else {}
-            results.setdefault("modules", {})[m] = r
             print(f"mutation: {m}: " + json.dumps({k: r.get(k) for k in
                   ("mutants", "killed", "survived", "equivalent", "timeout", "incompetent",
                    "score", "seconds", "error")}), file=sys.stderr, flush=True)
-            # a retest keeps the first run's tree and date and records its own
-            rec = r["retest"] if prev is not None and "retest" in r else r
+            if prev is not None and r.get("error"):
+                # a retest that could not run leaves the module's record as it was, and says
+                # why beside it
+                r = dict(results.get("modules", {}).get(m, prev),
+                         retest_error={"error": r["error"], "output": r.get("output", "")})
+                rec = r["retest_error"]
+            else:
+                # a retest keeps the first run's tree and date and records its own
+                rec = r["retest"] if prev is not None and "retest" in r else r
+            results.setdefault("modules", {})[m] = r
             rec["tree"] = tree
             # the commit the mutated files are read from: render_results.py calls a record
             # stale when ``git log COMMIT..HEAD -- <module files>`` is not empty

@@ -131,6 +131,16 @@ def test_headline_row_leaves_the_goal_open_until_every_setting_ran(tmp_path):
                       [_row("advi", 1.0, True, 1.0)]))
     (tmp_path / "approx_study.json").write_text(json.dumps(rec))
     assert hl.approx_study_rows(tmp_path)[0][3] == "no"           # amateur misses the cost
+    # the goal's alternative: the setting without a method inside is diagnosed
+    (tmp_path / "approx_diagnose.json").write_text(json.dumps({"subjects": [
+        {"name": "medium-amateur", "status": "not run: no cached reference"}]}))
+    [row] = hl.approx_study_rows(tmp_path)
+    assert row[3] == "no" and "diagnosed: 0 of the 1 without one" in row[1]
+    (tmp_path / "approx_diagnose.json").write_text(json.dumps({"subjects": [
+        {"name": "medium-amateur", "status": "done"}]}))
+    [row] = hl.approx_study_rows(tmp_path)
+    assert row[3] == "yes" and row[1].endswith("; the 1 without one diagnosed")
+    (tmp_path / "approx_diagnose.json").unlink()
     rec["subjects"][1]["methods"][0]["cpu_s"] = 20.0
     (tmp_path / "approx_study.json").write_text(json.dumps(rec))
     assert hl.approx_study_rows(tmp_path)[0][3] == "yes"

@@ -31,12 +31,18 @@ BUDGET_S = 180.0
 from stamp import stamp
 
 
-def run_one(args: list[str], out: Path) -> dict:
-    """Run one audit in a fresh process; return its timings and headline figures."""
+def run_one(args: list[str], out: Path, xla_cache: str | None = None) -> dict:
+    """Run one audit in a fresh process; return its timings and headline figures.
+    ``xla_cache``: a folder for its compiled programs (an empty one is a user's first run),
+    else the user's own cache, as it is."""
     load0 = os.getloadavg()
+    env = dict(os.environ)
+    if xla_cache is not None:
+        env["CROWDRANK_XLA_CACHE"] = xla_cache
     t0, c0 = time.perf_counter(), os.times()
     proc = subprocess.run([sys.executable, "-m", "crowdrank.reports.cli", "audit", *args, "--out",
-                           str(out)], cwd=ROOT, capture_output=True, text=True, check=False)
+                           str(out)], cwd=ROOT, capture_output=True, text=True, check=False,
+                          env=env)
     wall = time.perf_counter() - t0
     c1 = os.times()
     rec = {"args": args, "rc": proc.returncode, "wall_s": round(wall, 2),
@@ -112,6 +118,9 @@ def main(argv=None) -> int:
                         "readlevel)")
     p.add_argument("--figures", default=None,
                    help="write small PNGs of the headline figures to this folder")
+    p.add_argument("--xla-cache", choices=("cold", "user"), default="cold",
+                   help="cold: each audit compiles every program, as a user's first run "
+                        "(default); user: the user's compilation cache as it is")
     args, _ = p.parse_known_args(argv)       # bench/run_all.py passes its own flags along
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_audit_"))
     # the embedded default (gold-task priors, the paper's Sect. 5.1 protocol) and the same
@@ -124,8 +133,17 @@ def main(argv=None) -> int:
         runs = [r for r in runs if r[0] in keep]
     results = []
     for name, a in runs:
+        if args.xla_cache == "cold":
+            cache, state = str(base / name / "xla-cache"), "cold (an empty cache)"
+        else:
+            from crowdrank.inference.nuts.fit import default_cache_dir
+
+            cache = None
+            folder = os.environ.get("CROWDRANK_XLA_CACHE") or default_cache_dir()
+            n = len(os.listdir(folder)) if os.path.isdir(folder) else 0
+            state = f"the user's ({n} files at the start)"
         rec = {"bench": "audit", "name": name, "machine": platform.machine(),
-               **stamp(), **run_one(a, base / name)}
+               **stamp(), "xla_cache": state, **run_one(a, base / name, cache)}
         budget = {"default": BUDGET_S, "geometric": 120.0, "babyface": 300.0,
                   "readlevel": 480.0}.get(name)
         if budget is not None:

@@ -129,3 +129,17 @@ def test_stamp_names_the_commit_and_says_when_the_tree_was_dirty(tmp_path):
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
         text=True, check=True).stdout.strip()
     assert len(s["load_before"]) == 3 and s["cpus"] >= 1
+
+
+def test_audit_rows_say_whether_every_program_was_compiled(hl, tmp_path):
+    base = {"rc": 0, "wall_s": 100.0, "budget_s": 180.0, "couple": {"trusted": True},
+            "crowdbt": {"trusted": True}, "date": "2026-12-02T15:00:00Z", "commit": "abc1234"}
+    (tmp_path / "audit.json").write_text(json.dumps([
+        dict(base, name="default", xla_cache="cold (an empty cache)"),
+        dict(base, name="geometric", xla_cache="the user's (51 files at the start)"),
+        dict(base, name="babyface")]))
+    rows = hl.audit_rows(tmp_path)
+    assert rows[0][0].endswith("; every program compiled (empty cache)")
+    assert rows[1][0].endswith("; programs from the user's cache")
+    assert "cache" not in rows[2][0]                   # an older record does not say
+    assert rows[0][1] == "100 s, both trusted" and rows[0][3] == "yes"

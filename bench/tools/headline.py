@@ -83,6 +83,9 @@ def audit_rows(d: Path) -> list[list]:
         trusted = all(r[m]["trusted"] for m in ("couple", "crowdbt") if m in r)
         goal = f"≤ {r['budget_s']:.0f} s" + (", both trusted" if need_trust else "")
         ok = r.get("rc") == 0 and r["wall_s"] <= r["budget_s"] and (trusted or not need_trust)
+        cache = str(r.get("xla_cache") or "")
+        label += ("; every program compiled (empty cache)" if cache.startswith("cold") else
+                  "; programs from the user's cache" if cache else "")
         rows.append([label, f"{r['wall_s']:.0f} s, "
                      + ("both trusted" if trusted else "NOT both trusted"),
                      goal, yes(ok), record("audit.json", r)])

@@ -47,7 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
-from stamp import commit
+from stamp import commit, cpu_model
 
 WORKERS = 500
 BLOCK = 4_500_000
@@ -243,7 +243,7 @@ def main() -> None:
         "bench": "scale", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "commit": commit(),
         "what": "crowdrank fit FILE --model couple --method online, whole command",
-        "machine": {"cpus": os.cpu_count(), "cpu": platform.processor() or _cpu_model(),
+        "machine": {"cpus": os.cpu_count(), "cpu": platform.processor() or cpu_model(),
                     "python": platform.python_version(), "pyarrow": pyarrow.__version__,
                     "niceness": os.nice(0),
                     "note": "shared machine: see each run's load averages"},
@@ -307,16 +307,6 @@ def main() -> None:
         result["shuffle"].sort(key=lambda x: x["rankings"])
         print(json.dumps(shuf), flush=True)
         _save(result, args.out)
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 def _save(result: dict, path: str) -> None:

@@ -108,7 +108,7 @@ def render_section(r: dict) -> str:
     lines = [START, INTRO, ""]
     lines.append(f"Measured {r['date']} at commit {r['commit']}: `{r['command']}`, "
                  f"{r['wall_s']} s wall (goal {r['budget_s']:.0f} s), {r['cpu_s_children']} "
-                 f"CPU s, {r['cpus']} CPUs, load {r['loadavg_before'][0]} before / "
+                 f"CPU s, {r['cpus']} CPUs{' (' + r['cpu'] + ')' if r.get('cpu') else ''}, load {r['loadavg_before'][0]} before / "
                  f"{r['loadavg_after'][0]} after"
                  + (" (the machine was shared)" if r["loadavg_before"][0] > 1.5 else
                     " (the machine otherwise idle)")
@@ -166,8 +166,9 @@ def main(argv=None) -> int:
                    help="cold: an empty persistent XLA cache (a user's first run, every "
                    "program compiled); user: the user's own cache (a repeated run)")
     args = p.parse_args(argv)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True, check=False).stdout.strip()
+    sys.path.insert(0, str(ROOT / "bench" / "tools"))
+    from stamp import commit, cpu_model
+
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = Path(tmp) / "out"
         cmd = [sys.executable, "-m", "crowdrank.reports.cli", "audit", "--approx",
@@ -184,12 +185,12 @@ def main(argv=None) -> int:
         wall = time.perf_counter() - t0
         c1 = os.times()
         rec = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-               "commit": commit,
+               "commit": commit(),
                "command": f"crowdrank audit --approx {args.methods} --out DIR",
                "rc": proc.returncode, "wall_s": round(wall, 1), "budget_s": BUDGET_S,
                "cpu_s_children": round((c1.children_user + c1.children_system)
                                        - (c0.children_user + c0.children_system), 1),
-               "cpus": os.cpu_count(), "xla_cache": args.xla_cache,
+               "cpus": os.cpu_count(), "cpu": cpu_model(), "xla_cache": args.xla_cache,
                "loadavg_before": [round(x, 2) for x in load0],
                "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
         if proc.returncode != 0:

@@ -37,6 +37,8 @@ def _git(*args) -> str:
 
 def test_record_cell(hl):
     assert hl.record("a.json", {"x": 1}) == "a.json · no date · no commit"
+    assert hl.record("a.json", {"commit": "abc1234", "cpu": "Intel(R) Xeon(R) Processor"}) \
+        == "a.json · no date · abc1234 · Intel Xeon"
     assert hl.record("a.json", [{"date": "2026-12-01T01:00:00Z", "commit": "abc1234"},
                                 {"date": "2026-11-30 23:00 UTC", "typed_by_hand": "all"}]) \
         == "a.json · 2026-11-30 – 2026-12-01 · abc1234 · 1 of 2 typed by hand"

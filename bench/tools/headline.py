@@ -51,7 +51,9 @@ def yes(ok) -> str:
 
 
 def record(name: str, recs) -> str:
-    """``file · date(s) · commit(s)`` of the records a row reads, plus "typed by hand"."""
+    """``file · date(s) · commit(s) · machine(s)`` of the records a row reads, plus "typed
+    by hand". The machine (its CPU model, where the record has one) matters because the
+    same wall-time goal is met on one CPU and missed on another."""
     recs = [r for r in (recs if isinstance(recs, list) else [recs]) if isinstance(r, dict)]
     # a record's own date, else the dates one level down (replicate: machine_before/after)
     dates = sorted({str(x["date"])[:10] for r in recs
@@ -62,10 +64,20 @@ def record(name: str, recs) -> str:
     typed = sum(1 for r in recs if r.get("typed_by_hand"))
     out = [name, (dates[0] if len(dates) == 1 else f"{dates[0]} – {dates[-1]}")
            if dates else "no date", ", ".join(commits) if commits else "no commit"]
+    machines = sorted({_short_cpu(r["cpu"]) for r in recs if r.get("cpu")})
+    if machines:
+        out.append(", ".join(machines))
     if typed:
         out.append("typed by hand" if typed == len(recs) else
                    f"{typed} of {len(recs)} typed by hand")
     return " · ".join(out)
+
+
+def _short_cpu(model: str) -> str:
+    """``"Intel(R) Xeon(R) Processor"`` -> ``"Intel Xeon"``: the CPU model without its
+    trademark marks and generic words."""
+    words = model.replace("(R)", "").replace("(TM)", "").split()
+    return " ".join(w for w in words if w.lower() not in ("processor", "cpu"))
 
 
 # ------------------------------------------------------------------ rows

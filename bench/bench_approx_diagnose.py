@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,6 +37,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
+from stamp import commit as _commit  # HEAD, +dirty when the tree differs
+
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_approx_study as study
@@ -49,11 +51,6 @@ SUBJECTS = ("medium-expert", "medium-amateur", "medium-spammer", "medium-malicio
 METHODS = ("advi", "fullrank-advi", "pathfinder", "laplace-ppl")
 START, END = "<!-- approx-diagnose:start -->", "<!-- approx-diagnose:end -->"
 GROUPS = ("low", "mid", "high")
-
-
-def _commit() -> str:
-    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                          check=False, capture_output=True, text=True).stdout.strip()
 
 
 def terciles(values: np.ndarray) -> np.ndarray:

@@ -37,13 +37,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
+from stamp import commit as _commit  # HEAD, +dirty when the tree differs
+
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_fidelity as fid
@@ -266,11 +268,6 @@ def run_method(d, model, pri, label, opts, ref, log) -> dict:
 
 
 # ------------------------------------------------------------------ the study
-def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                          capture_output=True, text=True, check=False).stdout.strip()
-
-
 def _write(rec: dict, path: Path) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(rec, indent=1, allow_nan=False) + "\n")

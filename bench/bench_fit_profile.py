@@ -29,6 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
+from stamp import commit as _commit  # HEAD, +dirty when the tree differs
+
 RESULTS = ROOT / "bench" / "results" / "fit_profile.json"
 #: the CLI run from a given package root (``PYTHONPATH`` puts it before the editable install)
 RUN = "import sys; from crowdrank.reports.cli import main; sys.exit(main())"
@@ -36,11 +39,6 @@ RUN = "import sys; from crowdrank.reports.cli import main; sys.exit(main())"
 
 def _load() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
-
-
-def _commit() -> str:
-    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True, check=False).stdout.strip()
 
 
 def one_run(pkg_root: str | None, data: str, seed: int, out: str, extra=()) -> dict:

@@ -38,6 +38,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
+from stamp import commit as _commit  # HEAD, +dirty when the tree differs
+
 sys.path.insert(0, str(ROOT))
 
 from crowdrank.validation.studies.replicate import machine, run_experiment
@@ -62,13 +65,6 @@ def cpu_seconds() -> float:
     me = resource.getrusage(resource.RUSAGE_SELF)
     ch = resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + ch.ru_utime + ch.ru_stime
-
-
-def _commit() -> str:
-    import subprocess
-    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                          check=False, capture_output=True,
-                          text=True).stdout.strip() or "unknown"
 
 
 def write(name: str, obj: dict) -> Path:

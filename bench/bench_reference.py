@@ -4,8 +4,8 @@ Every figure is *measured* end to end by this script (nothing extrapolated); the
 average is recorded beside each, because the 2-core machine may be shared.
 
 * ``warmstart``: the default audit's data (COUPLE, geometric prior a0=10, a=6): leapfrog
-  steps (gradients) spent in warm-up from the default start (``init_to_median``, identity
-  mass matrix) against a warm start from the online posterior (one draw per chain, mass
+  steps (gradients) spent in warm-up from the default start (``fit_nuts``'s own init
+  strategy, identity mass matrix) against a warm start from the online posterior (one draw per chain, mass
   matrix seeded from the approximation's variances), same tune/draws/seed.
 * ``warmstart-ladder``: the same data and prior, both models and starts, a ladder of warm-up
   lengths (``--tunes``) on several seeds at a fixed ``--draws``: does a *shorter* warm-up

@@ -16,9 +16,9 @@ What is the same as :func:`~crowdrank.inference.nuts.fit_nuts`: the model (the s
 and :func:`~crowdrank.models.numpyro_models.column_loglik`, in the default ``simplex="gamma"``,
 ``level="centered"`` coordinates), NumPyro's NUTS with its window adaptation of step size
 and diagonal mass matrix, float64, and the gate (:func:`crowdrank.inference.gate.check`) applied to
-each data set's chains. What differs: chains start from ``Uniform(-2, 2)`` on the
-unconstrained scale (NumPyro's ``init_to_uniform``) instead of ``init_to_median``, and there
-is no warm start from an approximation. Each lane's computation is its own (``vmap``
+each data set's chains, and the start: ``Uniform(-2, 2)`` on the unconstrained scale
+(NumPyro's ``init_to_uniform``). What differs: there is no warm start from an
+approximation. Each lane's computation is its own (``vmap``
 semantics): a data set's draws do not depend on which others share its batch, up to
 floating-point reassociation.
 

@@ -147,8 +147,11 @@ def tiny_audit(tmp_path_factory):
     data_path = write_rankings(sim.rankings, tmp_path / "rk.csv")
     truth_path = write_truth(sim.rankings.items, sim.lam, tmp_path / "truth.csv")
     out = tmp_path / "audit"
+    # --max-draws 60: one round; the gate's extension rounds (tested in test_budget.py)
+    # would sample this untrustable reference up to 4 x 60 draws per chain
     rc = main(["audit", str(data_path), "--truth", str(truth_path), "--chains", "2",
-               "--tune", "60", "--draws", "60", "--permutations", "2", "--quiet",
+               "--tune", "60", "--draws", "60", "--max-draws", "60", "--permutations", "2",
+               "--quiet",
                "--variants", "taylor=paper,plugin,quadrature", "--variants", "method=online,ep",
                "--out", str(out), "--loo-models", ""])
     return rc, sim, out

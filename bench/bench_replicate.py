@@ -185,7 +185,8 @@ def run_dask(args) -> dict:
            "note": "pool: ProcessPoolExecutor (spawn) started inside run_grid (its start-up "
                    "is timed); dask: a LocalCluster started before timing (a cluster is "
                    "long-lived), so the time is scheduling, transfer and caching only",
-           "machine": env()}
+           "machine": env(), "commit": _commit(),
+           "command": " ".join(["python", "bench/bench_replicate.py", *sys.argv[1:]])}
     print(f"dask: {write('dask', obj)}", file=sys.stderr)
     return obj
 

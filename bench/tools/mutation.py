@@ -109,8 +109,12 @@ MODULES: dict[str, dict] = {
     },
     "pymc": {
         "files": ["models/pymc_models.py"],
+        # the level's decomposition (lambda = m + c) is checked by test_ppl_contract's PyMC
+        # tests, the shared SBC graph's checks of its arguments by test_sbc_pymc_reuse's
         "tests": "-k pymc tests/test_ppl_models.py tests/test_pinned_ppl.py "
-                 "tests/test_observed.py tests/test_gradients.py",
+                 "tests/test_observed.py tests/test_gradients.py tests/test_ppl_contract.py "
+                 "tests/test_sbc_pymc_reuse.py::"
+                 "test_shared_graph_is_build_model_for_each_loaded_data_set",
         # 40: with every mutant killed the 95 % Wilson interval's lower end is 91 % (35 is
         # the least reaching 90 %); a surviving mutant costs minutes (PyTensor compilations)
         "default_sample": 40,

@@ -39,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
-from stamp import commit as _commit  # HEAD, +dirty when the tree differs
+from stamp import stamp
 
 sys.path.insert(0, str(ROOT))
 
@@ -67,6 +67,13 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + ch.ru_utime + ch.ru_stime
 
 
+def _provenance() -> dict:
+    """The record's ``commit`` (``+dirty`` when the tree differs) and ``command`` as typed
+    (:func:`stamp.stamp`)."""
+    s = stamp()
+    return {"commit": s["commit"], "command": s["command"]}
+
+
 def write(name: str, obj: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"replicate_{name}.json"
@@ -90,8 +97,7 @@ def run_one(name: str, args) -> dict:
     cpu = cpu_seconds() - c0
     write_all(summary, out)
     obj = {"benchmark": "replicate", "experiment": name, "repeats": repeats,
-           "date": before["date"], "commit": _commit(),
-           "command": "python bench/bench_replicate.py " + " ".join(sys.argv[1:]),
+           "date": before["date"], **_provenance(),
            "wall_seconds": wall, "cpu_seconds": cpu,
            "cpu_seconds_per_process": cpu / max(1, args.processes),
            "processes": args.processes, "nuts": args.nuts,
@@ -185,8 +191,7 @@ def run_dask(args) -> dict:
            "note": "pool: ProcessPoolExecutor (spawn) started inside run_grid (its start-up "
                    "is timed); dask: a LocalCluster started before timing (a cluster is "
                    "long-lived), so the time is scheduling, transfer and caching only",
-           "machine": env(), "commit": _commit(),
-           "command": " ".join(["python", "bench/bench_replicate.py", *sys.argv[1:]])}
+           "machine": env(), **_provenance()}
     print(f"dask: {write('dask', obj)}", file=sys.stderr)
     return obj
 

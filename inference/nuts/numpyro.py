@@ -100,8 +100,8 @@ def _sample(inputs, cfg: NutsConfig, route, chain_method, starts, inv_mass, prog
         # Chains start from Uniform(-2, 2) on the unconstrained scale (NumPyro's and Stan's
         # default): dispersed starts are what R-hat's between-chain comparison assumes, and
         # the start is compiled into the warm-up program, where init_to_median's prior draws
-        # (Gamma samplers for the worker simplexes) cost ~9 s of every cold compile (COUPLE,
-        # default audit data, 4 x (30 + 30): XLA compile 24.3 -> 15.0 s, docs/testing.md)
+        # (Gamma samplers for the worker simplexes) cost 6-12 s of every cold COUPLE compile
+        # (alternating runs on the default audit data, 4 x (30 + 30): docs/testing.md)
         nuts = NUTS(prog, target_accept_prob=cfg.target_accept,
                     init_strategy=init_to_uniform(radius=2.0),
                     inverse_mass_matrix=None if mass is None else jax.numpy.asarray(mass),

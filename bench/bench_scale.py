@@ -47,7 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
-from stamp import commit, cpu_model
+from stamp import commit, cpu_model, stamp
 
 WORKERS = 500
 BLOCK = 4_500_000
@@ -241,9 +241,9 @@ def main() -> None:
     work = Path(args.work)
     result = {
         "bench": "scale", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "commit": commit(),
+        "commit": commit(), "command": stamp()["command"],
         "what": "crowdrank fit FILE --model couple --method online, whole command",
-        "machine": {"cpus": os.cpu_count(), "cpu": platform.processor() or cpu_model(),
+        "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(),
                     "python": platform.python_version(), "pyarrow": pyarrow.__version__,
                     "niceness": os.nice(0),
                     "note": "shared machine: see each run's load averages"},
@@ -262,7 +262,7 @@ def main() -> None:
         t0 = time.perf_counter()
         csv_path, pq_path = (make_small if n <= BLOCK else make_large)(n, folder, args.seed)
         row = {"rankings": n, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "commit": commit(),
+               "commit": commit(), "cpu": cpu_model(),
                "make_data_s": round(time.perf_counter() - t0, 1),
                "csv_mb": round(csv_path.stat().st_size / 2**20, 1),
                "parquet_mb": round(pq_path.stat().st_size / 2**20, 1)}

@@ -66,7 +66,7 @@ def is_user_error(exc: BaseException) -> bool:
 def main(argv: list[str] | None = None) -> int:
     # one XLA host device per NUTS chain, and compiled programs kept between runs; both
     # only possible before JAX starts
-    from crowdrank.inference.nuts import configure_compilation_cache, configure_host_devices
+    from crowdrank.inference.xla_setup import configure_compilation_cache, configure_host_devices
     configure_host_devices()
     configure_compilation_cache()
     argv = sys.argv[1:] if argv is None else list(argv)

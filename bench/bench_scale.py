@@ -48,7 +48,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
-from stamp import commit, cpu_model, stamp
+from stamp import stamp
 
 WORKERS = 500
 BLOCK = 4_500_000
@@ -241,12 +241,12 @@ def main() -> None:
 
     work = Path(args.work)
     # once, before this script rewrites its own (tracked) record and makes the tree dirty
-    rev = commit()
+    st = stamp()
     result = {
         "bench": "scale", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "commit": rev, "command": stamp()["command"],
+        "commit": st["commit"], "command": st["command"],
         "what": "crowdrank fit FILE --model couple --method online, whole command",
-        "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(),
+        "machine": {"cpus": os.cpu_count(), "cpu": st["cpu"],
                     "python": platform.python_version(), "pyarrow": pyarrow.__version__,
                     "niceness": os.nice(0),
                     "note": "shared machine: see each run's load averages"},
@@ -265,7 +265,7 @@ def main() -> None:
         t0 = time.perf_counter()
         csv_path, pq_path = (make_small if n <= BLOCK else make_large)(n, folder, args.seed)
         row = {"rankings": n, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "commit": rev, "cpu": cpu_model(),
+               "commit": st["commit"], "cpu": st["cpu"],
                "make_data_s": round(time.perf_counter() - t0, 1),
                "csv_mb": round(csv_path.stat().st_size / 2**20, 1),
                "parquet_mb": round(pq_path.stat().st_size / 2**20, 1)}

@@ -164,7 +164,7 @@ def test_reused_sampler_reproduces_a_fresh_one_exactly(couple_sets):
 
 
 @pytest.mark.parametrize("model", ["pl", "crowdbt"])
-def test_other_sbc_models_share_the_graph_too(model):
+def test_other_sbc_models_share_the_graph_too(model, pytensor_without_c):
     from crowdrank.models import pymc_models as pmm
 
     a, _ = _inputs(model, sim=0, kmax=None)

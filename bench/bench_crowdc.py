@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
-from stamp import commit
+from stamp import commit, cpu_model
 
 
 def _cpu() -> float:
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
            "load_average_before": list(load0), "load_average_after": list(os.getloadavg()),
            "command": "nice .venv/bin/python bench/bench_crowdc.py --settings "
                       f"{args.settings} --processes {args.processes}",
-           "machine": platform.machine(), "cpus": os.cpu_count(),
+           "machine": platform.machine(), "cpus": os.cpu_count(), "cpu": cpu_model(),
            "load_average": load0[0], "python": platform.python_version(),
            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": commit()}
     Path(args.out).write_text(json.dumps(rec, indent=1) + "\n")

@@ -64,9 +64,11 @@ def configure_compilation_cache(path: str | None = None) -> str | None:
 
     The folder is ``path``, else ``$CROWDRANK_XLA_CACHE`` (``off`` turns the cache off),
     else JAX's ``$JAX_COMPILATION_CACHE_DIR`` (the user's choice wins), else
-    :func:`default_cache_dir`. Only compiles over 0.5 s are written (the many tiny ones
-    cost more to store than to redo) and the folder is bounded at 2 GiB (JAX evicts the
-    least recently used entries). Set through JAX's environment variables, which JAX
+    :func:`default_cache_dir`. Every compile is written, the ~100 small eager ones of a
+    fit too: a fresh process that loads them (COUPLE, 4 items, 4 x (150 + 300)) took 10.4
+    CPU s against 15.1 when only compiles over 0.5 s were kept, while writing them cost
+    the first run nothing measurable (44-46 against 45-48 CPU s) and 1 MB of disk. The
+    folder is bounded at 2 GiB (JAX evicts the least recently used entries). Set through JAX's environment variables, which JAX
     reads when it is first imported, so that this costs no import.
 
     Parameters
@@ -81,6 +83,6 @@ def configure_compilation_cache(path: str | None = None) -> str | None:
         return None
     folder = choice or os.environ.get("JAX_COMPILATION_CACHE_DIR") or default_cache_dir()
     os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2 << 30))
     return folder

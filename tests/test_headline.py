@@ -145,3 +145,49 @@ def test_audit_rows_say_whether_every_program_was_compiled(hl, tmp_path):
     assert rows[1][0].endswith("; programs from the user's cache")
     assert "cache" not in rows[2][0]                   # an older record does not say
     assert rows[0][1] == "100 s, both trusted" and rows[0][3] == "yes"
+
+
+def _bench_suite():
+    spec = importlib.util.spec_from_file_location("crowdrank_bench_suite",
+                                                  ROOT / "bench" / "bench_suite.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_suite_record_reads_pytests_last_line_and_fails_the_goal_on_failures(hl, tmp_path):
+    """``bench/bench_suite.py --from DIR`` reads a finished run's files: pytest's last
+    summary line (counts and seconds as printed), ``/usr/bin/time -v``'s CPU, the clone's
+    commit; a run with a failure, or over 15 min, does not meet the goal; a log without a
+    summary (pytest did not finish) is an error, not a record."""
+    bs = _bench_suite()
+    s = bs.pytest_summary("x\n===== 3 failed, 1515 passed, 2 skipped in 2429.84s (0:40:29) ==\n"
+                          "1532 passed, 1 skipped, 59 warnings in 1932.10s (0:32:12)\n")
+    assert s == {"pytest_seconds": 1932.1, "passed": 1532, "skipped": 1, "warnings": 59,
+                 "failed": 0, "errors": 0}
+    assert bs.pytest_summary("2 failed, 10 passed, 1 error in 5.00s")["errors"] == 1
+    with pytest.raises(ValueError, match="did not finish"):
+        bs.pytest_summary("collecting ... \n.....")
+    run = tmp_path / "run"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(run / "main")], check=True)
+    (run / "start").write_text("1000\n")
+    (run / "end").write_text("1900\n")
+    (run / "rc").write_text("0\n")
+    (run / "log").write_text("....\n840 passed, 1 skipped in 840.00s (0:14:00)\n"
+                             "\tUser time (seconds): 1600.5\n\tSystem time (seconds): 90.25\n")
+    out = tmp_path / "suite.json"
+    assert bs.main(["--from", str(run), "--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    assert (rec["passed"], rec["pytest_minutes"], rec["ci_run_seconds"], rec["met"]) == \
+        (840, 14.0, 900, True)
+    assert (rec["user_cpu_seconds"], rec["system_cpu_seconds"]) == (1600.5, 90.25)
+    assert rec["commit"] == _git("rev-parse", "--short", "HEAD") and rec["load_after"] is None
+    (row,) = hl.suite_row(tmp_path)
+    assert row[1] == "14.0 min (840 passed)" and row[3] == "yes"
+    (run / "log").write_text("1 failed, 839 passed in 800.00s (0:13:20)\n")
+    bs.main(["--from", str(run), "--out", str(out)])
+    (row,) = hl.suite_row(tmp_path)
+    assert row[1] == "13.3 min (839 passed, 1 failed)" and row[3] == "no"
+    (run / "log").write_text("840 passed in 960.00s (0:16:00)\n")
+    bs.main(["--from", str(run), "--out", str(out)])
+    assert hl.suite_row(tmp_path)[0][3] == "no"

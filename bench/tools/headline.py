@@ -375,6 +375,19 @@ def mutation_row(d: Path) -> list[list]:
              record("mutation.json", [m["rec"] for m in mods])]]
 
 
+def suite_row(d: Path) -> list[list]:
+    """The test suite's time from a fresh clone (``bench/bench_suite.py``); a run with
+    failures does not meet the goal whatever its time."""
+    s = _load(d, "suite.json")
+    if not s:
+        return []
+    fig = f"{s['pytest_minutes']:.1f} min ({s['passed']:,} passed"
+    fig += (f", {s['failed']} failed" if s["failed"] else "") + ")"
+    return [["`make test` from a fresh clone, cold caches (`.ci/run`, 2 cores)", fig,
+             f"≤ {s['goal_minutes']:g} min, all passing", yes(s["met"]),
+             record("suite.json", s)]]
+
+
 def replicate_rows(d: Path) -> list[list]:
     rows = []
     bf = _load(d, "replicate_babyface.json")
@@ -492,7 +505,7 @@ def approx_paper_row(d: Path) -> list[list]:
 #: the rows in README order; each returns zero rows when its record is absent
 ROWS = (audit_rows, paper_row, warmstart_row, medium_row, sbc_row, batch_rows, crowdc_row,
         fidelity_rows, approx_study_rows, approx_audit_row, approx_paper_row, online_rows,
-        scale_rows, mutation_row, replicate_rows)
+        scale_rows, mutation_row, suite_row, replicate_rows)
 
 
 def headline(results_dir: Path | str = RESULTS) -> str:

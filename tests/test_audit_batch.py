@@ -108,8 +108,10 @@ def test_audit_crowdbt_em_and_trueskill_run_as_approximations(tmp_path):
     params = pd.read_csv(tmp_path / "c" / "parameters.csv")
     assert set(params[params.variant == "method=em"].kind) == {"lambda", "eta"}
 
-    sim = simulate("bt", n_items=8, n_workers=3, tasks_per_worker=40, seed=7)
-    cfg = AuditConfig(models=("bt",), chains=2, tune=300, draws=500, permutations=0,
+    # the data and NUTS settings of the Laplace/bootstrap audit above: the same reference
+    # program, which the run's compilation cache then loads instead of compiling again
+    sim = simulate("bt", n_items=8, n_workers=4, tasks_per_worker=60, seed=5)
+    cfg = AuditConfig(models=("bt",), chains=2, tune=300, draws=600, permutations=0,
                       variants={"method": ["online", "trueskill"]}, checks=False)
     m = run_audit(Subject(sim.rankings, truth=sim.lam), tmp_path / "b", cfg,
                   log=lambda _: None)

@@ -95,7 +95,9 @@ def test_gradient_is_timed_only_when_asked(monkeypatch):
 
     monkeypatch.setattr(runner, "gradient_timing", spy)
     d, pr = _tiny()
-    kw = {"chains": 1, "tune": 20, "draws": 20, "seed": 2, "progress": False,
+    # the settings of tests/test_gibbs.py's reference fit of the same data: the same
+    # programs, loaded from the run's compilation cache when that test ran first
+    kw = {"chains": 4, "tune": 150, "draws": 300, "seed": 1, "progress": False,
           "pointwise": False, "predictive": False}
     plain = nuts.fit_nuts(d, "couple", pr, **kw)
     assert calls == [] and "gradient_ms" not in plain.timings

@@ -422,10 +422,12 @@ def test_loo_and_ppc_on_a_tiny_fit():
     from crowdrank.inference.nuts import fit_nuts
     from crowdrank.validation.predictive import loo_compare, ppc_from_idata
 
-    d = simulate("couple", n_items=5, n_workers=2, tasks_per_worker=6, kmax=3,
-                 seed=2).rankings
+    # the data and NUTS settings of test_audit_reports_model_checks below, whose LOO-only
+    # PL fit then loads this PL program from the run's compilation cache
+    d = simulate("couple", n_items=6, n_workers=2, tasks_per_worker=6, kmax=3,
+                 seed=4).rankings
     pr = Priors.geometric(d.workers, d.K)
-    fits = {m: fit_nuts(d, m, pr, chains=2, tune=100, draws=100, progress=False,
+    fits = {m: fit_nuts(d, m, pr, chains=2, tune=60, draws=60, progress=False,
                         seed=1).idata for m in ("pl", "couple")}
     for m, dt in fits.items():
         ll = dt["log_likelihood"]["rankings"].values
@@ -434,7 +436,7 @@ def test_loo_and_ppc_on_a_tiny_fit():
         np.testing.assert_allclose(ll[1, 9], loglik_pointwise(
             m, d, lam[1, 9], None if eta is None else eta[1, 9]), rtol=1e-9, atol=1e-9)
         pp = dt["posterior_predictive"]["rankings"].values
-        assert pp.shape[:2] == (2, 100) and pp.shape[2:] == (d.n_rankings, d.K)
+        assert pp.shape[:2] == (2, 60) and pp.shape[2:] == (d.n_rankings, d.K)
         # every replicated row is an ordering of its task's items
         for n in range(d.n_rankings):
             k = d.lengths[n]
@@ -444,7 +446,7 @@ def test_loo_and_ppc_on_a_tiny_fit():
     assert res.tables[1].table is not None           # the pairs: both models
     assert res.tables[0].models == ["pl"]            # COUPLE refused on k = 3
     chk = ppc_from_idata(d, fits["couple"])
-    assert chk.draws == 200 and set(chk.rows.statistic) == {"first_choice_stage",
+    assert chk.draws == 120 and set(chk.rows.statistic) == {"first_choice_stage",
                                                              "worker_pair_agreement"}
 
 

@@ -68,8 +68,9 @@ def configure_compilation_cache(path: str | None = None) -> str | None:
     fit too: a fresh process that loads them (COUPLE, 4 items, 4 x (150 + 300)) took 10.4
     CPU s against 15.1 when only compiles over 0.5 s were kept, while writing them cost
     the first run nothing measurable (44-46 against 45-48 CPU s) and 1 MB of disk. The
-    folder is bounded at 2 GiB (JAX evicts the least recently used entries). Set through JAX's environment variables, which JAX
-    reads when it is first imported, so that this costs no import.
+    folder is bounded at 2 GiB (JAX evicts the least recently used entries). Set through
+    JAX's environment variables, which JAX reads when it is first imported, so that this
+    costs no import.
 
     Parameters
     ----------

@@ -147,20 +147,12 @@ def test_audit_rows_say_whether_every_program_was_compiled(hl, tmp_path):
     assert rows[0][1] == "100 s, both trusted" and rows[0][3] == "yes"
 
 
-def _bench_suite():
-    spec = importlib.util.spec_from_file_location("crowdrank_bench_suite",
-                                                  ROOT / "bench" / "bench_suite.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_suite_record_reads_pytests_last_line_and_fails_the_goal_on_failures(hl, tmp_path):
     """``bench/bench_suite.py --from DIR`` reads a finished run's files: pytest's last
     summary line (counts and seconds as printed), ``/usr/bin/time -v``'s CPU, the clone's
     commit; a run with a failure, or over 15 min, does not meet the goal; a log without a
     summary (pytest did not finish) is an error, not a record."""
-    bs = _bench_suite()
+    bs = hl.by_path("bench_suite")
     s = bs.pytest_summary("x\n===== 3 failed, 1515 passed, 2 skipped in 2429.84s (0:40:29) ==\n"
                           "1532 passed, 1 skipped, 59 warnings in 1932.10s (0:32:12)\n")
     assert s == {"pytest_seconds": 1932.1, "passed": 1532, "skipped": 1, "warnings": 59,

@@ -330,18 +330,19 @@ def test_numpyro_chains_from_init_start_apart_and_are_reproducible(monkeypatch):
     pr = Priors.geometric(d.workers, 2, a0=4, a=2)
     init = {"lambda": sim.lam, "eta": np.array([0.8, 0.7])}
     starts = []
-    warmup = MCMC.warmup
+    run = MCMC.run
 
     def spy(self, *a, **kw):
         starts.append(kw.get("init_params"))
-        return warmup(self, *a, **kw)
+        return run(self, *a, **kw)
 
-    monkeypatch.setattr(MCMC, "warmup", spy)
+    monkeypatch.setattr(MCMC, "run", spy)
     kw = {"chains": 2, "tune": 50, "draws": 30, "seed": 3, "init": init, "progress": False}
     a = nuts.fit_nuts(d, "crowdbt", pr, **kw)
     b = nuts.fit_nuts(d, "crowdbt", pr, **kw)
-    z = starts[0]
-    assert z is not None and z["lambda_c"].shape == (2, d.n_items - 1)
+    assert starts[0] is not None
+    z = {k: np.asarray(v) for k, v in starts[0].items()}
+    assert z["lambda_c"].shape == (2, d.n_items - 1)
     assert np.abs(z["lambda_c"][0] - z["lambda_c"][1]).min() > 0      # chains start apart
     assert np.all(np.abs(z["lambda_mean"] - sim.lam.mean()) <= 1.0)    # ... around init
     lam_a = a.idata["posterior"]["lambda"].values
@@ -352,6 +353,43 @@ def test_numpyro_chains_from_init_start_apart_and_are_reproducible(monkeypatch):
     assert a.idata.attrs["init"] == "given" and a.idata.attrs["init_jitter"] == 1.0
     with pytest.raises(ValueError, match="init_jitter"):
         nuts.fit_nuts(d, "crowdbt", pr, **kw, init_jitter=-1.0)
+
+
+@pytest.mark.slow
+def test_one_program_draws_are_numpyros_warmup_then_run(monkeypatch):
+    """fit_nuts runs warm-up and sampling as one NumPyro run collecting every iteration;
+    the draws, divergences and warm-up gradients must be those of NumPyro's public
+    ``warmup()`` then ``run()`` with the same kernel, key and starts, bit for bit."""
+    import jax
+    from numpyro.infer import MCMC
+
+    d = simulate("pl", n_items=4, n_workers=2, tasks_per_worker=6, seed=5).rankings
+    pr = Priors.geometric(d.workers, 3)
+    seen = []
+    run = MCMC.run
+
+    def spy(self, *a, **kw):
+        seen.append((self.sampler, kw.get("init_params")))
+        return run(self, *a, **kw)
+
+    monkeypatch.setattr(MCMC, "run", spy)
+    r = nuts.fit_nuts(d, "pl", pr, chains=2, tune=40, draws=30, seed=7, progress=False,
+                      pointwise=False, predictive=False)
+    monkeypatch.setattr(MCMC, "run", run)
+    kernel, init = seen[0]
+    ref = MCMC(kernel, num_warmup=40, num_samples=30, num_chains=2, chain_method="parallel",
+               progress_bar=False)
+    with jax.enable_x64(True):
+        ref.warmup(jax.random.PRNGKey(7), init_params=init, collect_warmup=True,
+                   extra_fields=("num_steps",))
+        warm_steps = float(np.asarray(ref.get_extra_fields()["num_steps"]).sum())
+        ref.run(ref.post_warmup_state.rng_key, extra_fields=("num_steps",))
+        lam = np.asarray(ref.get_samples(group_by_chain=True)["lambda"])
+        steps = np.asarray(ref.get_extra_fields(group_by_chain=True)["num_steps"])
+    np.testing.assert_array_equal(r.idata["posterior"]["lambda"].values, lam)
+    np.testing.assert_array_equal(r.idata["sample_stats"]["n_steps"].values, steps)
+    assert r.timings["warmup_gradients"] == warm_steps > 0
+    assert r.timings["sampling_gradients"] == steps.sum()
 
 
 @pytest.mark.slow

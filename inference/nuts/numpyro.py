@@ -23,7 +23,7 @@ from crowdrank.models.model_inputs import ModelInputs
 from ..gate import Gate, check
 from .config import NutsConfig
 from .datatree import thinned_draws
-from .starts import _site_bijections, _unconstrain, jittered_starts
+from .starts import _latent_sites, _site_bijections, _unconstrain, jittered_starts
 
 #: NumPyro's extra fields kept from every sampling iteration
 EXTRA_FIELDS = ("diverging", "energy", "num_steps", "accept_prob", "adapt_state.step_size",
@@ -121,9 +121,9 @@ def _sample(inputs, cfg: NutsConfig, route, chain_method, starts, inv_mass, prog
         timings.update(route.profile(inputs, z0, param, loglik_dtype))
     extra = tuple(pre + f for f in EXTRA_FIELDS)
     key = jax.random.PRNGKey(cfg.seed)
-    with _compile_clock(timings):
+    with _compile_clock(timings) as compiled:
         return _warmup_and_sample(inputs, cfg, route, make, make_mcmc, key, inv_mass,
-                                  init_params, param, extra, timings)
+                                  init_params, param, extra, timings, compiled)
 
 
 #: JAX's own compile-time events (``jax._src.dispatch``): tracing, lowering, XLA compile
@@ -136,7 +136,8 @@ COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
 def _compile_clock(timings: dict):
     """``timings["compile"]``: the seconds JAX spends tracing, lowering and compiling the
     run's own programs while the block runs, as JAX reports them
-    (``jax.monitoring``): the sampler's compile cost at no extra compile."""
+    (``jax.monitoring``): the sampler's compile cost at no extra compile. Yields the
+    running total (a one-element list)."""
     import jax.monitoring
 
     total = [0.0]
@@ -147,16 +148,16 @@ def _compile_clock(timings: dict):
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     try:
-        yield
+        yield total
     finally:
         jax.monitoring.unregister_event_duration_listener(listen)
         timings["compile"] = total[0]
 
 
 def _warmup_and_sample(inputs, cfg: NutsConfig, route, make, make_mcmc, key, inv_mass,
-                       init_params, param, extra, timings):
+                       init_params, param, extra, timings, compiled):
     """Warm-up (the route's, or Stan's windowed adaptation), then sampling with the
-    extension rounds of ``cfg.max_draws``, each timed apart."""
+    extension rounds of ``cfg.max_draws``."""
     import jax
 
     chains, draws, pre = cfg.chains, cfg.draws, route.prefix
@@ -165,23 +166,56 @@ def _warmup_and_sample(inputs, cfg: NutsConfig, route, make, make_mcmc, key, inv
                         timings)
     if mcmc is None:          # Stan's windowed adaptation
         mcmc = make_mcmc(make(inv_mass, True), cfg.tune)
-        mcmc.warmup(key, extra_fields=(pre + "num_steps",), collect_warmup=True,
-                    init_params=init_params)
-        # JAX dispatches asynchronously: wait for the state, or it lands in "sampling"
-        jax.block_until_ready(mcmc.post_warmup_state)
-        if cfg.tune > 0:
-            timings["warmup_gradients"] = float(np.asarray(
-                mcmc.get_extra_fields()[pre + "num_steps"]).sum())
-    timings["warmup"] = time.perf_counter() - t
-    t = time.perf_counter()
-    mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=extra)
-    samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-    ex = _fields(mcmc, pre)
+        samples, ex = _windowed_in_one_program(mcmc, key, init_params, cfg.tune, extra, pre,
+                                               timings, compiled)
+        t, before = time.perf_counter(), timings["sampling"]
+    else:
+        timings["warmup"] = time.perf_counter() - t
+        t, before = time.perf_counter(), 0.0
+        mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=extra)
+        samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+        ex = _fields(mcmc, pre)
     samples, ex, rounds = extend_sampling(mcmc, samples, ex, extra, chains, draws,
                                           cfg.max_draws, pre)
-    timings["sampling"] = time.perf_counter() - t
+    timings["sampling"] = before + time.perf_counter() - t
     timings["sampling_rounds"] = float(rounds)
     return mcmc, samples, ex, rounds
+
+
+def _windowed_in_one_program(mcmc, key, init_params, tune: int, extra, pre: str,
+                             timings: dict, compiled: list):
+    """Stan's windowed warm-up and the draws as **one** run of NumPyro's chains, every
+    iteration collected; returns the draws and extra fields after warm-up.
+
+    Why one run: NumPyro's ``warmup()`` then ``run()`` compile two XLA programs, each with
+    the whole NUTS step, and the second (sampling) costs ~5 s of a fresh process's ~25 s
+    for a small COUPLE fit (docs/testing.md). Warm-up and sampling are the same kernel
+    step (adaptation stops by the iteration count), so the draws are bit for bit those of
+    the two runs (tested). The phases are then not timed apart: ``warmup`` is the
+    compile plus the run's share of gradient evaluations spent in warm-up, ``sampling``
+    the rest (PyMC's ``warmup`` likewise includes compiling)."""
+    import jax
+
+    t, c0 = time.perf_counter(), compiled[0]
+    n = tune + mcmc.num_samples
+    # NumPyro's own collection window (its warmup() sets it the same way): every iteration
+    mcmc._set_collection_params(0, n, n, "warmup+sample" if tune else None)
+    mcmc.run(key, extra_fields=extra, init_params=init_params)
+    every = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+    elapsed, compile_s = time.perf_counter() - t, compiled[0] - c0
+    # the extension rounds continue from here, as from a warm-up's end
+    mcmc.post_warmup_state = mcmc.last_state
+    ex_all = _fields(mcmc, pre)
+    steps = np.asarray(ex_all["num_steps"], float)
+    warm = float(steps[:, :tune].sum())
+    share = warm / max(float(steps.sum()), 1.0)
+    run_s = max(elapsed - compile_s, 0.0)
+    if tune > 0:
+        timings["warmup_gradients"] = warm
+    timings["warmup"] = min(compile_s, elapsed) + share * run_s
+    timings["sampling"] = (1.0 - share) * run_s
+    return ({k: np.asarray(v)[:, tune:] for k, v in every.items()},
+            {k: np.asarray(v)[:, tune:] for k, v in ex_all.items()})
 
 
 def _stats(ex: dict, timings: dict) -> dict:
@@ -260,8 +294,8 @@ def coordinate_names(inputs: ModelInputs, param: dict) -> list[str]:
     from crowdrank.models.model_inputs import boost_split
 
     bij = _site_bijections(inputs, param)
-    sizes = {k: int(np.prod(np.shape(v))) for k, v in
-             _unconstrain(inputs, _prior_point(inputs, param), param).items()}
+    sizes = {k: int(np.prod(bij[k].inverse_shape(shape)))
+             for k, (_, shape) in _latent_sites(inputs, param).items()}
     big, small = (boost_split(inputs.alpha, param.get("boost")) if inputs.has_eta
                   else ((), ()))
     names = []
@@ -274,19 +308,6 @@ def coordinate_names(inputs: ModelInputs, param: dict) -> list[str]:
         else:
             names += [f"{k}[{i}]" for i in range(sizes[k])]
     return names
-
-
-def _prior_point(inputs: ModelInputs, param: dict) -> dict:
-    """One draw of the program's latent sites (only their shapes matter)."""
-    import jax
-    from numpyro import handlers
-
-    from crowdrank.models import numpyro_models as npm
-
-    with jax.enable_x64(True), handlers.seed(rng_seed=0):
-        tr = handlers.trace(npm.model).get_trace(inputs, prior_only=True, **param)
-    return {k: np.asarray(v["value"]) for k, v in tr.items()
-            if v["type"] == "sample" and not v.get("is_observed", False)}
 
 
 def adaptation_summary(inputs: ModelInputs, param: dict, mcmc, samples: dict,

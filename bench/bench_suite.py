@@ -1,7 +1,7 @@
 """The test suite's time as CI runs it: a fresh clone, cold caches, ``.ci/run``.
 
     nice python bench/bench_suite.py [--work DIR]
-    python bench/bench_suite.py --from DIR
+    python bench/bench_suite.py --from DIR [--note TEXT]
 
 Clones this checkout's HEAD into ``DIR/main`` (a temporary folder by default), links the
 data sets' ``shared/`` folder beside it as CI has it, and runs ``CI=true bash .ci/run``
@@ -14,7 +14,8 @@ the start and end times (epoch s) to ``DIR/start`` and ``DIR/end``, the exit sta
 
 ``--from DIR`` records a run already made that way (the same files, e.g. a run started by
 hand as ``CI=true PYTENSOR_FLAGS=compiledir=DIR/ptc /usr/bin/time -v bash .ci/run >
-DIR/log 2>&1`` in ``DIR/main``): nothing is run, the figures are read from its files.
+DIR/log 2>&1`` in ``DIR/main``): nothing is run, the figures are read from its files;
+``--note`` says what else that run had (the per-test CPU plugin, say), kept in the record.
 
 Writes ``bench/results/suite.json``: pytest's counts and seconds (its last line), the whole
 command's wall time, the CPU seconds of the run where known (``/usr/bin/time -v`` in the
@@ -114,12 +115,14 @@ def main(argv=None) -> int:
                     "new temporary folder, kept)")
     ap.add_argument("--from", dest="src", type=Path,
                     help="record a finished run in this folder instead of running one")
+    ap.add_argument("--note", default="", help="with --from: what else the run had (e.g. "
+                    "the per-test CPU plugin through PYTEST_ADDOPTS), kept in the record")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     if args.src:
         rec = record(args.src, f"bench/bench_suite.py --from {args.src} (a run made as the "
                      "module doc says: CI=true PYTENSOR_FLAGS=compiledir=DIR/ptc bash .ci/run "
-                     "in a fresh clone)")
+                     "in a fresh clone" + (f"; {args.note}" if args.note else "") + ")")
     else:
         work = args.work or Path(tempfile.mkdtemp(prefix="crowdrank-suite-"))
         load = [round(x, 2) for x in os.getloadavg()]

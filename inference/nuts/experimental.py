@@ -49,7 +49,7 @@ from crowdrank.models.priors import Priors
 
 from .config import NutsConfig
 from .fit import NutsResult, fit_nuts
-from .route import NutsRoute, route_for
+from .route import LastWarmup, NutsRoute, route_for
 from .starts import (
     _positions,
     _site_bijections,
@@ -208,7 +208,8 @@ class ExperimentalRoute(NutsRoute):
     def warmup(self, inputs, make, make_mcmc, key, tune, inv_mass, init_params, param,
                timings):
         if self.adapt == "windowed":
-            return None
+            return super().warmup(inputs, make, make_mcmc, key, tune, inv_mass, init_params,
+                                  param, timings)
         return _staged_warmup(inputs, make, make_mcmc, key, tune, inv_mass, init_params,
                               param, self.adapt, timings)
 
@@ -344,8 +345,9 @@ def _staged_warmup(inputs, make, make_mcmc, key, tune, inv_mass, init_params, pa
     mass: warm-up draws are discarded and the mass and step size are fixed while
     sampling, so the chains target the posterior whatever mass warm-up chose.
 
-    Returns the last stage's ``MCMC`` (its warm-up done); ``timings`` gains
-    ``warmup_gradients`` and, per stage, ``warmup_gradients_<i>``/``warmup_iters_<i>``.
+    Runs every stage but the last, which it returns unrun (:class:`LastWarmup`: it runs
+    with the draws); ``timings`` gains ``warmup_gradients`` and, per stage,
+    ``warmup_gradients_<i>``/``warmup_iters_<i>``.
     """
     import jax
 
@@ -355,7 +357,7 @@ def _staged_warmup(inputs, make, make_mcmc, key, tune, inv_mass, init_params, pa
     n1 = tune if adapt == "fixed" else max(1, round(POOLED_FIRST * tune))
     stages = [n1] + ([tune - n1] if adapt == "pooled" and tune - n1 > 0 else [])
     mass, state, total = np.asarray(inv_mass, float), init_params, 0.0
-    for i, n in enumerate(stages):
+    for i, n in enumerate(stages[:-1]):
         key, sub = jax.random.split(key)
         mcmc = make_mcmc(make(mass, False), n)
         mcmc.warmup(sub, extra_fields=("num_steps",), collect_warmup=True, init_params=state)
@@ -363,11 +365,12 @@ def _staged_warmup(inputs, make, make_mcmc, key, tune, inv_mass, init_params, pa
         steps = float(np.asarray(mcmc.get_extra_fields()["num_steps"]).sum())
         timings[f"warmup_gradients_{i + 1}"], timings[f"warmup_iters_{i + 1}"] = steps, n
         total += steps
-        if i + 1 < len(stages):
-            mass = pooled_variance(inputs, mcmc.get_samples(group_by_chain=True), param)
-            state = mcmc.last_state.z
+        mass = pooled_variance(inputs, mcmc.get_samples(group_by_chain=True), param)
+        state = mcmc.last_state.z
     timings["warmup_gradients"] = total
-    return mcmc
+    key, sub = jax.random.split(key)
+    timings[f"warmup_iters_{len(stages)}"] = stages[-1]
+    return LastWarmup(make_mcmc(make(mass, False), stages[-1]), sub, state, len(stages))
 
 
 def pooled_variance(inputs: ModelInputs, samples: dict, param: dict) -> np.ndarray:

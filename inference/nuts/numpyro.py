@@ -156,51 +156,42 @@ def _compile_clock(timings: dict):
 
 def _warmup_and_sample(inputs, cfg: NutsConfig, route, make, make_mcmc, key, inv_mass,
                        init_params, param, extra, timings, compiled):
-    """Warm-up (the route's, or Stan's windowed adaptation), then sampling with the
+    """The route's warm-up, its last phase run with the draws as one program, then the
     extension rounds of ``cfg.max_draws``."""
-    import jax
-
-    chains, draws, pre = cfg.chains, cfg.draws, route.prefix
     t = time.perf_counter()
-    mcmc = route.warmup(inputs, make, make_mcmc, key, cfg.tune, inv_mass, init_params, param,
+    last = route.warmup(inputs, make, make_mcmc, key, cfg.tune, inv_mass, init_params, param,
                         timings)
-    if mcmc is None:          # Stan's windowed adaptation
-        mcmc = make_mcmc(make(inv_mass, True), cfg.tune)
-        samples, ex = _windowed_in_one_program(mcmc, key, init_params, cfg.tune, extra, pre,
-                                               timings, compiled)
-        t, before = time.perf_counter(), timings["sampling"]
-    else:
-        timings["warmup"] = time.perf_counter() - t
-        t, before = time.perf_counter(), 0.0
-        mcmc.run(mcmc.post_warmup_state.rng_key, extra_fields=extra)
-        samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-        ex = _fields(mcmc, pre)
-    samples, ex, rounds = extend_sampling(mcmc, samples, ex, extra, chains, draws,
-                                          cfg.max_draws, pre)
-    timings["sampling"] = before + time.perf_counter() - t
+    earlier = time.perf_counter() - t
+    samples, ex = _last_warmup_and_draws(last, extra, route.prefix, timings, compiled)
+    timings["warmup"] += earlier
+    mcmc, t = last.mcmc, time.perf_counter()
+    samples, ex, rounds = extend_sampling(mcmc, samples, ex, extra, cfg.chains, cfg.draws,
+                                          cfg.max_draws, route.prefix)
+    timings["sampling"] += time.perf_counter() - t
     timings["sampling_rounds"] = float(rounds)
     return mcmc, samples, ex, rounds
 
 
-def _windowed_in_one_program(mcmc, key, init_params, tune: int, extra, pre: str,
-                             timings: dict, compiled: list):
-    """Stan's windowed warm-up and the draws as **one** run of NumPyro's chains, every
+def _last_warmup_and_draws(last, extra, pre: str, timings: dict, compiled: list):
+    """The last warm-up phase (a :class:`~crowdrank.inference.nuts.route.LastWarmup`) and
+    the draws as **one** run of NumPyro's chains, every
     iteration collected; returns the draws and extra fields after warm-up.
 
     Why one run: NumPyro's ``warmup()`` then ``run()`` compile two XLA programs, each with
     the whole NUTS step, and the second (sampling) costs ~5 s of a fresh process's ~25 s
     for a small COUPLE fit (docs/testing.md). Warm-up and sampling are the same kernel
     step (adaptation stops by the iteration count), so the draws are bit for bit those of
-    the two runs (tested). The phases are then not timed apart: ``warmup`` is the
-    compile plus the run's share of gradient evaluations spent in warm-up, ``sampling``
-    the rest (PyMC's ``warmup`` likewise includes compiling)."""
+    the two runs (tested). The phases are then not timed apart: the phase's warm-up
+    seconds are the compile plus the run's share of gradient evaluations spent warming
+    up, ``sampling`` the rest (PyMC's ``warmup`` likewise includes compiling)."""
     import jax
 
+    mcmc, tune = last.mcmc, last.mcmc.num_warmup
     t, c0 = time.perf_counter(), compiled[0]
     n = tune + mcmc.num_samples
     # NumPyro's own collection window (its warmup() sets it the same way): every iteration
     mcmc._set_collection_params(0, n, n, "warmup+sample" if tune else None)
-    mcmc.run(key, extra_fields=extra, init_params=init_params)
+    mcmc.run(last.key, extra_fields=extra, init_params=last.init_params)
     every = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
     elapsed, compile_s = time.perf_counter() - t, compiled[0] - c0
     # the extension rounds continue from here, as from a warm-up's end
@@ -210,8 +201,10 @@ def _windowed_in_one_program(mcmc, key, init_params, tune: int, extra, pre: str,
     warm = float(steps[:, :tune].sum())
     share = warm / max(float(steps.sum()), 1.0)
     run_s = max(elapsed - compile_s, 0.0)
-    if tune > 0:
-        timings["warmup_gradients"] = warm
+    if tune > 0 or "warmup_gradients" in timings:
+        timings["warmup_gradients"] = timings.get("warmup_gradients", 0.0) + warm
+    if last.stage is not None:
+        timings[f"warmup_gradients_{last.stage}"] = warm
     timings["warmup"] = min(compile_s, elapsed) + share * run_s
     timings["sampling"] = (1.0 - share) * run_s
     return ({k: np.asarray(v)[:, tune:] for k, v in every.items()},

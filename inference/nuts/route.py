@@ -12,6 +12,7 @@ overriding, and the public entry point names none of their options.
 from __future__ import annotations
 
 import functools
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -19,6 +20,16 @@ from crowdrank.models.data import Rankings
 from crowdrank.models.model_inputs import ModelInputs
 
 from .config import NutsConfig
+
+
+class LastWarmup(NamedTuple):
+    """The last phase of a route's warm-up, not yet run: it runs as one program with the
+    draws (:func:`crowdrank.inference.nuts.numpyro._last_warmup_and_draws`)."""
+
+    mcmc: Any               #: an ``MCMC`` whose ``num_warmup`` is the phase's length
+    key: Any                #: its PRNG key
+    init_params: Any        #: its starts (unconstrained), or None for the kernel's own
+    stage: int | None = None   #: its number among staged warm-ups (timed as such)
 
 
 class NutsRoute:
@@ -71,9 +82,10 @@ class NutsRoute:
         return nuts
 
     def warmup(self, inputs, make, make_mcmc, key, tune, inv_mass, init_params, param,
-               timings):
-        """A warm-up of the route's own, returning the warmed-up ``MCMC``; ``None`` asks
-        for Stan's windowed adaptation (NumPyro's default)."""
+               timings) -> LastWarmup:
+        """The warm-up up to its last phase, which is returned unrun (:class:`LastWarmup`):
+        here the whole of it, Stan's windowed adaptation (NumPyro's default)."""
+        return LastWarmup(make_mcmc(make(inv_mass, True), tune), key, init_params)
 
     def profile(self, inputs: ModelInputs, z0, param: dict, loglik_dtype) -> dict:
         """``NutsConfig.profile``: compile and time the potential and its gradient alone

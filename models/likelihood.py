@@ -178,7 +178,10 @@ def pair_crowdbt(lam, eta, winner, loser, worker):
     """CrowdBT [Chen13]: ``log(η_w σ(d) + (1 − η_w) σ(−d))``."""
     d = _pair_d(lam, winner, loser)
     e = np.asarray(eta, float)[..., worker]
-    return np.logaddexp(np.log(e) + log_expit(d), np.log1p(-e) + log_expit(-d))
+    # a Beta draw rounded to exactly 1 (or 0) gives log(1 − η) = −inf: one branch of the
+    # mixture has probability 0, which logaddexp takes exactly, so no warning is due
+    with np.errstate(divide="ignore"):
+        return np.logaddexp(np.log(e) + log_expit(d), np.log1p(-e) + log_expit(-d))
 
 
 def pair_couple(lam, eta, winner, loser, worker):

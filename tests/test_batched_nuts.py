@@ -160,3 +160,19 @@ def test_lane_groups_give_the_same_draws_and_count_the_steps():
         assert all(c[3] <= 3 * c[1] * g for c in warm), warm
         samp = [c for c in t["chunks"] if c[0] == "sampling"]
         assert sum(c[3] for c in samp) > 3 * sum(c[1] for c in samp)
+
+
+def test_chunks_share_one_length_that_divides_both_phases():
+    """Warm-up and sampling chunks of one length are one compiled program; the length
+    divides both phases (no chunk straddles the end of warm-up) and is at most ``chunk``;
+    a length under a fifth of ``chunk`` would cut the run into too many calls."""
+    from crowdrank.inference.nuts.batched import chunk_length
+
+    assert chunk_length(30, 50, 50) == 10
+    assert chunk_length(60, 60, 20) == 20
+    assert chunk_length(500, 1000, 50) == 50
+    assert chunk_length(0, 50, 50) == 50
+    assert chunk_length(33, 50, 50) is None and chunk_length(0, 7, 50) is None
+    for tune, draws, chunk in ((30, 50, 50), (120, 80, 50), (0, 40, 50), (64, 96, 40)):
+        n = chunk_length(tune, draws, chunk)
+        assert n <= chunk and tune % n == 0 and draws % n == 0

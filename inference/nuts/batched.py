@@ -51,6 +51,7 @@ the longest lane), what the lanes needed (``lane_steps``, ``lane_steps_mean``,
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Sequence
 from itertools import permutations
@@ -158,7 +159,7 @@ def _program(template: ModelInputs, simplex: str = "gamma"):
     return prog
 
 
-def _run_grouped(run_c, state, args, n, collect, groups, recent):
+def _run_grouped(run_c, state, args, n, groups, recent):
     """One chunk of ``n`` iterations for all lanes, in ``groups`` vmapped calls of equal
     size, the lanes sorted by ``recent`` (steps in the last chunk), hardest first; the
     last group is padded with copies of a lane (computed twice, kept once). Returns the
@@ -169,7 +170,7 @@ def _run_grouped(run_c, state, args, n, collect, groups, recent):
 
     N = int(recent.size)
     if groups == 1:
-        state, out = run_c(state, args, n, collect)
+        state, out = run_c(state, args, n)
         m = np.asarray(out[-1]).max(axis=1)
         return state, out, (float(m.sum()), float(m.sum()) * N)
     size = -(-N // groups)
@@ -179,7 +180,7 @@ def _run_grouped(run_c, state, args, n, collect, groups, recent):
     for g in range(groups):
         idx = jnp.asarray(pad[g * size:(g + 1) * size])
         sg, og = run_c(jax.tree.map(lambda x, idx=idx: x[idx], state),
-                       jax.tree.map(lambda x, idx=idx: x[idx], args), n, collect)
+                       jax.tree.map(lambda x, idx=idx: x[idx], args), n)
         m = np.asarray(og[-1]).max(axis=1)
         seq += float(m.sum())
         computed += float(m.sum()) * size
@@ -191,6 +192,18 @@ def _run_grouped(run_c, state, args, n, collect, groups, recent):
     state = jax.tree.map(lambda *xs: jnp.concatenate(xs)[inv], *states)
     out = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1)[:, inv], *outs)
     return state, out, (seq, computed)
+
+
+def chunk_length(tune: int, draws: int, chunk: int) -> int | None:
+    """The common length of every chunk: the largest divisor of both ``tune`` and
+    ``draws`` up to ``chunk``, so that no chunk straddles the end of warm-up and warm-up
+    and sampling chunks are one compiled program (each compile of the vmapped NUTS step
+    costs ~8 s; the chunking never changes the draws). ``None`` when that divisor is under
+    a fifth of ``chunk`` (too many calls): the chunks are then ``chunk`` long, each phase's
+    last one shorter."""
+    g = math.gcd(int(tune), int(draws))
+    d = next((d for d in range(min(g, int(chunk)), 0, -1) if g % d == 0), 1)
+    return d if d >= max(1, int(chunk) // 5) else None
 
 
 def _run_chunks(run_c, state, lane_args, tune: int, draws: int, chunk: int,
@@ -213,12 +226,12 @@ def _run_chunks(run_c, state, lane_args, tune: int, draws: int, chunk: int,
     lane_computed = 0.0                          # lane-steps evaluated (padding too)
     done, first = 0, True
     phase_t = {"warmup": 0.0, "sampling": 0.0}
+    common = chunk_length(tune, draws, chunk)
     while done < total:
         collect = done >= tune
-        n = min(chunk, (tune if not collect else total) - done)
+        n = common or min(chunk, (tune if not collect else total) - done)
         t1 = time.perf_counter()
-        state, out, ran = _run_grouped(run_c, state, lane_args, n, collect, groups,
-                                       recent)
+        state, out, ran = _run_grouped(run_c, state, lane_args, n, groups, recent)
         jax.block_until_ready(state.z)
         dt = time.perf_counter() - t1
         if first:
@@ -333,10 +346,21 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
         lay = pad_layout(datasets, model, priors, counts)
         prog = _program(lay.template, simplex)
         args = (jnp.asarray(lay.index), jnp.asarray(lay.worker), jnp.asarray(lay.weight))
-        info = initialize_model(jax.random.PRNGKey(0), prog,
-                                model_args=tuple(a[0] for a in args), dynamic_args=True)
-        pot_gen, post_gen = info.potential_fn, info.postprocess_fn
-        z_shape = {k: v.shape for k, v in info.param_info.z.items()}
+        # Traced abstractly: only the potential's generator, the constraining map and the
+        # sites' shapes are used (the lanes start from their own uniform draws), and run
+        # eagerly NumPyro's search for a valid start compiles ~150 one-operation programs
+        # (~13 CPU-s of a fresh process's SBC).
+        box = {}
+
+        def init_info():
+            info = initialize_model(jax.random.PRNGKey(0), prog,
+                                    model_args=tuple(a[0] for a in args), dynamic_args=True)
+            box.update(pot=info.potential_fn, post=info.postprocess_fn,
+                       shapes={k: tuple(v.shape) for k, v in info.param_info.z.items()})
+            return 0
+
+        jax.eval_shape(init_info)
+        pot_gen, post_gen, z_shape = box["pot"], box["post"], box["shapes"]
         init_kernel, sample_kernel = hmc(potential_fn_gen=pot_gen, algo="NUTS")
 
         lane_args = tuple(jnp.repeat(a, C, axis=0) for a in args)
@@ -361,14 +385,14 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
         def step(s, a):
             return sample_kernel(s, model_args=a)
 
-        def run(s, a, n, collect):
+        def run(s, a, n):
+            # warm-up chunks keep their draws too (then dropped): one program for both
             def body(s, _):
                 s = jax.vmap(step)(s, a)
-                keep = (s.z, s.diverging, s.energy, s.num_steps) if collect else (s.num_steps,)
-                return s, keep
+                return s, (s.z, s.diverging, s.energy, s.num_steps)
             return jax.lax.scan(body, s, None, length=n)
 
-        run_c = jax.jit(run, static_argnums=(2, 3))
+        run_c = jax.jit(run, static_argnums=(2,))
         state, samples = _run_chunks(run_c, state, lane_args, tune, draws, chunk,
                                      lane_groups, R, C, progress, timings)
         timings["total"] = time.perf_counter() - t

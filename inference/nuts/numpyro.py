@@ -284,15 +284,16 @@ def coordinate_names(inputs: ModelInputs, param: dict) -> list[str]:
     name, each raveled): ``lambda_mean``, ``lambda_c[i]`` (the zero-sum block's ``L − 1``
     free coordinates), ``eta_g[w,t]``/``eta_u[w,t]``/``eta_e[w,t]`` (worker ``w``'s entry
     ``t``, as :func:`crowdrank.models.model_inputs.boost_split` orders them), ``eta[...]`` otherwise."""
+    from numpyro.distributions import biject_to
+
     from crowdrank.models.model_inputs import boost_split
 
-    bij = _site_bijections(inputs, param)
-    sizes = {k: int(np.prod(bij[k].inverse_shape(shape)))
-             for k, (_, shape) in _latent_sites(inputs, param).items()}
+    sizes = {k: int(np.prod(biject_to(support).inverse_shape(shape)))
+             for k, (support, shape) in _latent_sites(inputs, param).items()}
     big, small = (boost_split(inputs.alpha, param.get("boost")) if inputs.has_eta
                   else ((), ()))
     names = []
-    for k in sorted(bij):
+    for k in sorted(sizes):
         idx = {"eta_g": big, "eta_u": small, "eta_e": small}.get(k)
         if idx is not None and len(idx) == 2 and len(idx[0]) == sizes[k]:
             names += [f"{k}[{w},{t}]" for w, t in zip(*idx)]

@@ -8,24 +8,18 @@ renders.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def diag():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("bench_approx_diagnose",
-                                                  ROOT / "bench" / "bench_approx_diagnose.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/bench_approx_diagnose.py", "bench_approx_diagnose")
 
 
 def test_terciles_split_by_rank(diag):

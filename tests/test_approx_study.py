@@ -9,25 +9,19 @@ hand; docs/fidelity.md's section is what the record renders.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def study():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("bench_approx_study",
-                                                  ROOT / "bench" / "bench_approx_study.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/bench_approx_study.py", "bench_approx_study")
 
 
 def _tree(lam, eta=None):
@@ -108,10 +102,7 @@ def test_khat_table_and_advice_count_by_hand(study):
 
 
 def test_headline_row_leaves_the_goal_open_until_every_setting_ran(tmp_path):
-    spec = importlib.util.spec_from_file_location("crowdrank_bench_headline",
-                                                  ROOT / "bench" / "tools" / "headline.py")
-    hl = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hl)
+    hl = load_script("bench/tools/headline.py", "crowdrank_bench_headline")
 
     def subj(name, trusted, rows, ref=100.0):
         return {"name": f"medium-{name}", "trusted": trusted, "reference": {"cpu_s": ref},

@@ -5,21 +5,18 @@ one that records what it was given."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+from bench_scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("crowdrank_bench_audit",
-                                                  ROOT / "bench" / "bench_audit.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/bench_audit.py", "crowdrank_bench_audit")
 
 
 def test_each_audit_gets_an_empty_cache_and_the_record_says_so(tmp_path, monkeypatch):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import importlib.util
 import inspect
 import json
 import re
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -32,11 +32,7 @@ KEY = re.compile(r"\[([A-Z][A-Za-z]+\d\d[a-z]?)\]")
 
 # ------------------------------------------------------------------ results.md
 def _render_module():
-    spec = importlib.util.spec_from_file_location("render_results",
-                                                  ROOT / "bench" / "tools" / "render_results.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/tools/render_results.py", "render_results")
 
 
 def test_results_md_is_rendered_from_the_json():
@@ -69,14 +65,10 @@ def test_fidelity_sections_are_what_their_records_render(section, bench, record)
     """Each benchmark's section of docs/fidelity.md (between its markers) is exactly what
     its ``render_section`` makes of the record: a figure there cannot drift from its
     measurement, and a planted edit of the page fails."""
-    import sys
 
     path = ROOT / "bench" / "results" / record
     assert path.is_file(), f"bench/results/{record} is missing"
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(bench, ROOT / "bench" / f"{bench}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(f"bench/{bench}.py", bench)
     fresh = mod.render_section(json.loads(path.read_text()))
     page = (DOCS / "fidelity.md").read_text()
     start, end = f"<!-- {section}:start -->", f"<!-- {section}:end -->"

@@ -9,25 +9,19 @@ named commit that no later commit touched (checked against this repository's his
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def hl():
-    spec = importlib.util.spec_from_file_location("crowdrank_bench_headline",
-                                                  ROOT / "bench" / "tools" / "headline.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/tools/headline.py", "crowdrank_bench_headline")
 
 
 def _git(*args) -> str:
@@ -105,10 +99,7 @@ def test_stamp_names_the_commit_and_says_when_the_tree_was_dirty(tmp_path):
     count); the command is the benchmark's, relative to the repository; the date is UTC."""
     from datetime import datetime
 
-    spec = importlib.util.spec_from_file_location("crowdrank_bench_stamp",
-                                                  ROOT / "bench" / "tools" / "stamp.py")
-    st = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(st)
+    st = load_script("bench/tools/stamp.py", "crowdrank_bench_stamp")
 
     def git(*a):
         return subprocess.run(["git", "-C", str(tmp_path), *a], check=True,

@@ -8,24 +8,18 @@ in another file, stays a survivor). The mutants here are built by hand in the sh
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def mutation():
-    spec = importlib.util.spec_from_file_location("crowdrank_bench_mutation",
-                                                  ROOT / "bench" / "tools" / "mutation.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/tools/mutation.py", "crowdrank_bench_mutation")
 
 
 ENTRY = {"module": "gate", "file": "inference/gate.py", "operator": "core/NumberReplacer",

@@ -8,24 +8,18 @@ the run; one inside passes; an absent data set is a skip, not a failure.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def verify():
-    spec = importlib.util.spec_from_file_location("crowdrank_bench_verify",
-                                                  ROOT / "bench" / "tools" / "verify.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod          # dataclasses look their module up by name
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/tools/verify.py", "crowdrank_bench_verify")
 
 
 @pytest.fixture

@@ -311,9 +311,10 @@ def _newton_fit(y0, lam, tables: StageTables, alpha, active, steps: int):
     grad = jax.grad(lambda y: jnp.sum(_masked_target(y, lam, tables, alpha, active)))
 
     def neg_hess(y):
-        cols = [jax.jvp(grad, (y,), (jnp.broadcast_to(eye[t], y.shape),))[1]
-                for t in range(K)]
-        h = -jnp.stack(cols, axis=2)                       # (W, K, K)
+        # the K Hessian-vector products as one batched product (vmap over the basis), not
+        # K copies of the second derivative in the program: XLA compiles it once
+        cols = jax.vmap(lambda e: jax.jvp(grad, (y,), (jnp.broadcast_to(e, y.shape),))[1])(eye)
+        h = -jnp.moveaxis(cols, 0, 2)                      # (W, K, K): h[w, i, t]
         h = 0.5 * (h + jnp.swapaxes(h, 1, 2))
         mask = active[:, None] & active[None, :]
         h = jnp.where(mask, h, eye)
@@ -354,13 +355,16 @@ def mode_fit(lam, tables: StageTables, alpha, y0, steps: int = MODE_FIT_STEPS):
     spike the target is flat and Newton stays there."""
     alpha = jnp.asarray(alpha, y0.dtype)
     K = y0.shape[1]
+    actives = np.array([~np.isin(np.arange(K), spiked) for spiked in spike_sets(K)])
+    # the sets' Newton fits as one batched fit (vmap over the sets' masks): one copy of
+    # the Newton step in the compiled program instead of one per set
+    mus, hs = jax.vmap(lambda a: _newton_fit(y0, lam, tables, alpha, a, steps))(
+        jnp.asarray(actives))
     out = []
-    for spiked in spike_sets(K):
-        active = ~np.isin(np.arange(K), spiked)
+    for j, active in enumerate(actives):
         ix = np.flatnonzero(active)
-        mu, h = _newton_fit(y0, lam, tables, alpha, active, steps)
-        cov = jnp.linalg.inv(h[:, ix][:, :, ix]) * MODE_JUMP_INFLATE ** 2
-        out.append((mu[:, ix], jnp.linalg.cholesky(cov)))
+        cov = jnp.linalg.inv(hs[j][:, ix][:, :, ix]) * MODE_JUMP_INFLATE ** 2
+        out.append((mus[j][:, ix], jnp.linalg.cholesky(cov)))
     return tuple(out)
 
 

@@ -18,6 +18,12 @@ from crowdrank.models.model_inputs import boost_split, model_inputs
 from crowdrank.models.priors import Priors
 from crowdrank.models.simulate import simulate
 
+#: the run of both sampling tests: the same data, seed, warm-up and draws, so the first
+#: test's warm-up-and-draws program is the second's first round (one compile for both,
+#: through the test run's compilation cache, tests/conftest.py)
+ROUND = {"chains": 2, "tune": 150, "draws": 60, "seed": 2, "progress": False,
+         "pointwise": False, "predictive": False, "chain_method": "vectorized"}
+
 
 def _tiny():
     d = simulate("couple", setting="amateur", n_items=6, n_workers=3, tasks_per_worker=40,
@@ -44,8 +50,7 @@ def test_coordinate_names_follow_numpyros_flattening():
 @pytest.mark.slow
 def test_adaptation_report_matches_the_draws():
     d, pr = _tiny()
-    r = fit_nuts(d, "couple", pr, chains=2, tune=150, draws=200, seed=2, progress=False,
-                 pointwise=False, predictive=False, chain_method="vectorized")
+    r = fit_nuts(d, "couple", pr, **ROUND)
     a = r.adaptation
     C, D = a["inv_mass"].shape
     assert C == 2 and a["post_var"].shape == (C, D) and len(a["names"]) == D
@@ -64,22 +69,18 @@ def test_adaptation_report_matches_the_draws():
 @pytest.mark.slow
 def test_sampling_is_extended_in_rounds_until_the_gate_or_the_cap():
     d, pr = _tiny()
-    # the warm-up of the test above (same data, chains and tune): one compiled program
-    # for both through the test run's compilation cache (tests/conftest.py)
-    kw = {"chains": 2, "tune": 150, "draws": 20, "seed": 4, "progress": False,
-          "pointwise": False, "predictive": False, "chain_method": "vectorized"}
-    one = fit_nuts(d, "couple", pr, **kw)
-    assert not one.gate.trusted          # 40 draws cannot reach an ESS of 400
-    ext = fit_nuts(d, "couple", pr, max_draws=70, **kw)
+    one = fit_nuts(d, "couple", pr, **ROUND)
+    assert not one.gate.trusted          # 2 × 60 draws cannot reach an ESS of 400
+    ext = fit_nuts(d, "couple", pr, max_draws=200, **ROUND)
     lam1 = np.asarray(one.idata["posterior"]["lambda"])
     lam = np.asarray(ext.idata["posterior"]["lambda"])
-    # whole rounds of 20 up to the cap (3 rounds: a 4th would pass 70), attrs saying so
-    assert lam.shape[1] == 60 and int(ext.idata.attrs["draws"]) == 60
+    # whole rounds of 60 up to the cap (3 rounds: a 4th would pass 200), attrs saying so
+    assert lam.shape[1] == 180 and int(ext.idata.attrs["draws"]) == 180
     assert ext.timings["sampling_rounds"] == 3
-    assert np.asarray(ext.idata["sample_stats"]["n_steps"]).shape == (2, 60)
+    assert np.asarray(ext.idata["sample_stats"]["n_steps"]).shape == (2, 180)
     # the first round is the unextended run itself; later rounds continue the same chains
-    np.testing.assert_array_equal(lam[:, :20], lam1)
-    assert not np.array_equal(lam[:, 20:40], lam[:, :20])
+    np.testing.assert_array_equal(lam[:, :60], lam1)
+    assert not np.array_equal(lam[:, 60:120], lam[:, :60])
     # the adapted kernel stays fixed after warm-up: one step size per chain in every round
     ss = np.asarray(ext.idata["sample_stats"]["step_size"])
     np.testing.assert_allclose(ss, ss[:, :1] * np.ones_like(ss))

@@ -214,6 +214,23 @@ def test_pymc_log_density_matches_reference(model, data, priors):
         assert float(logp(params)) == pytest.approx(ref, rel=1e-10, abs=1e-9)
 
 
+def test_pymc_level_chooses_the_item_sites(data, priors):
+    """``level="centered"`` (the default) samples the level ``mean(λ)`` and a zero-sum
+    part, ``level="iid"`` samples ``λ`` itself: the sites a user's draws and the NUTS
+    diagnostics are named by (the same model either way, tests/test_simplex_exact.py)."""
+    pytest.importorskip("pymc")
+    from crowdrank.models import pymc_models as pmm
+
+    inp = model_inputs("pl", data, priors)
+    assert inp.n_items > 2
+
+    def free(**kw):
+        return sorted(v.name for v in pmm.build_model(inp, **kw).free_RVs)
+
+    assert free() == free(level="centered") == ["lambda_c", "lambda_mean"]
+    assert free(level="iid") == ["lambda"]
+
+
 @pytest.mark.parametrize("model", ["crowdbt", "couple-normalized", "peergrader"])
 @pytest.mark.usefixtures("pytensor_without_c")
 def test_pymc_pointwise_matches_reference(model, data, priors):

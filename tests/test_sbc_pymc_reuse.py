@@ -93,6 +93,8 @@ def _shared_graph_check(couple_sets):
     assert pmm.layout_key(a) == pmm.layout_key(b)
     assert a.blocks != b.blocks or not np.array_equal(a.index, b.index)  # really other data
     model, data = pmm.build_shared_model(a)
+    # the same named coordinates as the model built for the data (items, workers, stages)
+    assert model.coords == pmm.build_model(a).coords
     shared = logp_dlogp(model, mode=QUICK_MODE())
     rng = np.random.default_rng(3)
     point = model.initial_point()          # compiles a function: once

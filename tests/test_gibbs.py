@@ -133,7 +133,8 @@ def _step(kind):
     tables = _tables()
     lam = jnp.asarray(LAM)
     # the mixture is fitted once, outside the chain's program (a constant of the move,
-    # like the proposal's β): traced inside the step, its Newton fits ran every iteration
+    # like the proposal's β): traced inside the step, its Newton fits would run at every
+    # iteration
     fit = _mode_fit() if kind.startswith("mode_jump") else None
 
     def step(key, lg):
@@ -181,6 +182,36 @@ def _mode_fit():
     tables = _tables()
     return jax.jit(lambda lam, y: G.mode_fit(lam, tables, ALPHA3[None], y))(
         jnp.asarray(LAM), jnp.asarray(y0))
+
+
+def test_mode_fit_components_are_the_laplace_fits_of_their_sets():
+    """Each component of the mode jump's mixture is the Laplace fit of the target with its
+    set's entries in their spike: at its location the gradient over the other entries is
+    ~0 and its scale is the inverse of the negative Hessian there (both from JAX's
+    derivatives of the masked target, not the fit's own batched Hessian); and with every
+    entry but the first spiked, η = (1, 0, 0) whatever ``g_1`` is, so the likelihood is
+    flat and the fit is exactly LogGamma(α_1)'s: location log α_1, variance 1/α_1."""
+    fit = _mode_fit()
+    tables, lam, alpha = _tables(), jnp.asarray(LAM), jnp.asarray(ALPHA3[None])
+    sets = G.spike_sets(3)
+    assert sets == ((), (1,), (2,), (1, 2)) and len(fit) == len(sets)
+    for spiked, (mu, chol) in zip(sets, fit):
+        active = ~np.isin(np.arange(3), spiked)
+        ix = np.flatnonzero(active)
+
+        def target(v, ix=ix, active=active):
+            # the spiked entries are masked out of the target: any value stands in for them
+            full = jnp.zeros((1, 3), v.dtype).at[:, ix].set(v)
+            return jnp.sum(G._masked_target(full, lam, tables, alpha, active))
+
+        v = jnp.asarray(mu)
+        np.testing.assert_allclose(jax.jit(jax.grad(target))(v), 0.0, atol=1e-4)
+        h = -jax.jit(jax.hessian(target))(v)[0, :, 0, :]
+        cov = np.asarray(chol[0] @ chol[0].T) / G.MODE_JUMP_INFLATE ** 2
+        np.testing.assert_allclose(cov, np.linalg.inv(np.asarray(h)), rtol=1e-3)
+    mu, chol = fit[sets.index((1, 2))]
+    np.testing.assert_allclose(np.asarray(mu)[0], np.log(ALPHA3[:1]), rtol=1e-5)
+    np.testing.assert_allclose(np.ravel(chol) ** 2, 1.0 / ALPHA3[:1], rtol=1e-4)
 
 
 def _mode_jump_wrong(key, lg, lam, tables, fit):

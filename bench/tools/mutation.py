@@ -509,10 +509,10 @@ def merge_retest(prev: dict, new: dict, hits: dict[str, list[int]], dump: str) -
                      "seconds": new["seconds"], "tests": new["tests"],
                      "note": "the previous run's survivors re-run against the current tests "
                              "(the other mutants were not re-run)"}
-    # an entry matched in the previous run is not stale because its mutant was not re-run
+    # an entry matched in the previous run stays matched: its mutant was not re-run
     seen = {(e["operator"], e["code"]) for e in prev["equivalent_mutants"]}
-    out["stale_equivalent_entries"] = [e for e in new["stale_equivalent_entries"]
-                                       if (e["operator"], e["code"]) not in seen]
+    out["unmatched_equivalent_entries"] = [e for e in new["unmatched_equivalent_entries"]
+                                           if (e["operator"], e["code"]) not in seen]
     return out
 
 
@@ -554,7 +554,10 @@ def summarise(name, dump, base, skipped, seconds, spec) -> dict:
             "skipped_by_filter": skipped, "seconds": round(seconds, 1),
             "tests": spec["tests"], "env": spec.get("env", {}),
             "survivors": survivors, "equivalent_mutants": equivalent,
-            "stale_equivalent_entries": [e for i, e in enumerate(eq) if i not in used]}
+            # the module's entries that matched no surviving mutant of this run: their
+            # mutant was killed or, in a sample, not drawn (not a sign of a stale entry;
+            # --check-equivalents checks that every entry still names existing code)
+            "unmatched_equivalent_entries": [e for i, e in enumerate(eq) if i not in used]}
 
 
 def main(argv=None) -> int:

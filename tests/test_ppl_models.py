@@ -22,6 +22,7 @@ from crowdrank.models.simulate import simulate
 DIRECT = {"simplex": "dirichlet", "level": "iid"}
 
 jax = pytest.importorskip("jax")
+jnp = jax.numpy
 numpyro = pytest.importorskip("numpyro")
 
 
@@ -194,6 +195,69 @@ def test_numpyro_fast_couple_gradient_matches_finite_differences(data, priors):
             fd = (loglik("couple", data, lam, eta + e)
                   - loglik("couple", data, lam, eta - e)) / (2 * h)
             assert float(g_eta[w, t]) == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+
+def test_numpyro_fast_couple_columns_gradient_of_a_weighted_sum(data, priors):
+    """The per-ranking values' own gradient path (``couple_columns``' ``custom_vjp`` with
+    unequal cotangents, as LOO's and any weighted use differentiate them) against central
+    differences of the NumPy reference's weighted sum. The largest weight is the one of the
+    layout's first column (``inputs.origin[0]``, the ranking the backward pass compares the
+    other cotangents with), so a test of "all cotangents equal" that only asked whether
+    the others are not larger would take the sum's shortcut and scale the whole gradient."""
+    from crowdrank.models import numpyro_models as npm
+
+    inp = model_inputs("couple", data, priors)
+    params, _, eta = random_point("couple", data, priors, 9)
+    lam = params["lambda"]
+    wts = np.linspace(0.5, 1.5, data.n_rankings)
+    wts[inp.origin[0]] = 2.0
+
+    def ref(lam_, eta_):
+        return float(wts @ loglik_pointwise("couple", data, lam_, eta_))
+
+    with jax.enable_x64(True):
+        g_lam, g_eta = jax.jit(jax.grad(
+            lambda l_, e_: jnp.dot(wts, npm.couple_columns(inp, l_, e_)), argnums=(0, 1)))(
+            lam, eta)
+    h = 1e-6
+    for r in range(data.n_items):
+        e = np.zeros_like(lam)
+        e[r] = h
+        fd = (ref(lam + e, eta) - ref(lam - e, eta)) / (2 * h)
+        assert float(g_lam[r]) == pytest.approx(fd, rel=1e-5, abs=1e-6)
+    for w in range(data.n_workers):
+        for t in range(data.K):
+            e = np.zeros_like(eta)
+            e[w, t] = h
+            fd = (ref(lam, eta + e) - ref(lam, eta - e)) / (2 * h)
+            assert float(g_eta[w, t]) == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+
+def test_numpyro_loglik_dtype_sets_the_likelihoods_precision(data, priors):
+    """``model(..., loglik_dtype="float32")`` computes the likelihood's elementwise work in
+    single precision from double-precision parameters (the mixed-precision option; the
+    values are summed and returned in double): the per-ranking values then differ from
+    the double-precision ones at single precision's rounding, neither more nor zero;
+    ``None`` keeps the parameters' precision (the NumPy reference's values)."""
+    from numpyro import handlers
+
+    from crowdrank.models import numpyro_models as npm
+
+    inp = model_inputs("couple", data, priors)
+    vals = {}
+    with jax.enable_x64(True):
+        for dtype in (None, "float32"):
+            tr = handlers.trace(handlers.seed(npm.model, 0)).get_trace(inp, loglik_dtype=dtype)
+            site = tr["rankings"]
+            assert tr["lambda"]["value"].dtype == jnp.float64
+            vals[dtype] = np.asarray(site["fn"].log_prob(site["value"]))
+            if dtype is None:
+                lam = np.asarray(tr["lambda"]["value"])
+                eta = np.asarray(tr["eta"]["value"])
+    np.testing.assert_allclose(vals[None], loglik_pointwise("couple", data, lam, eta),
+                               rtol=1e-10)
+    diff = np.abs(vals["float32"] - vals[None])
+    assert 0 < diff.max() < 1e-5 * np.abs(vals[None]).max()
 
 
 # ---------------------------------------------------------------- PyMC

@@ -260,6 +260,37 @@ def test_numpyro_loglik_dtype_sets_the_likelihoods_precision(data, priors):
     assert 0 < diff.max() < 1e-5 * np.abs(vals[None]).max()
 
 
+def test_numpyro_array_rankings_refuse_a_value_of_another_length():
+    """``ArrayRankings.log_prob`` scores orders of the tasks' own lengths; an order with an
+    item where its task has padding (too long) or padding where its task has an item (too
+    short) is refused with the reason, not scored."""
+    from crowdrank.models.numpyro.arrays import ArrayRankings
+
+    items = np.array([[0, 1, 2], [1, 2, -1]])
+    site = ArrayRankings("pl", items, None, np.array([0.3, -0.2, 0.1]))
+    ok = site.log_prob(np.array([[2, 0, 1], [2, 1, -1]]))
+    assert ok.shape == (2,) and np.all(np.isfinite(ok))
+    for bad in ([[2, 0, 1], [2, 1, 0]], [[2, 0, -1], [2, 1, -1]]):
+        with pytest.raises(ValueError, match="each task's length"):
+            site.log_prob(np.array(bad))
+
+
+def test_numpyro_normalized_couple_is_invariant_to_a_large_common_shift(data, priors):
+    """Normalised COUPLE depends on λ through differences within a task only: adding 400
+    to every score leaves every ranking's value as it was (the normaliser's per-task shift
+    keeps its terms in (0, 1]; without it exp(λ) overflows at this level)."""
+    from crowdrank.models import numpyro_models as npm
+
+    inp = model_inputs("couple-normalized", data, priors)
+    params, _, eta = random_point("couple-normalized", data, priors, 10)
+    lam = params["lambda"]
+    with jax.enable_x64(True):
+        at = np.asarray(npm.pointwise_loglik(inp, lam, eta))
+        shifted = np.asarray(npm.pointwise_loglik(inp, lam + 400.0, eta))
+    assert np.all(np.isfinite(at))
+    np.testing.assert_allclose(shifted, at, rtol=1e-9, atol=1e-9)
+
+
 # ---------------------------------------------------------------- PyMC
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.usefixtures("pytensor_without_c")

@@ -291,6 +291,28 @@ def test_numpyro_normalized_couple_is_invariant_to_a_large_common_shift(data, pr
     np.testing.assert_allclose(shifted, at, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_numpyro_samplers_form_sums_the_pointwise_values(model, data, priors):
+    """``model(..., pointwise=False)``, the sampler's form, gives the site's density as one
+    total: the sum of the per-ranking values of ``pointwise=True`` at the same parameters,
+    for every model (COUPLE through its fused kernel, the others through their columns)."""
+    from numpyro import handlers
+
+    from crowdrank.models import numpyro_models as npm
+
+    inp = model_inputs(model, data, priors)
+    with jax.enable_x64(True):
+        tr = handlers.trace(handlers.seed(npm.model, 0)).get_trace(inp)
+        params = {k: v["value"] for k, v in tr.items()
+                  if v["type"] == "sample" and not v["is_observed"]}
+        per = tr["rankings"]["fn"].log_prob(tr["rankings"]["value"])
+        tot = handlers.trace(handlers.substitute(handlers.seed(npm.model, 1), data=params)
+                             ).get_trace(inp, pointwise=False)["rankings"]
+        total = tot["fn"].log_prob(tot["value"])
+    assert np.shape(per) == (data.n_rankings,) and np.shape(total) == ()
+    assert float(total) == pytest.approx(float(np.sum(per)), rel=1e-6)   # float32 work
+
+
 # ---------------------------------------------------------------- PyMC
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.usefixtures("pytensor_without_c")

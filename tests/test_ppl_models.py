@@ -313,6 +313,27 @@ def test_numpyro_samplers_form_sums_the_pointwise_values(model, data, priors):
     assert float(total) == pytest.approx(float(np.sum(per)), rel=1e-6)   # float32 work
 
 
+@pytest.mark.parametrize("n_items", [2, 9])
+def test_numpyro_level_chooses_the_item_sites(n_items):
+    """``level="centered"`` (the default) samples ``mean(λ)`` and a zero-sum part from two
+    items on, ``level="iid"`` samples ``λ``: the sites the draws and diagnostics use."""
+    from numpyro import handlers
+
+    from crowdrank.models import numpyro_models as npm
+
+    d = simulate("pl", n_items=n_items, n_workers=2, tasks_per_worker=4, kmax=2,
+                 seed=3).rankings
+    inp = model_inputs("pl", d, Priors.geometric(d.workers, d.K))
+    assert inp.n_items == n_items
+
+    def free(**kw):
+        tr = handlers.trace(handlers.seed(npm.model, 0)).get_trace(inp, **kw)
+        return sorted(k for k, v in tr.items() if v["type"] == "sample" and not v["is_observed"])
+
+    assert free() == free(level="centered") == ["lambda_c", "lambda_mean"]
+    assert free(level="iid") == ["lambda"]
+
+
 # ---------------------------------------------------------------- PyMC
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.usefixtures("pytensor_without_c")

@@ -6,26 +6,19 @@ renders and the README's row."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from bench_scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str, path: Path):
-    return load_script(str(path.relative_to(ROOT)), name)
-
 
 @pytest.fixture(scope="module")
 def bap():
-    return _load("bench_approx_paper", ROOT / "bench" / "bench_approx_paper.py")
+    return load_script("bench/bench_approx_paper.py", "bench_approx_paper")
 
 
 @pytest.fixture(scope="module")
 def hl():
-    return _load("headline", ROOT / "bench" / "tools" / "headline.py")
+    return load_script("bench/tools/headline.py", "headline")
 
 
 @pytest.mark.slow

@@ -65,7 +65,6 @@ def test_fidelity_sections_are_what_their_records_render(section, bench, record)
     """Each benchmark's section of docs/fidelity.md (between its markers) is exactly what
     its ``render_section`` makes of the record: a figure there cannot drift from its
     measurement, and a planted edit of the page fails."""
-
     path = ROOT / "bench" / "results" / record
     assert path.is_file(), f"bench/results/{record} is missing"
     mod = load_script(f"bench/{bench}.py", bench)

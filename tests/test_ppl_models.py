@@ -313,22 +313,32 @@ def test_numpyro_samplers_form_sums_the_pointwise_values(model, data, priors):
     assert float(total) == pytest.approx(float(np.sum(per)), rel=1e-6)   # float32 work
 
 
+@pytest.mark.parametrize("backend", ["numpyro", "pymc"])
 @pytest.mark.parametrize("n_items", [2, 9])
-def test_numpyro_level_chooses_the_item_sites(n_items):
+def test_level_chooses_the_item_sites(backend, n_items):
     """``level="centered"`` (the default) samples ``mean(λ)`` and a zero-sum part from two
-    items on, ``level="iid"`` samples ``λ``: the sites the draws and diagnostics use."""
-    from numpyro import handlers
-
-    from crowdrank.models import numpyro_models as npm
-
+    items on, ``level="iid"`` samples ``λ`` itself, in both PPLs: the sites a user's draws
+    and the NUTS diagnostics are named by (the same model either way,
+    tests/test_simplex_exact.py)."""
     d = simulate("pl", n_items=n_items, n_workers=2, tasks_per_worker=4, kmax=2,
                  seed=3).rankings
     inp = model_inputs("pl", d, Priors.geometric(d.workers, d.K))
     assert inp.n_items == n_items
+    if backend == "pymc":
+        pytest.importorskip("pymc")
+        from crowdrank.models import pymc_models as pmm
 
-    def free(**kw):
-        tr = handlers.trace(handlers.seed(npm.model, 0)).get_trace(inp, **kw)
-        return sorted(k for k, v in tr.items() if v["type"] == "sample" and not v["is_observed"])
+        def free(**kw):
+            return sorted(v.name for v in pmm.build_model(inp, **kw).free_RVs)
+    else:
+        from numpyro import handlers
+
+        from crowdrank.models import numpyro_models as npm
+
+        def free(**kw):
+            tr = handlers.trace(handlers.seed(npm.model, 0)).get_trace(inp, **kw)
+            return sorted(k for k, v in tr.items()
+                          if v["type"] == "sample" and not v["is_observed"])
 
     assert free() == free(level="centered") == ["lambda_c", "lambda_mean"]
     assert free(level="iid") == ["lambda"]
@@ -350,23 +360,6 @@ def test_pymc_log_density_matches_reference(model, data, priors):
     for seed in (0, 1):
         params, ref, _ = random_point(model, data, priors, seed)
         assert float(logp(params)) == pytest.approx(ref, rel=1e-10, abs=1e-9)
-
-
-def test_pymc_level_chooses_the_item_sites(data, priors):
-    """``level="centered"`` (the default) samples the level ``mean(λ)`` and a zero-sum
-    part, ``level="iid"`` samples ``λ`` itself: the sites a user's draws and the NUTS
-    diagnostics are named by (the same model either way, tests/test_simplex_exact.py)."""
-    pytest.importorskip("pymc")
-    from crowdrank.models import pymc_models as pmm
-
-    inp = model_inputs("pl", data, priors)
-    assert inp.n_items > 2
-
-    def free(**kw):
-        return sorted(v.name for v in pmm.build_model(inp, **kw).free_RVs)
-
-    assert free() == free(level="centered") == ["lambda_c", "lambda_mean"]
-    assert free(level="iid") == ["lambda"]
 
 
 @pytest.mark.parametrize("model", ["crowdbt", "couple-normalized", "peergrader"])

@@ -201,7 +201,8 @@ def bench_warmstart_ladder(args) -> list:
                            "tune": tune, "draws": args.draws, "seed": seed,
                            **summarise(r, wall), "cpu_s": round(cpu_seconds() - c0, 1),
                            **env(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                           "commit": commit()}
+                           "commit": commit(),
+                           "command": "python bench/bench_reference.py " + " ".join(sys.argv[1:])}
                     print(json.dumps(rec), flush=True)
                     out.append(rec)
                     ok = ok and rec["trusted"]

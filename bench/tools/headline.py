@@ -13,7 +13,8 @@ The detail behind each row is in ``docs/results.md`` (``bench/tools/render_resul
 - mutation scores are *stale* when a mutated file changed (``git log COMMIT..HEAD``) after
   the commit the record ran on, or when the record names no commit (:func:`mutation_freshness`).
 
-Loaded by path from ``render_results.py`` (``bench/`` need not be on ``sys.path``).
+Imported by ``render_results.py`` and ``verify.py``, whose scripts and benchmarks it loads by
+path (:func:`by_path`: ``bench/`` is not a package).
 """
 
 from __future__ import annotations

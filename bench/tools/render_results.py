@@ -17,12 +17,19 @@ on the JSON files (no clock, no machine lookup), so it is reproducible.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+# the bench tools' one loader (headline.py's): bench/tools/ is on the path when this runs as
+# a script, not always when a test loads this file by path; appended, so that it shadows no
+# installed module
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+import headline as _headline
+from headline import by_path
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
@@ -381,7 +388,7 @@ def _replicate_gap(data) -> str:
 def _mutation(data) -> str:
     """Per module: the score, a sample's 95 % interval, the commit and date of the run and
     whether the mutated files changed since (``bench/tools/headline.py``); then the records."""
-    mods = _headline_module().mutation_modules(data)
+    mods = _headline.mutation_modules(data)
     rows = []
     for m in mods:
         r, ci = m["rec"], m["ci"]
@@ -476,26 +483,16 @@ def render(results_dir: Path | str = RESULTS) -> str:
 
 
 # ---------------------------------------------------------------- README headline table
-def _headline_module():
-    """``bench/tools/headline.py``, by path: this module may itself be loaded by path
-    (tests/test_docs.py), with ``bench/`` not on ``sys.path``."""
-    spec = importlib.util.spec_from_file_location(
-        "crowdrank_bench_headline", Path(__file__).with_name("headline.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 BEGIN, END = "<!-- headline:begin -->", "<!-- headline:end -->"
 
 
 def headline(results_dir: Path | str = RESULTS) -> str:
     """The README's table of headline figures (``bench/tools/headline.py``)."""
-    return _headline_module().headline(results_dir)
+    return _headline.headline(results_dir)
 
 
 def readme_with_headline(readme_text: str, results_dir: Path | str = RESULTS) -> str:
-    return _headline_module().readme_with_headline(readme_text, results_dir)
+    return _headline.readme_with_headline(readme_text, results_dir)
 
 
 def main(argv=None) -> int:
@@ -522,21 +519,13 @@ def main(argv=None) -> int:
         print(f"wrote the headline table of {readme}")
     study = Path(args.results) / "approx_study.json"
     if study.is_file():         # its section of docs/fidelity.md and the frontier figures
-        spec = importlib.util.spec_from_file_location(
-            "bench_approx_study", Path(__file__).resolve().parents[1] / "bench_approx_study.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        mod.render(study)
+        by_path("bench_approx_study").render(study)
         print("wrote the approx-study section of docs/fidelity.md and its figures")
     # the per-parameter and the paper-scale sections of docs/fidelity.md
     for name in ("approx_diagnose", "approx_paper"):
         rec = Path(args.results) / f"{name}.json"
         if rec.is_file():
-            spec = importlib.util.spec_from_file_location(
-                f"bench_{name}", Path(__file__).resolve().parents[1] / f"bench_{name}.py")
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            mod.render(rec)
+            by_path(f"bench_{name}").render(rec)
             print(f"wrote the {name.replace('_', '-')} section of docs/fidelity.md")
     return 0
 

@@ -206,12 +206,24 @@ def bench_warmstart_ladder(args) -> list:
                     print(json.dumps(rec), flush=True)
                     out.append(rec)
                     ok = ok and rec["trusted"]
+                    # every fit compiles new programs (the model closes over its data), each
+                    # keeping ~2,000 memory mappings: a whole ladder in one process passes
+                    # the kernel's vm.max_map_count (65,530) after ~50 fits and LLVM fails
+                    # ("Cannot allocate memory"), as validation/pipelines/sbc.py says
+                    _drop_compiled()
                     if args.partial:
                         Path(args.partial).write_text(json.dumps(out, indent=1,
                                                                  allow_nan=False))
                 if ok and args.stop_when_trusted:
                     break
     return out
+
+
+def _drop_compiled() -> None:
+    """Drop JAX's compiled programs (nothing is reused from one fit to the next)."""
+    import jax
+
+    jax.clear_caches()
 
 
 def cpu_seconds() -> float:

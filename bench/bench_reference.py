@@ -123,6 +123,23 @@ def bench_warmstart(args) -> list:
     return out
 
 
+def latest_runs(records: list) -> list:
+    """The ``warmstart_ladder`` records of each (model, start)'s latest run: those with the
+    commit of its newest record. A ladder re-run on later code supersedes the earlier runs
+    of that (model, start) (they stay in the file, with their commits); records without a
+    commit or date are never the latest run."""
+    newest: dict = {}
+    for r in records:
+        if r.get("what") != "warmstart_ladder" or not (r.get("commit") and r.get("date")):
+            continue
+        key = (r["model"], r["start"])
+        if key not in newest or r["date"] > newest[key]["date"]:
+            newest[key] = r
+    return [r for r in records if r.get("what") == "warmstart_ladder"
+            and (r["model"], r["start"]) in newest
+            and r.get("commit") == newest[(r["model"], r["start"])]["commit"]]
+
+
 def shortest_trusted(records: list) -> dict:
     """Per (model, start): the shortest tune whose runs are trusted on every seed.
 

@@ -174,3 +174,24 @@ def test_suite_record_reads_pytests_last_line_and_fails_the_goal_on_failures(hl,
     (run / "log").write_text("840 passed in 960.00s (0:16:00)\n")
     bs.main(["--from", str(run), "--out", str(out)])
     assert hl.suite_row(tmp_path)[0][3] == "no"
+
+
+def test_warm_start_row_reads_each_model_and_starts_latest_ladder(hl, tmp_path):
+    """A ladder re-run on later code supersedes the earlier runs of that (model, start):
+    the row reads only the records with the commit of its newest record (records without
+    a commit never count as the latest)."""
+    def rec(model, start, tune, seed, trusted, grads, commit, date):
+        return {"what": "warmstart_ladder", "model": model, "start": start, "tune": tune,
+                "seed": seed, "trusted": trusted, "draws": 10, "draws_total": 40,
+                "leapfrog_per_draw": 5.0, "timings_s": {"warmup_gradients": grads},
+                "commit": commit, "date": date}
+    old, new = ("aaaaaaa", "2026-12-01T00:00:00Z"), ("bbbbbbb", "2026-12-03T00:00:00Z")
+    ws = [rec("crowdbt", "default", 100, s, s == 0, 900.0, *old) for s in (0, 1)]
+    ws += [rec("crowdbt", "default", 100, s, True, 1000.0, *new) for s in (0, 1)]
+    ws += [rec("crowdbt", "online", 50, s, True, 400.0, *old) for s in (0, 1)]
+    ws += [dict(rec("crowdbt", "online", 50, 0, False, 1.0, None, None))]
+    (tmp_path / "reference_warmstart.json").write_text(json.dumps(ws))
+    (row,) = hl.warmstart_row(tmp_path)
+    # default: the new run (trusted on both seeds, 1,000); online: the old run's commit only
+    assert row[1] == "crowdbt 1,000 → 400" and row[3] == "yes"
+    assert "aaaaaaa, bbbbbbb" in row[4] and "no commit" not in row[4]

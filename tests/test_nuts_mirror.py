@@ -24,12 +24,13 @@ def _inputs(model, kmax):
 
 def test_which_models_are_mirror_symmetric_and_how_they_start():
     """CrowdBT always; COUPLE only when every ranking is a pair (it is then CrowdBT);
-    PL (no worker accuracy) never. The symmetric ones start at the prior median
-    (NumPyro's ``init_to_median``), the others from NumPyro's uniform start."""
+    PL (no worker parameter) and PeerGrader (a precision, not an accuracy) never. The
+    symmetric ones start at the prior median (NumPyro's ``init_to_median``), the others
+    from NumPyro's uniform start."""
     from numpyro.infer import init_to_median, init_to_uniform
 
     cases = {("crowdbt", 4): True, ("couple", 2): True, ("couple", 4): False,
-             ("pl", 2): False}
+             ("couple-normalized", 2): True, ("pl", 2): False, ("peergrader", 2): False}
     for (model, kmax), symmetric in cases.items():
         inp = _inputs(model, kmax)
         assert mirror_symmetric(inp) is symmetric, (model, kmax)

@@ -152,13 +152,16 @@ def _compile_clock(timings: dict):
 
 
 def mirror_symmetric(inputs) -> bool:
-    """Whether the likelihood is unchanged by ``(λ, η) → (−λ, 1 − η)``: a model with a
-    worker accuracy on pairs only (CrowdBT and its extensions, COUPLE when every ranking
-    has two items; docs/design.md). Only the prior on ``η`` tells the two modes apart."""
+    """Whether the likelihood is unchanged by ``(λ, η) → (−λ, 1 − η)``: a model whose
+    worker parameter is a simplex of accuracies, on pairs only (CrowdBT and its
+    extensions, COUPLE when every ranking has two items; docs/design.md). Only the prior
+    on ``η`` tells the two modes apart. (PeerGrader's ``η`` is a precision, not a simplex:
+    no mirror.)"""
     from crowdrank.models.registry import get
 
     spec = get(inputs.model)
-    return spec.has_eta and (spec.pairwise or inputs.K == 2)
+    return bool(spec.has_eta and spec.worker_prior.simplex_coordinates
+                and (spec.pairwise or inputs.K == 2))
 
 
 def default_start(inputs):

@@ -97,8 +97,8 @@ def _sample(inputs, cfg: NutsConfig, route, chain_method, starts, inv_mass, prog
         inv_mass = np.diag(inv_mass)
 
     def make(mass, adapt_mass):
-        # dispersed starts, the worker sites of a mirror-symmetric model on the prior's
-        # side (default_start); a warm start's init_params take precedence
+        # dispersed starts, or the prior median for a mirror-symmetric model
+        # (default_start); a warm start's init_params take precedence
         nuts = NUTS(prog, target_accept_prob=cfg.target_accept,
                     init_strategy=default_start(inputs),
                     inverse_mass_matrix=None if mass is None else jax.numpy.asarray(mass),

@@ -64,12 +64,12 @@ def test_headline_row_counts_what_fitted_and_what_did_not(hl, tmp_path):
     late = {"label": "fullrank-advi", "status": "did not fit: stopped after 1380 s wall"}
     (tmp_path / "approx_paper.json").write_text(json.dumps(_rec(done, late)))
     [row] = hl.approx_paper_row(tmp_path)
-    assert row[1] == "lowest k̂ 3.20, 1 of 2 fit"
-    assert row[3] == "yes"
+    assert row.figure == "3.20" and row.detail.startswith("1 of 2 methods fit")
+    assert row.met == "yes"
     # a method left out (never run) leaves the goal unmet
     (tmp_path / "approx_paper.json").write_text(json.dumps(_rec(
         done, {"label": "pathfinder", "status": "not run"})))
-    assert hl.approx_paper_row(tmp_path)[0][3] == "no"
+    assert hl.approx_paper_row(tmp_path)[0].met == "no"
 
 
 def test_headline_row_of_the_approx_audit_says_over_budget(hl, tmp_path):
@@ -79,9 +79,9 @@ def test_headline_row_of_the_approx_audit_says_over_budget(hl, tmp_path):
                                          "crowdbt": {"reference_trusted": True}}}
     (tmp_path / "approx.json").write_text(json.dumps(rec))
     [row] = hl.approx_audit_row(tmp_path)
-    assert (row[1], row[3]) == ("185 s, both trusted", "no")
+    assert (row.figure, row.met) == ("185 s", "no")
     rec["wall_s"] = 170.0
     rec["models"]["crowdbt"]["reference_trusted"] = False
     (tmp_path / "approx.json").write_text(json.dumps(rec))
-    assert hl.approx_audit_row(tmp_path)[0][1:4] == ["170 s, NOT both trusted", "≤ 180 s",
-                                                      "no"]
+    row = hl.approx_audit_row(tmp_path)[0]
+    assert (row.figure, row.goal, row.met) == ("170 s, NOT trusted", "≤ 180 s, trusted", "no")

@@ -114,27 +114,29 @@ def test_headline_row_leaves_the_goal_open_until_every_setting_ran(tmp_path):
         {"name": "medium-malicious", "status": "not run", "methods": []}]}
     (tmp_path / "approx_study.json").write_text(json.dumps(rec))
     [row] = hl.approx_study_rows(tmp_path)
-    assert row[1] == ("1 of 2 settings measured have one (expert); not run or untrusted: "
-                      "spammer, malicious")
-    assert row[3] == "–"
+    assert row.detail.endswith("1 of 2 settings measured have one (expert); not run or "
+                               "untrusted: spammer, malicious")
+    assert (row.figure, row.met) == ("1 of 4 (2 not run or untrusted)", "–")
     for s in rec["subjects"][2:]:
         s.update(subj(s["name"].removeprefix("medium-"), True,
                       [_row("advi", 1.0, True, 1.0)]))
     (tmp_path / "approx_study.json").write_text(json.dumps(rec))
-    assert hl.approx_study_rows(tmp_path)[0][3] == "no"           # amateur misses the cost
+    assert hl.approx_study_rows(tmp_path)[0].met == "no"          # amateur misses the cost
     # the goal's alternative: the setting without a method inside is diagnosed
     (tmp_path / "approx_diagnose.json").write_text(json.dumps({"subjects": [
         {"name": "medium-amateur", "status": "not run: no cached reference"}]}))
     [row] = hl.approx_study_rows(tmp_path)
-    assert row[3] == "no" and "diagnosed: 0 of the 1 without one" in row[1]
+    assert row.met == "no" and "diagnosed: 0 of the 1 without one" in row.detail
+    assert row.figure == "3 of 4 (0 diagnosed)"
     (tmp_path / "approx_diagnose.json").write_text(json.dumps({"subjects": [
         {"name": "medium-amateur", "status": "done"}]}))
     [row] = hl.approx_study_rows(tmp_path)
-    assert row[3] == "yes" and row[1].endswith("; the 1 without one diagnosed")
+    assert row.met == "yes" and row.detail.endswith("; the 1 without one diagnosed")
+    assert row.figure == "3 of 4 (1 diagnosed)"
     (tmp_path / "approx_diagnose.json").unlink()
     rec["subjects"][1]["methods"][0]["cpu_s"] = 20.0
     (tmp_path / "approx_study.json").write_text(json.dumps(rec))
-    assert hl.approx_study_rows(tmp_path)[0][3] == "yes"
+    assert hl.approx_study_rows(tmp_path)[0].met == "yes"
 
 
 def test_an_interrupted_record_says_what_did_not_run(study):

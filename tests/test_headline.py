@@ -38,6 +38,37 @@ def test_record_cell(hl):
         == "a.json · 2026-11-30 – 2026-12-01 · abc1234 · 1 of 2 typed by hand"
     assert hl.record("a.json", {"machine_after": {"date": "2026-11-30T23:48:06+00:00"}}) \
         == "a.json · 2026-11-30 · no commit"
+    # the README's short form: no machine, one month's range shortened, the latest commit
+    # named when there are more than two, the first file of several; "typed" kept
+    recs = [{"date": f"2026-12-0{i}", "commit": c, "cpu": "AMD EPYC"}
+            for i, c in ((3, "ccc"), (1, "aaa"), (2, "bbb"))]
+    assert hl.record("a.json, b.json", recs, short=True) == \
+        "a.json + 1 more · 2026-12-01 – 03 · ccc + 2 more"
+    assert hl.record("a.json", recs[:2] + [{"date": "2027-01-01", "typed_by_hand": "x"}],
+                     short=True) == \
+        "a.json · 2026-12-01 – 2027-01-01 · aaa, ccc · 1 of 3 typed by hand"
+
+
+def test_readme_table_is_one_screen_of_one_figure_cells(hl):
+    """The README's table as rendered from this repository's records: at most 24 rows of
+    at most ~180 characters, each measured cell one figure (a number, a count "k of n",
+    yes/no) plus at most "NOT trusted" or one short qualifier; every goal not met is in
+    it, and every goal is in docs/results.md's table."""
+    import re
+
+    text = hl.headline()
+    lines = [x for x in text.splitlines() if x.startswith("| ") and not x.startswith("| what")]
+    assert 10 <= len(lines) <= 24
+    assert max(map(len, lines)) <= 180
+    for line in lines:
+        measured = line.split(" | ")[1]
+        assert len(measured) <= 24, measured
+        assert len(re.findall(r"\d[\d,.]*", re.sub(r"\([^)]*\)", "", measured))) <= 2, measured
+    everything = hl.rows()
+    shown = {r.what for r in everything if r.headline}
+    assert all(r.what in shown for r in everything if r.met == "no")
+    goals = hl.goals_table()
+    assert all(f"| {r.what} | {r.figure} | " in goals for r in everything)
 
 
 def _fidelity(tmp_path, trusted: bool):
@@ -52,12 +83,13 @@ def _fidelity(tmp_path, trusted: bool):
 def test_untrusted_reference_gets_no_verdict(hl, tmp_path):
     _fidelity(tmp_path, trusted=False)
     (row,) = hl.fidelity_rows(tmp_path)
-    assert "reference NOT trusted (only λ passes)" in row[1]
-    assert "best of 2 EP variants" in row[0]
-    assert row[3] == "– (untrusted reference)"
+    assert row.figure == "0.40×, NOT trusted"               # the worse ratio of the best
+    assert "reference NOT trusted (only λ passes)" in row.detail
+    assert "best of 2 EP variants" in row.detail
+    assert row.met == "–"
     _fidelity(tmp_path, trusted=True)
     (row,) = hl.fidelity_rows(tmp_path)
-    assert "NOT trusted" not in row[1] and row[3] == "yes"
+    assert row.figure == "0.40×" and "NOT trusted" not in row.detail and row.met == "yes"
 
 
 def test_kernel_and_end_to_end_rates_are_separate_rows(hl, tmp_path):
@@ -67,8 +99,10 @@ def test_kernel_and_end_to_end_rates_are_separate_rows(hl, tmp_path):
          "end_to_end_rankings_per_s": 2_700_000},
         {"what": "summary", "goals": {"couple_rankings_per_s": 3e6}}]))
     kernel, e2e = hl.online_rows(tmp_path)
-    assert "kernel alone" in kernel[0] and kernel[1] == "3.95 M rankings/s" and kernel[3] == "yes"
-    assert "end to end" in e2e[0] and e2e[1] == "2.70 M rankings/s" and e2e[3] == "no"
+    assert "kernel" in kernel.what and "kernel alone" in kernel.detail
+    assert (kernel.figure, kernel.met) == ("3.95 M/s", "yes")
+    assert "end to end" in e2e.what and (e2e.figure, e2e.met) == ("2.70 M/s", "no")
+    assert kernel.headline and e2e.headline
 
 
 def test_same_as_in_memory_names_the_sizes_checked(hl, tmp_path):
@@ -78,7 +112,11 @@ def test_same_as_in_memory_names_the_sizes_checked(hl, tmp_path):
              "parquet": {"wall_s": 15.0, "peak_rss_mb": 470}}]
     (tmp_path / "scale.json").write_text(json.dumps({"runs": runs}))
     same = hl.scale_rows(tmp_path)[-1]
-    assert same[1] == "yes at 0.45 M (not checked at 45 M)"
+    assert same.figure == "yes, up to 0.45 M (not at 45 M)"
+    runs[1]["identical_to_in_memory"] = True
+    (tmp_path / "scale.json").write_text(json.dumps({"runs": runs}))
+    same = hl.scale_rows(tmp_path)[-1]
+    assert same.figure == "yes, up to 45 M" and same.detail == "checked at 0.45 M, 45 M"
 
 
 def test_mutation_freshness_against_the_history(hl):
@@ -132,10 +170,15 @@ def test_audit_rows_say_whether_every_program_was_compiled(hl, tmp_path):
         dict(base, name="geometric", xla_cache="the user's (51 files at the start)"),
         dict(base, name="babyface")]))
     rows = hl.audit_rows(tmp_path)
-    assert rows[0][0].endswith("; every program compiled (empty cache)")
-    assert rows[1][0].endswith("; programs from the user's cache")
-    assert "cache" not in rows[2][0]                   # an older record does not say
-    assert rows[0][1] == "100 s, both trusted" and rows[0][3] == "yes"
+    assert rows[0].detail.endswith("; every program compiled (empty cache)")
+    assert rows[1].detail.endswith("; programs from the user's cache")
+    assert "cache" not in rows[2].detail                  # an older record does not say
+    assert (rows[0].figure, rows[0].met) == ("100 s", "yes")
+    # an untrusted reference fails the goal and says so in the figure
+    (tmp_path / "audit.json").write_text(json.dumps([
+        dict(base, name="default", crowdbt={"trusted": False})]))
+    (row,) = hl.audit_rows(tmp_path)
+    assert (row.figure, row.met) == ("100 s, NOT trusted", "no")
 
 
 def test_suite_record_reads_pytests_last_line_and_fails_the_goal_on_failures(hl, tmp_path):
@@ -166,14 +209,14 @@ def test_suite_record_reads_pytests_last_line_and_fails_the_goal_on_failures(hl,
     assert (rec["user_cpu_seconds"], rec["system_cpu_seconds"]) == (1600.5, 90.25)
     assert rec["commit"] == _git("rev-parse", "--short", "HEAD") and rec["load_after"] is None
     (row,) = hl.suite_row(tmp_path)
-    assert row[1] == "14.0 min (840 passed)" and row[3] == "yes"
+    assert (row.figure, row.met) == ("14.0 min", "yes") and "840 passed" in row.detail
     (run / "log").write_text("1 failed, 839 passed in 800.00s (0:13:20)\n")
     bs.main(["--from", str(run), "--out", str(out)])
     (row,) = hl.suite_row(tmp_path)
-    assert row[1] == "13.3 min (839 passed, 1 failed)" and row[3] == "no"
+    assert (row.figure, row.met) == ("13.3 min, 1 failed", "no")
     (run / "log").write_text("840 passed in 960.00s (0:16:00)\n")
     bs.main(["--from", str(run), "--out", str(out)])
-    assert hl.suite_row(tmp_path)[0][3] == "no"
+    assert hl.suite_row(tmp_path)[0].met == "no"
 
 
 def test_warm_start_row_reads_each_model_and_starts_latest_ladder(hl, tmp_path):
@@ -193,5 +236,6 @@ def test_warm_start_row_reads_each_model_and_starts_latest_ladder(hl, tmp_path):
     (tmp_path / "reference_warmstart.json").write_text(json.dumps(ws))
     (row,) = hl.warmstart_row(tmp_path)
     # default: the new run (trusted on both seeds, 1,000); online: the old run's commit only
-    assert row[1] == "crowdbt 1,000 → 400" and row[3] == "yes"
-    assert "aaaaaaa, bbbbbbb" in row[4] and "no commit" not in row[4]
+    assert row.detail.endswith("crowdbt 1,000 → 400")
+    assert (row.figure, row.met) == ("1 of 1", "yes")
+    assert "aaaaaaa, bbbbbbb" in row.record and "no commit" not in row.record

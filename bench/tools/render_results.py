@@ -471,13 +471,23 @@ def render_file(path: Path) -> str:
             + provenance_line(data) + "\n" + body)
 
 
+def goals_section(results_dir: Path) -> str:
+    """Every goal, one row each: the README's headline rows and the others, with the
+    detail behind each row's one figure and the record's machine (``headline.py``)."""
+    return ("## Every goal\n\nThe README's headline table shows the main goal of each study "
+            "and every goal not met, one figure each; this table has every goal, the other "
+            "figures behind each one (*detail*) and the machine of each record. The sections "
+            "below hold the records themselves.\n\n" + _headline.goals_table(results_dir)
+            + "\n")
+
+
 def render(results_dir: Path | str = RESULTS) -> str:
     """The whole of ``docs/results.md`` as a string (the test compares against it)."""
     results_dir = Path(results_dir)
     files = sorted(results_dir.glob("*.json"))
     order = {n: i for i, n in enumerate(KNOWN)}
     files.sort(key=lambda p: (order.get(p.name, len(order)), p.name))
-    sections = [render_file(p) for p in files]
+    sections = [goals_section(results_dir)] + [render_file(p) for p in files]
     text = HEADER + "\n" + "\n".join(sections)
     return "\n".join(line.rstrip() for line in text.splitlines()).rstrip("\n") + "\n"
 

@@ -150,6 +150,14 @@ def test_stamp_names_the_commit_and_says_when_the_tree_was_dirty(tmp_path):
     head = git("rev-parse", "--short", "HEAD")
     (tmp_path / "new.txt").write_text("untracked")
     assert st.commit(tmp_path) == head
+    # a benchmark's record is not the code it measured: a changed one does not count
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "results" / "r.json").write_text("{}")
+    git("add", "bench/results/r.json")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "two")
+    head = git("rev-parse", "--short", "HEAD")
+    (tmp_path / "bench" / "results" / "r.json").write_text('{"new": 1}')
+    assert st.commit(tmp_path) == head
     (tmp_path / "f.txt").write_text("2")
     assert st.commit(tmp_path) == head + "+dirty"
     assert st.commit(tmp_path / "nowhere") == "unknown"

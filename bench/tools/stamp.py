@@ -1,6 +1,6 @@
 """Where and when a benchmark's figures were measured: the fields every record carries.
 
-``stamp()`` gives the UTC date, the commit (``+dirty`` when tracked files differ from it,
+``stamp()`` gives the UTC date, the commit (``+dirty`` when tracked code differs from it,
 so a figure from uncommitted code says so), the command as typed, the load average at the
 start, and the machine (CPU model and count). The headline (``headline.record``) shows a
 record's date and commit; ``docs/results.md`` shows all of them.
@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def commit(root: Path = ROOT) -> str:
     """The short hash of ``HEAD``, with ``+dirty`` when a tracked file differs from it;
-    ``"unknown"`` outside a git checkout."""
+    ``"unknown"`` outside a git checkout. The records under ``bench/results/`` do not
+    count: they are what benchmarks write, not the code they measure, so one benchmark's
+    fresh record does not mark the next benchmark's as dirty."""
     def git(*args):
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
                               text=True, check=False)
@@ -28,7 +30,8 @@ def commit(root: Path = ROOT) -> str:
     head = git("rev-parse", "--short", "HEAD")
     if head.returncode != 0 or not head.stdout.strip():
         return "unknown"
-    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                ":(exclude)bench/results").stdout.strip()
     return head.stdout.strip() + ("+dirty" if dirty else "")
 
 

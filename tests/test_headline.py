@@ -30,17 +30,18 @@ def _git(*args) -> str:
 
 
 def test_record_cell(hl):
-    assert hl.record("a.json", {"x": 1}) == "a.json · no date · no commit"
-    assert hl.record("a.json", {"commit": "abc1234", "cpu": "Intel(R) Xeon(R) Processor"}) \
-        == "a.json · no date · abc1234 · Intel Xeon"
+    assert hl.record("a.json", {"x": 1}) == "a.json · no date · no commit · no command"
+    assert hl.record("a.json", {"commit": "abc1234", "cpu": "Intel(R) Xeon(R) Processor",
+                                "command": "c"}) == "a.json · no date · abc1234 · Intel Xeon"
     assert hl.record("a.json", [{"date": "2026-12-01T01:00:00Z", "commit": "abc1234"},
-                                {"date": "2026-11-30 23:00 UTC", "typed_by_hand": "all"}]) \
+                                {"date": "2026-11-30 23:00 UTC", "typed_by_hand": "all",
+                                 "command": "c"}]) \
         == "a.json · 2026-11-30 – 2026-12-01 · abc1234 · 1 of 2 typed by hand"
-    assert hl.record("a.json", {"machine_after": {"date": "2026-11-30T23:48:06+00:00"}}) \
-        == "a.json · 2026-11-30 · no commit"
+    assert hl.record("a.json", {"machine_after": {"date": "2026-11-30T23:48:06+00:00"},
+                                "command": "c"}) == "a.json · 2026-11-30 · no commit"
     # the README's short form: no machine, one month's range shortened, the latest commit
     # named when there are more than two, the first file of several; "typed" kept
-    recs = [{"date": f"2026-12-0{i}", "commit": c, "cpu": "AMD EPYC"}
+    recs = [{"date": f"2026-12-0{i}", "commit": c, "cpu": "AMD EPYC", "command": "c"}
             for i, c in ((3, "ccc"), (1, "aaa"), (2, "bbb"))]
     assert hl.record("a.json, b.json", recs, short=True) == \
         "a.json + 1 more · 2026-12-01 – 03 · ccc + 2 more"
@@ -113,10 +114,13 @@ def test_same_as_in_memory_names_the_sizes_checked(hl, tmp_path):
     (tmp_path / "scale.json").write_text(json.dumps({"runs": runs}))
     same = hl.scale_rows(tmp_path)[-1]
     assert same.figure == "yes, up to 0.45 M (not at 45 M)"
+    assert same.record.endswith("no command")
     runs[1]["identical_to_in_memory"] = True
-    (tmp_path / "scale.json").write_text(json.dumps({"runs": runs}))
+    # the runs carry the file's command (one command measured every size)
+    (tmp_path / "scale.json").write_text(json.dumps({"runs": runs, "command": "python x.py"}))
     same = hl.scale_rows(tmp_path)[-1]
     assert same.figure == "yes, up to 45 M" and same.detail == "checked at 0.45 M, 45 M"
+    assert "no command" not in same.record
 
 
 def test_mutation_freshness_against_the_history(hl):

@@ -305,7 +305,9 @@ def scale_rows(d: Path) -> list[Row]:
     sc = load(d, "scale.json")
     if not sc:
         return []
-    runs = {r["rankings"]: r for r in sc.get("runs", [])}
+    # a run's record with the file's command and provenance beneath its own fields
+    top = {k: sc[k] for k in ("date", "commit", "command") if k in sc}
+    runs = {r["rankings"]: {**top, **r} for r in sc.get("runs", [])}
     rows = []
     big = runs.get(max(runs)) if runs else None
     if big:

@@ -37,8 +37,8 @@ def yes(ok) -> str:
 
 
 def record(name: str, recs, short: bool = False) -> str:
-    """``file · date(s) · commit(s) · machine(s)`` of the records a row reads, plus "typed
-    by hand". The machine (its CPU model, where the record has one) matters because the
+    """``file · date(s) · commit(s) · machine(s)`` of the records a row reads, plus "no
+    command" when none names the command that wrote it, and "typed by hand". The machine (its CPU model, where the record has one) matters because the
     same wall-time goal is met on one CPU and missed on another. ``short`` (the README):
     no machine, a date range as ``2026-12-02 – 03``, several commits as the latest one
     named ``+ N more``."""
@@ -71,6 +71,8 @@ def record(name: str, recs, short: bool = False) -> str:
     machines = sorted({_short_cpu(r["cpu"]) for r in recs if r.get("cpu")})
     if machines and not short:
         out.append(", ".join(machines))
+    if recs and not any(r.get("command") for r in recs):
+        out.append("no command")
     if typed:
         out.append("typed by hand" if typed == len(recs) else
                    f"{typed} of {len(recs)} typed by hand")

@@ -257,11 +257,11 @@ def fidelity_rows(d: Path) -> list[Row]:
         passing = [greek.get(v, v) for v, g in gates.items() if g.get("passes")]
         trusted = bool(subj.get("trusted"))
         worse = max(best["centred_z_ratio"], best["order_ratio"])
-        detail = (f"best of {len(bf)} EP variants; centred |z| {best['centred_z_ratio']:.2f}×, "
+        detail = (f"the best EP variant's centred |z| {best['centred_z_ratio']:.2f}×, "
                   f"order sensitivity {best['order_ratio']:.2f}× the one-pass's")
         if not trusted:
             detail += f"; reference NOT trusted (only {', '.join(passing) or 'none'} passes)"
-        rows.append(Row("EP against the one-pass on BabyFace: error ratio",
+        rows.append(Row(f"EP, best of {len(bf)} variants, against the one-pass: BabyFace",
                         _trusted(f"{worse:.2f}×", trusted), "≤ 0.5×",
                         yes(worse <= 0.5) if trusted else "–", "fidelity.json", subj, detail))
     return rows

@@ -10,7 +10,8 @@ way they reach the documentation, so the docs cannot drift from the measurements
 Known files (``audit.json``, ``online.json``, ``nuts.json``) get hand-made tables; any other
 JSON file is rendered generically: top-level scalars as a key/value table, long strings as
 paragraphs, lists of flat dicts as tables, dicts of flat dicts as tables keyed by name,
-lists of strings as bullets, anything else as a compact JSON block. The output depends only
+short lists of scalars as bullets (longer ones as one JSON line), anything else as a
+compact JSON block (a list one element per line). The output depends only
 on the JSON files (no clock, no machine lookup), so it is reproducible.
 """
 
@@ -172,6 +173,10 @@ def provenance_line(obj) -> str:
 
 
 # ------------------------------------------------------------------ generic rendering
+#: scalar lists longer than this are one JSON line, not one bullet per value
+SHORT_LIST = 12
+
+
 def render_generic(obj, level: int = 3) -> str:
     """Any JSON value, as readable Markdown (module docstring)."""
     h = "#" * level
@@ -179,8 +184,13 @@ def render_generic(obj, level: int = 3) -> str:
         if obj and all(isinstance(x, dict) for x in obj):
             return records_table(obj)
         if all(not isinstance(x, (dict, list)) for x in obj):
-            return "".join(f"- {fmt(x)}\n" for x in obj)
-        return "```json\n" + json.dumps(obj, indent=1, sort_keys=True) + "\n```\n"
+            if len(obj) <= SHORT_LIST:
+                return "".join(f"- {fmt(x)}\n" for x in obj)
+            # a long list of numbers: every value, on one line rather than one line each
+            return f"{len(obj)} values:\n\n```json\n{json.dumps(obj)}\n```\n"
+        # one element per line: a list of small lists stays a readable table-like block
+        return ("```json\n[\n" + ",\n".join(" " + json.dumps(x, sort_keys=True) for x in obj)
+                + "\n]\n```\n")
     if not isinstance(obj, dict):
         return fmt(obj) + "\n"
     out = []

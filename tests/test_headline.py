@@ -40,14 +40,14 @@ def test_record_cell(hl):
     assert hl.record("a.json", {"machine_after": {"date": "2026-11-30T23:48:06+00:00"},
                                 "command": "c"}) == "a.json · 2026-11-30 · no commit"
     # the README's short form: no machine, one month's range shortened, the latest commit
-    # named when there are more than two, the first file of several; "typed" kept
+    # named when there are several, the first file of several; "typed" kept
     recs = [{"date": f"2026-12-0{i}", "commit": c, "cpu": "AMD EPYC", "command": "c"}
             for i, c in ((3, "ccc"), (1, "aaa"), (2, "bbb"))]
     assert hl.record("a.json, b.json", recs, short=True) == \
         "a.json + 1 more · 2026-12-01 – 03 · ccc + 2 more"
     assert hl.record("a.json", recs[:2] + [{"date": "2027-01-01", "typed_by_hand": "x"}],
                      short=True) == \
-        "a.json · 2026-12-01 – 2027-01-01 · aaa, ccc · 1 of 3 typed by hand"
+        "a.json · 2026-12-01 – 2027-01-01 · ccc + 1 more · 1 of 3 typed by hand"
 
 
 def test_readme_table_is_one_screen_of_one_figure_cells(hl):

@@ -136,7 +136,7 @@ def warmstart_row(d: Path) -> list[Row]:
         parts.append(f"{m} {fmt(a)} → {fmt(b)}")
         fewer += bool(a is not None and b is not None
                       and b["warmup_gradients"] < a["warmup_gradients"])
-    return [Row("warm start: models trusted with fewer warm-up gradients",
+    return [Row("warm start: models needing less warm-up",
                 f"{fewer} of {len(models)}", f"{len(models)} of {len(models)}",
                 yes(fewer == len(models)), "reference_warmstart.json", ladder,
                 ("warm-up gradients of the shortest tune trusted on every seed, default → "
@@ -241,7 +241,7 @@ def fidelity_rows(d: Path) -> list[Row]:
         untrusted = [n for n, g in med if not g.get("trusted")]
         figure = f"{len(inside)} of {len(med)} settings" + (
             f", reference NOT trusted for {', '.join(untrusted)}" if untrusted else "")
-        rows.append(Row("online variants in the fidelity box, medium scale", figure,
+        rows.append(Row("online variant in the box, medium scale", figure,
                         f"{len(med)} of {len(med)}",
                         yes(len(inside) == len(med)) if not untrusted else "–",
                         "fidelity.json", [subjects.get(f"medium-{n}") for n, _ in med],
@@ -261,7 +261,7 @@ def fidelity_rows(d: Path) -> list[Row]:
                   f"order sensitivity {best['order_ratio']:.2f}× the one-pass's")
         if not trusted:
             detail += f"; reference NOT trusted (only {', '.join(passing) or 'none'} passes)"
-        rows.append(Row(f"EP, best of {len(bf)} variants, against the one-pass: BabyFace",
+        rows.append(Row(f"EP (best of {len(bf)} variants) vs one-pass, BabyFace",
                         _trusted(f"{worse:.2f}×", trusted), "≤ 0.5×",
                         yes(worse <= 0.5) if trusted else "–", "fidelity.json", subj, detail))
     return rows
@@ -351,8 +351,8 @@ def mutation_row(d: Path) -> list[Row]:
     good = [m for m in cur if m not in low]
     detail = (f"{len(cur)} current, {len(mods) - len(low)} at ≥ 90 % (a sample's lower end); "
               "the fast tests; per module below")
-    return [Row("mutation testing: core modules ≥ 90 %, current",
-                f"{len(good)} of {len(mods)}", "all",
+    return [Row("core modules ≥ 90 % in mutation testing",
+                f"{len(good)} of {len(mods)}", "all, current",
                 yes(len(cur) == len(mods) and not low), "mutation.json",
                 [m["rec"] for m in mods], detail)]
 
@@ -382,7 +382,7 @@ def replicate_rows(d: Path) -> list[Row]:
             ([] if bf["wall_seconds"] <= 180 else [f"{bf['wall_seconds']:.0f} s"])
         rows.append(Row("`replicate babyface`: cleaned COUPLE accuracy",
                         f"{acc:.2f} %" + "".join(f", {m}" for m in miss),
-                        "92.30 % ± 1 (the paper's)", yes(ok), "replicate_babyface.json", bf,
+                        "paper's 92.30 % ± 1", yes(ok), "replicate_babyface.json", bf,
                         (f"R = {bf['repeats']}; the same six noisy workers: "
                          f"{yes(e.get('same_six'))}; {bf['wall_seconds']:.0f} s (≤ 3 min)")))
     f7 = load(d, "replicate_fig7.json")
@@ -454,7 +454,7 @@ def approx_study_rows(d: Path) -> list[Row]:
     elif without:
         figure += f" ({len(done_diag)} diagnosed)"
     recs = [st] + ([diag] if diag else [])
-    return [Row("PPL approximations in the box at ≤ 1/5 NUTS's CPU", figure,
+    return [Row("PPL approximation in the box, ≤ 1/5 NUTS CPU", figure,
                 "each setting, or diagnosed", yes(ok),
                 "approx_study.json, approx_diagnose.json" if diag else "approx_study.json",
                 recs, "medium scale, one setting per worker type; " + detail)]
@@ -468,7 +468,7 @@ def approx_audit_row(d: Path) -> list[Row]:
         return []
     trusted = all(m.get("reference_trusted") for m in (r.get("models") or {}).values())
     ok = r.get("rc") == 0 and r["wall_s"] <= r["budget_s"] and trusted
-    return [Row("`audit --approx` (4 PPL methods, embedded default)",
+    return [Row("`audit --approx` (4 PPL methods)",
                 _trusted(f"{r['wall_s']:.0f} s", trusted), f"≤ {r['budget_s']:.0f} s, trusted",
                 yes(ok), "approx.json", r, f"`{r['command'].replace(' --out DIR', '')}`")]
 
@@ -486,7 +486,7 @@ def approx_paper_row(d: Path) -> list[Row]:
     ran = all(m.get("status") == "done" or str(m.get("status", "")).startswith(
         ("did not fit", "failed")) for m in ms)
     return [Row("PPL approximations, 450,000 rankings: best k̂",
-                f"{min(ks):.2f}" if ks else "none fit", "every method run, k̂ without NUTS",
+                f"{min(ks):.2f}" if ks else "none fit", "every method, its k̂",
                 yes(ran), "approx_paper.json", r,
                 f"{len(done)} of {len(ms)} methods fit in 20 min on 2 cores; k̂ ≤ 0.7 is "
                 "reliable")]

@@ -41,7 +41,7 @@ def record(name: str, recs, short: bool = False) -> str:
     command" when none names the command that wrote it, and "typed by hand". The machine (its CPU model, where the record has one) matters because the
     same wall-time goal is met on one CPU and missed on another. ``short`` (the README):
     no machine, a date range as ``2026-12-02 – 03``, several commits as the latest one
-    named ``+ N more``."""
+    and ``+ N more``."""
     recs = [r for r in (recs if isinstance(recs, list) else [recs]) if isinstance(r, dict)]
     # a record's own date, else the dates one level down (replicate: machine_before/after)
     dates = sorted({str(x["date"])[:10] for r in recs
@@ -60,7 +60,7 @@ def record(name: str, recs, short: bool = False) -> str:
         when = f"{dates[0]} – {dates[-1]}"
     if not commits:
         which = "no commit"
-    elif short and len(commits) > 2:
+    elif short and len(commits) > 1:
         which = f"{_latest(recs)} + {len(commits) - 1} more"
     else:
         which = ", ".join(commits)

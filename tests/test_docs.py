@@ -77,6 +77,36 @@ def test_fidelity_sections_are_what_their_records_render(section, bench, record)
                              f"python bench/{bench}.py render")
 
 
+def test_readme_fidelity_summary_says_what_its_record_shows():
+    """README's "How close the approximations are" quotes fidelity.json in prose: the
+    closest centred |z| per worker type at medium scale and the best EP variants on the
+    trusted CrowdBT default (|z|, sd ratio, cost). Each number is compared with the record
+    rounded as printed, so an edit of either that leaves them apart fails."""
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    fid = json.loads((ROOT / "bench" / "results" / "fidelity.json").read_text())
+    closest = re.search(r"closest centred \|z\|: ([^)]*)\)", text).group(1)
+    quoted = {k: float(v) for k, v in re.findall(r"(\w+) ([\d.]+)", closest)}
+    recorded = {k.removeprefix("medium-"): g["closest_within_cost"]["centred_abs_z"]
+                for k, g in fid["goals"].items() if k.startswith("medium-")}
+    assert set(quoted) == set(recorded)
+    assert all(f"{recorded[k]:.2f}" == f"{v:.2f}" for k, v in quoted.items()), (quoted, recorded)
+    assert not any(g["variants_in_goal"] for k, g in fid["goals"].items()
+                   if k.startswith("medium-")), "README says no variant is inside the box"
+    crowdbt = next(s for s in fid["subjects"] if s["name"] == "default-crowdbt")
+    assert crowdbt["trusted"]
+    variants = {v["variant"]: v for v in crowdbt["variants"]}
+
+    def quoted_as(name):
+        v = variants[name]
+        return (f"{v['centred']['median_abs_z']:.2f}", f"{v['centred']['median_sd_ratio']:.2f}",
+                f"{v.get('cpu_x_one_pass', v['cost_x_one_pass']):.0f}×")   # CPU, as the page
+    z, sd, cost = quoted_as("ep5 damping=0")
+    assert float(z) <= 0.1 and 0.9 <= float(sd) <= 1.1
+    assert f"box at {cost} the one-pass cost (5 passes" in text
+    z, sd, cost = quoted_as("ep5 damping=0 taylor=quadrature")
+    assert f"`--taylor quadrature`: |z| {z}, sd ratio {sd}, {cost})" in text
+
+
 def test_render_survives_unknown_json(tmp_path):
     mod = _render_module()
     (tmp_path / "new.json").write_text('{"date": "2030-01-02", "x": 1.5, "rows": '

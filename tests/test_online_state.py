@@ -245,3 +245,21 @@ def test_crowdbt_state_reads_the_priors_beta_not_alpha():
     np.testing.assert_array_equal(st.alpha, [[3.0, 2.0], [30.0, 5.0]])
     st = OnlinePosterior.from_priors("couple", ["a", "b"], p, workers=["v", "u"], K=3)
     np.testing.assert_array_equal(st.alpha, [[2.0, 1.0, 1.0], [4.0, 16.0, 1.0]])
+
+
+def test_kernel_arrays_map_data_indices_to_the_state(sim):
+    """The kernels read orders and workers in the state's indices: the general gather
+    (``-1`` padding kept) and the fresh state's shortcut (identity maps, orders only
+    widened) give the same int64 arrays as the formula written out here."""
+    from crowdrank.inference.online.api import kernel_arrays
+
+    d = sim.rankings
+    rng = np.random.default_rng(0)
+    for item_map, worker_map in ((np.arange(d.n_items), np.arange(d.n_workers)),
+                                 (rng.permutation(d.n_items) + 3,
+                                  rng.permutation(d.n_workers) + 1)):
+        ordr, wk, lengths = kernel_arrays(d, item_map, worker_map)
+        want = np.array([[item_map[i] if i >= 0 else -1 for i in col] for col in d.order])
+        assert (ordr == want).all() and (ordr == -1).sum() == (d.order < 0).sum() > 0
+        assert (wk == worker_map[d.worker]).all() and (lengths == d.lengths).all()
+        assert ordr.dtype == wk.dtype == lengths.dtype == np.int64

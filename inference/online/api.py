@@ -181,6 +181,20 @@ def pass_orders(n: int, order: str, seed: int, passes: int) -> list[np.ndarray]:
     raise UsageError(f"order must be 'file' or 'shuffle', got {order!r}")
 
 
+def kernel_arrays(src: Rankings, item_map: np.ndarray, worker_map: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernels' int64 arrays of ``src``: the orders in state indices (``-1`` padding
+    kept), the workers in state indices, the lengths. A fresh state indexes items and
+    workers as the data do (identity maps), and then the orders are only widened: the
+    general gather costs ~10 % of a paper-scale pass (16 ms of ~170)."""
+    def remap(ids, mapping):
+        if np.array_equal(mapping, np.arange(mapping.size)):
+            return ids.astype(np.int64)
+        return np.where(ids >= 0, mapping[np.maximum(ids, 0)], -1).astype(np.int64)
+    return remap(src.order, item_map), remap(src.worker, worker_map), \
+        src.lengths.astype(np.int64)
+
+
 def pairs_sequence(lengths: np.ndarray, ranking_seq: np.ndarray) -> np.ndarray:
     """Pair indices (in the file-order rank-broken array) for rankings in ``ranking_seq``;
     the ``k(k−1)/2`` pairs of a ranking stay together and in their order."""
@@ -238,9 +252,7 @@ def fit_online(data: Rankings, model: str, priors: Priors, *, taylor: str = "pap
     err = np.zeros(3, dtype=np.int64)
     pairwise = is_pairwise(model, opts)
     src = data.rank_break() if pairwise else data
-    ordr = np.where(src.order >= 0, item_map[np.maximum(src.order, 0)], -1).astype(np.int64)
-    wk = worker_map[src.worker].astype(np.int64)
-    lengths = src.lengths.astype(np.int64)
+    ordr, wk, lengths = kernel_arrays(src, item_map, worker_map)
     mu, s2 = post.mu, post.sigma2
     t0 = time.perf_counter()
     with _progress(data.n_rankings * passes, progress, f"{post.algorithm}") as bar:

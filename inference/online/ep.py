@@ -65,6 +65,7 @@ from .api import (
     _start_state,
     algorithm_options,
     is_pairwise,
+    kernel_arrays,
     pass_orders,
 )
 from .state import CLAMP_KEYS, OnlinePosterior
@@ -121,11 +122,10 @@ def ep_init(data: Rankings, model: str, priors: Priors, *, strict: bool = False,
     item_map, worker_map = post.index_maps(data)
     pairwise = is_pairwise(model, opts)
     src = data.rank_break() if pairwise else data
-    ordr = np.where(src.order >= 0, item_map[np.maximum(src.order, 0)], -1).astype(np.int64)
+    ordr, wk, lengths = kernel_arrays(src, item_map, worker_map)
     N, m = src.n_rankings, ordr.shape[0]
     return EPState(post=post, model=model, opts=opts, data=data, src=src, pairwise=pairwise,
-                   ordr=ordr, lengths=src.lengths.astype(np.int64),
-                   wk=worker_map[src.worker].astype(np.int64),
+                   ordr=ordr, lengths=lengths, wk=wk,
                    site_tau=np.zeros((N, m)), site_nu=np.zeros((N, m)),
                    site_alpha=None if post.alpha is None else np.zeros((N, post.alpha.shape[1])),
                    strict=strict)

@@ -56,3 +56,23 @@ def test_crowdbt_chains_from_the_default_start_share_the_favoured_mode():
     assert np.min(np.corrcoef(lam)) > 0.9, np.round(np.corrcoef(lam), 2)
     lp = r.idata["sample_stats"]["lp"].values.mean(axis=1)
     assert np.ptp(lp) < 4.0, lp
+
+
+@pytest.mark.slow
+def test_batched_crowdbt_lanes_start_as_fit_nuts_and_share_the_favoured_mode():
+    """``crowdrank sbc``'s vmapped NUTS (``fit_nuts_batched``) starts a mirror-symmetric
+    model as ``fit_nuts`` does. The default audit's data under the geometric prior, one
+    data set, 4 chains, seed 2: from the uniform start (planted: ``mirror_symmetric``
+    answering False) one chain settles in the mirror mode (centred scores' chain means
+    correlated −0.99 with the others'); from the prior median every pair of chains
+    correlates positively. In an SBC batch such a chain failed its replicate's gate and,
+    its trajectories long, held 199 other lanes back (docs/sbc.md, "The slowest lane")."""
+    from crowdrank.inference.nuts.batched import fit_nuts_batched
+    from crowdrank.validation.pipelines.audit import default_subject
+
+    d = default_subject().data
+    pr = Priors.geometric(d.workers, d.K, a0=10, a=6).for_data(d, K=2)
+    (out,) = fit_nuts_batched([d], "crowdbt", pr, seeds=[2], chains=4, tune=100, draws=150)
+    lam = np.asarray(out["posterior"]["lambda"]).mean(axis=1)
+    lam = lam - lam.mean(axis=1, keepdims=True)
+    assert np.min(np.corrcoef(lam)) > 0.9, np.round(np.corrcoef(lam), 2)

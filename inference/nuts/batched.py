@@ -16,8 +16,12 @@ What is the same as :func:`~crowdrank.inference.nuts.fit_nuts`: the model (the s
 and :func:`~crowdrank.models.numpyro_models.column_loglik`, in the default ``simplex="gamma"``,
 ``level="centered"`` coordinates), NumPyro's NUTS with its window adaptation of step size
 and diagonal mass matrix, float64, and the gate (:func:`crowdrank.inference.gate.check`) applied to
-each data set's chains, and the start: ``Uniform(-2, 2)`` on the unconstrained scale
-(NumPyro's ``init_to_uniform``). What differs: there is no warm start from an
+each data set's chains, and the start (:func:`~crowdrank.inference.nuts.numpyro.default_start`):
+``Uniform(-2, 2)`` on the unconstrained scale (NumPyro's ``init_to_uniform``), except for a
+mirror-symmetric model (CrowdBT), whose lanes start at the median of 15 prior draws
+(``init_to_median``): from a uniform start one chain of a CrowdBT replicate could settle in
+the mirror mode, fail the gate and, its trajectories long, hold its whole batch back
+(docs/sbc.md, "The slowest lane"). What differs: there is no warm start from an
 approximation. Each lane's computation is its own (``vmap``
 semantics): a data set's draws do not depend on which others share its batch, up to
 floating-point reassociation.
@@ -64,6 +68,7 @@ from crowdrank.models.priors import Priors
 from crowdrank.models.registry import get
 
 from ..gate import check
+from .numpyro import mirror_symmetric
 
 
 @dataclasses.dataclass
@@ -192,6 +197,22 @@ def _run_grouped(run_c, state, args, n, groups, recent):
     state = jax.tree.map(lambda *xs: jnp.concatenate(xs)[inv], *states)
     out = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1)[:, inv], *outs)
     return state, out, (seq, computed)
+
+
+def _prior_median_starts(prog, args0: tuple, keys) -> dict:
+    """Each lane's start as :func:`~crowdrank.inference.nuts.numpyro.default_start` starts
+    a mirror-symmetric model in ``fit_nuts``: the median of 15 prior draws of every latent
+    site (NumPyro's ``init_to_median``), on the unconstrained scale, one set of draws per
+    lane key. The prior draws do not depend on the data, so the first data set's arguments
+    serve every lane. One compiled program for all lanes."""
+    import jax
+    from numpyro.infer import init_to_median
+    from numpyro.infer.util import initialize_model
+
+    def one(key):
+        return initialize_model(key, prog, init_strategy=init_to_median(num_samples=15),
+                                model_args=args0, dynamic_args=True).param_info.z
+    return jax.jit(jax.vmap(one))(keys)
 
 
 def chunk_length(tune: int, draws: int, chunk: int) -> int | None:
@@ -367,10 +388,13 @@ def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *
         keys = jnp.concatenate([jax.random.split(jax.random.PRNGKey(int(s)), C)
                                 for s in seeds])
         init_keys = jax.vmap(lambda k: jax.random.split(k))(keys)
-        z0 = {}
-        for j, (name, shp) in enumerate(sorted(z_shape.items())):
-            z0[name] = jax.vmap(lambda k, j=j, shp=shp: jax.random.uniform(
-                jax.random.fold_in(k, j), shp, minval=-2.0, maxval=2.0))(init_keys[:, 0])
+        if mirror_symmetric(lay.template):
+            z0 = _prior_median_starts(prog, tuple(a[0] for a in args), init_keys[:, 0])
+        else:
+            z0 = {}
+            for j, (name, shp) in enumerate(sorted(z_shape.items())):
+                z0[name] = jax.vmap(lambda k, j=j, shp=shp: jax.random.uniform(
+                    jax.random.fold_in(k, j), shp, minval=-2.0, maxval=2.0))(init_keys[:, 0])
 
         depth = (max_tree_depth if warmup_max_tree_depth is None
                  else (int(warmup_max_tree_depth), int(max_tree_depth)))

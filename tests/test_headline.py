@@ -36,7 +36,8 @@ def test_record_cell(hl):
     assert hl.record("a.json", [{"date": "2026-12-01T01:00:00Z", "commit": "abc1234"},
                                 {"date": "2026-11-30 23:00 UTC", "typed_by_hand": "all",
                                  "command": "c"}]) \
-        == "a.json · 2026-11-30 – 2026-12-01 · abc1234 · 1 of 2 typed by hand"
+        == "a.json · 2026-11-30 – 2026-12-01 · abc1234 · 1 of 2 without a commit · " \
+        "1 of 2 typed by hand"
     assert hl.record("a.json", {"machine_after": {"date": "2026-11-30T23:48:06+00:00"},
                                 "command": "c"}) == "a.json · 2026-11-30 · no commit"
     # the README's short form: no machine, one month's range shortened, the latest commit
@@ -47,7 +48,8 @@ def test_record_cell(hl):
         "a.json + 1 more · 2026-12-01 – 03 · ccc + 2 more"
     assert hl.record("a.json", recs[:2] + [{"date": "2027-01-01", "typed_by_hand": "x"}],
                      short=True) == \
-        "a.json · 2026-12-01 – 2027-01-01 · ccc + 1 more · 1 of 3 typed by hand"
+        "a.json · 2026-12-01 – 2027-01-01 · ccc + 1 more · 1 of 3 without a commit · " \
+        "1 of 3 typed by hand"
 
 
 def test_readme_table_is_one_screen_of_one_figure_cells(hl):

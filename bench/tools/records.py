@@ -71,6 +71,9 @@ def record(name: str, recs, short: bool = False) -> str:
     machines = sorted({_short_cpu(r["cpu"]) for r in recs if r.get("cpu")})
     if machines and not short:
         out.append(", ".join(machines))
+    missing = sum(1 for r in recs if not r.get("commit"))
+    if commits and missing:              # some of the row's records name no commit
+        out.append(f"{missing} of {len(recs)} without a commit")
     if recs and not any(r.get("command") for r in recs):
         out.append("no command")
     if typed:

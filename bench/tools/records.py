@@ -37,9 +37,11 @@ def yes(ok) -> str:
 
 
 def record(name: str, recs, short: bool = False) -> str:
-    """``file · date(s) · commit(s) · machine(s)`` of the records a row reads, plus "no
-    command" when none names the command that wrote it, and "typed by hand". The machine (its CPU model, where the record has one) matters because the
-    same wall-time goal is met on one CPU and missed on another. ``short`` (the README):
+    """``file · date(s) · commit(s) · machine(s)`` of the records a row reads, plus how
+    many name no commit (when some do), "no command" when none names the command that
+    wrote it, and "typed by hand". The machine (its CPU model, where the record has one)
+    matters because the same wall-time goal is met on one CPU and missed on another.
+    ``short`` (the README):
     no machine, a date range as ``2026-12-02 – 03``, several commits as the latest one
     and ``+ N more``."""
     recs = [r for r in (recs if isinstance(recs, list) else [recs]) if isinstance(r, dict)]

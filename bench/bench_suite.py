@@ -20,7 +20,12 @@ DIR/log 2>&1`` in ``DIR/main``): nothing is run, the figures are read from its f
 Writes ``bench/results/suite.json``: pytest's counts and seconds (its last line), the whole
 command's wall time, the CPU seconds of the run where known (``/usr/bin/time -v`` in the
 log, else the children's ``rusage`` when this script ran it), the commit the clone tested,
-the date, the CPU model and the load average. The goal: ``make test`` in <= 15 min.
+the date, the CPU model and the load average, and the machine's speed on the suite's kind
+of work (``bench/tools/speed.py``, measured when the record is written: with ``--from``,
+after the run on the same machine). Machines of the same name ran the same suite at
+speeds 2x apart on different days, so a time without the probe says little about the code.
+The record written before is kept in ``history`` (newest first, without its own history).
+The goal: ``make test`` in <= 15 min.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
+from speed import speed_probe
 from stamp import cpu_model
 
 OUT = ROOT / "bench" / "results" / "suite.json"
@@ -105,8 +111,17 @@ def record(work: Path, command: str) -> dict:
     rec["met"] = rec["failed"] == 0 and rec["errors"] == 0 and rec["pytest_minutes"] <= GOAL_MIN
     rec.update(date=datetime.fromtimestamp(end, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                commit=commit, command=command, cpus=os.cpu_count(), cpu=cpu_model(),
-               load_before=None, load_after=None)
+               load_before=None, load_after=None, speed=speed_probe())
     return rec
+
+
+def with_history(rec: dict, out: Path) -> dict:
+    """``rec`` with the records already in ``out`` (the previous latest first) as its
+    ``history``, each without its own history."""
+    old = json.loads(out.read_text()) if out.is_file() else None
+    past = [] if old is None else [{k: v for k, v in old.items() if k != "history"},
+                                   *old.get("history", [])]
+    return {**rec, "history": past}
 
 
 def main(argv=None) -> int:
@@ -133,6 +148,7 @@ def main(argv=None) -> int:
             ru = resource.getrusage(resource.RUSAGE_CHILDREN)
             rec.update(user_cpu_seconds=round(ru.ru_utime, 1),
                        system_cpu_seconds=round(ru.ru_stime, 1))
+    rec = with_history(rec, args.out)
     args.out.write_text(json.dumps(rec, indent=1) + "\n")
     print(f"{rec['passed']} passed, {rec['failed']} failed in {rec['pytest_minutes']} min of "
           f"pytest (goal <= {GOAL_MIN:g} min: {'met' if rec['met'] else 'NOT met'}); "

@@ -33,6 +33,10 @@ def test_record_cell(hl):
     assert hl.record("a.json", {"x": 1}) == "a.json · no date · no commit · no command"
     assert hl.record("a.json", {"commit": "abc1234", "cpu": "Intel(R) Xeon(R) Processor",
                                 "command": "c"}) == "a.json · no date · abc1234 · Intel Xeon"
+    fast = {"commit": "abc1234", "cpu": "Intel(R) Xeon(R) Processor", "command": "c",
+            "speed": {"python_s": 0.917}}
+    assert hl.record("a.json", fast).endswith("Intel Xeon · speed probe 0.917 s")
+    assert "probe" not in hl.record("a.json", fast, short=True)
     assert hl.record("a.json", [{"date": "2026-12-01T01:00:00Z", "commit": "abc1234"},
                                 {"date": "2026-11-30 23:00 UTC", "typed_by_hand": "all",
                                  "command": "c"}]) \
@@ -137,7 +141,7 @@ def test_mutation_freshness_against_the_history(hl):
                                  ["README.md"]).startswith("stale (ran on uncommitted")
 
 
-def test_stamp_names_the_commit_and_says_when_the_tree_was_dirty(tmp_path):
+def test_stamp_names_the_commit_and_says_when_the_tree_was_dirty(tmp_path, monkeypatch):
     """``bench/tools/stamp.py``: the commit is git's own short hash of HEAD, with
     ``+dirty`` exactly when a tracked file differs from it (an untracked one does not
     count); the command is the benchmark's, relative to the repository; the date is UTC."""
@@ -167,8 +171,11 @@ def test_stamp_names_the_commit_and_says_when_the_tree_was_dirty(tmp_path):
     (tmp_path / "f.txt").write_text("2")
     assert st.commit(tmp_path) == head + "+dirty"
     assert st.commit(tmp_path / "nowhere") == "unknown"
+    monkeypatch.setattr(st, "speed_probe", lambda: {"python_s": 0.9})
     s = st.stamp([str(ROOT / "bench" / "bench_online.py"), "--quick"])
     assert s["command"] == "python bench/bench_online.py --quick"
+    assert s["speed"] == {"python_s": 0.9}
+    assert "speed" not in st.stamp(["x"], speed=False)
     assert datetime.strptime(s["date"], "%Y-%m-%dT%H:%M:%SZ")
     assert s["commit"].split("+")[0] == subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -195,7 +202,8 @@ def test_audit_rows_say_whether_every_program_was_compiled(hl, tmp_path):
     assert (row.figure, row.met) == ("100 s, NOT trusted", "no")
 
 
-def test_suite_record_reads_pytests_last_line_and_fails_the_goal_on_failures(hl, tmp_path):
+def test_suite_record_reads_pytests_last_line_and_fails_the_goal_on_failures(hl, tmp_path,
+                                                                             monkeypatch):
     """``bench/bench_suite.py --from DIR`` reads a finished run's files: pytest's last
     summary line (counts and seconds as printed), ``/usr/bin/time -v``'s CPU, the clone's
     commit; a run with a failure, or over 15 min, does not meet the goal; a log without a
@@ -216,8 +224,11 @@ def test_suite_record_reads_pytests_last_line_and_fails_the_goal_on_failures(hl,
     (run / "log").write_text("....\n840 passed, 1 skipped in 840.00s (0:14:00)\n"
                              "\tUser time (seconds): 1600.5\n\tSystem time (seconds): 90.25\n")
     out = tmp_path / "suite.json"
+    probe = {"python_s": 0.9, "xla_compile_s": 1.5}
+    monkeypatch.setattr(bs, "speed_probe", lambda: dict(probe))
     assert bs.main(["--from", str(run), "--out", str(out)]) == 0
     rec = json.loads(out.read_text())
+    assert rec["speed"] == probe and rec["history"] == []
     assert (rec["passed"], rec["pytest_minutes"], rec["ci_run_seconds"], rec["met"]) == \
         (840, 14.0, 900, True)
     assert (rec["user_cpu_seconds"], rec["system_cpu_seconds"]) == (1600.5, 90.25)
@@ -225,12 +236,18 @@ def test_suite_record_reads_pytests_last_line_and_fails_the_goal_on_failures(hl,
     (row,) = hl.suite_row(tmp_path)
     assert (row.figure, row.met) == ("14.0 min", "yes") and "840 passed" in row.detail
     (run / "log").write_text("1 failed, 839 passed in 800.00s (0:13:20)\n")
+    probe["python_s"] = 2.0          # a slower machine
     bs.main(["--from", str(run), "--out", str(out)])
     (row,) = hl.suite_row(tmp_path)
     assert (row.figure, row.met) == ("13.3 min, 1 failed", "no")
+    # the run before is kept, and the detail names both machines' probes
+    assert [h["pytest_minutes"] for h in json.loads(out.read_text())["history"]] == [14.0]
+    assert "Python 2 s" in row.detail and "the run before: 14.0 min" in row.detail
+    assert "probe Python 0.9 s" in row.detail
     (run / "log").write_text("840 passed in 960.00s (0:16:00)\n")
     bs.main(["--from", str(run), "--out", str(out)])
     assert hl.suite_row(tmp_path)[0].met == "no"
+    assert [h["pytest_minutes"] for h in json.loads(out.read_text())["history"]] == [13.3, 14.0]
 
 
 def test_warm_start_row_reads_each_model_and_starts_latest_ladder(hl, tmp_path):

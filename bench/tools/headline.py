@@ -359,15 +359,28 @@ def mutation_row(d: Path) -> list[Row]:
 
 def suite_row(d: Path) -> list[Row]:
     """The test suite's time from a fresh clone (``bench/bench_suite.py``); a run with
-    failures does not meet the goal whatever its time, and says so in its figure."""
+    failures does not meet the goal whatever its time, and says so in its figure. The
+    detail gives the machine's speed probe and the previous run, as machines of one name
+    ran the same suite at speeds 2x apart."""
     s = load(d, "suite.json")
     if not s:
         return []
     fig = f"{s['pytest_minutes']:.1f} min" + (f", {s['failed']} failed" if s["failed"] else "")
+    detail = (f"`.ci/run` on 2 cores; {s['passed']:,} passed"
+              + (f", {s['failed']} failed" if s["failed"] else ""))
+    if s.get("speed"):
+        detail += (f"; this machine's speed probe (bench/tools/speed.py, smaller is faster): "
+                   f"Python {s['speed']['python_s']:g} s, XLA compile "
+                   f"{s['speed']['xla_compile_s']:g} s")
+    if s.get("history"):
+        h = s["history"][0]
+        detail += (f"; the run before: {h['pytest_minutes']:.1f} min at {h.get('commit')} "
+                   f"({str(h.get('date'))[:10]}"
+                   + (")" if not h.get("speed") else
+                      f", probe Python {h['speed']['python_s']:g} s)"))
     return [Row("`make test`, fresh clone, cold caches", fig,
                 f"≤ {s['goal_minutes']:g} min, all pass", yes(s["met"]), "suite.json", s,
-                f"`.ci/run` on 2 cores; {s['passed']:,} passed"
-                + (f", {s['failed']} failed" if s["failed"] else ""))]
+                detail)]
 
 
 def replicate_rows(d: Path) -> list[Row]:

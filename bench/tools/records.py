@@ -40,8 +40,9 @@ def record(name: str, recs, short: bool = False) -> str:
     """``file · date(s) · commit(s) · machine(s)`` of the records a row reads, plus how
     many name no commit (when some do), "no command" when none names the command that
     wrote it, and "typed by hand". The machine (its CPU model, where the record has one)
-    matters because the same wall-time goal is met on one CPU and missed on another.
-    ``short`` (the README):
+    matters because the same wall-time goal is met on one CPU and missed on another; so
+    does its speed on the day, where the record has ``bench/tools/speed.py``'s probe (its
+    pure-Python loop's seconds: smaller is faster). ``short`` (the README):
     no machine, a date range as ``2026-12-02 – 03``, several commits as the latest one
     and ``+ N more``."""
     recs = [r for r in (recs if isinstance(recs, list) else [recs]) if isinstance(r, dict)]
@@ -73,6 +74,10 @@ def record(name: str, recs, short: bool = False) -> str:
     machines = sorted({_short_cpu(r["cpu"]) for r in recs if r.get("cpu")})
     if machines and not short:
         out.append(", ".join(machines))
+    # the same CPU model ran 2x faster on one day than another: the speed probe says which
+    probes = sorted({r["speed"]["python_s"] for r in recs if isinstance(r.get("speed"), dict)})
+    if probes and not short:
+        out.append(f"speed probe {', '.join(f'{p:g}' for p in probes)} s")
     missing = sum(1 for r in recs if not r.get("commit"))
     if commits and missing:              # some of the row's records name no commit
         out.append(f"{missing} of {len(recs)} without a commit")

@@ -15,6 +15,9 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from speed import speed_probe
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -45,8 +48,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def stamp(argv: list[str] | None = None) -> dict:
-    """``date``, ``commit``, ``command``, ``load_before`` (1, 5, 15 min), ``cpus``, ``cpu``:
+def stamp(argv: list[str] | None = None, speed: bool = True) -> dict:
+    """``date``, ``commit``, ``command``, ``load_before`` (1, 5, 15 min), ``cpus``, ``cpu``
+    and, with ``speed``, the machine's speed probe (``speed``, ``bench/tools/speed.py``,
+    ~6 s: machines of one CPU model ran the same code 2x apart on different days):
     ``argv`` defaults to this process's (the benchmark's command line)."""
     argv = sys.argv if argv is None else argv
     script = Path(argv[0])
@@ -58,4 +63,5 @@ def stamp(argv: list[str] | None = None) -> dict:
             "commit": commit(),
             "command": " ".join(["python", str(script), *argv[1:]]),
             "load_before": [round(x, 2) for x in os.getloadavg()],
-            "cpus": os.cpu_count(), "cpu": cpu_model()}
+            "cpus": os.cpu_count(), "cpu": cpu_model(),
+            **({"speed": speed_probe()} if speed else {})}

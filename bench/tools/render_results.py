@@ -487,7 +487,13 @@ def goals_section(results_dir: Path) -> str:
     return ("## Every goal\n\nThe README's headline table shows the main goal of each study "
             "and every goal not met, one figure each; this table has every goal, the other "
             "figures behind each one (*detail*) and the machine of each record. The sections "
-            "below hold the records themselves.\n\n" + _headline.goals_table(results_dir)
+            "below hold the records themselves. Wall times are those of each record's machine "
+            "on its day: machines of one CPU model and core count ran the same code at "
+            "speeds 2x apart on different days (`machine_speed.json` below: the default "
+            "audit at one fixed commit, timed again), so records written since 2026-12-04 "
+            "carry a speed probe (`bench/tools/speed.py`: the CPU seconds of a fixed Python "
+            "loop, smaller is faster), shown in the record column.\n\n"
+            + _headline.goals_table(results_dir)
             + "\n")
 
 

@@ -15,6 +15,7 @@ machine would need).
     nice -n 10 python bench/bench_sbc.py --models pl crowdbt couple-normalized --budget-s 1800
     nice -n 10 python bench/bench_sbc.py --models couple-normalized --backend pymc \
         --label reused --budget-s 3600 --step 200 --max-sims 200 --processes 2
+    python bench/bench_sbc.py render       # the table of docs/sbc.md from the record
 """
 
 from __future__ import annotations
@@ -187,7 +188,92 @@ def _breakdown(out: Path) -> dict:
     return {k: round(float(np.mean(v)), 2) for k, v in acc.items()}
 
 
+START, END = "<!-- sbc:start -->", "<!-- sbc:end -->"
+#: the families' names in the table
+FAMILY = {"lambda": "λ", "lambda_centred": "centred", "eta": "η"}
+
+
+def _ranks(v: dict) -> str:
+    """``calibrated (λ 0.83 / 0.23, …)``: the verdict and, per family, the combined ECDF
+    p-value / ``pot_c`` p-value (the latter where the record has it)."""
+    def fmt(p: float) -> str:
+        return f"{p:.2f}" if p >= 0.01 else (f"{p:.3f}" if p >= 0.001 else "< 0.001")
+
+    fams = []
+    for key, f in (v.get("families") or {}).items():
+        p = fmt(f["ecdf_p_combined"])
+        if f.get("pot_c_p_combined") is not None:
+            p += f" / {fmt(f['pot_c_p_combined'])}"
+        fams.append(f"{FAMILY.get(key, key)} {p}")
+    word = "calibrated" if v.get("calibrated") else "**NOT calibrated**"
+    return f"{word} ({', '.join(fams)})" if fams else word
+
+
+def _row(r: dict) -> str:
+    """One study's row of the table (:func:`render_section`)."""
+    s = r.get("settings") or {}
+    name = (f"{r['model']} / {r['backend']} ({r.get('label', 'default')}; "
+            f"{s.get('chains')} × ({s.get('tune')} + {s.get('draws')}))")
+    rec = " · ".join([str(r.get("date", "no date"))[:10], r.get("commit") or "no commit",
+                      f"load {r['loadavg_before'][0]:g}" if r.get("loadavg_before") else
+                      "no load"])
+    cached = r.get("replicates_cached_before_this_run") or 0
+    if r.get("measured_200_replicates_wall_s") is not None:
+        wall = f"{r['measured_200_replicates_wall_s'] / 60:.1f} min"
+    else:
+        wall = (f"{r['wall_s'] / 60:.1f} min for the last {r['replicates'] - cached} "
+                f"({cached} from an earlier run)" if cached else
+                f"{r['wall_s'] / 60:.1f} min for {r['replicates']}")
+    g = r.get("gate") or {}
+    gate = f"{g.get('passed')}/{(g.get('passed') or 0) + (g.get('failed') or 0)}"
+    if g.get("divergences_total"):
+        gate += f", {g['divergences_total']} divergences"
+    online = r.get("online") or {}
+    return (f"| {name} | {rec} | {r['replicates']} | {wall} | "
+            f"{r.get('cpu_s_total_measured', float('nan')):,.0f} "
+            f"({r.get('cpu_s_per_replicate_measured', float('nan')):.2f}) | {gate} | "
+            f"{_ranks(r.get('nuts') or {})} | {online.get('method', '')}: "
+            f"{_ranks(online)} |")
+
+
+def render_section(doc: dict) -> str:
+    """The measured-figures table of docs/sbc.md (markers included) from ``sbc.json``:
+    one row per study record (model / back-end / label), by model, back-end and date."""
+    t = doc.get("target") or {}
+    lines = [START, "",
+             (f"Rendered from `bench/results/sbc.json` (`python bench/bench_sbc.py render`). "
+              f"Goal: {t.get('replicates')} replicates of each study in ≤ "
+              f"{(t.get('seconds') or 0) / 60:.0f} min on {t.get('cores')} cores. *wall*: "
+              "measured for all 200 in one run, else the run that finished them (resumed "
+              "from the cache of earlier runs); *CPU s*: the run's, with its share per "
+              "replicate; *NUTS ranks* and *online*: the verdict of `crowdrank sbc` and, "
+              "per parameter family, the combined ECDF-band p-value / `pot_c` p-value (no "
+              "`pot_c` in records older than its test)."), "",
+             ("| study | record | replicates | wall | CPU s (per replicate) | gate passed "
+             "| NUTS ranks | online |"),
+             "|---|---|---|---|---|---|---|---|"]
+    order = {m: i for i, m in enumerate(("pl", "crowdbt", "couple-normalized"))}
+    runs = sorted(doc.get("runs", []), key=lambda r: (order.get(r["model"], 9), r["backend"],
+                                                      str(r.get("date") or "")))
+    lines += [_row(r) for r in runs]
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def render(path: Path, out: Path) -> str:
+    """Write the section of docs/sbc.md from ``sbc.json`` (replacing the old one)."""
+    section = render_section(json.loads(path.read_text()))
+    sys.path.insert(0, str(ROOT / "bench"))     # when imported by bench/tools/render_results.py
+    from bench_fidelity import write_block
+
+    write_block(out, START, END, section)
+    return section
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["render"]:
+        print(render(ROOT / "bench" / "results" / "sbc.json", ROOT / "docs" / "sbc.md"))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["pl", "crowdbt", "couple-normalized"])

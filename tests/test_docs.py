@@ -77,6 +77,22 @@ def test_fidelity_sections_are_what_their_records_render(section, bench, record)
                              f"python bench/{bench}.py render")
 
 
+def test_sbc_table_is_what_its_record_renders():
+    """docs/sbc.md's table of measured figures (between its markers) is exactly what
+    ``bench/bench_sbc.py``'s ``render_section`` makes of ``sbc.json``: a figure typed into
+    the page, or a record changed without re-rendering, fails. One row per study record."""
+    rec = json.loads((ROOT / "bench" / "results" / "sbc.json").read_text())
+    mod = load_script("bench/bench_sbc.py", "bench_sbc")
+    fresh = mod.render_section(rec)
+    page = (DOCS / "sbc.md").read_text()
+    stored = page[page.index(mod.START):page.index(mod.END) + len(mod.END)]
+    assert stored == fresh, "docs/sbc.md is stale: run python bench/bench_sbc.py render"
+    rows = [ln for ln in fresh.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
+    assert len(rows) == len(rec["runs"])
+    # a study that is not calibrated says so in bold: the online CrowdBT fits are not
+    assert any("crowdbt" in r and "**NOT calibrated**" in r for r in rows)
+
+
 def test_readme_fidelity_summary_says_what_its_record_shows():
     """README's "How close the approximations are" quotes fidelity.json in prose: the
     closest centred |z| per worker type at medium scale and the best EP variants on the

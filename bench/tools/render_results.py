@@ -547,6 +547,10 @@ def main(argv=None) -> int:
     if study.is_file():         # its section of docs/fidelity.md and the frontier figures
         by_path("bench_approx_study").render(study)
         print("wrote the approx-study section of docs/fidelity.md and its figures")
+    sbc = Path(args.results) / "sbc.json"
+    if sbc.is_file():           # the table of docs/sbc.md
+        by_path("bench_sbc").render(sbc, Path(__file__).resolve().parents[2] / "docs" / "sbc.md")
+        print("wrote the table of docs/sbc.md")
     # the per-parameter and the paper-scale sections of docs/fidelity.md
     for name in ("approx_diagnose", "approx_paper"):
         rec = Path(args.results) / f"{name}.json"

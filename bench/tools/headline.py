@@ -23,6 +23,7 @@ path (:func:`by_path`: ``bench/`` is not a package).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,7 @@ HEADER = ["what", "measured", "goal", "met", "record"]
 GOALS_HEADER = ["what", "measured", "detail", "goal", "met", "record"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Row:
     """One goal. ``figure`` is one figure (plus "NOT trusted" where it rests on an
     untrusted reference); ``detail`` the rest, shown in docs/results.md only; ``recs`` the
@@ -512,8 +513,19 @@ ROWS = (audit_rows, approx_audit_row, paper_row, warmstart_row, medium_row, sbc_
 
 
 def rows(results_dir: Path | str = RESULTS) -> list[Row]:
-    d = Path(results_dir)
-    return [row for fn in ROWS for row in fn(d)]
+    """Every row, built once per state of the records: the README's table and the results
+    page are rendered from the same rows in one run, and the mutation row asks git about
+    each module (a dozen calls), so a second build is served from memory until a record
+    changes."""
+    d = Path(results_dir).resolve()
+    state = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size)
+                  for p in sorted(d.glob("*.json")))
+    return list(_rows(d, state))
+
+
+@functools.lru_cache(maxsize=8)
+def _rows(d: Path, state: tuple) -> tuple[Row, ...]:
+    return tuple(row for fn in ROWS for row in fn(d))
 
 
 def _table(header: list[str], lines: list[list[str]]) -> list[str]:

@@ -218,7 +218,8 @@ def _row(r: dict) -> str:
             f"{s.get('chains')} × ({s.get('tune')} + {s.get('draws')}))")
     rec = " · ".join([str(r.get("date", "no date"))[:10], r.get("commit") or "no commit",
                       f"load {r['loadavg_before'][0]:g}" if r.get("loadavg_before") else
-                      "no load"])
+                      "no load"]
+                     + ([f"speed probe {r['speed']['python_s']:g} s"] if r.get("speed") else []))
     cached = r.get("replicates_cached_before_this_run") or 0
     if r.get("measured_200_replicates_wall_s") is not None:
         wall = f"{r['measured_200_replicates_wall_s'] / 60:.1f} min"
@@ -247,8 +248,10 @@ def render_section(doc: dict) -> str:
               f"Goal: {t.get('replicates')} replicates of each study in ≤ "
               f"{(t.get('seconds') or 0) / 60:.0f} min on {t.get('cores')} cores. *wall*: "
               "measured for all 200 in one run, else the run that finished them (resumed "
-              "from the cache of earlier runs); *CPU s*: the run's, with its share per "
-              "replicate; *NUTS ranks* and *online*: the verdict of `crowdrank sbc` and, "
+              "from the cache of earlier runs); *record*: date, commit, load average at "
+              "the start and, in newer records, the machine's speed probe "
+              "(`bench/tools/speed.py`, smaller is faster); *CPU s*: the run's, with its "
+              "share per replicate; *NUTS ranks* and *online*: the verdict of `crowdrank sbc` and, "
               "per parameter family, the combined ECDF-band p-value / `pot_c` p-value (no "
               "`pot_c` in records older than its test)."), "",
              ("| study | record | replicates | wall | CPU s (per replicate) | gate passed "

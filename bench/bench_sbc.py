@@ -252,8 +252,8 @@ def render_section(doc: dict) -> str:
               "the start and, in newer records, the machine's speed probe "
               "(`bench/tools/speed.py`, smaller is faster); *CPU s*: the run's, with its "
               "share per replicate; *NUTS ranks* and *online*: the verdict of `crowdrank "
-              "sbc` and, per parameter family, the combined ECDF-band p-value / `pot_c` p-value (no "
-              "`pot_c` in records older than its test)."), "",
+              "sbc` and, per parameter family, the combined ECDF-band p-value / `pot_c` "
+              "p-value (no `pot_c` in records older than its test)."), "",
              ("| study | record | replicates | wall | CPU s (per replicate) | gate passed "
              "| NUTS ranks | online |"),
              "|---|---|---|---|---|---|---|---|"]

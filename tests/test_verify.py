@@ -119,3 +119,14 @@ def test_every_row_states_why_its_band(verify):
     assert "| OUT OF BAND |" in verify.format_table([{
         "what": "x", "recorded": 1.0, "measured": 3.0, "unit": "u", "band": "×0.5–×2",
         "status": "OUT OF BAND"}])
+
+
+def test_speed_line_compares_this_machine_with_the_online_record(verify, records):
+    """``make verify`` prints this machine's speed probe beside the online record's, so an
+    online rate out of its band on a slower machine is seen as the machine's."""
+    assert verify.speed_line({"python_s": 1.0}, records).endswith("the online record has none")
+    rec = json.loads((records / "online.json").read_text())
+    rec.append({"what": "summary", "speed": {"python_s": 0.5}})
+    (records / "online.json").write_text(json.dumps(rec))
+    line = verify.speed_line({"python_s": 1.0}, records)
+    assert "the online record's: 0.5 s (this machine is 0.50× as fast on it)" in line

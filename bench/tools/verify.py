@@ -273,6 +273,21 @@ def format_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def speed_line(speed: dict, results_dir: Path) -> str:
+    """This machine's speed probe beside the online record's (machines of one CPU model
+    ran the same code 2x apart on different days, which moves the online rates across
+    their ×2 band without a change of code; the probe says whether the machine moved)."""
+    line = f"this machine's speed probe: Python loop {speed['python_s']:g} s"
+    try:
+        rec = json.loads((Path(results_dir) / "online.json").read_text(encoding="utf-8"))
+        then = next(r["speed"]["python_s"] for r in rec if r.get("what") == "summary")
+        line += (f"; the online record's: {then:g} s (this machine is "
+                 f"{then / speed['python_s']:.2f}× as fast on it)")
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        line += "; the online record has none"
+    return line
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=None,
@@ -285,9 +300,11 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown row(s) {unknown}; expected {[r.name for r in ROWS]}")
     load = os.getloadavg()[0]
+    speed = by_path("speed").speed_probe()      # before the measurements load the machine
     t0 = time.perf_counter()
     results, rc = verify(Path(args.results), only=only)
     print(format_table(results))
+    print(speed_line(speed, Path(args.results)))
     for r in results:
         print(f"- {r['name']} ({r['band']}): {r['why']}")
     print(("FAILED: a figure left its band" if rc else "all measured rows in band")
@@ -300,7 +317,7 @@ def main(argv=None) -> int:
             "commit": commit or None, "command": "python bench/tools/verify.py "
             + " ".join(sys.argv[1:] if argv is None else argv),
             "load_avg_1m": round(load, 2), "machine": platform.machine(),
-            "cpus": os.cpu_count(), "rows": results}, indent=1) + "\n")
+            "cpus": os.cpu_count(), "speed": speed, "rows": results}, indent=1) + "\n")
     return rc
 
 

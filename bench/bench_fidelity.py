@@ -136,7 +136,8 @@ def env() -> dict:
     return {"machine": platform.machine(), "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "loadavg": [round(x, 2) for x in os.getloadavg()],
-            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": commit()}
+            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": commit(),
+            "command": " ".join(["python", "bench/bench_fidelity.py", *sys.argv[1:]])}
 
 
 # ------------------------------------------------------------------ step 1: references

@@ -31,6 +31,8 @@ def test_each_audit_gets_an_empty_cache_and_the_record_says_so(tmp_path, monkeyp
         return subprocess.CompletedProcess(cmd, 3, "", "no audit here")
 
     monkeypatch.setattr(ba.subprocess, "run", fake_run)
+    # the machine's speed probe (its own subprocesses) is stamp's; a stand-in here
+    monkeypatch.setitem(ba.stamp.__globals__, "speed_probe", lambda: {"python_s": 0.9})
     monkeypatch.setattr(ba, "ROOT", tmp_path)       # the record goes under tmp_path
     monkeypatch.setattr(sys, "argv", ["bench/bench_audit.py"])
     assert ba.main(["--keep", str(tmp_path / "runs")]) == 1
@@ -39,6 +41,7 @@ def test_each_audit_gets_an_empty_cache_and_the_record_says_so(tmp_path, monkeyp
     assert seen == [str(tmp_path / "runs" / n / "xla-cache") for n in ("default", "geometric")]
     assert all(r["xla_cache"].startswith("cold") and r["rc"] == 3 for r in recs)
     assert all(r["commit"] and r["date"] and r["command"].startswith("python") for r in recs)
+    assert all(r["speed"] == {"python_s": 0.9} for r in recs)
     seen.clear()
     monkeypatch.setenv("CROWDRANK_XLA_CACHE", str(tmp_path / "mine"))
     (tmp_path / "mine").mkdir()

@@ -247,7 +247,12 @@ def test_suite_record_reads_pytests_last_line_and_fails_the_goal_on_failures(hl,
     (run / "log").write_text("840 passed in 960.00s (0:16:00)\n")
     bs.main(["--from", str(run), "--out", str(out)])
     assert hl.suite_row(tmp_path)[0].met == "no"
-    assert [h["pytest_minutes"] for h in json.loads(out.read_text())["history"]] == [13.3, 14.0]
+    (run / "log").write_text("840 passed, 13 errors in 700.00s (0:11:40)\n")
+    bs.main(["--from", str(run), "--out", str(out)])
+    (row,) = hl.suite_row(tmp_path)
+    assert (row.figure, row.met) == ("11.7 min, 13 errors", "no")
+    assert [h["pytest_minutes"] for h in json.loads(out.read_text())["history"]] == \
+        [16.0, 13.3, 14.0]
 
 
 def test_warm_start_row_reads_each_model_and_starts_latest_ladder(hl, tmp_path):

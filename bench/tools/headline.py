@@ -366,9 +366,10 @@ def suite_row(d: Path) -> list[Row]:
     s = load(d, "suite.json")
     if not s:
         return []
-    fig = f"{s['pytest_minutes']:.1f} min" + (f", {s['failed']} failed" if s["failed"] else "")
-    detail = (f"`.ci/run` on 2 cores; {s['passed']:,} passed"
-              + (f", {s['failed']} failed" if s["failed"] else ""))
+    bad = ", ".join(f"{s[k]} {w}" for k, w in (("failed", "failed"), ("errors", "errors"))
+                    if s.get(k))
+    fig = f"{s['pytest_minutes']:.1f} min" + (f", {bad}" if bad else "")
+    detail = f"`.ci/run` on 2 cores; {s['passed']:,} passed" + (f", {bad}" if bad else "")
     if s.get("speed"):
         detail += (f"; this machine's speed probe (bench/tools/speed.py, smaller is faster): "
                    f"Python {s['speed']['python_s']:g} s, XLA compile "

@@ -145,12 +145,10 @@ def render_section(r: dict) -> str:
 
 def render(path: Path, out: Path) -> str:
     """Write the section of docs/fidelity.md from ``approx.json`` (replacing the old one)."""
-    section = render_section(json.loads(path.read_text()))
     sys.path.insert(0, str(ROOT / "bench"))     # when imported by bench/tools/render_results.py
-    from bench_fidelity import write_block
+    from bench_fidelity import render_block
 
-    write_block(out, START, END, section)
-    return section
+    return render_block(path, out, render_section, START, END)
 
 
 def main(argv=None) -> int:

@@ -881,6 +881,16 @@ def write_block(out: Path, start: str, end: str, section: str) -> None:
     out.write_text(text)
 
 
+def render_block(record: Path, out: Path, render_section, start: str, end: str) -> str:
+    """``render_section`` of the JSON record at ``record``, written into ``out`` between
+    ``start`` and ``end`` (:func:`write_block`); returns the section. The ``render`` step of
+    each benchmark that owns a block of a page (bench_approx.py: docs/fidelity.md,
+    bench_sbc.py: docs/sbc.md)."""
+    section = render_section(json.loads(record.read_text()))
+    write_block(out, start, end, section)
+    return section
+
+
 def _results(path: Path) -> dict | None:
     """A step's results JSON, or ``None`` when that step has not been run (its section is
     then left out of the page)."""

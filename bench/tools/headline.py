@@ -360,7 +360,7 @@ def mutation_row(d: Path) -> list[Row]:
 
 def suite_row(d: Path) -> list[Row]:
     """The test suite's time from a fresh clone (``bench/bench_suite.py``); a run with
-    failures does not meet the goal whatever its time, and says so in its figure. The
+    failures or errors does not meet the goal whatever its time, and says so in its figure. The
     detail gives the machine's speed probe and the previous run, as machines of one name
     ran the same suite at speeds 2x apart."""
     s = load(d, "suite.json")

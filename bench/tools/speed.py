@@ -5,8 +5,10 @@
 Why: machines of the same name ("Intel(R) Xeon(R) Processor", 2 CPUs) ran the same code
 at very different speeds from one day to the next (the same default audit at one commit:
 97 s on one day, 149 s on another; the whole suite 28 min on one, 13 on another). A
-record's wall time alone cannot tell a faster code from a faster machine, so the records
-whose goal is a time (``bench/bench_suite.py``) carry this probe, measured beside them.
+record's wall time alone cannot tell a faster code from a faster machine, so records carry
+this probe, measured beside them: every benchmark that stamps its record
+(``bench/tools/stamp.py``), the suite's (``bench/bench_suite.py``) and SBC's
+(``bench/bench_sbc.py``); ``make verify`` prints it.
 
 The two workloads are what the suite spends its time on:
 
@@ -69,8 +71,8 @@ def python_seconds(n: int = LOOP_N) -> float:
 
 
 def xla_compile_seconds(repeats: int = 2) -> float:
-    """CPU seconds of XLA compiling the fixed program, each in a fresh process, best of
-    ``repeats``."""
+    """CPU seconds of XLA compiling the four fixed programs, in a fresh process each time,
+    best of ``repeats``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION")}
     env.setdefault("JAX_PLATFORMS", "cpu")
     out = []

@@ -29,6 +29,7 @@ A reference that fails the convergence gate is still used and marked ``trusted: 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -42,7 +43,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
 
 import numpy as np
-from stamp import commit
+from speed import speed_probe
+from stamp import commit, cpu_model
 
 RESULTS = ROOT / "bench" / "results"
 CACHE = ROOT / "out" / "fidelity"
@@ -82,13 +84,18 @@ def subjects() -> dict:
             return d, build_priors(d)
         return load
 
+    # NUTS settings (NumPyro): a fixed budget where it is trusted, and where it is not, rounds
+    # of ``draws`` continued while the gate fails on R-hat or ESS alone, up to ``max_draws``
+    # per chain (the medium settings' ladder is in reference_medium.json)
     out["default-couple"] = (default("couple"), "couple", {"tune": 500, "draws": 1000})
     out["default-crowdbt"] = (default("crowdbt"), "crowdbt", {"tune": 500, "draws": 1000})
     for t in WORKER_TYPES:
-        out[f"medium-{t}"] = (medium(t), "couple", {"tune": 400, "draws": 600})
-    out["babyface-couple"] = (shared("babyface"), "couple", {"tune": 250, "draws": 500})
-    out["readlevel-couple"] = (shared("readlevel"), "couple", {"tune": 250, "draws": 500})
-    out["readlevel-crowdbt"] = (shared("readlevel"), "crowdbt", {"tune": 250, "draws": 500})
+        out[f"medium-{t}"] = (medium(t), "couple",
+                              {"tune": 500, "draws": 2000, "max_draws": 10000})
+    shared_kw = {"tune": 250, "draws": 500, "max_draws": 2000}
+    out["babyface-couple"] = (shared("babyface"), "couple", shared_kw)
+    out["readlevel-couple"] = (shared("readlevel"), "couple", shared_kw)
+    out["readlevel-crowdbt"] = (shared("readlevel"), "crowdbt", shared_kw)
     return out
 
 
@@ -132,8 +139,15 @@ def variants(model: str) -> list[tuple[str, dict]]:
     return out
 
 
+@functools.cache
+def _speed() -> dict:
+    """The machine's speed probe, once per process (~6 s)."""
+    return speed_probe()
+
+
 def env() -> dict:
-    return {"machine": platform.machine(), "cpus": os.cpu_count(),
+    return {"machine": platform.machine(), "cpus": os.cpu_count(), "cpu": cpu_model(),
+            "speed": _speed(),
             "python": platform.python_version(),
             "loadavg": [round(x, 2) for x in os.getloadavg()],
             "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": commit(),
@@ -162,8 +176,10 @@ def reference(names, cache: Path) -> None:
         r = fit_nuts(d, model, pri, chains=4, seed=0, progress=False, approx=on, **kw)
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         write_nuts(r, out)
+        kept = int(r.idata["posterior"].sizes["draw"])     # more than draws when extended
         (out / "reference.json").write_text(json.dumps(
-            {"name": name, "model": model, **kw, "trusted": bool(r.gate.trusted),
+            {"name": name, "model": model, "backend": "numpyro", **kw, "draws": kept,
+             "draws_per_round": kw["draws"], "trusted": bool(r.gate.trusted),
              "gate": r.gate.verdict(), "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
              "loadavg_before": load0,
              "timings": {k: float(v) for k, v in r.timings.items()}, **env()}, indent=1))
@@ -330,9 +346,10 @@ def study_one(name: str, cache: Path, permutations: int,
               f"{rows[-1]['order_sensitivity_median']:.3f}; {cost:.3f} s", flush=True)
     return {"name": name, "model": model, "data": d.summary(),
             "per_variable_gate": per_variable_gate(idata),
-            "reference": {k: info[k] for k in ("tune", "draws", "trusted", "gate", "wall_s",
+            "reference": {k: info[k] for k in ("tune", "draws", "draws_per_round",
+                                               "max_draws", "trusted", "gate", "wall_s",
                                                "cpu_s", "dense_mass", "target_accept",
-                                               "backend")
+                                               "backend", "commit", "command", "date")
                           if k in info},
             "trusted": bool(gate.trusted), "permutations": permutations, "variants": rows,
             **env()}
@@ -432,6 +449,8 @@ def cost(names, cache: Path, repeats: int = 3, only: list[str] | None = None) ->
             row["cpu_x_one_pass"] = round(row["cpu_s"] / base, 1)
             print(f"{name} {row['variant']}: {row['cpu_s']:.4f} CPU s "
                   f"({row['cpu_x_one_pass']}x)", flush=True)
+        res["cost_run"] = {k: v for k, v in env().items()
+                           if k in ("date", "commit", "command", "loadavg")}
         path.write_text(json.dumps(res, indent=1, allow_nan=False))
     merge(cache)
 

@@ -20,15 +20,16 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
+
+from stamp import stamp
 
 
 def best_of(fn, repeat: int):
@@ -135,11 +136,7 @@ def main(argv=None) -> int:
            "machine": platform.machine(), "cpus": os.cpu_count(),
            "load_average": os.getloadavg()[0], "python": platform.python_version(),
            "choix": getattr(choix, "__version__", "?"),
-           "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "commit": subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[1]),
-                                     "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True, check=False).stdout.strip() or None,
-           "command": "python bench/bench_batch.py " + " ".join(sys.argv[1:]),
+           **stamp(),                    # date, commit, command, CPU and speed probe
            "note": "shared 2-core machine; timings are the best of the repeats"}
     if args.bootstrap_only:
         rec["fits_from"] = fits_meta

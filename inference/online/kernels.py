@@ -397,7 +397,7 @@ def _gamma(mode, const, s2i, c, k):
     return const
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, inline="always", error_model="numpy")
 def _write_back(pos, k, cand, mu, sigma2, mu_new, s2_new, s2, strict, counts, err):
     """Guards of the Weng–Lin updates, then the write; returns True on a strict failure."""
     for i in range(k):

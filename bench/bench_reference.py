@@ -29,7 +29,7 @@ Writes ``bench/results/reference_<what>.json``::
     python bench/bench_reference.py medium [--backends numpyro,pymc] [--model couple]
         [--setting amateur] [--tune 300 --draws 500] [--dense] [--target-accept 0.8]
         [--precision float64] [--append]
-    python bench/bench_reference.py paper [--tune 300 --draws 400]
+    python bench/bench_reference.py paper [--tune 300 --draws 400] [--stop-after MIN]
         [--eta-update gibbs --gibbs-sweeps 2 --gibbs-walk 0]
 
 ``paper --eta-update gibbs``: NUTS on the scores within the exact Gibbs step of the worker
@@ -415,17 +415,11 @@ def adaptation_blocks(r) -> dict:
     return out
 
 
-def bench_paper(args) -> list:
-    """The paper's scale (or, with ``--items/--workers/--tasks``, a smaller one with the
-    same per-item and per-worker information when ``--tasks 900`` is kept: L=100, W=50
-    gives each item and each worker as many rankings as at the paper's scale)."""
-    from crowdrank.inference.online import fit_online
-    from crowdrank.models.priors import Priors
-    from crowdrank.models.simulate import simulate
-
-    scale = {"n_items": args.items, "n_workers": args.workers,
-             "tasks_per_worker": args.tasks, "kmax": 4}
-    rec = {"what": "paper" if (args.items, args.workers, args.tasks) == (1000, 500, 900)
+def paper_header(args, argv: list[str] | None = None) -> dict:
+    """What a ``paper`` record says before it samples: the configuration, date, commit and
+    command (``argv``: this process's arguments by default)."""
+    argv = sys.argv[1:] if argv is None else argv
+    return {"what": "paper" if (args.items, args.workers, args.tasks) == (1000, 500, 900)
            else "paper-probe", "model": "couple", "prior": "geometric:a0=10,a=6",
            "chains": args.chains, "tune": args.tune, "draws": args.draws,
            "precision": "float32", "adapt": args.adapt, "worker_level": args.worker_level,
@@ -436,8 +430,62 @@ def bench_paper(args) -> list:
            "start": "online (approx draws, "
            "seeded mass)", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "commit": commit(),
-           "command": "python bench/bench_reference.py " + " ".join(sys.argv[1:]),
+           "command": "python bench/bench_reference.py " + " ".join(argv),
            "machine": platform.machine(), **env()}
+
+
+def paper_with_cap(args, argv: list[str]) -> list:
+    """``paper`` in a child process stopped after ``--stop-after`` minutes: a run that does
+    not finish still leaves a record, written here, not by hand (the header the child
+    printed before sampling, the wall and CPU seconds until it was stopped)."""
+    import subprocess
+    import tempfile
+
+    cmd, skip = [], False
+    for a in argv:                       # the same command without the cap
+        if skip:
+            skip = False
+        elif a == "--stop-after":
+            skip = True
+        elif not a.startswith("--stop-after="):
+            cmd.append(a)
+    with tempfile.TemporaryDirectory() as tmp:
+        res, log = Path(tmp) / "paper.json", Path(tmp) / "stdout"
+        c0, t0, load0 = cpu_seconds(), time.perf_counter(), env()["loadavg"]
+        with log.open("w") as fh:
+            try:
+                subprocess.run([sys.executable, __file__, *cmd, "--out", str(res)],
+                               stdout=fh, check=True, timeout=args.stop_after * 60)
+                done = json.loads(res.read_text())
+                for r in done:
+                    r["command"] = paper_header(args, argv)["command"]
+                return done
+            except subprocess.TimeoutExpired:
+                pass
+        wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        lines = [ln for ln in log.read_text().splitlines() if ln.startswith("{")]
+    # the child's header adds the data's size and the simulation and online-pass times
+    head = paper_header(args, argv) | (json.loads(lines[0]) if lines else {})
+    head.update({"status": f"NOT COMPLETED: stopped by --stop-after after "
+                           f"{args.stop_after:g} min, before the sampler returned",
+                 "wall_s_until_stopped": round(wall, 1), "cpu_s_until_stopped": round(cpu, 1),
+                 "loadavg_before": load0, "loadavg_after": env()["loadavg"],
+                 "goal_s": 1200, "command": paper_header(args, argv)["command"]})
+    print(json.dumps(head), flush=True)
+    return [head]
+
+
+def bench_paper(args) -> list:
+    """The paper's scale (or, with ``--items/--workers/--tasks``, a smaller one with the
+    same per-item and per-worker information when ``--tasks 900`` is kept: L=100, W=50
+    gives each item and each worker as many rankings as at the paper's scale)."""
+    from crowdrank.inference.online import fit_online
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import simulate
+
+    scale = {"n_items": args.items, "n_workers": args.workers,
+             "tasks_per_worker": args.tasks, "kmax": 4}
+    rec = paper_header(args)
     load0, c0, t00 = env()["loadavg"], cpu_seconds(), time.perf_counter()
     t = time.perf_counter()
     d = simulate("couple", setting="amateur", seed=0, **scale).rankings
@@ -543,6 +591,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gibbs-mode-jump", action="store_true",
                     help="paper, --eta-update gibbs: one two-mode independence move of "
                          "each worker's row per iteration (fit_nuts_experimental gibbs_mode_jump=)")
+    ap.add_argument("--stop-after", type=float, default=None,
+                    help="paper: run in a child process and stop it after this many minutes, "
+                         "recording how far it got (wall and CPU seconds)")
     ap.add_argument("--gibbs-walk", type=int, default=0,
                     help="paper, --eta-update gibbs: random-walk Metropolis steps of each "
                          "worker's simplex per iteration after the sweeps (default 0)")
@@ -556,8 +607,11 @@ def main(argv=None) -> int:
     args.adapt = args.adapt or "windowed"
     from crowdrank.inference.nuts import configure_host_devices
     configure_host_devices()
-    out = {"warmstart": bench_warmstart, "warmstart-ladder": bench_warmstart_ladder,
-           "medium": bench_medium, "paper": bench_paper}[args.what](args)
+    if args.what == "paper" and args.stop_after:
+        out = paper_with_cap(args, sys.argv[1:] if argv is None else list(argv))
+    else:
+        out = {"warmstart": bench_warmstart, "warmstart-ladder": bench_warmstart_ladder,
+               "medium": bench_medium, "paper": bench_paper}[args.what](args)
     # the ladder's records sit beside the single-tune ones ("what": "warmstart_ladder")
     # (appended, never replacing the older records)
     name = "warmstart" if args.what == "warmstart-ladder" else args.what

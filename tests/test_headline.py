@@ -275,3 +275,30 @@ def test_warm_start_row_reads_each_model_and_starts_latest_ladder(hl, tmp_path):
     assert row.detail.endswith("crowdbt 1,000 → 400")
     assert (row.figure, row.met) == ("1 of 1", "yes")
     assert "aaaaaaa, bbbbbbb" in row.record and "no commit" not in row.record
+
+
+def test_paper_row_reads_each_routes_latest_record(hl, tmp_path):
+    """The file keeps every paper-scale run; the row reads each route's newest one, so a
+    measured record supersedes a hand-typed one of the same route (which then leaves the
+    record cell), and the figure is the newest completed route's."""
+    typed = {"what": "paper", "status": "NOT COMPLETED: stopped by hand",
+             "wall_s_until_stopped": 2520, "typed_by_hand": "the whole record"}
+    capped = {"what": "paper", "status": "NOT COMPLETED: stopped by --stop-after after 30 min",
+              "wall_s_until_stopped": 1800.4, "date": "2026-12-04T20:00:00Z",
+              "commit": "bbbbbbb", "command": "python bench/bench_reference.py paper"}
+    gibbs = [{"what": "paper", "eta_update": "gibbs", "end_to_end_s": s, "trusted": False,
+              "date": date, "commit": c, "command": "python bench/bench_reference.py paper"}
+             for s, date, c in ((1399.8, "2026-12-01T06:39:27Z", "aaaaaaa"),
+                                (700.0, "2026-12-04T19:00:00Z", "ccccccc"))]
+    probe = dict(gibbs[1], what="paper-probe", end_to_end_s=10.0)
+    (tmp_path / "reference_paper.json").write_text(json.dumps([typed, *gibbs, probe]))
+    (row,) = hl.paper_row(tmp_path)
+    assert (row.figure, row.met) == ("11.7 min, NOT trusted", "no")
+    assert "joint NUTS: not completed (stopped after 42 min)" in row.detail
+    assert "typed by hand" in row.record and "aaaaaaa" not in row.record
+    (tmp_path / "reference_paper.json").write_text(json.dumps([typed, gibbs[0], capped,
+                                                               gibbs[1]]))
+    (row,) = hl.paper_row(tmp_path)
+    assert "joint NUTS: not completed (stopped after 30 min)" in row.detail
+    assert "typed by hand" not in row.record and "no commit" not in row.record
+    assert "bbbbbbb" in row.record and "ccccccc" in row.record

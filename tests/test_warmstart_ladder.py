@@ -74,3 +74,23 @@ def test_ladder_summary_counts_trusted_seeds_and_averages():
         "gradients_per_warmup_iteration": 40.0, "leapfrog_per_draw": 41.0}
     assert got[("couple", "online", 50)]["trusted"] == 1
     assert len(got) == 2
+
+
+def test_a_paper_run_stopped_by_its_cap_still_writes_its_record(tmp_path):
+    """``paper --stop-after``: the benchmark stops its own run and writes the record that
+    would otherwise be typed by hand (configuration, commit, command, seconds until
+    stopped). A cap of 1.2 s stops the child while it is still starting."""
+    import json
+
+    from bench_reference import main
+
+    out = tmp_path / "paper.json"
+    args = ["paper", "--items", "20", "--workers", "5", "--tasks", "10", "--tune", "20",
+            "--draws", "20", "--stop-after", "0.02", "--out", str(out)]
+    assert main(args) == 0
+    (rec,) = json.loads(out.read_text())
+    assert rec["status"].startswith("NOT COMPLETED: stopped by --stop-after after 0.02 min")
+    assert 1.2 <= rec["wall_s_until_stopped"] < 30
+    assert rec["what"] == "paper-probe" and (rec["tune"], rec["draws"]) == (20, 20)
+    assert rec["commit"] and rec["date"] and "typed_by_hand" not in rec
+    assert rec["command"] == "python bench/bench_reference.py " + " ".join(args)

@@ -33,6 +33,7 @@ import functools
 import json
 import os
 import platform
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -780,9 +781,12 @@ MEDIUM_NOTES = [
      "500 + 1,500 it is within a hair of the gate (R-hat 1.006, bulk ESS 766, tail ESS 394 "
      "against 400) where NumPyro fails (R-hat 1.013, tail ESS 131), and with 500 + 2,000 "
      "it is **trusted** (R-hat 1.004, bulk/tail ESS 1,128/643; 122 s wall, 229 CPU s at "
-     "load ≈ 1.3): the cheapest trusted COUPLE configuration measured at this scale, and "
-     "the amateur subject's reference above (the same configuration is trusted on "
-     "expert workers too: R-hat 1.004, bulk/tail ESS 679/1,327, the expert reference). "
+     "load ≈ 1.3): the cheapest trusted COUPLE configuration measured at this scale then "
+     "(trusted on expert workers too: R-hat 1.004, bulk/tail ESS 679/1,327), and the "
+     "amateur and expert references of the study's 2026-12-01 run. The study above samples "
+     "every reference with one command (`bench_fidelity.py reference`): NumPyro 500 + "
+     "2,000, continued in rounds of 2,000 while the gate fails (the ESS shortfall of "
+     "the 1,500-draw rows), each round's settings in its Reference line. "
      "Side by side at load ≈ 1–4: NumPyro 500 + "
      "1,500 gives 17.3 bulk ESS per second of sampling (4.5 per CPU second, not trusted), "
      "PyMC 500 + 2,000 gives 26.3 (4.9 per CPU second, trusted). The first rows (4 × 300, PyMC ESS 17 at ~10 ms per gradient) were "
@@ -828,11 +832,16 @@ def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "
                   f"{r['data']['workers']} workers, {r['data']['rankings']} rankings)"), "",
                   (f"Reference: {'PyMC' if ref.get('backend') == 'pymc' else 'NumPyro'}, "
                   f"4 chains × {ref['tune']} tuning + {ref['draws']} "
-                  f"draws{', dense mass matrix' if ref.get('dense_mass') else ''}"
+                  f"draws" + (f" (rounds of {ref['draws_per_round']} while the gate failed)"
+                              if ref.get("draws_per_round", ref["draws"]) != ref["draws"]
+                              else "")
+                  + f"{', dense mass matrix' if ref.get('dense_mass') else ''}"
                   f"{', target accept ' + str(ref['target_accept']) if 'target_accept' in ref else ''}"
                   f", {'trusted' if r['trusted'] else '**NOT trusted**'} "
                   f"({ref['gate']}); {r['permutations']} permutations; measured "
-                  f"{r['date']}, load {r['loadavg'][0]}."
+                  f"{r['date']}"
+                  + (f" at commit {r['commit']} (`{r['command']}`)" if r.get("commit") else "")
+                  + f", load {r['loadavg'][0]}."
                   + _per_variable_line(r.get("per_variable_gate"))), "",
                   (r"| variant | centred \|z\| | centred sd ratio | η¹ \|z\| | η¹ sd ratio "
                   r"| raw \|z\| | raw sd ratio | level z | order-prob \|Δ\| median | order "
@@ -876,13 +885,13 @@ def render(path: Path = RESULTS / "fidelity.json", out: Path = ROOT / "docs" / "
                          f"(goal: ≤ 0.5 both).")
     lines += diagnosis_section() + fixed_points_section() + damping_section()
     text = "\n".join(lines) + "\n"
-    # the sections other benchmarks render into this page (bench_approx.py,
-    # bench_approx_study.py) are kept, in their order, after this script's own
+    # the rest of the page, from the first block another benchmark renders into it
+    # (bench_approx.py, bench_approx_study.py, ...: their blocks and the prose between
+    # them), is kept as it is after this script's own sections
     old = out.read_text() if out.is_file() else ""
-    for tag in ("approx", "approx-study"):
-        start, end = f"<!-- {tag}:start -->", f"<!-- {tag}:end -->"
-        if start in old and end in old:
-            text += "\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
+    first = re.search(r"<!-- [\w-]+:start -->", old)
+    if first:
+        text += "\n" + old[first.start():]
     out.write_text(text)
     return text
 

@@ -111,6 +111,8 @@ def variants(model: str) -> list[tuple[str, dict]]:
                                 {"taylor": taylor, "score_alpha": sa}))
     if model == "crowdbt":          # Gauss–Hermite over the pair's score difference
         out.append(("one-pass taylor=quadrature", {"taylor": "quadrature"}))
+    # what `fit --method ep` runs: up to 10 passes, undamped, stopping once converged
+    out.append(("ep default", {"method": "ep"}))
     # "epN": damping 0.5 (EP's default when these rows were first measured; explicit, so
     # that the label keeps its meaning now that the default is undamped)
     for p in (2, 5, 10):

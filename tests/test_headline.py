@@ -99,6 +99,19 @@ def test_untrusted_reference_gets_no_verdict(hl, tmp_path):
     assert row.figure == "0.40×" and "NOT trusted" not in row.detail and row.met == "yes"
 
 
+def test_babyface_ep_row_shows_what_the_default_ep_gives(hl, tmp_path):
+    """When the study measured `fit --method ep` as it runs by default ("ep default"), the
+    row's figure and verdict are the default's, not the best of the variants (a user of
+    the default does not get the best one); the best stays in the detail."""
+    _fidelity(tmp_path, trusted=True)
+    fid = json.loads((tmp_path / "fidelity.json").read_text())
+    fid["goals"]["babyface"]["ep default"] = {"centred_z_ratio": 0.45, "order_ratio": 0.6}
+    (tmp_path / "fidelity.json").write_text(json.dumps(fid))
+    (row,) = hl.fidelity_rows(tmp_path)
+    assert (row.what, row.figure, row.met) == ("default EP vs one-pass, BabyFace", "0.60×", "no")
+    assert "the best of 3 EP variants (ep5) 0.40×" in row.detail
+
+
 def test_kernel_and_end_to_end_rates_are_separate_rows(hl, tmp_path):
     (tmp_path / "online.json").write_text(json.dumps([
         {"what": "setup", "rankings": 450000},

@@ -259,21 +259,32 @@ def fidelity_rows(d: Path) -> list[Row]:
                          "cost" + (f"; closest |z| {min(zs):.2f}" if zs else ""))))
     bf = goals.get("babyface")
     if bf:
-        _, best = min(bf.items(), key=lambda kv: max(kv[1]["centred_z_ratio"],
-                                                        kv[1]["order_ratio"]))
+        def worse(g):          # the goal holds when both ratios are at most 0.5
+            return max(g["centred_z_ratio"], g["order_ratio"])
+
+        best_label, best = min(bf.items(), key=lambda kv: worse(kv[1]))
+        # the figure is what `fit --method ep` gives when the study measured it; the best
+        # of all variants is then the detail
+        label = "ep default" if "ep default" in bf else best_label
+        shown = bf[label]
         subj = next((s for n, s in subjects.items() if n and n.startswith("babyface")), {})
         gates = subj.get("per_variable_gate") or {}
         greek = {"lambda": "λ", "eta": "η"}
         passing = [greek.get(v, v) for v, g in gates.items() if g.get("passes")]
         trusted = bool(subj.get("trusted"))
-        worse = max(best["centred_z_ratio"], best["order_ratio"])
-        detail = (f"the best EP variant's centred |z| {best['centred_z_ratio']:.2f}×, "
-                  f"order sensitivity {best['order_ratio']:.2f}× the one-pass's")
+        detail = (f"{'the default EP' if label == 'ep default' else 'the best EP variant'}"
+                  f"'s centred |z| {shown['centred_z_ratio']:.2f}×, order sensitivity "
+                  f"{shown['order_ratio']:.2f}× the one-pass's")
+        if label == "ep default":
+            detail += (f"; the best of {len(bf)} EP variants ({best_label}) "
+                       f"{worse(best):.2f}×")
         if not trusted:
             detail += f"; reference NOT trusted (only {', '.join(passing) or 'none'} passes)"
-        rows.append(Row(f"EP (best of {len(bf)} variants) vs one-pass, BabyFace",
-                        _trusted(f"{worse:.2f}×", trusted), "≤ 0.5×",
-                        yes(worse <= 0.5) if trusted else "–", "fidelity.json", subj, detail))
+        what = "default EP" if label == "ep default" else f"EP (best of {len(bf)} variants)"
+        rows.append(Row(f"{what} vs one-pass, BabyFace",
+                        _trusted(f"{worse(shown):.2f}×", trusted), "≤ 0.5×",
+                        yes(worse(shown) <= 0.5) if trusted else "–", "fidelity.json", subj,
+                        detail))
     return rows
 
 

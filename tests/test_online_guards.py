@@ -204,3 +204,63 @@ def test_weng_lin_write_back_stops_at_a_non_finite_mean_in_strict_mode():
             assert stop is False and counts[2] == 1
             np.testing.assert_array_equal(mu, [0.5, 0.1])
             np.testing.assert_array_equal(s2, [0.9, 1.8])
+
+
+def test_weng_lin_write_back_stops_at_a_variance_that_is_not_positive_in_strict_mode():
+    """The σ² half of the same guard: in strict mode a new σ² ≤ 0 stops the pass with the
+    σ² code; otherwise it is floored and counted."""
+    from crowdrank.inference.online.guards import CODES, FLOOR
+
+    cand = np.array([0, 1], np.int64)
+    for strict in (True, False):
+        mu, s2 = np.array([0.5, -0.5]), np.array([1.0, 2.0])
+        counts, err = np.zeros(5, np.int64), np.zeros(3, np.int64)
+        stop = kernels._write_back(4, 2, cand, mu, s2, np.array([0.6, -0.6]),
+                                   np.array([-1.0, 1.8]), s2.copy(), strict, counts, err)
+        if strict:
+            assert stop is True and err[0] == 4 and err[1] == CODES["sigma2"]
+            np.testing.assert_array_equal(s2, [1.0, 2.0])
+        else:
+            assert stop is False and counts[1] == 1
+            np.testing.assert_array_equal(s2, [FLOOR, 1.8])
+
+
+def test_crowdbt_guards_on_a_loser_at_minus_infinity():
+    """A loser whose score is −∞ gives a non-finite new mean for it alone: strict mode stops
+    with the μ code and writes nothing; otherwise the old mean is kept and counted once,
+    as the specification does."""
+    from crowdrank.inference.online.guards import CODES
+
+    (want, c_want), (got, c_got) = _crowdbt_both(0.0, -np.inf, 1.0, 1.0, 5.0, 2.0, "paper")
+    assert c_got == c_want and c_want["mu"] == 1
+    np.testing.assert_array_equal(got, want)
+    mu, s2, ab = np.array([0.0, -np.inf]), np.array([1.0, 1.0]), np.array([[5.0, 2.0]])
+    counts, err = np.zeros(5, np.int64), np.zeros(3, np.int64)
+    rc = kernels.crowdbt_kernel(np.array([[0], [1]], np.int64), np.zeros(1, np.int64),
+                                np.zeros(1, np.int64), 0, 1, mu, s2, ab, 1e-4, 1e-4, True,
+                                counts, err, 0)
+    assert rc == 0 and err.tolist() == [0, CODES["mu"], 1]
+    np.testing.assert_array_equal(ab, [[5.0, 2.0]])
+
+
+def test_crowdbt_counts_a_floored_winner_variance():
+    """A winner's σ² below the floor is floored and counted (the loser's is not): the
+    kernel's count is the specification's."""
+    (want, c_want), (got, c_got) = _crowdbt_both(0.0, 0.0, 1e-310, 1.0, 5.0, 2.0, "paper")
+    assert c_got == c_want and c_want["sigma2"] == 1
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
+
+
+def test_gbmm_strict_variance_failure_names_its_stage():
+    """COUPLE's strict σ² failure reports the stage it happened at: a pair (one stage, 1)
+    whose variance factor is negative under κ = 0 (equal scores, a skewed prior α used
+    for the score step, σ² = 10) has a finite new mean and a new σ² of 0."""
+    from crowdrank.inference.online.guards import CODES
+
+    mu, s2, alpha = np.zeros(2), np.array([10.0, 10.0]), np.array([[10.0, 1.0]])
+    counts, err = np.zeros(5, np.int64), np.zeros(3, np.int64)
+    rc = kernels.gbmm_kernel(np.array([[0], [1]], np.int64), np.array([2], np.int64),
+                             np.zeros(1, np.int64), np.zeros(1, np.int64), 0, 1, mu, s2,
+                             alpha, 0, True, 0.0, 1e-4, True, counts, err)
+    assert rc == 0 and err.tolist() == [0, CODES["sigma2"], 1]
+    np.testing.assert_array_equal(s2, [10.0, 10.0])

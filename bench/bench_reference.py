@@ -449,6 +449,7 @@ def paper_with_cap(args, argv: list[str]) -> list:
             skip = True
         elif not a.startswith("--stop-after="):
             cmd.append(a)
+    header = paper_header(args, argv)        # the parent's command, with the cap
     with tempfile.TemporaryDirectory() as tmp:
         res, log = Path(tmp) / "paper.json", Path(tmp) / "stdout"
         c0, t0, load0 = cpu_seconds(), time.perf_counter(), env()["loadavg"]
@@ -458,19 +459,19 @@ def paper_with_cap(args, argv: list[str]) -> list:
                                stdout=fh, check=True, timeout=args.stop_after * 60)
                 done = json.loads(res.read_text())
                 for r in done:
-                    r["command"] = paper_header(args, argv)["command"]
+                    r["command"] = header["command"]
                 return done
             except subprocess.TimeoutExpired:
                 pass
         wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
         lines = [ln for ln in log.read_text().splitlines() if ln.startswith("{")]
     # the child's header adds the data's size and the simulation and online-pass times
-    head = paper_header(args, argv) | (json.loads(lines[0]) if lines else {})
+    head = header | (json.loads(lines[0]) if lines else {})
     head.update({"status": f"NOT COMPLETED: stopped by --stop-after after "
                            f"{args.stop_after:g} min, before the sampler returned",
                  "wall_s_until_stopped": round(wall, 1), "cpu_s_until_stopped": round(cpu, 1),
                  "loadavg_before": load0, "loadavg_after": env()["loadavg"],
-                 "goal_s": 1200, "command": paper_header(args, argv)["command"]})
+                 "goal_s": 1200, "command": header["command"]})
     print(json.dumps(head), flush=True)
     return [head]
 

@@ -383,7 +383,8 @@ def bench_medium(args) -> list:
                "cpu_s": round(cpu_seconds() - c0, 1), "loadavg_before": load0,
                **summarise(r, wall), "diagnosis": (diag := worst_parameters(r.idata)),
                "adaptation": adaptation_report(r, workers=worst_workers(diag)), **env(),
-               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit()}
+               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit(),
+               "command": "python bench/bench_reference.py " + " ".join(sys.argv[1:])}
         # ESS per CPU second: the figure that does not depend on how loaded the machine was
         rec["ess_bulk_per_cpu_s"] = round(rec["ess_bulk_min"] / max(rec["cpu_s"], 1e-9), 2)
         rec["ess_tail_per_cpu_s"] = round(rec["ess_tail_min"] / max(rec["cpu_s"], 1e-9), 2)

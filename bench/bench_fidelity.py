@@ -36,7 +36,6 @@ import platform
 import re
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +44,7 @@ sys.path.insert(0, str(ROOT / "bench" / "tools"))
 
 import numpy as np
 from speed import speed_probe
-from stamp import commit, cpu_model
+from stamp import stamp
 
 RESULTS = ROOT / "bench" / "results"
 CACHE = ROOT / "out" / "fidelity"
@@ -149,12 +148,12 @@ def _speed() -> dict:
 
 
 def env() -> dict:
-    return {"machine": platform.machine(), "cpus": os.cpu_count(), "cpu": cpu_model(),
-            "speed": _speed(),
-            "python": platform.python_version(),
-            "loadavg": [round(x, 2) for x in os.getloadavg()],
-            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": commit(),
-            "command": " ".join(["python", "bench/bench_fidelity.py", *sys.argv[1:]])}
+    """``stamp()`` (date, commit, command, CPU) with the probe measured once per process,
+    and the keys this file's records have always used (``machine``, ``python``,
+    ``loadavg``)."""
+    return {"machine": platform.machine(), "python": platform.python_version(),
+            "loadavg": [round(x, 2) for x in os.getloadavg()], **stamp(speed=False),
+            "speed": _speed()}
 
 
 # ------------------------------------------------------------------ step 1: references

@@ -40,6 +40,7 @@ Gibbs step's cost per iteration (``gibbs_ms``, all its sweeps, one chain) and it
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -52,14 +53,30 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
 
 import numpy as np
-from stamp import commit
+from speed import speed_probe
+from stamp import stamp
 
 RESULTS = ROOT / "bench" / "results"
 
 
 def env() -> dict:
+    """The keys this file's records have always carried beside :func:`when`'s."""
     return {"cpu_count": os.cpu_count(), "python": platform.python_version(),
             "loadavg": [round(x, 2) for x in os.getloadavg()]}
+
+
+@functools.cache
+def _speed() -> dict:
+    """The machine's speed probe, once per process (~6 s)."""
+    return speed_probe()
+
+
+def when(argv: list[str] | None = None) -> dict:
+    """``stamp()`` for a record of this script: date, commit (``+dirty``), the command
+    (``argv``: the arguments after the script name, this process's by default), load, CPU,
+    and the speed probe measured once per process."""
+    argv = sys.argv[1:] if argv is None else argv
+    return stamp([__file__, *argv], speed=False) | {"speed": _speed()}
 
 
 def summarise(r, wall: float) -> dict:
@@ -217,9 +234,7 @@ def bench_warmstart_ladder(args) -> list:
                     rec = {"what": "warmstart_ladder", "model": model, "start": start,
                            "tune": tune, "draws": args.draws, "seed": seed,
                            **summarise(r, wall), "cpu_s": round(cpu_seconds() - c0, 1),
-                           **env(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                           "commit": commit(),
-                           "command": "python bench/bench_reference.py " + " ".join(sys.argv[1:])}
+                           **env(), **when()}
                     print(json.dumps(rec), flush=True)
                     out.append(rec)
                     ok = ok and rec["trusted"]
@@ -383,8 +398,7 @@ def bench_medium(args) -> list:
                "cpu_s": round(cpu_seconds() - c0, 1), "loadavg_before": load0,
                **summarise(r, wall), "diagnosis": (diag := worst_parameters(r.idata)),
                "adaptation": adaptation_report(r, workers=worst_workers(diag)), **env(),
-               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit(),
-               "command": "python bench/bench_reference.py " + " ".join(sys.argv[1:])}
+               **when()}
         # ESS per CPU second: the figure that does not depend on how loaded the machine was
         rec["ess_bulk_per_cpu_s"] = round(rec["ess_bulk_min"] / max(rec["cpu_s"], 1e-9), 2)
         rec["ess_tail_per_cpu_s"] = round(rec["ess_tail_min"] / max(rec["cpu_s"], 1e-9), 2)
@@ -428,10 +442,7 @@ def paper_header(args, argv: list[str] | None = None) -> dict:
            **({"gibbs_sweeps": args.gibbs_sweeps, "gibbs_walk": args.gibbs_walk,
                "gibbs_mode_jump": args.gibbs_mode_jump}
               if args.eta_update == "gibbs" else {}),
-           "start": "online (approx draws, "
-           "seeded mass)", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "commit": commit(),
-           "command": "python bench/bench_reference.py " + " ".join(argv),
+           "start": "online (approx draws, seeded mass)", **when(argv),
            "machine": platform.machine(), **env()}
 
 

@@ -94,3 +94,5 @@ def test_a_paper_run_stopped_by_its_cap_still_writes_its_record(tmp_path):
     assert rec["what"] == "paper-probe" and (rec["tune"], rec["draws"]) == (20, 20)
     assert rec["commit"] and rec["date"] and "typed_by_hand" not in rec
     assert rec["command"] == "python bench/bench_reference.py " + " ".join(args)
+    # where it ran: the same fields as every stamped record, with the machine's speed probe
+    assert rec["cpu"] and rec["cpus"] >= 1 and rec["speed"] and len(rec["load_before"]) == 3

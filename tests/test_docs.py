@@ -77,6 +77,26 @@ def test_fidelity_sections_are_what_their_records_render(section, bench, record)
                              f"python bench/{bench}.py render")
 
 
+def test_fidelity_page_is_what_the_study_and_reference_records_render(tmp_path):
+    """docs/fidelity.md's own part (the study's tables, the medium-scale references from
+    ``reference_medium.json``, the goals, the diagnoses) is exactly what
+    ``bench/bench_fidelity.py render`` makes of the records: a record changed without
+    re-rendering, or a figure typed into the page, fails. Rendered into a copy of the page,
+    so that the blocks other benchmarks own (tested above) are carried over unchanged."""
+    mod = load_script("bench/bench_fidelity.py", "bench_fidelity")
+    page = (DOCS / "fidelity.md").read_text()
+    copy = tmp_path / "fidelity.md"
+    copy.write_text(page)
+    mod.render(ROOT / "bench" / "results" / "fidelity.json", copy)
+    assert copy.read_text() == page, ("docs/fidelity.md is stale: run "
+                                      "python bench/bench_fidelity.py render")
+    # every medium reference record is a row of its table
+    recs = json.loads((ROOT / "bench" / "results" / "reference_medium.json").read_text())
+    table = page[page.index("## The medium-scale references"):].split("|---|", 1)[1]
+    rows = table.split("\n\n", 1)[0].splitlines()[1:]
+    assert len(rows) == len(recs) and all(r.startswith("| ") for r in rows)
+
+
 def test_sbc_table_is_what_its_record_renders():
     """docs/sbc.md's table of measured figures (between its markers) is exactly what
     ``bench/bench_sbc.py``'s ``render_section`` makes of ``sbc.json``: a figure typed into

@@ -194,6 +194,11 @@ def test_stamp_names_the_commit_and_says_when_the_tree_was_dirty(tmp_path, monke
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
         text=True, check=True).stdout.strip()
     assert len(s["load_before"]) == 3 and s["cpus"] >= 1
+    # the libraries that computed the figures, as installed
+    from importlib import metadata
+    assert s["packages"]["pymc"] == metadata.version("pymc")
+    assert s["packages"]["numpyro"] == metadata.version("numpyro")
+    assert set(s["packages"]) <= set(st.PACKAGES)
 
 
 def test_audit_rows_say_whether_every_program_was_compiled(hl, tmp_path):

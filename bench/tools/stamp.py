@@ -2,8 +2,10 @@
 
 ``stamp()`` gives the UTC date, the commit (``+dirty`` when tracked code differs from it,
 so a figure from uncommitted code says so), the command as typed, the load average at the
-start, and the machine (CPU model and count). The headline (``headline.record``) shows a
-record's date and commit; ``docs/results.md`` shows all of them.
+start, the machine (CPU model and count) and the versions of the libraries that compute
+the figures (a seeded sampler run repeats its draws only with the same ones: docs/notes.md,
+"The medium-scale PyMC reference"). The headline (``headline.record``) shows a record's
+date and commit; ``docs/results.md`` shows all of them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import platform
 import subprocess
 import sys
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -38,6 +41,23 @@ def commit(root: Path = ROOT) -> str:
     return head.stdout.strip() + ("+dirty" if dirty else "")
 
 
+#: The libraries whose versions a record carries (:func:`packages`).
+PACKAGES = ("numpy", "scipy", "numba", "jax", "jaxlib", "numpyro", "pymc", "pytensor",
+            "arviz", "arviz-stats")
+
+
+def packages(names=PACKAGES) -> dict:
+    """``{name: version}`` of the installed distributions among ``names`` (absent ones are
+    left out)."""
+    out = {}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -49,8 +69,8 @@ def cpu_model() -> str:
 
 
 def stamp(argv: list[str] | None = None, speed: bool = True) -> dict:
-    """``date``, ``commit``, ``command``, ``load_before`` (1, 5, 15 min), ``cpus``, ``cpu``
-    and, with ``speed``, the machine's speed probe (``speed``, ``bench/tools/speed.py``,
+    """``date``, ``commit``, ``command``, ``load_before`` (1, 5, 15 min), ``cpus``, ``cpu``,
+    ``packages`` (:func:`packages`) and, with ``speed``, the machine's speed probe (``speed``, ``bench/tools/speed.py``,
     ~6 s: machines of one CPU model ran the same code 2x apart on different days):
     ``argv`` defaults to this process's (the benchmark's command line)."""
     argv = sys.argv if argv is None else argv
@@ -63,5 +83,5 @@ def stamp(argv: list[str] | None = None, speed: bool = True) -> dict:
             "commit": commit(),
             "command": " ".join(["python", str(script), *argv[1:]]),
             "load_before": [round(x, 2) for x in os.getloadavg()],
-            "cpus": os.cpu_count(), "cpu": cpu_model(),
+            "cpus": os.cpu_count(), "cpu": cpu_model(), "packages": packages(),
             **({"speed": speed_probe()} if speed else {})}

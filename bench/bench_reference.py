@@ -31,6 +31,7 @@ Writes ``bench/results/reference_<what>.json``::
         [--precision float64] [--append]
     python bench/bench_reference.py paper [--tune 300 --draws 400] [--stop-after MIN]
         [--eta-update gibbs --gibbs-sweeps 2 --gibbs-walk 0]
+    python bench/bench_reference.py medium ... --at REV    # the code of commit REV, here
 
 ``paper --eta-update gibbs``: NUTS on the scores within the exact Gibbs step of the worker
 simplexes (``fit_nuts_experimental(eta_update="gibbs")``, :mod:`crowdrank.inference.nuts.gibbs`); the record adds the
@@ -446,6 +447,55 @@ def paper_header(args, argv: list[str] | None = None) -> dict:
            "machine": platform.machine(), **env()}
 
 
+def _without(argv: list[str], option: str) -> list[str]:
+    """``argv`` without ``option`` and its value (``--opt V`` or ``--opt=V``)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == option:
+            skip = True
+        elif not a.startswith(option + "="):
+            out.append(a)
+    return out
+
+
+def run_at(rev: str, argv: list[str]) -> list:
+    """The same command with the code of commit ``rev``: run by that commit's own script in
+    a detached worktree, with this process's Python (the same libraries) and the same
+    ``shared/`` data. It tells a change of code from a change of environment: a record
+    that differs from one written at ``rev`` earlier was changed by the environment. The
+    records get ``rev`` as their commit, this command and this run's stamp (packages,
+    CPU, probe; ``run_from``: the commit that ran it)."""
+    import subprocess
+    import tempfile
+
+    def git(*a):
+        return subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    short = git("rev-parse", "--short", rev)
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "crowdrank"         # the package's name: PYTHONPATH=tmp imports it
+        git("worktree", "add", "-f", "--detach", str(tree), short)
+        try:
+            if (ROOT.parent / "shared").is_dir():
+                (Path(tmp) / "shared").symlink_to(ROOT.parent / "shared")
+            res = Path(tmp) / "records.json"
+            subprocess.run([sys.executable, str(tree / "bench" / "bench_reference.py"),
+                            *_without(_without(argv, "--at"), "--out"), "--out", str(res)],
+                           check=True, env=dict(os.environ, PYTHONPATH=tmp))
+            done = json.loads(res.read_text())
+        finally:
+            git("worktree", "remove", "--force", str(tree))
+    here = when(argv)
+    for r in done:
+        r.update({k: v for k, v in here.items() if k not in ("date", "load_before")},
+                 commit=short, run_from=here["commit"])
+        r.setdefault("date", here["date"])
+    return done
+
+
 def paper_with_cap(args, argv: list[str]) -> list:
     """``paper`` in a child process stopped after ``--stop-after`` minutes: a run that does
     not finish still leaves a record, written here, not by hand (the header the child
@@ -453,14 +503,7 @@ def paper_with_cap(args, argv: list[str]) -> list:
     import subprocess
     import tempfile
 
-    cmd, skip = [], False
-    for a in argv:                       # the same command without the cap
-        if skip:
-            skip = False
-        elif a == "--stop-after":
-            skip = True
-        elif not a.startswith("--stop-after="):
-            cmd.append(a)
+    cmd = _without(argv, "--stop-after")     # the same command without the cap
     header = paper_header(args, argv)        # the parent's command, with the cap
     with tempfile.TemporaryDirectory() as tmp:
         res, log = Path(tmp) / "paper.json", Path(tmp) / "stdout"
@@ -610,6 +653,10 @@ def main(argv=None) -> int:
     ap.add_argument("--gibbs-walk", type=int, default=0,
                     help="paper, --eta-update gibbs: random-walk Metropolis steps of each "
                          "worker's simplex per iteration after the sweeps (default 0)")
+    ap.add_argument("--at", default=None, metavar="REV",
+                    help="run this command with the code of commit REV (a temporary "
+                         "worktree, this Python and its libraries): a change of code told "
+                         "from a change of environment")
     args = ap.parse_args(argv)
     defaults = {"warmstart": (300, 500), "warmstart-ladder": (None, 1000),
                 "medium": (300, 500), "paper": (300, 400)}
@@ -620,7 +667,9 @@ def main(argv=None) -> int:
     args.adapt = args.adapt or "windowed"
     from crowdrank.inference.nuts import configure_host_devices
     configure_host_devices()
-    if args.what == "paper" and args.stop_after:
+    if args.at:
+        out = run_at(args.at, sys.argv[1:] if argv is None else list(argv))
+    elif args.what == "paper" and args.stop_after:
         out = paper_with_cap(args, sys.argv[1:] if argv is None else list(argv))
     else:
         out = {"warmstart": bench_warmstart, "warmstart-ladder": bench_warmstart_ladder,

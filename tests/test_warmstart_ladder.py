@@ -76,7 +76,16 @@ def test_ladder_summary_counts_trusted_seeds_and_averages():
     assert len(got) == 2
 
 
-def test_a_paper_run_stopped_by_its_cap_still_writes_its_record(tmp_path):
+@pytest.fixture
+def no_probe(monkeypatch):
+    """The speed probe (~6 s of a fixed workload) replaced by a fixed answer in this
+    process: what is tested is that the record carries it."""
+    import bench_reference
+
+    monkeypatch.setattr(bench_reference, "_speed", lambda: {"python_s": 1.0})
+
+
+def test_a_paper_run_stopped_by_its_cap_still_writes_its_record(tmp_path, no_probe):
     """``paper --stop-after``: the benchmark stops its own run and writes the record that
     would otherwise be typed by hand (configuration, commit, command, seconds until
     stopped). A cap of 1.2 s stops the child while it is still starting."""
@@ -96,3 +105,40 @@ def test_a_paper_run_stopped_by_its_cap_still_writes_its_record(tmp_path):
     assert rec["command"] == "python bench/bench_reference.py " + " ".join(args)
     # where it ran: the same fields as every stamped record, with the machine's speed probe
     assert rec["cpu"] and rec["cpus"] >= 1 and rec["speed"] and len(rec["load_before"]) == 3
+
+
+def test_an_option_is_dropped_with_its_value():
+    from bench_reference import _without
+
+    argv = ["paper", "--stop-after", "3", "--at=abc", "--out", "x.json", "--at", "HEAD"]
+    assert _without(argv, "--at") == ["paper", "--stop-after", "3", "--out", "x.json"]
+    assert _without(argv, "--stop-after") == ["paper", "--at=abc", "--out", "x.json",
+                                              "--at", "HEAD"]
+
+
+def test_a_run_at_a_commit_is_recorded_as_that_commits(tmp_path, no_probe):
+    """``--at REV``: the command runs with REV's code in a temporary worktree, and its record
+    names REV as its commit, the command as typed (with ``--at``) and the commit that ran
+    it; the worktree is gone afterwards. (REV is HEAD here: a shallow clone may have no
+    other commit.)"""
+    import json
+    import subprocess
+
+    from bench_reference import ROOT, main
+
+    def git(*a):
+        return subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    trees = git("worktree", "list")
+    out = tmp_path / "paper.json"
+    args = ["paper", "--items", "20", "--workers", "5", "--tasks", "10", "--stop-after",
+            "0.02", "--at", "HEAD", "--out", str(out)]
+    assert main(args) == 0
+    (rec,) = json.loads(out.read_text())
+    assert rec["status"].startswith("NOT COMPLETED: stopped by --stop-after after 0.02 min")
+    assert rec["commit"] == git("rev-parse", "--short", "HEAD")
+    assert rec["run_from"].split("+")[0] == rec["commit"]
+    assert rec["command"] == "python bench/bench_reference.py " + " ".join(args)
+    assert rec["packages"]["numpy"] and rec["cpu"]
+    assert git("worktree", "list") == trees

@@ -719,7 +719,7 @@ def medium_reference_section(path: Path = RESULTS / "reference_medium.json") -> 
             "divided by the sampling seconds (wall, on a shared 2-core machine: the load is "
             "beside it); per CPU second divides by the whole fit's CPU seconds. The worst "
             "parameters show their per-chain means."), "",
-           ("| back-end | model, workers | tune + draws | mass | gate | worst parameters | "
+           ("| back-end | model, workers | tune + draws, seed | mass | gate | worst parameters | "
             "bulk ESS / s | bulk ESS / CPU s | warm-up s | sampling s | wall s | CPU s | "
             "load |"),
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -735,7 +735,10 @@ def medium_reference_section(path: Path = RESULTS / "reference_medium.json") -> 
         per_cpu = "—" if not cpu else f"{r['ess_bulk_min'] / cpu:.2f}"
         out.append(
             f"| {r['backend']} | {r.get('model', 'couple')}, {r.get('setting', 'amateur')} | "
-            f"{r['tune']} + {r['draws']} | {'dense' if r.get('dense_mass') else 'diagonal'} | "
+            f"{r['tune']} + {r['draws']}"
+            f"{'' if r.get('seed') is None else ', seed ' + str(r['seed'])}"
+            f"{'' if not r.get('run_from') else ', code of ' + r['commit']} | "
+            f"{'dense' if r.get('dense_mass') else 'diagonal'} | "
             f"{gate} | {worst} | {r['ess_bulk_per_s']:.2f} | "
             f"{per_cpu} | "
             f"{'—' if warm is None else f'{warm:.0f}'} | {t.get('sampling', 0):.0f} | "

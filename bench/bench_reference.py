@@ -54,6 +54,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
 
 import numpy as np
+import rerun
+from rerun import cpu_seconds, without
 from speed import speed_probe
 from stamp import stamp
 
@@ -259,14 +261,6 @@ def _drop_compiled() -> None:
     jax.clear_caches()
 
 
-def cpu_seconds() -> float:
-    """CPU seconds of this process and of its finished children (PyMC's chain processes)."""
-    import resource
-
-    me, ch = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    return me.ru_utime + me.ru_stime + ch.ru_utime + ch.ru_stime
-
-
 def worst_parameters(idata, n: int = 6) -> dict:
     """Per variable: the largest R-hat and smallest bulk/tail ESS, and the ``n`` scalar
     parameters with the largest R-hat (name[index], R-hat, bulk ESS, per-chain means) —
@@ -447,48 +441,13 @@ def paper_header(args, argv: list[str] | None = None) -> dict:
            "machine": platform.machine(), **env()}
 
 
-def _without(argv: list[str], option: str) -> list[str]:
-    """``argv`` without ``option`` and its value (``--opt V`` or ``--opt=V``)."""
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a == option:
-            skip = True
-        elif not a.startswith(option + "="):
-            out.append(a)
-    return out
-
-
 def run_at(rev: str, argv: list[str]) -> list:
-    """The same command with the code of commit ``rev``: run by that commit's own script in
-    a detached worktree, with this process's Python (the same libraries) and the same
-    ``shared/`` data. It tells a change of code from a change of environment: a record
-    that differs from one written at ``rev`` earlier was changed by the environment. The
-    records get ``rev`` as their commit, this command and this run's stamp (packages,
-    CPU, probe; ``run_from``: the commit that ran it)."""
-    import subprocess
-    import tempfile
-
-    def git(*a):
-        return subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True,
-                              check=True).stdout.strip()
-
-    short = git("rev-parse", "--short", rev)
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "crowdrank"         # the package's name: PYTHONPATH=tmp imports it
-        git("worktree", "add", "-f", "--detach", str(tree), short)
-        try:
-            if (ROOT.parent / "shared").is_dir():
-                (Path(tmp) / "shared").symlink_to(ROOT.parent / "shared")
-            res = Path(tmp) / "records.json"
-            subprocess.run([sys.executable, str(tree / "bench" / "bench_reference.py"),
-                            *_without(_without(argv, "--at"), "--out"), "--out", str(res)],
-                           check=True, env=dict(os.environ, PYTHONPATH=tmp))
-            done = json.loads(res.read_text())
-        finally:
-            git("worktree", "remove", "--force", str(tree))
+    """The same command with the code of commit ``rev`` (``rerun.at_commit``). A record
+    that differs from one written at ``rev`` earlier was changed by the environment, not
+    the code. The records get ``rev`` as their commit, this command and this run's stamp
+    (packages, CPU, probe; ``run_from``: the commit that ran it)."""
     here = when(argv)
+    short, done = rerun.at_commit("bench/bench_reference.py", rev, without(argv, "--at"))
     for r in done:
         r.update({k: v for k, v in here.items() if k not in ("date", "load_before")},
                  commit=short, run_from=here["commit"])
@@ -500,31 +459,17 @@ def paper_with_cap(args, argv: list[str]) -> list:
     """``paper`` in a child process stopped after ``--stop-after`` minutes: a run that does
     not finish still leaves a record, written here, not by hand (the header the child
     printed before sampling, the wall and CPU seconds until it was stopped)."""
-    import subprocess
-    import tempfile
-
-    cmd = _without(argv, "--stop-after")     # the same command without the cap
     header = paper_header(args, argv)        # the parent's command, with the cap
-    with tempfile.TemporaryDirectory() as tmp:
-        res, log = Path(tmp) / "paper.json", Path(tmp) / "stdout"
-        c0, t0, load0 = cpu_seconds(), time.perf_counter(), env()["loadavg"]
-        with log.open("w") as fh:
-            try:
-                subprocess.run([sys.executable, __file__, *cmd, "--out", str(res)],
-                               stdout=fh, check=True, timeout=args.stop_after * 60)
-                done = json.loads(res.read_text())
-                for r in done:
-                    r["command"] = header["command"]
-                return done
-            except subprocess.TimeoutExpired:
-                pass
-        wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
-        lines = [ln for ln in log.read_text().splitlines() if ln.startswith("{")]
+    load0 = env()["loadavg"]
+    got = rerun.with_cap(Path(__file__), without(argv, "--stop-after"), args.stop_after)
+    if got["records"] is not None:
+        return [r | {"command": header["command"]} for r in got["records"]]
     # the child's header adds the data's size and the simulation and online-pass times
-    head = header | (json.loads(lines[0]) if lines else {})
+    head = header | (json.loads(got["lines"][0]) if got["lines"] else {})
     head.update({"status": f"NOT COMPLETED: stopped by --stop-after after "
                            f"{args.stop_after:g} min, before the sampler returned",
-                 "wall_s_until_stopped": round(wall, 1), "cpu_s_until_stopped": round(cpu, 1),
+                 "wall_s_until_stopped": round(got["wall_s"], 1),
+                 "cpu_s_until_stopped": round(got["cpu_s"], 1),
                  "loadavg_before": load0, "loadavg_after": env()["loadavg"],
                  "goal_s": 1200, "command": header["command"]})
     print(json.dumps(head), flush=True)

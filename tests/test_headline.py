@@ -320,3 +320,19 @@ def test_paper_row_reads_each_routes_latest_record(hl, tmp_path):
     assert "joint NUTS: not completed (stopped after 30 min)" in row.detail
     assert "typed by hand" not in row.record and "no commit" not in row.record
     assert "bbbbbbb" in row.record and "ccccccc" in row.record
+
+
+def test_medium_row_reads_the_trusted_runs_and_names_only_their_records(hl, tmp_path):
+    """The medium-scale ESS per CPU-s is the lowest over *trusted* runs; an untrusted run,
+    however fast, is neither the figure nor in the record cell (its missing commit does not
+    count against the row)."""
+    ok = [{"backend": b, "trusted": True, "ess_bulk_per_cpu_s": x, "date": d, "commit": c,
+           "command": "python bench/bench_reference.py medium"}
+          for b, x, d, c in (("numpyro", 5.0, "2026-12-01T01:00:00Z", "aaaaaaa"),
+                             ("pymc", 4.0, "2026-12-02T01:00:00Z", "bbbbbbb"))]
+    fast_untrusted = {"backend": "pymc", "trusted": False, "ess_bulk_per_cpu_s": 0.5}
+    (tmp_path / "reference_medium.json").write_text(json.dumps([*ok, fast_untrusted]))
+    (row,) = hl.medium_row(tmp_path)
+    assert row.figure == "4.0 (pymc)"
+    assert "no commit" not in row.record and "bbbbbbb" in row.record
+    assert "2 of 3 records" in row.detail

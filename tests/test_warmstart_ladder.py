@@ -108,12 +108,12 @@ def test_a_paper_run_stopped_by_its_cap_still_writes_its_record(tmp_path, no_pro
 
 
 def test_an_option_is_dropped_with_its_value():
-    from bench_reference import _without
+    from rerun import without
 
     argv = ["paper", "--stop-after", "3", "--at=abc", "--out", "x.json", "--at", "HEAD"]
-    assert _without(argv, "--at") == ["paper", "--stop-after", "3", "--out", "x.json"]
-    assert _without(argv, "--stop-after") == ["paper", "--at=abc", "--out", "x.json",
-                                              "--at", "HEAD"]
+    assert without(argv, "--at") == ["paper", "--stop-after", "3", "--out", "x.json"]
+    assert without(argv, "--stop-after") == ["paper", "--at=abc", "--out", "x.json",
+                                             "--at", "HEAD"]
 
 
 def test_a_run_at_a_commit_is_recorded_as_that_commits(tmp_path, no_probe):

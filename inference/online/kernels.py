@@ -4,8 +4,10 @@ Each kernel is a transcription of its readable specification (:mod:`.gbmm`,
 :mod:`.crowdbt`, :mod:`.wenglin`) with the same operations in the same order, so the two
 agree to rounding (tested to 1e-12 per update and on short prefixes). Differences that
 only concern speed: the shifted exponentials of a stage are computed once and shared by
-steps 1 and 3 of OnlineGBMM (the specification recomputes the same numbers), and scratch
-arrays are allocated once per call.
+steps 1 and 3 of OnlineGBMM (the specification recomputes the same numbers), the loops of
+a stage are fused where one loop's results feed the next one's sums (the same operations
+in the same order, so bit-identical to the unfused loops), and scratch arrays are
+allocated once per call.
 
 Common arguments: ``seq`` (int64) are the column indices of ``order`` to process, in that
 order, from ``seq[start]`` to ``seq[stop-1]``; ``counts`` (int64, 5) are the guard counters
@@ -154,15 +156,20 @@ def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tayl
                 e[t] = math.exp(mu_c[t] - top)
                 psi += e[t]
             inv_psi = 1.0 / psi
+            sp = 0.0
             for t in range(m):
                 p[t] = e[t] * inv_psi
-            # step 1: R_t ~ E[softmax], appendix 1.1.2, then the kappa2 guard
+                sp += s2_c[t] * p[t]
+            # step 1: R_t ~ E[softmax], appendix 1.1.2, then the kappa2 guard (fused with
+            # step 1 in the default expansion: one loop less per stage)
+            floored, Z = False, 0.0
             if taylor == 0:
-                sp = 0.0
-                for j in range(m):
-                    sp += s2_c[j] * p[j]
                 for t in range(m):
-                    R[t] = p[t] - 0.5 * sp * p[t] + 0.5 * s2_c[t] * p[t]
+                    Rt = p[t] - 0.5 * sp * p[t] + 0.5 * s2_c[t] * p[t]
+                    floored = floored or Rt < kappa2
+                    Rt = max(Rt, kappa2)
+                    R[t] = Rt
+                    Z += Rt
             elif taylor == 1:
                 for t in range(m):
                     cross = 0.0
@@ -178,24 +185,24 @@ def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tayl
                 _quad_moments(mu_c, s2_c, m, QA, QB, QC, qidx, qz, qlam)
                 for t in range(m):
                     R[t] = QA[t]
-            floored, Z = False, 0.0
-            for t in range(m):
-                floored = floored or R[t] < kappa2
-                R[t] = max(R[t], kappa2)
-                Z += R[t]
+            if taylor != 0:
+                for t in range(m):
+                    floored = floored or R[t] < kappa2
+                    R[t] = max(R[t], kappa2)
+                    Z += R[t]
             if floored:
                 counts[_KAPPA2] += 1
             inv_Z = 1.0 / Z
-            for t in range(m):
-                R[t] = R[t] * inv_Z
             # step 2: Eq. (9a), (9b), (10)
             S = Ra = 0.0
             for v in range(m):
+                R[v] = R[v] * inv_Z
                 S += a[v]
                 Ra += R[v] * a[v]
             Rbar = Ra / S
             d1 = 1.0 / (Rbar * (S + 1.0) * S)
             d2 = 1.0 / (Rbar * (S + 2.0) * (S + 1.0) * S)
+            Psi = 0.0                            # step 3's normaliser, summed here
             for t in range(m):
                 E1 = a[t] * (Ra + R[t]) * d1
                 E2 = a[t] * (a[t] + 1.0) * (Ra + 2.0 * R[t]) * d2
@@ -206,11 +213,9 @@ def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tayl
                 if val != raw:
                     counts[_A] += 1
                 a_new[t] = val
+                Psi += (a[t] if score_prior else val) * e[t]
             # step 3: Eq. (11), (12) with the updated (default) or the prior alpha
             ak = a if score_prior else a_new
-            Psi = 0.0
-            for t in range(m):
-                Psi += ak[t] * e[t]
             u = 1.0 / Psi
             if taylor == 3:                      # quadrature: Z = Σ a_t A_t
                 Zq = 0.0
@@ -227,7 +232,7 @@ def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tayl
                     mnew = mu_c[t] + math.sqrt(s2_c[t]) * G
                     factor = 1.0 + H - G * G
                 else:
-                    mnew = mu_c[t] + s2_c[t] * (ae * u - e[t] * inv_psi)
+                    mnew = mu_c[t] + s2_c[t] * (ae * u - p[t])
                     factor = 1.0 + s2_c[t] * (ae * (Psi - ae) * u * u
                                               - e[t] * (psi - e[t]) * inv_psi * inv_psi)
                 if factor < kappa:

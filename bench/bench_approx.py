@@ -146,7 +146,7 @@ def render_section(r: dict) -> str:
 def render(path: Path, out: Path) -> str:
     """Write the section of docs/fidelity.md from ``approx.json`` (replacing the old one)."""
     sys.path.insert(0, str(ROOT / "bench"))     # when imported by bench/tools/render_results.py
-    from bench_fidelity import render_block
+    from fidelity_pages import render_block
 
     return render_block(path, out, render_section, START, END)
 

@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_approx_study as study
 import bench_fidelity as fid
-from bench_fidelity import write_block
+from fidelity_pages import write_block
 
 RESULTS = ROOT / "bench" / "results" / "approx_diagnose.json"
 SUBJECTS = ("medium-expert", "medium-amateur", "medium-spammer", "medium-malicious")

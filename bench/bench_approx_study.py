@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_fidelity as fid
 import numpy as np
+from fidelity_pages import write_block
 
 RESULTS = ROOT / "bench" / "results" / "approx_study.json"
 SUBJECTS = ("default-couple", "default-crowdbt", "medium-expert", "medium-amateur",
@@ -629,7 +630,7 @@ def render(path: Path = RESULTS, out: Path = ROOT / "docs" / "fidelity.md",
             if "reference" in subj and _done(subj):
                 frontier_figure(subj, FIGURES / f"approx_frontier_{subj['name']}.png")
     section = render_section(rec)
-    fid.write_block(out, START, END, section)
+    write_block(out, START, END, section)
     return section
 
 

@@ -38,7 +38,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
-from stamp import commit as _commit  # HEAD, +dirty when the tree differs
+from stamp import stamp
 
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -164,8 +164,8 @@ def run(subjects, methods, cache: Path, path: Path, argv, references: bool = Fal
     def log(msg):
         print(f"[{time.strftime('%H:%M:%S', time.gmtime())}] {msg}", flush=True)
 
-    when = {"date": fid.env()["date"], "commit": _commit(),
-            "command": "python bench/bench_approx_diagnose.py " + " ".join(argv)}
+    when = {k: v for k, v in stamp([__file__, *argv], speed=False).items()
+            if k in ("date", "commit", "command")}
     rec = {"bench": "approx_diagnose", **when,
            "load_before": [round(x, 2) for x in os.getloadavg()], "env": fid.env(),
            "box": {"abs_z": study.Z_BOX, "sd_ratio": list(study.SD_BOX)}, "subjects": []}

@@ -38,6 +38,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
+from stamp import commit, stamp
 
 RESULTS = ROOT / "bench" / "results" / "approx_paper.json"
 PRIOR = {"a0": 10, "a": 6}
@@ -124,11 +126,10 @@ def run(labels: list[str], budget: float, khat_budget: float, memory_gb: float,
     """Each method of ``labels`` in turn (module docstring); none starts after
     ``start_by`` (UTC HH:MM): those are recorded as not run. ``append`` keeps the rows of
     the record at ``path`` (each row has its own date and commit) and adds these."""
-    import bench_approx_study as study
 
     old = json.loads(path.read_text()) if append and path.is_file() else None
-    rec = {"bench": "approx_paper", "date": _now(), "commit": study._commit(),
-           "command": "python bench/bench_approx_paper.py " + " ".join(argv),
+    when = stamp([__file__, *argv], speed=False)
+    rec = {"bench": "approx_paper", **{k: when[k] for k in ("date", "commit", "command")},
            "machine": {"cpus": os.cpu_count(), "memory_limit_gb": memory_gb},
            "model": "couple", "data": "simulate_paper_scale('couple', setting='amateur', "
            "seed=0)", "prior": f"geometric:a0={PRIOR['a0']},a={PRIOR['a']}",
@@ -185,7 +186,7 @@ def run(labels: list[str], budget: float, khat_budget: float, memory_gb: float,
             row["status"] = f"did not fit: the fit took {row['fit_wall_s']} s > {budget:.0f} s"
         row.update(process_wall_s=round(wall, 1), load_1min_before=load0,
                    load_1min_after=round(os.getloadavg()[0], 2), date=_now(),
-                   commit=study._commit())
+                   commit=commit())
         rec["methods"].append(row)
         print(f"  {json.dumps(row)[:400]}", flush=True)
         path.write_text(json.dumps(rec, indent=1))

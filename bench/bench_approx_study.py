@@ -44,7 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
-from stamp import commit as _commit  # HEAD, +dirty when the tree differs
+from stamp import stamp
 
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -327,8 +327,8 @@ def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: li
     def late() -> bool:
         return stop is not None and datetime.now(UTC) >= stop
 
-    rec = {"bench": "approx_study", "date": fid.env()["date"], "commit": _commit(),
-           "command": "python bench/bench_approx_study.py " + " ".join(argv),
+    when = stamp([__file__, *argv], speed=False)
+    rec = {"bench": "approx_study", **{k: when[k] for k in ("date", "commit", "command")},
            "stop_at_utc": stop_at, "load_before": [round(x, 2) for x in os.getloadavg()],
            "env": fid.env(), "box": {"abs_z": Z_BOX, "sd_ratio": list(SD_BOX),
                                      "on": ["centred", "eta1"]},

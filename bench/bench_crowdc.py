@@ -20,13 +20,12 @@ import resource
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
-from stamp import commit, cpu_model
+from stamp import stamp
 
 
 def _cpu() -> float:
@@ -45,6 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "crowdc.json"))
     args = ap.parse_args(argv)
+    when = stamp([__file__, *(sys.argv[1:] if argv is None else argv)])
 
     from crowdrank.validation.studies.replicate_crowdc import parse_settings, run_experiment
 
@@ -60,11 +60,8 @@ def main(argv=None) -> int:
            "seconds_total": wall, "cpu_seconds_total": _cpu() - c0,
            "cpu_seconds_tasks": s["cpu_seconds_tasks"], "goal_seconds": 600.0,
            "load_average_before": list(load0), "load_average_after": list(os.getloadavg()),
-           "command": "nice .venv/bin/python bench/bench_crowdc.py --settings "
-                      f"{args.settings} --processes {args.processes}",
-           "machine": platform.machine(), "cpus": os.cpu_count(), "cpu": cpu_model(),
-           "load_average": load0[0], "python": platform.python_version(),
-           "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": commit()}
+           "machine": platform.machine(), "load_average": load0[0],
+           "python": platform.python_version(), "nice": os.nice(0), **when}
     Path(args.out).write_text(json.dumps(rec, indent=1) + "\n")
     cl = s["claim"]
     print(f"{len(s['rows'])} settings in {wall:.0f} s wall, {rec['cpu_seconds_total']:.0f} s "

@@ -18,12 +18,14 @@ import os
 import platform
 import sys
 import time
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
+from stamp import stamp
+
 DATASETS = ("babyface", "readlevel", "preflib-dots", "preflib-puzzle")
 
 
@@ -42,6 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "peers.json"))
     args = ap.parse_args(argv)
+    when = stamp([__file__, *(sys.argv[1:] if argv is None else argv)])
 
     from threadpoolctl import threadpool_limits
 
@@ -73,10 +76,8 @@ def main(argv=None) -> int:
                                                  "numpy", "scipy", "pandas")},
            "crowdkit_missing": _version("crowd-kit") is None,
            "seconds_total": time.perf_counter() - t_all,
-           "command": "nice .venv/bin/python bench/bench_peers.py",
-           "machine": platform.machine(), "cpus": os.cpu_count(),
-           "load_average": os.getloadavg()[0], "python": platform.python_version(),
-           "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+           "machine": platform.machine(), "load_average": os.getloadavg()[0],
+           "python": platform.python_version(), "nice": os.nice(0), **when}
     Path(args.out).write_text(json.dumps(rec, indent=1) + "\n")
     print(f"wrote {args.out} ({rec['seconds_total']:.0f} s)")
     return 0

@@ -32,8 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
-from speed import speed_probe
-from stamp import commit, cpu_model
+from stamp import stamp
 
 TARGET_REPLICATES = 200
 #: The study's data sizes (``SbcConfig`` fields): 10 items, 4 workers x 25 tasks.
@@ -50,7 +49,9 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
     from crowdrank.validation.pipelines.sbc import SbcConfig, run_sbc
 
     setting = {**DEFAULT_SETTING, **(setting or {})}
-    speed = speed_probe()        # the machine's speed on the day, before the study loads it
+    # date, commit, command, CPU, libraries, and the machine's speed on the day, before the
+    # study loads it
+    when = stamp()
     load0 = os.getloadavg()
     # replicates already cached by an earlier run: this run's wall time does not cover them
     before = _cached_replicates(out)
@@ -84,9 +85,7 @@ def bench_one(model: str, backend: str, budget_s: float, batch: int, out: Path,
         "budget_s": budget_s, "wall_s": round(wall, 1), "processes": processes,
         "sbc_batch": summary["timing"].get("batch"), "nice": os.nice(0),
         "lane_groups": lane_groups, "warmup_depth": warmup_depth,
-        "command": " ".join(sys.argv), "cache_dir": str(out),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit(),
-        "cpu": cpu_model(), "speed": speed, "cpu_s_total_measured": round(cpu, 1),
+        "cache_dir": str(out), **when, "cpu_s_total_measured": round(cpu, 1),
         "replicates_cached_before_this_run": before,
         "measured_200_replicates_wall_s": round(wall, 1) if reached and whole else None,
         "meets_30_min_target_measured": (bool(wall <= TARGET_S) if reached and whole

@@ -58,7 +58,7 @@ def medium_reference_section(path: Path = RESULTS / "reference_medium.json") -> 
     return out + [""] + MEDIUM_NOTES + [""]
 
 
-#: What the configurations above showed (measured 2026-12-01; see the JSON's diagnosis).
+#: What the configurations above showed (measured 2026-12-01 and 2026-12-04; see the JSON's diagnosis).
 MEDIUM_NOTES = [
     "What failed, and why:",
     "",
@@ -74,9 +74,13 @@ MEDIUM_NOTES = [
      "two entries are sampled through the Marsaglia–Tsang boost (`log g = log u − e/α`, "
      "`α = 0.008`) although the data pin them. NumPyro: tail ESS 131 with 4 × 1,500 "
      "draws on that worker, every other worker above 2,000. PyMC, with the same "
-     "coordinates, boost mask, prior and starts, mixes that worker (it is not among its "
-     "worst), so the shortfall is NumPyro's windowed adaptation on that geometry, not the "
-     "parametrisation alone."),
+     "coordinates, boost mask, prior and starts, is slow on the same worker: its worst "
+     "parameters are worker 23's `η` in every run of 2026-12-04 (bulk ESS 283–895 over "
+     "seeds 0–2 at 4 × (500 + 2,000), trusted on one seed of three), and its trusted run "
+     "of 2026-12-01 (ESS 1,128, worker 23 second-worst) does not repeat in today's "
+     "environment even with that day's code (docs/notes.md, \"The medium-scale PyMC "
+     "reference\"). The shortfall is that worker's geometry in both back-ends, not "
+     "NumPyro's adaptation alone."),
     ("- **Spammers: chains that disagree on one worker's first two stages** (chain means "
      "0.37 vs 0.48 on `η_27^2`): a ridge between stages 1 and 2 that more draws alone did "
      "not cure (4 × 1,000 draws after 500 warm-up was worse than 4 × 600 after 400)."),

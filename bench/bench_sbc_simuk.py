@@ -19,11 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "tools"))
+from stamp import stamp
 
 
 def _verdict(rec: dict) -> dict:
@@ -83,12 +86,8 @@ def main() -> int:
     alpha = np.tile([10 / 6, 10 / 36], (n_workers, 1))
     args = {"items": order, "workers": np.asarray(sub.worker, np.int32), "n_items": n_items,
             "alpha": alpha, "rankings": order}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            check=False,
-                            text=True).stdout.strip()
     rec = {"what": "simuk 0.3.0 SBC of crowdbt_model (NumPyro array model)",
-           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit,
-           "command": " ".join(sys.argv), "nice": os.nice(0),
+           **stamp(speed=False), "nice": os.nice(0),
            "loadavg_before": [round(x, 2) for x in os.getloadavg()],
            "kmax": a.kmax, "seed": a.seed, "chunk": a.chunk,
            "task_lengths_count": np.bincount((order >= 0).sum(axis=1)).tolist(),

@@ -130,3 +130,30 @@ def test_speed_line_compares_this_machine_with_the_online_record(verify, records
     (records / "online.json").write_text(json.dumps(rec))
     line = verify.speed_line({"python_s": 1.0}, records)
     assert "the online record's: 0.5 s (this machine is 0.50× as fast on it)" in line
+
+
+def test_the_run_record_is_stamped_like_every_benchmark_record(verify, records, tmp_path,
+                                                               monkeypatch):
+    """``--out``: the run's record carries ``stamp()``'s fields (date, commit, the command as
+    typed, CPU, library versions) beside its rows. The measurements and the speed probe
+    are replaced here; the stamp is the real one."""
+    import subprocess
+    import types
+
+    real = verify.by_path
+    monkeypatch.setattr(verify, "by_path", lambda name: types.SimpleNamespace(
+        speed_probe=lambda: {"python_s": 1.0}) if name == "speed" else real(name))
+    rows = [{"name": "online_kernel", "what": "COUPLE kernel", "recorded": 4e6,
+             "measured": 3e6, "unit": "rankings/s", "band": "×0.5–×2", "status": "in band",
+             "why": "planted"}]
+    monkeypatch.setattr(verify, "verify", lambda path, only=None: (rows, 0))
+    out = tmp_path / "verify.json"
+    args = ["--only", "online_kernel", "--results", str(records), "--out", str(out)]
+    assert verify.main(args) == 0
+    rec = json.loads(out.read_text())
+    assert rec["command"] == "python bench/tools/verify.py " + " ".join(args)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert rec["commit"].split("+")[0] == head
+    assert rec["packages"]["numpy"] and rec["cpu"] and rec["rows"] == rows
+    assert rec["speed"] == {"python_s": 1.0}

@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -310,14 +309,12 @@ def main(argv=None) -> int:
     print(("FAILED: a figure left its band" if rc else "all measured rows in band")
           + f" (load {load:.1f} at the start, {time.perf_counter() - t0:.0f} s)")
     if args.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                capture_output=True, text=True, check=False).stdout.strip()
+        when = by_path("stamp").stamp([__file__, *(sys.argv[1:] if argv is None else argv)],
+                                      speed=False)
         Path(args.out).write_text(json.dumps({
-            "bench": "verify", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "commit": commit or None, "command": "python bench/tools/verify.py "
-            + " ".join(sys.argv[1:] if argv is None else argv),
-            "load_avg_1m": round(load, 2), "machine": platform.machine(),
-            "cpus": os.cpu_count(), "speed": speed, "rows": results}, indent=1) + "\n")
+            "bench": "verify", **when, "load_avg_1m": round(load, 2),
+            "machine": platform.machine(), "speed": speed, "rows": results},
+            indent=1) + "\n")
     return rc
 
 

@@ -384,3 +384,23 @@ def test_contract_parser_sees_the_calls(name):
     assert _contract_params(name if name not in ("compare", "run_grid") else
                             {"compare": "crowdrank.validation.compare.compare",
                              "run_grid": "crowdrank.validation.runtime.grid.run_grid"}[name])[0]
+
+
+def test_guide_peers_table_is_its_record():
+    """docs/guide.md's table of the peers (accuracy / Spearman ρ per data set) says what
+    ``bench/results/peers.json`` holds, to its three decimals: a record re-run with other
+    figures, or a cell typed wrong, fails. Every method of the record has its row."""
+    rec = json.loads((ROOT / "bench" / "results" / "peers.json").read_text())
+    cols = {"babyface": "BabyFace", "readlevel": "read-level", "preflib-dots": "PrefLib dots",
+            "preflib-puzzle": "PrefLib puzzle"}
+    text = (DOCS / "guide.md").read_text(encoding="utf-8")
+    head = "| method | " + " | ".join(cols[s["dataset"]] for s in rec["sets"]) + " |"
+    assert head in text, "the peers table's header (its data sets) differs from the record"
+    table = text[text.index(head):].split("\n\n", 1)[0].splitlines()[2:]
+    rows = {ln.split(" | ")[0].removeprefix("| "): ln for ln in table}
+    labels = [r["label"] for r in rec["sets"][0]["rows"]]
+    assert list(rows) == labels
+    for lab in labels:
+        cells = [f"{r['accuracy']:.3f} / {r['spearman']:.3f}" for s in rec["sets"]
+                 for r in s["rows"] if r["label"] == lab]
+        assert rows[lab] == f"| {lab} | " + " | ".join(cells) + " |", lab

@@ -404,3 +404,23 @@ def test_guide_peers_table_is_its_record():
         cells = [f"{r['accuracy']:.3f} / {r['spearman']:.3f}" for s in rec["sets"]
                  for r in s["rows"] if r["label"] == lab]
         assert rows[lab] == f"| {lab} | " + " | ".join(cells) + " |", lab
+
+
+def test_replication_cost_table_is_its_record():
+    """docs/replication.md's table of cost ratios (Fig. 8 / Table 2) says what
+    ``bench/results/replicate_cost.json`` holds, to two decimals: CPU of the whole pass and
+    the update loop's best wall time on BabyFace, CPU of the pass at paper scale."""
+    cost = json.loads((ROOT / "bench" / "results" / "replicate_cost.json").read_text())
+    cost = cost["summary"]["cost"]
+    text = (DOCS / "replication.md").read_text(encoding="utf-8")
+
+    def row(label, data, suffix, bold=False):
+        r = cost[data]["ratio_to_pl"]
+        cells = [f"{r[m + ':pl' + suffix]:.2f}" for m in ("couple", "crowdbt", "bt")]
+        cells[0] = f"**{cells[0]}**" if bold else cells[0]
+        return f"| {label} | " + " | ".join(cells) + " |"
+
+    cpu = " (cpu, whole pass)"
+    assert row("BabyFace ×5, CPU of the pass", "babyface", cpu, bold=True) in text
+    assert row("BabyFace ×5, update loop (best wall)", "babyface", "") in text
+    assert row("amateur, 450k, CPU of the pass", "synthetic", cpu) in text

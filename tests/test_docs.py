@@ -424,3 +424,45 @@ def test_replication_cost_table_is_its_record():
     assert row("BabyFace ×5, CPU of the pass", "babyface", cpu, bold=True) in text
     assert row("BabyFace ×5, update loop (best wall)", "babyface", "") in text
     assert row("amateur, 450k, CPU of the pass", "synthetic", cpu) in text
+
+
+def test_guide_preflib_difficulty_table_is_its_record():
+    """docs/guide.md's table of the PrefLib difficulty levels (share of pairs in the true
+    order, the contextual BT gap with its sd, choix's BT gap on the level alone) says what
+    ``pair_models.json``'s ``preflib_covariates`` hold, as rounded there."""
+    rec = json.loads((ROOT / "bench" / "results" / "pair_models.json").read_text())
+    text = (DOCS / "guide.md").read_text(encoding="utf-8")
+    n = 0
+    for ds in ("preflib-dots-pairs", "preflib-puzzle-pairs"):
+        for step, v in rec["preflib_covariates"][ds]["per_difficulty"].items():
+            cells = (f"| {v['category']} ({step}) | {v['share_in_true_order']:.3f} | "
+                     f"{v['contextual_gap_p1_p4']:.2f} ({v['contextual_gap_sd']:.2f}) | "
+                     f"{v['choix_bt_gap_p1_p4']:.2f} | ")
+            assert cells in text, cells
+            n += 1
+    assert n == 8
+
+
+def test_guide_pair_audit_times_are_their_record():
+    """docs/guide.md's table of the pair models' audits gives each command's wall and CPU
+    seconds as ``pair_audit.json`` holds them (rounded to the second)."""
+    rec = json.loads((ROOT / "bench" / "results" / "pair_audit.json").read_text())
+    text = (DOCS / "guide.md").read_text(encoding="utf-8")
+    labels = {"crowdbt-bias": "crowdbt-bias (β ~ N(0, 1.5²))",
+              "crowdbt-domain": "crowdbt-domain (3 categories)",
+              "contextual-bt": "contextual-bt (1 covariate)"}
+    for name, r in rec["runs"].items():
+        cells = f"| {labels[name]} | {r['wall_s']:.0f} / {r['cpu_s']:.0f} | "
+        assert cells in text, cells
+
+
+def test_replication_dask_table_is_its_record():
+    """docs/replication.md's Dask-overhead table and its best-against-best figure say what
+    ``replicate_dask.json`` holds."""
+    rec = json.loads((ROOT / "bench" / "results" / "replicate_dask.json").read_text())
+    text = (DOCS / "replication.md").read_text(encoding="utf-8")
+    for i, r in enumerate(rec["runs"], 1):
+        row = (f"| {i} | {r['pool_seconds']:.2f} s | {r['dask_seconds']:.2f} s | "
+               f"{r['overhead']:+.1%} | {'yes' if r['identical_results'] else 'no'} |")
+        assert row.replace("%", " %") in text, row
+    assert f"Best against best: {rec['overhead_best']:+.1%}".replace("%", " %") in text

@@ -264,3 +264,45 @@ def test_gbmm_strict_variance_failure_names_its_stage():
                              alpha, 0, True, 0.0, 1e-4, True, counts, err)
     assert rc == 0 and err.tolist() == [0, CODES["sigma2"], 1]
     np.testing.assert_array_equal(s2, [10.0, 10.0])
+
+
+def _gbmm_both(mu, s2, a, taylor):
+    """One ranking ``0 > 1 > … > k−1`` through the specification (``ranking_update``) and
+    the numba kernel (non-strict, κ = κ₂ = 1e-4): their ``(μ, σ², α)`` and clamp counts."""
+    from crowdrank.inference.online.gbmm import ranking_update
+
+    mu, s2, a = (np.array(x, float) for x in (mu, s2, a))
+    k = len(mu)
+    m1, v1, a1, c1 = mu.copy(), s2.copy(), a.copy(), _zero()
+    ranking_update(m1, v1, a1, list(range(k)), taylor=taylor, counts=c1)
+    m2, v2, a2 = mu.copy(), s2.copy(), a[None, :].copy()
+    counts, err = np.zeros(5, np.int64), np.zeros(3, np.int64)
+    rc = kernels.gbmm_kernel(np.arange(k, dtype=np.int64)[:, None], np.array([k], np.int64),
+                             np.zeros(1, np.int64), np.zeros(1, np.int64), 0, 1, m2, v2, a2,
+                             kernels.TAYLOR_CODES[taylor], False, 1e-4, 1e-4, False, counts,
+                             err)
+    assert rc == -1
+    return (m1, v1, a1, c1), (m2, v2, a2[0], dict(zip(CLAMP_KEYS, counts.tolist())))
+
+
+def test_gbmm_counts_each_non_finite_mean_once():
+    """An item of infinite variance gets a non-finite new mean: outside strict mode the old
+    mean is kept and counted once per item and stage, as the specification counts it."""
+    (m1, v1, a1, c1), (m2, v2, a2, c2) = _gbmm_both([0.3, -0.2], [np.inf, 1.0], [5.0, 2.0],
+                                                    "paper")
+    assert c1["mu"] == 1 and c2 == c1
+    for got, want in ((m2, m1), (v2, v1), (a2, a1)):
+        np.testing.assert_array_equal(got, want)
+    assert m2[0] == 0.3
+
+
+def test_gbmm_quadrature_floors_a_probability_just_under_kappa2():
+    """The quadrature stage's expected softmax of a candidate far behind the others lies
+    between κ₂/2 and κ₂ (e^−9 / 2 ≈ 6e-5): it is floored to κ₂ and counted, as the
+    specification does. The quadrature's weights are the Gauss–Hermite weights as they
+    are, not a multiple: R is floored before it is normalised."""
+    (m1, v1, a1, c1), (m2, v2, a2, c2) = _gbmm_both([0.0, 0.0, -9.0], [1e-4, 1e-4, 1e-4],
+                                                    [5.0, 2.0, 1.0], "quadrature")
+    assert c1["kappa2"] == 1 and c2 == c1
+    for got, want in ((m2, m1), (v2, v1), (a2, a1)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

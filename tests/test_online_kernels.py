@@ -90,7 +90,8 @@ def test_crowdbt_kernel_equals_spec():
         c1 = crowdbt_pass_python(pairs, wk, seq, m1, v1, a1)
         counts, err = np.zeros(5, np.int64), np.zeros(3, np.int64)
         rc = kernels.crowdbt_kernel(pairs, wk, np.asarray(seq, np.int64), 0, len(seq), m2, v2,
-                                    a2, 1e-4, 1e-4, False, counts, err)
+                                    a2, 1e-4, 1e-4, False, counts, err,
+                                    kernels.TAYLOR_CODES["paper"])
         assert rc == -1
         for x, y in ((m2, m1), (v2, v1), (a2, a1)):
             np.testing.assert_allclose(x, y, rtol=RTOL, atol=ATOL)

@@ -90,12 +90,17 @@ GAMMA_CODES = {"sigma/c": 0, "1/k": 1}               # anything else: a constant
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _positive(new, old, counts, strict):
-    """The guard of :func:`crowdrank.inference.online.guards.guard_positive`; returns (value, fail)."""
+def _positive(new, old, counts, key, strict):
+    """The guard of :func:`crowdrank.inference.online.guards.guard_positive`: ``new`` when
+    finite and ``>= FLOOR``; otherwise a strict-mode failure (non-finite or ``<= 0``), or
+    the old value (non-finite) or ``FLOOR``, counted in ``counts[key]`` as the
+    specification counts it (also when the old value equals the non-finite new one).
+    Returns ``(value, fail)``."""
     if math.isfinite(new) and new >= FLOOR:
         return new, False
     if strict and (not math.isfinite(new) or new <= 0.0):
         return new, True
+    counts[key] += 1
     if not math.isfinite(new):
         return old, False
     return FLOOR, False
@@ -207,11 +212,9 @@ def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tayl
                 E1 = a[t] * (Ra + R[t]) * d1
                 E2 = a[t] * (a[t] + 1.0) * (Ra + 2.0 * R[t]) * d2
                 raw = (E1 - E2) * E1 / (E2 - E1 * E1)
-                val, fail = _positive(raw, a[t], counts, strict)
+                val, fail = _positive(raw, a[t], counts, _A, strict)
                 if fail:
                     return _fail(err, pos, 1, s + 1)
-                if val != raw:
-                    counts[_A] += 1
                 a_new[t] = val
                 Psi += (a[t] if score_prior else val) * e[t]
             # step 3: Eq. (11), (12) with the updated (default) or the prior alpha
@@ -243,11 +246,9 @@ def gbmm_units(order, lengths, worker, seq, start, stop, mu, sigma2, alpha, tayl
                         return _fail(err, pos, 3, s + 1)
                     counts[_MU] += 1
                     mnew = mu_c[t]
-                val, fail = _positive(snew, s2_c[t], counts, strict)
+                val, fail = _positive(snew, s2_c[t], counts, _S2, strict)
                 if fail:
                     return _fail(err, pos, 2, s + 1)
-                if val != snew:
-                    counts[_S2] += 1
                 mu[cand[t]] = mnew
                 sigma2[cand[t]] = val
             for t in range(m):
@@ -284,7 +285,7 @@ def _sigmoid(x):
 
 @njit(cache=True, error_model="numpy")
 def crowdbt_kernel(pairs, worker, seq, start, stop, mu, sigma2, ab, kappa, kappa2, strict,
-                   counts, err, taylor=0):
+                   counts, err, taylor):
     """CrowdBT online [Chen13] over rank-broken pairs ``pairs[:, n] = (w, l)``;
     ``taylor`` 0 is Chen et al.'s expansion, 3 the quadrature of :mod:`.crowdbt`."""
     S0 = S1 = S2 = 0.0
@@ -333,14 +334,13 @@ def crowdbt_kernel(pairs, worker, seq, start, stop, mu, sigma2, ab, kappa, kappa
             c * (a + b + 2) * (a + b + 1) * (a + b))
         raw_a = (E1 - E2) * E1 / (E2 - E1 * E1)
         raw_b = (E1 - E2) * (1 - E1) / (E2 - E1 * E1)
-        a_new, fa = _positive(raw_a, a, counts, strict)
-        b_new, fb = _positive(raw_b, b, counts, strict)
+        a_new, fa = _positive(raw_a, a, counts, _A, strict)
+        b_new, fb = _positive(raw_b, b, counts, _A, strict)
         if fa or fb:
             err[0] = pos
             err[1] = 1
             err[2] = 1
             return pos
-        counts[_A] += int(a_new != raw_a) + int(b_new != raw_b)
         if taylor == 3:                          # the tilted Gaussian's moments
             abar = a / (a + b)
             bbar = b / (a + b)
@@ -376,14 +376,13 @@ def crowdbt_kernel(pairs, worker, seq, start, stop, mu, sigma2, ab, kappa, kappa
             if not math.isfinite(ml):
                 counts[_MU] += 1
                 ml = mu_l
-        sw2, f1 = _positive(sw, s2_w, counts, strict)
-        sl2, f2 = _positive(sl, s2_l, counts, strict)
+        sw2, f1 = _positive(sw, s2_w, counts, _S2, strict)
+        sl2, f2 = _positive(sl, s2_l, counts, _S2, strict)
         if f1 or f2:
             err[0] = pos
             err[1] = 2
             err[2] = 1
             return pos
-        counts[_S2] += int(sw2 != sw) + int(sl2 != sl)
         mu[i] = mw
         mu[j] = ml
         sigma2[i] = sw2
@@ -414,13 +413,11 @@ def _write_back(pos, k, cand, mu, sigma2, mu_new, s2_new, s2, strict, counts, er
                 return True
             counts[_MU] += 1
             mnew = mu[cand[i]]
-        val, fail = _positive(s2_new[i], s2[i], counts, strict)
+        val, fail = _positive(s2_new[i], s2[i], counts, _S2, strict)
         if fail:
             err[0] = pos
             err[1] = 2
             return True
-        if val != s2_new[i]:
-            counts[_S2] += 1
         mu[cand[i]] = mnew
         sigma2[cand[i]] = val
     return False

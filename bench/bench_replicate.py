@@ -68,10 +68,9 @@ def cpu_seconds() -> float:
 
 
 def _provenance() -> dict:
-    """The record's ``commit`` (``+dirty`` when the tree differs) and ``command`` as typed
-    (:func:`stamp.stamp`)."""
-    s = stamp()
-    return {"commit": s["commit"], "command": s["command"]}
+    """The record's date, ``commit`` (``+dirty`` when the tree differs), ``command`` as
+    typed, CPU and library versions (:func:`stamp.stamp`, without the speed probe)."""
+    return stamp(speed=False)
 
 
 def write(name: str, obj: dict) -> Path:
@@ -138,7 +137,8 @@ def run_gap(args) -> dict:
         nsc = dict(zip(("n_items", "n_workers", "tasks_per_worker", "kmax"),
                        (int(x) for x in args.nuts_scale.split(","))))
     obj = {"benchmark": "replicate-fig7-gap", "repeats": args.repeats_gap, "nuts_scale": nsc,
-           "processes": args.processes, "machine_before": env(), "simulators": {}}
+           "processes": args.processes, "machine_before": env(), **_provenance(),
+           "simulators": {}}
     tag = f"fig7_gap_{args.tag}" if args.tag else "fig7_gap"
     for sim in args.simulators:
         out = Path(args.out) / f"fig7-gap-{sim}"

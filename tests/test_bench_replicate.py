@@ -44,4 +44,5 @@ def test_cached_grid_results_are_counted_and_never_timed(bench, tmp_path, name, 
     bench.run_one(name, args)
     rec = json.loads((tmp_path / "results" / f"replicate_{name}.json").read_text())
     assert rec["grid_tasks"] == {"from_cache": from_cache, "computed": 1}
+    assert rec["date"] and rec["commit"] and rec["command"] and rec["packages"]["numpy"]
     assert old.exists() == kept

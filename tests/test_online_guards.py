@@ -306,3 +306,23 @@ def test_gbmm_quadrature_floors_a_probability_just_under_kappa2():
     assert c1["kappa2"] == 1 and c2 == c1
     for got, want in ((m2, m1), (v2, v1), (a2, a1)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_strict_crowdbt_variance_failure_names_the_pair_it_stopped_at():
+    """CrowdBT's strict σ² failure reports the position in ``seq`` of the pair it stopped
+    at, with the σ² code and stage 1, and writes nothing of that pair. Under κ = 0, equal
+    scores, a worker with accuracy prior (10, 1) and σ² = 10, the variance factor
+    1 + σ²(ab/Ψ² − 1/ψ²) is negative, so the new σ² is 0; the pair before it (another
+    worker, (6, 4): factor 0.999) goes through."""
+    from crowdrank.inference.online.guards import CODES
+
+    pairs = np.array([[0, 2], [1, 3]], np.int64)           # column n: (winner, loser)
+    mu, s2 = np.zeros(4), np.array([10.0, 10.0, 0.1, 0.1])
+    ab = np.array([[10.0, 1.0], [6.0, 4.0]])
+    counts, err = np.zeros(5, np.int64), np.zeros(3, np.int64)
+    rc = kernels.crowdbt_kernel(pairs, np.array([0, 1], np.int64), np.array([1, 0], np.int64),
+                                0, 2, mu, s2, ab, 0.0, 1e-4, True, counts, err, 0)
+    assert rc == 1 and err.tolist() == [1, CODES["sigma2"], 1]
+    np.testing.assert_array_equal(s2[:2], [10.0, 10.0])
+    np.testing.assert_array_equal(ab[0], [10.0, 1.0])
+    assert mu[2] > 0 > mu[3] and s2[2] < 0.1

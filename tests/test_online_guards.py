@@ -326,3 +326,18 @@ def test_strict_crowdbt_variance_failure_names_the_pair_it_stopped_at():
     np.testing.assert_array_equal(s2[:2], [10.0, 10.0])
     np.testing.assert_array_equal(ab[0], [10.0, 1.0])
     assert mu[2] > 0 > mu[3] and s2[2] < 0.1
+
+
+def test_strict_crowdbt_mean_failure_names_the_pair_it_stopped_at():
+    """The same for a non-finite new mean: a loser at −∞ in the second pair of ``seq``
+    stops the pass at position 1 with the μ code; the first pair went through."""
+    from crowdrank.inference.online.guards import CODES
+
+    pairs = np.array([[0, 2], [1, 3]], np.int64)           # column n: (winner, loser)
+    mu, s2 = np.array([0.0, -np.inf, 0.0, 0.0]), np.ones(4)
+    ab = np.array([[5.0, 2.0], [6.0, 4.0]])
+    counts, err = np.zeros(5, np.int64), np.zeros(3, np.int64)
+    rc = kernels.crowdbt_kernel(pairs, np.array([0, 1], np.int64), np.array([1, 0], np.int64),
+                                0, 2, mu, s2, ab, 1e-4, 1e-4, True, counts, err, 0)
+    assert rc == 1 and err.tolist() == [1, CODES["mu"], 1]
+    assert mu[0] == 0.0 and mu[1] == -np.inf and mu[2] > 0 > mu[3]

@@ -27,6 +27,21 @@ from fidelity_core import (
 DIAGNOSE_VARIANTS = ("one-pass", "ep5 damping=0", "ep10 taylor=quadrature,score_alpha=prior")
 
 
+def _with_reference(names, cache: Path):
+    """``(name, model, data, worker priors, NUTS draws)`` of each subject among ``names``
+    whose reference is in ``cache`` (``bench_fidelity.py reference``); the others are
+    skipped."""
+    from crowdrank.inference.nuts import read_nuts
+    from crowdrank.models.registry import get as get_model
+
+    for name in names:
+        if not (cache / name / "posterior.nc").is_file():
+            continue
+        load, model, _ = subjects()[name]
+        d, pri = load()
+        yield name, model, d, get_model(model).worker_priors(pri, d), read_nuts(cache / name)
+
+
 def diagnose(names, cache: Path, labels=DIAGNOSE_VARIANTS) -> None:
     """Where the error is (``bench/results/fidelity_diagnosis.json``): per subject and
     variant, the centred means' scale against NUTS (least-squares slope of the
@@ -36,18 +51,11 @@ def diagnose(names, cache: Path, labels=DIAGNOSE_VARIANTS) -> None:
     furthest off (NUTS mean/sd, the approximation's, z, rankings of the worker)."""
     from scipy import stats
 
-    from crowdrank.inference.nuts import read_nuts
-    from crowdrank.models.registry import get as get_model
     from crowdrank.validation.pipelines.audit import fit_variant
 
     out = {"bench": "fidelity_diagnosis", "subjects": [], **env()}
-    for name in names:
-        if not (cache / name / "posterior.nc").is_file():
-            continue
-        load, model, _ = subjects()[name]
-        d, pri = load()
-        pri = get_model(model).worker_priors(pri, d)
-        ref = Reference(read_nuts(cache / name))
+    for name, model, d, pri, idata in _with_reference(names, cache):
+        ref = Reference(idata)
         cen = ref.centred[0]
         m_ref, s_ref = cen.mean(0), cen.std(0, ddof=1)
         per = dict(variants(model))
@@ -180,18 +188,10 @@ def fixed_points(names, cache: Path, passes: int = 60) -> None:
     means and first-component variance), each run undamped to tol 1e-6; both compared with
     the reference. Ending at the same point means the error is the fixed point's; ending
     near NUTS means the usual start reaches another fixed point."""
-    from crowdrank.inference.nuts import read_nuts
     from crowdrank.inference.online.ep import converged, ep_export, ep_init, ep_pass, fit_ep
-    from crowdrank.models.registry import get as get_model
 
     out = {"bench": "ep_fixed_points", "passes": passes, "subjects": [], **env()}
-    for name in names:
-        if not (cache / name / "posterior.nc").is_file():
-            continue
-        load, model, _ = subjects()[name]
-        d, pri = load()
-        pri = get_model(model).worker_priors(pri, d)
-        idata = read_nuts(cache / name)
+    for name, model, d, pri, idata in _with_reference(names, cache):
         ref = Reference(idata)
         a = fit_ep(d, model, pri, passes=passes, damping=0.0, tol=1e-6, progress=False)
         st = ep_init(d, model, pri)

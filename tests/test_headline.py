@@ -322,17 +322,25 @@ def test_paper_row_reads_each_routes_latest_record(hl, tmp_path):
     assert "bbbbbbb" in row.record and "ccccccc" in row.record
 
 
-def test_medium_row_reads_the_trusted_runs_and_names_only_their_records(hl, tmp_path):
-    """The medium-scale ESS per CPU-s is the lowest over *trusted* runs; an untrusted run,
-    however fast, is neither the figure nor in the record cell (its missing commit does not
-    count against the row)."""
-    ok = [{"backend": b, "trusted": True, "ess_bulk_per_cpu_s": x, "date": d, "commit": c,
-           "command": "python bench/bench_reference.py medium"}
-          for b, x, d, c in (("numpyro", 5.0, "2026-12-01T01:00:00Z", "aaaaaaa"),
-                             ("pymc", 4.0, "2026-12-02T01:00:00Z", "bbbbbbb"))]
-    fast_untrusted = {"backend": "pymc", "trusted": False, "ess_bulk_per_cpu_s": 0.5}
-    (tmp_path / "reference_medium.json").write_text(json.dumps([*ok, fast_untrusted]))
+def test_medium_row_reads_each_configurations_latest_run(hl, tmp_path):
+    """The medium-scale ESS per CPU-s is the lowest over the trusted runs among each
+    back-end and worker type's *latest* run: an older trusted run superseded by an
+    untrusted one is neither the figure nor in the record cell (nor its missing commit),
+    and the untrusted one is named."""
+    def rec(b, s, x, trusted, date, c=None):
+        return {"backend": b, "setting": s, "trusted": trusted, "ess_bulk_per_cpu_s": x,
+                **({"date": date} if date else {}),
+                **({"commit": c, "command": "python bench/bench_reference.py medium"}
+                   if c else {})}
+
+    recs = [rec("pymc", "amateur", 0.9, True, None),
+            rec("numpyro", "amateur", 5.0, True, "2026-12-01T01:00:00Z"),
+            rec("pymc", "amateur", 4.0, True, "2026-12-01T02:00:00Z"),
+            rec("numpyro", "amateur", 6.0, True, "2026-12-04T01:00:00Z", "aaaaaaa"),
+            rec("pymc", "amateur", 0.5, False, "2026-12-04T02:00:00Z", "bbbbbbb"),
+            rec("pymc", "expert", 3.0, True, "2026-12-04T03:00:00Z", "ccccccc")]
+    (tmp_path / "reference_medium.json").write_text(json.dumps(recs))
     (row,) = hl.medium_row(tmp_path)
-    assert row.figure == "4.0 (pymc)"
+    assert row.figure == "3.0 (pymc)"
     assert "no commit" not in row.record and "bbbbbbb" in row.record
-    assert "2 of 3 records" in row.detail
+    assert "2 of 3 trusted" in row.detail and "NOT trusted: pymc amateur" in row.detail

@@ -29,7 +29,15 @@ from pathlib import Path
 
 # bench/tools/ is on the path for every caller (the scripts run from it; the tests' loader
 # adds it); the names are re-exported for render_results.py, verify.py and the tests
-from records import by_path, load, mutation_freshness, mutation_modules, record, yes  # noqa: F401
+from records import (  # noqa: F401
+    by_path,
+    latest_by,
+    load,
+    mutation_freshness,
+    mutation_modules,
+    record,
+    yes,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
@@ -101,11 +109,8 @@ def paper_row(d: Path) -> list[Row]:
     def route(r):
         return "Gibbs route" if r.get("eta_update") == "gibbs" else "joint NUTS"
 
-    latest: dict = {}
-    for r in (load(d, "reference_paper.json") or []):
-        if r.get("what") == "paper" and str(r.get("date") or "") >= str(
-                latest.get(route(r), {}).get("date") or ""):
-            latest[route(r)] = r
+    latest = latest_by([r for r in (load(d, "reference_paper.json") or [])
+                        if r.get("what") == "paper"], route)
     paper = [latest[k] for k in ("joint NUTS", "Gibbs route") if k in latest]
     if not paper:
         return []
@@ -160,12 +165,8 @@ def medium_row(d: Path) -> list[Row]:
     med = load(d, "reference_medium.json")
     if not med:
         return []
-    newest: dict = {}
-    for r in med:                  # file order is run order: the later of equal dates wins
-        k = (r["backend"], r.get("model", "couple"), r.get("setting", "amateur"))
-        if k not in newest or (r.get("date") or "") >= (newest[k].get("date") or ""):
-            newest[k] = r
-    latest = list(newest.values())
+    latest = list(latest_by(med, lambda r: (r["backend"], r.get("model", "couple"),
+                                            r.get("setting", "amateur"))).values())
     by: dict = {}
     for r in latest:
         if r.get("trusted") and r.get("ess_bulk_per_cpu_s"):

@@ -20,6 +20,17 @@ def load(d: Path, name: str):
     return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
 
 
+def latest_by(recs, key) -> dict:
+    """``{key(r): r}`` with each key's latest record: the later date wins, and of equal or
+    missing dates the later in the list (the files are appended in run order)."""
+    out: dict = {}
+    for r in recs:
+        k = key(r)
+        if k not in out or str(r.get("date") or "") >= str(out[k].get("date") or ""):
+            out[k] = r
+    return out
+
+
 def by_path(name: str):
     """The module ``name`` loaded from its file: a tool beside this one (``bench/tools/``),
     else a benchmark (``bench/``); neither folder need be a package or on ``sys.path``

@@ -108,7 +108,7 @@ def run_one(name: str, args) -> dict:
     write_all(summary, out)
     tasks = {"from_cache": len(cached), "computed": len(_cached_results(cache) - cached)}
     obj = {"benchmark": "replicate", "experiment": name, "repeats": repeats,
-           "date": before["date"], **_provenance(),
+           **_provenance(), "date": before["date"],
            "wall_seconds": wall, "cpu_seconds": cpu,
            "cpu_seconds_per_process": cpu / max(1, args.processes),
            "processes": args.processes, "nuts": args.nuts,

@@ -70,9 +70,10 @@ def cpu_model() -> str:
 
 def stamp(argv: list[str] | None = None, speed: bool = True) -> dict:
     """``date``, ``commit``, ``command``, ``load_before`` (1, 5, 15 min), ``cpus``, ``cpu``,
-    ``packages`` (:func:`packages`) and, with ``speed``, the machine's speed probe (``speed``, ``bench/tools/speed.py``,
-    ~6 s: machines of one CPU model ran the same code 2x apart on different days):
-    ``argv`` defaults to this process's (the benchmark's command line)."""
+    ``packages`` (:func:`packages`) and, with ``speed``, the machine's speed probe
+    (``speed``, ``bench/tools/speed.py``, ~6 s: machines of one CPU model ran the same code
+    2x apart on different days): ``argv`` defaults to this process's (the benchmark's
+    command line)."""
     argv = sys.argv if argv is None else argv
     script = Path(argv[0])
     try:

@@ -343,4 +343,4 @@ def test_medium_row_reads_each_configurations_latest_run(hl, tmp_path):
     (row,) = hl.medium_row(tmp_path)
     assert row.figure == "3.0 (pymc)"
     assert "no commit" not in row.record and "bbbbbbb" in row.record
-    assert "2 of 3 trusted" in row.detail and "NOT trusted: pymc amateur" in row.detail
+    assert "2 of 3 trusted" in row.detail and "NOT trusted: pymc couple amateur" in row.detail

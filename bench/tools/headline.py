@@ -173,8 +173,8 @@ def medium_row(d: Path) -> list[Row]:
             by.setdefault(r["backend"], []).append(r["ess_bulk_per_cpu_s"])
     low = min((min(v), b) for b, v in by.items()) if by else None
     text = "; ".join(f"{b} {min(v):.1f}–{max(v):.1f}" for b, v in sorted(by.items()))
-    bad = [f"{r['backend']} {r.get('setting', 'amateur')}" for r in latest
-           if not r.get("trusted")]
+    bad = [f"{r['backend']} {r.get('model', 'couple')} {r.get('setting', 'amateur')}"
+           for r in latest if not r.get("trusted")]
     return [Row("NUTS at medium scale: min bulk ESS per CPU-s",
                 f"{low[0]:.1f} ({low[1]})" if low else "no trusted run",
                 "both back-ends, side by side", "–", "reference_medium.json", latest,

@@ -303,6 +303,9 @@ def ep_pass_kernel(model, first, d, seq, ordr, lengths, wk, mu, s2, alpha, has_a
                     alpha[w, t] = a_c[t]
         one[0] = n
         if model == 0:
+            # inlined (with its guards): numba's on-disk cache of this function is keyed on
+            # this file alone, so it is rebuilt from a changed gbmm_units only when this
+            # file changes too (kernels.gbmm_units' docstring)
             bad = kernels.gbmm_units(ordr, lengths, wk, one, 0, 1, mu, s2, alpha, taylor,
                                      score_prior, kappa, kappa2, strict, counts, err, mu_w,
                                      s2_w, e_w, p_w, R_w, a_w, an_w, cand_w, QA_w, QB_w, QC_w,

@@ -164,7 +164,7 @@ def run(subjects, methods, cache: Path, path: Path, argv, references: bool = Fal
     def log(msg):
         print(f"[{time.strftime('%H:%M:%S', time.gmtime())}] {msg}", flush=True)
 
-    when = {k: v for k, v in stamp([__file__, *argv], speed=False).items()
+    when = {k: v for k, v in stamp(argv, speed=False, script=__file__).items()
             if k in ("date", "commit", "command")}
     rec = {"bench": "approx_diagnose", **when,
            "load_before": [round(x, 2) for x in os.getloadavg()], "env": fid.env(),

@@ -128,7 +128,7 @@ def run(labels: list[str], budget: float, khat_budget: float, memory_gb: float,
     the record at ``path`` (each row has its own date and commit) and adds these."""
 
     old = json.loads(path.read_text()) if append and path.is_file() else None
-    when = stamp([__file__, *argv], speed=False)
+    when = stamp(argv, speed=False, script=__file__)
     rec = {"bench": "approx_paper", **{k: when[k] for k in ("date", "commit", "command")},
            "machine": {"cpus": os.cpu_count(), "memory_limit_gb": memory_gb},
            "model": "couple", "data": "simulate_paper_scale('couple', setting='amateur', "

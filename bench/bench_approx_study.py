@@ -327,7 +327,7 @@ def run(names: list[str], cache: Path, stop_at: str | None, path: Path, argv: li
     def late() -> bool:
         return stop is not None and datetime.now(UTC) >= stop
 
-    when = stamp([__file__, *argv], speed=False)
+    when = stamp(argv, speed=False, script=__file__)
     rec = {"bench": "approx_study", **{k: when[k] for k in ("date", "commit", "command")},
            "stop_at_utc": stop_at, "load_before": [round(x, 2) for x in os.getloadavg()],
            "env": fid.env(), "box": {"abs_z": Z_BOX, "sd_ratio": list(SD_BOX),

@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "crowdc.json"))
     args = ap.parse_args(argv)
-    when = stamp([__file__, *(sys.argv[1:] if argv is None else argv)])
+    when = stamp(argv, script=__file__)
 
     from crowdrank.validation.studies.replicate_crowdc import parse_settings, run_experiment
 

@@ -78,8 +78,7 @@ def when(argv: list[str] | None = None) -> dict:
     """``stamp()`` for a record of this script: date, commit (``+dirty``), the command
     (``argv``: the arguments after the script name, this process's by default), load, CPU,
     and the speed probe measured once per process."""
-    argv = sys.argv[1:] if argv is None else argv
-    return stamp([__file__, *argv], speed=False) | {"speed": _speed()}
+    return stamp(argv, speed=False, script=__file__) | {"speed": _speed()}
 
 
 def summarise(r, wall: float) -> dict:

@@ -189,6 +189,9 @@ def test_stamp_names_the_commit_and_says_when_the_tree_was_dirty(tmp_path, monke
     assert s["command"] == "python bench/bench_online.py --quick"
     assert s["speed"] == {"python_s": 0.9}
     assert "speed" not in st.stamp(["x"], speed=False)
+    # a main(argv) that tests call: argv is what follows the script's name
+    assert st.stamp(["--quick"], speed=False, script=ROOT / "bench" / "bench_online.py")[
+        "command"] == "python bench/bench_online.py --quick"
     assert datetime.strptime(s["date"], "%Y-%m-%dT%H:%M:%SZ")
     assert s["commit"].split("+")[0] == subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,

@@ -68,12 +68,17 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def stamp(argv: list[str] | None = None, speed: bool = True) -> dict:
+def stamp(argv: list[str] | None = None, speed: bool = True, *,
+          script: str | Path | None = None) -> dict:
     """``date``, ``commit``, ``command``, ``load_before`` (1, 5, 15 min), ``cpus``, ``cpu``,
     ``packages`` (:func:`packages`) and, with ``speed``, the machine's speed probe
     (``speed``, ``bench/tools/speed.py``, ~6 s: machines of one CPU model ran the same code
     2x apart on different days): ``argv`` defaults to this process's (the benchmark's
-    command line)."""
+    command line). With ``script`` (a benchmark's ``__file__``, for a ``main(argv)`` that
+    tests call too), ``argv`` is the arguments after the script's name, this process's by
+    default."""
+    if script is not None:
+        argv = [str(script), *(sys.argv[1:] if argv is None else argv)]
     argv = sys.argv if argv is None else argv
     script = Path(argv[0])
     try:

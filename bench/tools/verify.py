@@ -309,8 +309,7 @@ def main(argv=None) -> int:
     print(("FAILED: a figure left its band" if rc else "all measured rows in band")
           + f" (load {load:.1f} at the start, {time.perf_counter() - t0:.0f} s)")
     if args.out:
-        when = by_path("stamp").stamp([__file__, *(sys.argv[1:] if argv is None else argv)],
-                                      speed=False)
+        when = by_path("stamp").stamp(argv, speed=False, script=__file__)
         Path(args.out).write_text(json.dumps({
             "bench": "verify", **when, "load_avg_1m": round(load, 2),
             "machine": platform.machine(), "speed": speed, "rows": results},

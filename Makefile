@@ -47,8 +47,9 @@ bench: venv
 mutate: venv
 	nice -n 10 $(BIN)/python bench/tools/mutation.py $(ARGS)
 
-# re-measure the cheap headline rows (online rates, MAP vs choix, cleaned BabyFace) and
-# fail when one left its stated noise band (bench/tools/verify.py; a few minutes on 2 cores)
+# re-measure the cheap headline rows (online rates, the 450 k streamed fit, MAP vs choix,
+# the default audit and its verdicts, cleaned BabyFace) and fail when one left its stated
+# noise band (bench/tools/verify.py; about 5 minutes on 2 cores)
 verify: venv
 	nice -n 5 $(BIN)/python bench/tools/verify.py $(ARGS)
 

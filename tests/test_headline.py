@@ -70,7 +70,9 @@ def test_readme_table_is_one_screen_of_one_figure_cells(hl):
     for line in lines:
         measured = line.split(" | ")[1]
         assert len(measured) <= 24, measured
-        assert len(re.findall(r"\d[\d,.]*", re.sub(r"\([^)]*\)", "", measured))) <= 2, measured
+        # no parenthesis to hide a second figure in: the detail belongs in docs/results.md
+        assert "(" not in measured, measured
+        assert len(re.findall(r"\d[\d,.]*", measured)) <= 2, measured
     everything = hl.rows()
     shown = {r.what for r in everything if r.headline}
     assert all(r.what in shown for r in everything if r.met == "no")
@@ -125,6 +127,33 @@ def test_kernel_and_end_to_end_rates_are_separate_rows(hl, tmp_path):
     assert kernel.headline and e2e.headline
 
 
+def _approx(hl, tmp_path, inside: dict, diagnosed: list, trusted=True):
+    """approx_study.json with one medium setting per key of ``inside`` (is a method inside
+    the box at ≤ 1/5 of the reference's CPU?) and approx_diagnose.json for ``diagnosed``."""
+    subjects = [{"name": f"medium-{k}", "trusted": trusted, "reference": {"cpu_s": 100.0},
+                 "methods": [{"status": "done", "inside_box": v, "cpu_s": 10.0}]}
+                for k, v in inside.items()]
+    (tmp_path / "approx_study.json").write_text(json.dumps({"subjects": subjects}))
+    (tmp_path / "approx_diagnose.json").write_text(json.dumps({"subjects": [
+        {"name": f"medium-{k}", "status": "done"} for k in diagnosed]}))
+    (row,) = hl.approx_study_rows(tmp_path)
+    return row
+
+
+def test_ppl_row_is_one_count_and_what_became_of_the_rest(hl, tmp_path):
+    """The cell counts the settings inside the box; the rest are named by one qualifier
+    (all diagnosed, or how many are not), and the goal is met only when each is one or
+    the other."""
+    row = _approx(hl, tmp_path, {"expert": False, "amateur": False}, ["expert", "amateur"])
+    assert (row.figure, row.met) == ("0 of 2, all diagnosed", "yes")
+    row = _approx(hl, tmp_path, {"expert": True, "amateur": False}, ["amateur"])
+    assert (row.figure, row.met) == ("1 of 2, rest diagnosed", "yes")
+    row = _approx(hl, tmp_path, {"expert": False, "amateur": False}, ["amateur"])
+    assert (row.figure, row.met) == ("0 of 2, 1 undiagnosed", "no")
+    row = _approx(hl, tmp_path, {"expert": False}, [], trusted=False)
+    assert (row.figure, row.met) == ("0 of 1, 1 open", "–")
+
+
 def test_same_as_in_memory_names_the_sizes_checked(hl, tmp_path):
     runs = [{"rankings": 450_000, "identical_to_in_memory": True,
              "csv": {"wall_s": 0.9}, "parquet": {"wall_s": 1.9}},
@@ -132,7 +161,8 @@ def test_same_as_in_memory_names_the_sizes_checked(hl, tmp_path):
              "parquet": {"wall_s": 15.0, "peak_rss_mb": 470}}]
     (tmp_path / "scale.json").write_text(json.dumps({"runs": runs}))
     same = hl.scale_rows(tmp_path)[-1]
-    assert same.figure == "yes, up to 0.45 M (not at 45 M)"
+    assert same.figure == "yes, up to 0.45 M"
+    assert same.detail == "checked at 0.45 M; not checked at 45 M"
     assert same.record.endswith("no command")
     runs[1]["identical_to_in_memory"] = True
     # the runs carry the file's command (one command measured every size)

@@ -33,6 +33,17 @@ def records(tmp_path):
     (tmp_path / "batch.json").write_text(json.dumps({"fits": [
         {"method": "crowdrank newton (tol 1e-7)", "seconds": 0.5},
         {"method": "choix opt_pairwise Newton-CG", "seconds": 40.0}]}))
+    (tmp_path / "scale.json").write_text(json.dumps({"runs": [
+        {"rankings": 4_500_000, "csv": {"wall_s": 9.0}},
+        {"rankings": 450_000, "csv": {"wall_s": 1.0}}]}))
+    trusted = {"trusted": True, "gate": {}}
+    (tmp_path / "audit.json").write_text(json.dumps([
+        {"name": "default", "date": "2026-12-01T00:00:00Z", "wall_s": 500.0,
+         "crowdbt": dict(trusted, trusted=False), "couple": trusted},
+        {"name": "geometric", "date": "2026-12-04T00:00:00Z", "wall_s": 70.0,
+         "crowdbt": trusted, "couple": trusted},
+        {"name": "default", "date": "2026-12-04T00:00:00Z", "wall_s": 60.0,
+         "crowdbt": trusted, "couple": trusted}]))
     (tmp_path / "replicate_babyface.json").write_text(json.dumps({"summary": {"sets": [
         {"cleaned": [{"detected_by": ["crowdbt"], "accuracy": {"couple": {"mean": 50.0}}},
                      {"detected_by": ["couple", "crowdbt"],
@@ -43,29 +54,50 @@ def records(tmp_path):
 def fake(values):
     return {"online": lambda: {k: values[k] for k in ("online_kernel", "online_end_to_end")},
             "map": lambda: {"map_vs_choix": values["map_vs_choix"]},
+            "stream": lambda: {"stream_450k": values["stream_450k"]},
+            "audit": lambda: {k: values[k] for k in ("audit_default", "audit_default_trusted")},
             "babyface": lambda: {"babyface_cleaned": values["babyface_cleaned"]}}
 
 
 GOOD = {"online_kernel": 3_000_000.0, "online_end_to_end": 3_500_000.0,
-        "map_vs_choix": 0.02, "babyface_cleaned": 92.85}
+        "map_vs_choix": 0.02, "stream_450k": 1.5, "audit_default": 100.0,
+        "audit_default_trusted": 2.0, "babyface_cleaned": 92.85}
 
 
 def test_recorded_values_read_the_benchmarks_shapes(verify, records):
     rec = verify.recorded_values(records)
+    # the 450,000-ranking CSV run, not another size; the default audit's latest run (its
+    # older one had an untrusted reference and took 500 s), not the geometric one
     assert rec == {"online_kernel": 4_000_000.0, "online_end_to_end": 2_000_000.0,
-                   "map_vs_choix": 0.5 / 40.0, "babyface_cleaned": 92.8}
+                   "map_vs_choix": 0.5 / 40.0, "stream_450k": 1.0, "audit_default": 60.0,
+                   "audit_default_trusted": 2.0, "babyface_cleaned": 92.8}
+    # a run whose CrowdBT reference failed the gate counts one trusted model, not two
+    run = {"data": {"items": 40}, "crowdbt": {"trusted": False, "gate": {}},
+           "couple": {"trusted": True, "gate": {}}}
+    assert verify._trusted(run) == 1
+
+
+def test_the_real_records_hold_every_rows_figure(verify):
+    """Every row finds its figure in the committed records (a renamed field or run would
+    otherwise turn a row into "no record" on every machine)."""
+    rec = verify.recorded_values(verify.RESULTS)
+    assert all(isinstance(v, float) for v in rec.values()), rec
+    assert rec["audit_default_trusted"] == 2.0
 
 
 def test_in_band_figures_pass(verify, records):
     results, rc = verify.verify(records, measurers=fake(GOOD))
     assert rc == 0
-    assert [r["status"] for r in results] == ["in band"] * 4
+    assert [r["status"] for r in results] == ["in band"] * len(verify.ROWS)
 
 
 @pytest.mark.parametrize("name, value", [
     ("online_kernel", 1_900_000.0),       # 0.475 of 4 M: below x0.5
     ("online_end_to_end", 4_100_000.0),   # 2.05 x 2 M: above x2
     ("map_vs_choix", 0.03),               # 2.4 x the recorded 0.0125
+    ("stream_450k", 2.05),                # 2.05 x 1 s
+    ("audit_default", 29.0),              # 0.48 x 60 s
+    ("audit_default_trusted", 1.0),       # one reference fewer passes the gate
     ("babyface_cleaned", 92.95),          # +0.15 point
     ("babyface_cleaned", 92.65),          # -0.15 point
 ])

@@ -369,10 +369,10 @@ def scale_rows(d: Path) -> list[Row]:
         top = max(r["rankings"] for r in checked)
         unchecked = [f"{n / 1e6:g} M" for n in runs if "identical_to_in_memory" not in runs[n]]
         rows.append(Row("streamed fit: the same numbers as in memory",
-                        f"{yes(same)}, up to {top / 1e6:g} M"
-                        + (f" (not at {', '.join(unchecked)})" if unchecked else ""),
+                        f"{yes(same)}, up to {top / 1e6:g} M",
                         "identical", yes(same), "scale.json", checked,
-                        "checked at " + ", ".join(f"{r['rankings'] / 1e6:g} M" for r in checked)))
+                        "checked at " + ", ".join(f"{r['rankings'] / 1e6:g} M" for r in checked)
+                        + (f"; not checked at {', '.join(unchecked)}" if unchecked else "")))
     return rows
 
 
@@ -497,11 +497,14 @@ def approx_study_rows(d: Path) -> list[Row]:
                    if len(done_diag) == len(without)
                    else f"; diagnosed: {len(done_diag)} of the {len(without)} without one")
     ok = None if open_ else all(n in diagnosed for n in without)
+    # one figure (the settings inside) and one short qualifier: what became of the rest
     figure = f"{len(met)} of {len(med)}"
     if open_:
-        figure += f" ({len(open_)} not run or untrusted)"
+        figure += f", {len(open_)} open"
+    elif without and len(done_diag) == len(without):
+        figure += ", all diagnosed" if not met else ", rest diagnosed"
     elif without:
-        figure += f" ({len(done_diag)} diagnosed)"
+        figure += f", {len(without) - len(done_diag)} undiagnosed"
     recs = [st] + ([diag] if diag else [])
     return [Row("PPL approximation in the box, ≤ 1/5 NUTS CPU", figure,
                 "each setting, or diagnosed", yes(ok),

@@ -12,11 +12,18 @@ Covered (a few minutes on 2 cores; the BabyFace replicate is the longest):
 - ``online_end_to_end``: ``fit_online`` on the same data (index mapping, result object);
 - ``map_vs_choix``: our Newton MAP of BT on read-level against choix's Newton-CG, as the
   ratio of their CPU times (and both within 1e-6 of the reference optimum);
+- ``stream_450k``: the whole ``crowdrank fit FILE --model couple --method online`` command
+  on the paper-scale 450,000 rankings as CSV (``bench/bench_scale.py``'s smallest size);
+- ``audit_default`` and ``audit_default_trusted``: ``crowdrank audit`` on its embedded
+  default (what ``make audit`` runs) in a fresh process with an empty XLA cache
+  (``bench/bench_audit.py``): its wall time, and how many of its NUTS references pass
+  the gate — a change that leaves the main job's references untrusted fails here;
 - ``babyface_cleaned``: ``replicate babyface`` (R = 1000): the cleaned COUPLE accuracy, when
   the shared data set is present (skipped with a message otherwise).
 
-Not covered: the audits, NUTS at any scale, SBC, the fidelity study, the 45 M-ranking scale
-runs, mutation scores (``make mutate``), CrowDC and Fig. 7 (minutes to hours each).
+Not covered: the other audits, NUTS references beyond the default audit's, SBC, the
+fidelity study, the 4.5 M and 45 M-ranking scale runs, mutation scores (``make mutate``),
+CrowDC and Fig. 7 (minutes to hours each).
 
 Usage::
 
@@ -41,11 +48,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 
-# headline.py's loader: bench/tools/ is on the path when this runs as a script, not when a
+# records.py's loader: bench/tools/ is on the path when this runs as a script, not when a
 # test loads this file by path; appended, so that it shadows no installed module
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
-from headline import by_path
+from records import by_path, latest_by
 
 
 class Skip(Exception):
@@ -107,6 +114,21 @@ def _map_ratio(batch: dict) -> float:
             / fits["choix opt_pairwise Newton-CG"]["seconds"])
 
 
+def _scale_csv(scale: dict) -> dict:
+    return next(r for r in scale["runs"] if r["rankings"] == 450_000)["csv"]
+
+
+def _audit_default(audit: list) -> dict:
+    """The latest run of the embedded default (``audit.json`` is appended in run order)."""
+    return latest_by([r for r in audit if isinstance(r, dict)], lambda r: r.get("name"))["default"]
+
+
+def _trusted(run: dict) -> int:
+    """How many of an audit record's models have a reference that passed the gate."""
+    return sum(bool(v.get("trusted")) for v in run.values()
+               if isinstance(v, dict) and "trusted" in v)
+
+
 LOAD_WHY = ("CPU time of this process (other jobs on the shared 2 cores slow wall time by "
             "several times, CPU time much less), best of the passes; the record is the best "
             "of 5 wall-time passes at load ≈ 1.6, where wall ≈ CPU; a factor of 2 either way "
@@ -125,6 +147,24 @@ ROWS: tuple[Row, ...] = (
         Band("ratio", 0.5, 2.0, "a ratio of two CPU times in one process under the same "
              "load and one BLAS thread, so the load largely cancels; ×2 either way is a "
              "solver that changed, not noise")),
+    Row("stream_450k", "crowdrank fit (online, streamed), 450,000 rankings, CSV: wall",
+        "s", "scale.json", lambda d: _scale_csv(d)["wall_s"], "stream",
+        Band("ratio", 0.5, 2.0, "wall time of a fresh process (imports, reading, updates, "
+             "writing), best of 3 after one run that fills the numba cache, as the record's "
+             "single run at load ≈ 0.6 was; a second of which half is start-up moves with "
+             "the load and the disk cache, a factor of 2 either way is left to that")),
+    Row("audit_default", "crowdrank audit (embedded default), cold XLA cache: wall", "s",
+        "audit.json", lambda d: _audit_default(d)["wall_s"], "audit",
+        Band("ratio", 0.5, 2.0, "one wall time of a fresh process that compiles every "
+             "program (an empty XLA cache, as the record's run), on 2 cores that its 4 "
+             "chains share; compilation and sampling both scale with the machine's speed, "
+             "which moved 2× between days on machines of one name")),
+    Row("audit_default_trusted", "crowdrank audit (embedded default): models whose NUTS "
+        "reference passes the gate", "models", "audit.json",
+        lambda d: float(_trusted(_audit_default(d))), "audit",
+        Band("diff", 0.0, 0.0, "the gate's verdict on the main job's references is what "
+             "every figure of its report rests on; one reference fewer trusted than "
+             "recorded is a change, not noise")),
     Row("babyface_cleaned", "replicate babyface (R = 1000): cleaned COUPLE accuracy", "%",
         "replicate_babyface.json", lambda d: _babyface_accuracy(d["summary"]), "babyface",
         Band("diff", -0.1, 0.1, "seeded (seed 0, the same 1,000 orders), so the same code "
@@ -191,6 +231,30 @@ def measure_map() -> dict[str, float]:
     return {"map_vs_choix": ours / theirs}
 
 
+def measure_stream(repeats: int = 3) -> dict[str, float]:
+    """Wall seconds (best of ``repeats``) of the whole streamed-CSV online fit at 450,000
+    rankings, on ``bench/bench_scale.py``'s data (``simulate --paper-scale``, seed 0)."""
+    bs = by_path("bench_scale")
+    with tempfile.TemporaryDirectory(prefix="crowdrank-verify-") as tmp:
+        csv_path, _ = bs.make_small(450_000, Path(tmp), seed=0)
+        bs.fit(csv_path, Path(tmp) / "out")                     # fills the numba cache
+        best = min(bs.fit(csv_path, Path(tmp) / "out")["wall_s"] for _ in range(repeats))
+    return {"stream_450k": best}
+
+
+def measure_audit() -> dict[str, float]:
+    """``crowdrank audit`` on its embedded default, as ``bench/bench_audit.py`` runs it: a
+    fresh process, an empty XLA cache. A failed run is an error, not a figure."""
+    ba = by_path("bench_audit")
+    with tempfile.TemporaryDirectory(prefix="crowdrank-verify-") as tmp:
+        rec = ba.run_one([], Path(tmp) / "out", xla_cache=str(Path(tmp) / "xla-cache"))
+    if rec["rc"] != 0:
+        raise RuntimeError(f"crowdrank audit failed (exit {rec['rc']}):\n"
+                           + rec.get("stderr_tail", ""))
+    return {"audit_default": float(rec["wall_s"]),
+            "audit_default_trusted": float(_trusted(rec))}
+
+
 def measure_babyface() -> dict[str, float]:
     from crowdrank.models.io.catalog import list_datasets
     from crowdrank.reports.replicate_html import _clean
@@ -207,7 +271,8 @@ def measure_babyface() -> dict[str, float]:
 
 
 MEASURERS: dict[str, Callable[[], dict[str, float]]] = {
-    "online": measure_online, "map": measure_map, "babyface": measure_babyface}
+    "online": measure_online, "map": measure_map, "stream": measure_stream,
+    "audit": measure_audit, "babyface": measure_babyface}
 
 
 # ------------------------------------------------------------------ the check

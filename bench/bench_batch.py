@@ -17,6 +17,7 @@ Run: ``nice .venv/bin/python bench/bench_batch.py [--resamples 1000] [--repeat 3
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -135,7 +136,7 @@ def main(argv=None) -> int:
            "prior_sigma": s0, "repeat": args.repeat, "fits": rows, "bootstrap": boot,
            "machine": platform.machine(), "cpus": os.cpu_count(),
            "load_average": os.getloadavg()[0], "python": platform.python_version(),
-           "choix": getattr(choix, "__version__", "?"),
+           "choix": importlib.metadata.version("choix"),   # choix has no __version__
            **stamp(),                    # date, commit, command, CPU and speed probe
            "note": "shared 2-core machine; timings are the best of the repeats"}
     if args.bootstrap_only:

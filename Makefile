@@ -49,7 +49,7 @@ mutate: venv
 
 # re-measure the cheap headline rows (online rates, the 450 k streamed fit, MAP vs choix,
 # the default audit and its verdicts, cleaned BabyFace) and fail when one left its stated
-# noise band (bench/tools/verify.py; about 5 minutes on 2 cores)
+# noise band (bench/tools/verify.py; about 2 minutes on 2 cores, with an empty XLA cache for the audit)
 verify: venv
 	nice -n 5 $(BIN)/python bench/tools/verify.py $(ARGS)
 

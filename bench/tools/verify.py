@@ -6,7 +6,7 @@ the new figure may sit from the recorded one before the difference means "someth
 changed" rather than "the machine was busy". The band and its reason are stated per row;
 they are judgements about a shared 2-core machine, not fitted to repeated measurements.
 
-Covered (a few minutes on 2 cores; the BabyFace replicate is the longest):
+Covered (about 2 minutes on 2 cores; the default audit is the longest):
 
 - ``online_kernel``: OnlineGBMM's kernel alone over the paper-scale 450,000 rankings;
 - ``online_end_to_end``: ``fit_online`` on the same data (index mapping, result object);

@@ -75,9 +75,18 @@ def test_python_quickstart_runs_as_printed(tmp_path):
                     r"([\d.e-]+)[^{}]*\}", res.stdout)
     assert agg, res.stdout
     assert 0 <= float(agg.group(1)) < 5 and 0 < float(agg.group(2)) < 5
+    # the aggregate is over every item the quickstart simulates, one score each
+    n_items = int(re.search(r"n_items=(\d+)", code).group(1))
+    assert re.search(rf"'n': {n_items},", agg.group(0)), agg.group(0)
     head = res.stdout[agg.end():]
     assert re.search(r"param\s+id\s+mcmc_mean\s+approx_mean\s+z\s+sd_ratio", head), head
-    assert len(re.findall(r"^\d+\s+lambda", head, re.MULTILINE)) == 5      # .head()
+    rows = re.findall(r"^\d+\s+lambda\[(i\d+)\]\s+(i\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$", head,
+                      re.MULTILINE)
+    assert len(rows) == 5, head                                            # .head()
+    for name, id_, m, q, z, ratio in rows:
+        # z = (E_q - m)/s: its sign is the approximation's side of the NUTS mean
+        assert name == id_ and float(ratio) > 0
+        assert (float(z) > 0) == (float(q) > float(m)), (name, m, q, z)
 
 
 # ---------------------------------------------------------------- make targets

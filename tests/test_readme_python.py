@@ -159,3 +159,20 @@ def test_make_story(tmp_path):
     res = run(["crowdrank", *argv[1:]], tmp_path)
     _check_story("story-out")(tmp_path, {"make story": res})
     _check_prior_predictive(tmp_path / "story-out", res.stdout + res.stderr)
+
+
+def test_install_lines_name_what_pyproject_defines():
+    """The README's install lines (not run here: CI's ``make test`` is the first one) name
+    extras that ``pyproject.toml`` defines and the Python it requires, so a renamed extra
+    or a raised floor cannot leave them stale."""
+    import tomllib
+
+    text = README.read_text()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = re.findall(r'pip install -e "\.\[([\w,-]+)\]"', text)
+    assert {"dev", "nutpie"} <= set(extras), extras
+    for e in extras:
+        assert set(e.split(",")) <= set(project["optional-dependencies"]), e
+    floor = re.match(r">=\s*(\d+\.\d+)", project["requires-python"]).group(1)
+    assert f"python{floor} -m venv" in text and f"Python {floor}" in text, floor
+    assert re.search(r"^\.venv/bin/pip install -e \"\.\[nutpie\]\"", text, re.MULTILINE)

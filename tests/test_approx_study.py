@@ -116,7 +116,7 @@ def test_headline_row_leaves_the_goal_open_until_every_setting_ran(tmp_path):
     [row] = hl.approx_study_rows(tmp_path)
     assert row.detail.endswith("1 of 2 settings measured have one (expert); not run or "
                                "untrusted: spammer, malicious")
-    assert (row.figure, row.met) == ("1 of 4 (2 not run or untrusted)", "–")
+    assert (row.figure, row.met) == ("1 of 4, 2 open", "–")
     for s in rec["subjects"][2:]:
         s.update(subj(s["name"].removeprefix("medium-"), True,
                       [_row("advi", 1.0, True, 1.0)]))
@@ -127,12 +127,12 @@ def test_headline_row_leaves_the_goal_open_until_every_setting_ran(tmp_path):
         {"name": "medium-amateur", "status": "not run: no cached reference"}]}))
     [row] = hl.approx_study_rows(tmp_path)
     assert row.met == "no" and "diagnosed: 0 of the 1 without one" in row.detail
-    assert row.figure == "3 of 4 (0 diagnosed)"
+    assert row.figure == "3 of 4, 1 undiagnosed"
     (tmp_path / "approx_diagnose.json").write_text(json.dumps({"subjects": [
         {"name": "medium-amateur", "status": "done"}]}))
     [row] = hl.approx_study_rows(tmp_path)
     assert row.met == "yes" and row.detail.endswith("; the 1 without one diagnosed")
-    assert row.figure == "3 of 4 (1 diagnosed)"
+    assert row.figure == "3 of 4, rest diagnosed"
     (tmp_path / "approx_diagnose.json").unlink()
     rec["subjects"][1]["methods"][0]["cpu_s"] = 20.0
     (tmp_path / "approx_study.json").write_text(json.dumps(rec))

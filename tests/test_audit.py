@@ -215,6 +215,13 @@ def test_audit_end_to_end_tiny(tiny_audit):
     assert set(t[t.model == "couple"].variant) == set(couple)
     html = (out / "report.html").read_text()
     assert html.count("<img ") >= 20 and "reference not trusted" in html.lower()
+    # each model's verdict note says what metrics.json says, and no note says otherwise
+    import html as htmllib
+
+    page = htmllib.unescape(html)
+    for model in ("couple", "crowdbt"):
+        assert f"{model}: {metrics['models'][model]['reference_note']}" in page, model
+        assert f"{model}: reference trusted" not in page, model
 
 
 def test_priors_from_spec_or_file(tmp_path):

@@ -117,11 +117,12 @@ def test_simulate_then_summary(tmp_path, capsys):
 
 
 def test_simulate_is_seeded(tmp_path):
-    for d in ("a", "b"):
+    for d, seed in (("a", "7"), ("b", "7"), ("c", "8")):
         assert cli.main(["simulate", "--model", "crowdbt", "--setting", "malicious",
-                         "--seed", "7", "--out", str(tmp_path / d), "--quiet"]) == 0
-    assert (tmp_path / "a" / "rankings.csv").read_text() == \
-        (tmp_path / "b" / "rankings.csv").read_text()
+                         "--seed", seed, "--out", str(tmp_path / d), "--quiet"]) == 0
+    text = {d: (tmp_path / d / "rankings.csv").read_text() for d in "abc"}
+    assert text["a"] == text["b"]            # one seed, one data set
+    assert text["a"] != text["c"]            # and the seed is used
     assert read_rankings(tmp_path / "a" / "rankings.csv").K == 2
 
 

@@ -45,7 +45,10 @@ def test_story_is_seeded():
     a = tell(seed=5, figures=False)
     b = tell(seed=5, figures=False)
     c = tell(seed=6, figures=False)
-    assert a.markdown == b.markdown and a.markdown != c.markdown
+    assert a.markdown == b.markdown
+    # another seed draws another example (the markdown alone differs anyway: it names
+    # the seed)
+    assert a.facts["lambda"] == b.facts["lambda"] and a.facts["lambda"] != c.facts["lambda"]
 
 
 @pytest.mark.parametrize("model", ["pl", "bt", "crowdbt", "couple-normalized"])

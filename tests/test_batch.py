@@ -282,6 +282,22 @@ def test_cli_fit_map_writes_items_and_fit_json(tmp_path, pairs):
                                  method="BFGS", tol=1e-12)
         got = items.set_index("item").loc[list(pairs.items), "mu"].to_numpy()
         np.testing.assert_allclose(got, ref, atol=1e-6)
+    # the written Laplace variances: the diagonal of the inverse of minus the log
+    # posterior's Hessian at the mode, written out here for BT (the prior adds 1/σ0²);
+    # sd is their square root
+    from scipy.special import expit
+
+    lam = items.set_index("item").loc[list(pairs.items), "mu"].to_numpy()
+    w, lo = pairs.rank_break().order[:2]
+    c = expit(lam[w] - lam[lo]) * (1 - expit(lam[w] - lam[lo]))
+    neg_h = np.eye(pairs.n_items) / 1.5 ** 2
+    np.add.at(neg_h, (w, w), c)
+    np.add.at(neg_h, (lo, lo), c)
+    np.add.at(neg_h, (w, lo), -c)
+    np.add.at(neg_h, (lo, w), -c)
+    by_item = items.set_index("item").loc[list(pairs.items)]
+    np.testing.assert_allclose(by_item["sigma2"], np.diag(np.linalg.inv(neg_h)), rtol=1e-6)
+    np.testing.assert_allclose(by_item["sd"], np.sqrt(by_item["sigma2"]), rtol=1e-12)
     out = tmp_path / "boot"
     assert main(["fit", str(src), "--model", "bt", "--method", "map", "--intervals",
                  "bootstrap", "--bootstrap", "20", "--processes", "1", "--no-progress",

@@ -227,14 +227,22 @@ def test_cli_fit_nuts_with_init(tmp_path, capsys):
     assert back.attrs["init"] == "approx"          # sigma2 given: draws of the approximation
     assert back["posterior"]["eta"].dims == ("chain", "draw", "worker")
     # every other NUTS option of the guide, through the CLI, with progress bars on
-    rc = main(["fit", str(f), "--method", "nuts", "--model", "crowdbt", "--chains", "2",
-               "--tune", "50", "--draws", "50", "--target-accept", "0.85", "--seed", "1",
-               "--prior-mu", "0", "--prior-sigma", "1", "--worker-prior",
-               "geometric:a0=4,a=2", "--precision", "float32", "--backend", "numpyro",
-               "--init-from", str(tmp_path / "online.json"), "--out", str(tmp_path / "o2")])
-    assert rc == 0
+    def run(seed, folder):
+        return main(["fit", str(f), "--method", "nuts", "--model", "crowdbt", "--chains", "2",
+                     "--tune", "50", "--draws", "50", "--target-accept", "0.85", "--seed",
+                     seed, "--prior-mu", "0", "--prior-sigma", "1", "--worker-prior",
+                     "geometric:a0=4,a=2", "--precision", "float32", "--backend", "numpyro",
+                     "--init-from", str(tmp_path / "online.json"),
+                     "--out", str(tmp_path / folder)])
+    assert run("1", "o2") == 0
     back = nuts.read_nuts(tmp_path / "o2" / "posterior.nc")
     assert back.attrs["precision"] == "float32" and back.attrs["target_accept"] == 0.85
+    # seeded through the command: the same seed gives the same draws, another seed others
+    assert run("1", "o3") == 0 and run("2", "o4") == 0
+    lam = {d: nuts.read_nuts(tmp_path / d / "posterior.nc")["posterior"]["lambda"].values
+           for d in ("o2", "o3", "o4")}
+    np.testing.assert_array_equal(lam["o2"], lam["o3"])
+    assert not np.array_equal(lam["o2"], lam["o4"])
 
 
 # ---------------------------------------------------------------- jittered starts

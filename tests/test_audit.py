@@ -209,6 +209,30 @@ def test_audit_end_to_end_tiny(tiny_audit):
                 float(c_draws[..., col].mean()), rel=1e-9, abs=1e-12)
         assert set(m["identified"]) >= {"raw", "centred", "contrast", "level",
                                         "order_probability"}
+        # the order probabilities of identified.csv, recomputed: P(λ_a > λ_b) as the share
+        # of the written draws, and under the online posterior's independent normals
+        from scipy.stats import norm
+
+        con = ident[(ident.model == model) & (ident.variant == "default")
+                    & (ident.kind == "contrast")]
+        assert len(con) > 0
+        mu_of = dict(zip(post.items, post.mu))
+        sd_of = dict(zip(post.items, np.sqrt(post.sigma2)))
+        for pair, p_mcmc, p_approx in zip(con.id, con.p_order_mcmc, con.p_order_approx):
+            a, b = pair.split(">")
+            diff = (draws.sel(item=a) - draws.sel(item=b)).values
+            assert p_mcmc == pytest.approx(float(np.mean(diff > 0)), abs=1e-12), pair
+            assert p_approx == pytest.approx(norm.cdf(
+                (mu_of[a] - mu_of[b]) / np.hypot(sd_of[a], sd_of[b])), rel=1e-9), pair
+        # order sensitivity over the 2 seeded permutations asked for: two orders give two
+        # different fits, and the gap to NUTS is the written table's, in NUTS sds
+        o = m["order_sensitivity"]
+        assert o["permutations"] == 2 and o["median_spread"] > 0
+        lam_rows = rows[rows.kind == "lambda"]
+        assert o["median_gap"] == pytest.approx(float(np.median(
+            np.abs(lam_rows.approx_mean - lam_rows.mcmc_mean) / lam_rows.mcmc_sd)), rel=1e-9)
+    # the predictive checks ran for both audited models
+    assert set(metrics["checks"]["ppc"]) >= {"couple", "crowdbt"}
     couple = [v["variant"] for v in metrics["models"]["couple"]["variants"]]
     assert couple[0] == "default" and "taylor=plugin" in couple
     assert (out / "couple/online/variants/taylor-plugin.json").is_file()

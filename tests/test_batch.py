@@ -260,6 +260,26 @@ def test_bootstrap_processes_do_not_change_the_draws(pairs):
 
 
 # ---------------------------------------------------------------- command line
+def _bt_log_posterior_derivatives(lam, data, sigma0):
+    """Gradient and minus the Hessian of BT's log posterior
+    ``Σ log σ(λ_w − λ_l) − Σ λ²/(2σ0²)`` over ``data``'s rank-broken pairs, written out
+    here independently of ``inference.batch``."""
+    from scipy.special import expit
+
+    w, lo = data.rank_break().order[:2]
+    p = expit(lam[w] - lam[lo])                  # P(the winner wins)
+    grad = -lam / sigma0 ** 2
+    np.add.at(grad, w, 1 - p)
+    np.add.at(grad, lo, -(1 - p))
+    c = p * (1 - p)
+    neg_h = np.eye(len(lam)) / sigma0 ** 2
+    np.add.at(neg_h, (w, w), c)
+    np.add.at(neg_h, (lo, lo), c)
+    np.add.at(neg_h, (w, lo), -c)
+    np.add.at(neg_h, (lo, w), -c)
+    return grad, neg_h
+
+
 def test_cli_fit_map_writes_items_and_fit_json(tmp_path, pairs):
     import json
 
@@ -283,19 +303,9 @@ def test_cli_fit_map_writes_items_and_fit_json(tmp_path, pairs):
         got = items.set_index("item").loc[list(pairs.items), "mu"].to_numpy()
         np.testing.assert_allclose(got, ref, atol=1e-6)
     # the written Laplace variances: the diagonal of the inverse of minus the log
-    # posterior's Hessian at the mode, written out here for BT (the prior adds 1/σ0²);
-    # sd is their square root
-    from scipy.special import expit
-
-    lam = items.set_index("item").loc[list(pairs.items), "mu"].to_numpy()
-    w, lo = pairs.rank_break().order[:2]
-    c = expit(lam[w] - lam[lo]) * (1 - expit(lam[w] - lam[lo]))
-    neg_h = np.eye(pairs.n_items) / 1.5 ** 2
-    np.add.at(neg_h, (w, w), c)
-    np.add.at(neg_h, (lo, lo), c)
-    np.add.at(neg_h, (w, lo), -c)
-    np.add.at(neg_h, (lo, w), -c)
+    # posterior's Hessian at the mode; sd is their square root
     by_item = items.set_index("item").loc[list(pairs.items)]
+    _, neg_h = _bt_log_posterior_derivatives(by_item["mu"].to_numpy(), pairs, 1.5)
     np.testing.assert_allclose(by_item["sigma2"], np.diag(np.linalg.inv(neg_h)), rtol=1e-6)
     np.testing.assert_allclose(by_item["sd"], np.sqrt(by_item["sigma2"]), rtol=1e-12)
     out = tmp_path / "boot"
@@ -345,7 +355,6 @@ def test_readlevel_map_agrees_with_choix_as_its_record_says(shared_datasets):
     import json
     from pathlib import Path
 
-    from scipy.special import expit
     from threadpoolctl import threadpool_limits
 
     from crowdrank.inference.batch.solvers import solve
@@ -354,9 +363,7 @@ def test_readlevel_map_agrees_with_choix_as_its_record_says(shared_datasets):
     data, _ = read_data("readlevel")
     w, lo = data.rank_break().order[:2]
     ref = solve(problem_for(data, "bt", "map", 0.0, 1.0), "newton", tol=1e-12).lam
-    grad = -ref.copy()                      # the N(0, 1) prior's gradient
-    np.add.at(grad, w, 1 - expit(ref[w] - ref[lo]))
-    np.add.at(grad, lo, -(1 - expit(ref[w] - ref[lo])))
+    grad, _ = _bt_log_posterior_derivatives(ref, data, 1.0)
     assert np.abs(grad).max() < 1e-10
     with threadpool_limits(1, user_api="blas"):       # as the benchmark ran them
         ours = fit_batch(data, "bt", _P(0.0, 1.0), solver="newton", tol=1e-7,

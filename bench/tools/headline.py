@@ -7,10 +7,14 @@ rows, one line each (:func:`headline`): the main goal of each study and every go
 figures and qualifiers behind the one figure) and the record's machine
 (:func:`goals_table`). Rules:
 
-- *met* is ``yes`` / ``no`` against the goal as written; ``–`` where the goal has no
-  threshold (a side-by-side comparison) or where the figure rests on a NUTS reference that
-  did not pass its gate (a distance to an untrusted reference says nothing about the goal),
-  and then the figure itself says "NOT trusted";
+- every row's goal comes from one table, :data:`GOALS`: the goal in the issue's wording
+  and a test over the row's measured values (:attr:`Row.values`); *met* is ``yes`` only
+  when those values meet that goal, ``no`` otherwise — never "it ran", never an
+  alternative added after the measurement; :func:`check_goals` tries each test on values
+  that miss and values that meet its goal, and every render runs it;
+- *met* is ``–`` where the goal has no threshold (a side-by-side comparison) or where the
+  figure rests on a NUTS reference that did not pass its gate (a distance to an untrusted
+  reference says nothing about the goal), and then the figure itself says "NOT trusted";
 - a record without a ``date`` or ``commit`` field says so; dates are not looked up
   elsewhere, so a record cannot look newer than it is;
 - a record with a ``typed_by_hand`` field (what was typed and why) is marked "typed by hand";
@@ -24,7 +28,9 @@ path (:func:`by_path`: ``bench/`` is not a package).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # bench/tools/ is on the path for every caller (the scripts run from it; the tests' loader
@@ -46,20 +52,192 @@ HEADER = ["what", "measured", "goal", "met", "record"]
 GOALS_HEADER = ["what", "measured", "detail", "goal", "met", "record"]
 
 
+# ------------------------------------------------------------------ goals
+@dataclass(frozen=True)
+class Goal:
+    """One goal as the issue wrote it. ``text`` is its wording, the table's goal cell (a
+    ``str.format`` template over the row's values where the goal names a measured
+    comparison: choix's time, how many models or settings were measured); ``test`` reads
+    the row's values and is true only when they meet the goal, ``None`` where there is no
+    verdict (an untrusted reference); no ``test`` at all: a side-by-side figure without a
+    threshold. ``misses`` and ``meets``: values that must fail and pass the test
+    (:func:`check_goals`)."""
+
+    text: str
+    test: Callable[[dict], bool | None] | None
+    misses: tuple[dict, ...] = ()
+    meets: tuple[dict, ...] = ()
+
+    def verdict(self, values: dict) -> bool | None:
+        if self.test is None:
+            return None
+        ok = self.test(values)
+        return None if ok is None else bool(ok)
+
+
+def _run_within(budget_s: float) -> Goal:
+    """A command's wall time against its budget, ending well, on trusted references."""
+    return Goal(f"≤ {budget_s:.0f} s, trusted",
+                lambda v: v["rc"] == 0 and v["wall_s"] <= budget_s and v["trusted"],
+                misses=({"rc": 0, "wall_s": budget_s + 1, "trusted": True},
+                        {"rc": 0, "wall_s": budget_s / 2, "trusted": False},
+                        {"rc": 1, "wall_s": budget_s / 2, "trusted": True}),
+                meets=({"rc": 0, "wall_s": budget_s, "trusted": True},))
+
+
+def _at_most(text: str, key: str, limit: float) -> Goal:
+    return Goal(text, lambda v: v[key] <= limit, misses=({key: limit * 1.01},),
+                meets=({key: limit},))
+
+
+def _at_least(text: str, key: str, limit: float) -> Goal:
+    return Goal(text, lambda v: v[key] >= limit, misses=({key: limit * 0.99},),
+                meets=({key: limit},))
+
+
+#: the audits' budgets (bench/bench_audit.py's)
+AUDIT_BUDGETS_S = {"default": 180.0, "geometric": 120.0, "babyface": 300.0, "readlevel": 480.0}
+
+#: every row's goal, in the issue's wording, and the test its measured values must pass
+GOALS: dict[str, Goal] = {
+    **{f"audit {name}": _run_within(s) for name, s in AUDIT_BUDGETS_S.items()},
+    "audit --approx": _run_within(180.0),
+    "paper reference": Goal(
+        "≤ 20 min, trusted", lambda v: any(t and m <= 20 for m, t in v["routes"]),
+        misses=({"routes": [(21.0, True), (10.0, False)]}, {"routes": []}),
+        meets=({"routes": [(40.0, False), (20.0, True)]},)),
+    "warm start": Goal(
+        "{n} of {n}", lambda v: v["n"] > 0 and v["fewer"] == v["n"],
+        misses=({"n": 2, "fewer": 1}, {"n": 0, "fewer": 0}), meets=({"n": 2, "fewer": 2},)),
+    "nuts medium": Goal("both back-ends, side by side", None),
+    "sbc": Goal(
+        "all, 200 replicates, ≤ 30 min",
+        lambda v: (v["runs"] > 0 and v["calibrated"] == v["full"] == v["timed"] == v["runs"]
+                   and v["max_min"] <= 30),
+        misses=({"runs": 2, "calibrated": 1, "full": 2, "timed": 2, "max_min": 10.0},
+                {"runs": 2, "calibrated": 2, "full": 1, "timed": 1, "max_min": 10.0},
+                {"runs": 2, "calibrated": 2, "full": 2, "timed": 2, "max_min": 31.0},
+                {"runs": 0, "calibrated": 0, "full": 0, "timed": 0, "max_min": math.inf}),
+        meets=({"runs": 2, "calibrated": 2, "full": 2, "timed": 2, "max_min": 30.0},)),
+    "online in the box": Goal(
+        "{n} of {n}", lambda v: None if v["untrusted"] else v["n"] > 0 and v["inside"] == v["n"],
+        misses=({"n": 4, "inside": 3, "untrusted": 0}, {"n": 0, "inside": 0, "untrusted": 0}),
+        meets=({"n": 4, "inside": 4, "untrusted": 0},)),
+    "babyface ep": Goal(
+        "≤ 0.5×", lambda v: v["ratio"] <= 0.5 if v["trusted"] else None,
+        misses=({"ratio": 0.51, "trusted": True},), meets=({"ratio": 0.5, "trusted": True},)),
+    # issue 44: "one method inside the box per medium worker type at ≤ 1/5 of NUTS's CPU";
+    # a setting without one is not met, whatever diagnosis of it was made afterwards
+    "ppl in the box": Goal(
+        "one method inside the box per medium worker type at ≤ 1/5 of NUTS's CPU",
+        lambda v: None if v["open"] else v["n"] > 0 and v["inside"] == v["n"],
+        misses=({"n": 4, "inside": 0, "open": 0}, {"n": 4, "inside": 3, "open": 0},
+                {"n": 0, "inside": 0, "open": 0}),
+        meets=({"n": 4, "inside": 4, "open": 0},)),
+    # a method that ran is not a method that can be trusted: k̂ ≤ 0.7 is
+    "ppl paper scale": Goal(
+        "a method reliable (k̂ ≤ 0.7) in 20 min",
+        lambda v: any(k <= 0.7 for k in v["khats"]),
+        misses=({"khats": [2.63, 12.3]}, {"khats": []}), meets=({"khats": [0.7, 21.0]},)),
+    "online kernel": _at_least("≥ 3 M/s", "rate", 3e6),
+    "online end to end": _at_least("≥ 3 M/s", "rate", 3e6),
+    "pl vs openskill": _at_least("≥ 150×", "ratio", 150.0),
+    "couple : pl": _at_most("≤ 2.8 (the paper's)", "ratio", 2.8),
+    "stream csv": _at_most("≤ 120 s", "wall_s", 120.0),
+    "stream parquet": _at_most("≤ 60 s", "wall_s", 60.0),
+    "stream memory": _at_most("≤ 1 GB", "peak_mb", 1000.0),
+    "stream small": _at_most("≤ 2 s", "wall_s", 2.0),
+    "stream identical": Goal(
+        "identical", lambda v: v["checked"] > 0 and v["same"],
+        misses=({"checked": 2, "same": False}, {"checked": 0, "same": True}),
+        meets=({"checked": 1, "same": True},)),
+    "map vs choix": Goal(
+        "≤ choix's {choix_s:.1f} s", lambda v: v["optimum"] and v["seconds"] <= v["choix_s"],
+        misses=({"seconds": 5.0, "choix_s": 4.0, "optimum": True},
+                {"seconds": 0.1, "choix_s": 4.0, "optimum": False}),
+        meets=({"seconds": 4.0, "choix_s": 4.0, "optimum": True},)),
+    "bootstrap": _at_most("≤ 30 s", "seconds", 30.0),
+    "crowdc": Goal(
+        "≥ 0.95",
+        lambda v: v["tau_ratio"] >= 0.95 and v["saving_45_50"] and v["seconds"] <= 600,
+        misses=({"tau_ratio": 0.919, "saving_45_50": True, "seconds": 200.0},
+                {"tau_ratio": 0.96, "saving_45_50": False, "seconds": 200.0},
+                {"tau_ratio": 0.96, "saving_45_50": True, "seconds": 601.0}),
+        meets=({"tau_ratio": 0.95, "saving_45_50": True, "seconds": 600.0},)),
+    "replicate babyface": Goal(
+        "paper's 92.30 % ± 1",
+        lambda v: abs(v["accuracy"] - 92.30) <= 1 and v["same_six"] and v["seconds"] <= 180,
+        misses=({"accuracy": 93.31, "same_six": True, "seconds": 100.0},
+                {"accuracy": 92.3, "same_six": False, "seconds": 100.0},
+                {"accuracy": 92.3, "same_six": True, "seconds": 181.0},
+                {"accuracy": math.nan, "same_six": True, "seconds": 100.0}),
+        meets=({"accuracy": 91.5, "same_six": True, "seconds": 180.0},)),
+    "replicate fig7": _at_most("≤ 10 min", "seconds", 600.0),
+    "replicate cost": Goal("beside the paper's 2.8", None),
+    "dask": Goal(
+        "≤ 10 %, same results", lambda v: v["overhead"] <= 0.10 and v["same"],
+        misses=({"overhead": 0.11, "same": True}, {"overhead": 0.0, "same": False}),
+        meets=({"overhead": 0.10, "same": True},)),
+    "mutation": Goal(
+        "all, current", lambda v: v["n"] > 0 and v["current"] == v["n"] and not v["low"],
+        misses=({"n": 10, "current": 9, "low": 0}, {"n": 10, "current": 10, "low": 1},
+                {"n": 0, "current": 0, "low": 0}),
+        meets=({"n": 10, "current": 10, "low": 0},)),
+    # the minutes pytest printed and its counts, not a "met" written into the record
+    "suite": Goal(
+        "≤ 15 min, all pass",
+        lambda v: (v["minutes"] <= 15 and v["passed"] > 0 and not v["failed"]
+                   and not v["errors"]),
+        misses=({"minutes": 15.1, "passed": 10, "failed": 0, "errors": 0},
+                {"minutes": 10.0, "passed": 10, "failed": 1, "errors": 0},
+                {"minutes": 10.0, "passed": 10, "failed": 0, "errors": 1},
+                {"minutes": 10.0, "passed": 0, "failed": 0, "errors": 0}),
+        meets=({"minutes": 15.0, "passed": 10, "failed": 0, "errors": 0},)),
+}
+
+
+def check_goals(goals: dict[str, Goal] | None = None) -> None:
+    """Every goal's test fails each of its ``misses`` and passes each of its ``meets``, and
+    every goal with a threshold has both: a test loosened to pass anything (or a goal
+    whose alternative was added after measuring) fails here, before a table is rendered."""
+    goals = GOALS if goals is None else goals
+    bad = []
+    for key, g in goals.items():
+        if g.test is None:
+            continue
+        if not g.misses or not g.meets:
+            bad.append(f"{key}: no values that miss and meet it")
+        bad += [f"{key}: {v} passes {g.text!r}" for v in g.misses if g.verdict(v) is not False]
+        bad += [f"{key}: {v} fails {g.text!r}" for v in g.meets if g.verdict(v) is not True]
+    if bad:
+        raise ValueError("the goal table does not hold its goals as written:\n  "
+                         + "\n  ".join(bad))
+
+
 @dataclass(frozen=True)
 class Row:
     """One goal. ``figure`` is one figure (plus "NOT trusted" where it rests on an
-    untrusted reference); ``detail`` the rest, shown in docs/results.md only; ``recs`` the
-    records the row reads, from the file ``source``; ``headline``: also in the README."""
+    untrusted reference); ``key`` names its goal in :data:`GOALS`, whose test reads
+    ``values`` (what was measured); ``detail`` the rest, shown in docs/results.md only;
+    ``recs`` the records the row reads, from the file ``source``; ``headline``: also in
+    the README."""
 
     what: str
     figure: str
-    goal: str
-    met: str
-    source: str
-    recs: object
+    key: str
+    values: dict = field(compare=False)
+    source: str = ""
+    recs: object = None
     detail: str = ""
     headline: bool = True
+
+    @property
+    def goal(self) -> str:
+        return GOALS[self.key].text.format(**self.values)
+
+    @property
+    def met(self) -> str:
+        return yes(GOALS[self.key].verdict(self.values))
 
     @property
     def record(self) -> str:
@@ -90,15 +268,14 @@ def audit_rows(d: Path) -> list[Row]:
         if r is None:
             continue
         trusted = all(r[m]["trusted"] for m in ("couple", "crowdbt") if m in r)
-        ok = r.get("rc") == 0 and r["wall_s"] <= r["budget_s"] and trusted
         cache = str(r.get("xla_cache") or "")
         detail = [prior, "COUPLE and CrowdBT references "
                   + ("trusted" if trusted else "NOT both trusted")]
         detail.append("every program compiled (empty cache)" if cache.startswith("cold") else
                       "programs from the user's cache" if cache else "")
-        rows.append(Row(label, _trusted(f"{r['wall_s']:.0f} s", trusted),
-                        f"≤ {r['budget_s']:.0f} s, trusted", yes(ok), "audit.json", r,
-                        "; ".join(x for x in detail if x)))
+        rows.append(Row(label, _trusted(f"{r['wall_s']:.0f} s", trusted), f"audit {name}",
+                        {"rc": r.get("rc"), "wall_s": r["wall_s"], "trusted": trusted},
+                        "audit.json", r, "; ".join(x for x in detail if x)))
     return rows
 
 
@@ -125,11 +302,10 @@ def paper_row(d: Path) -> list[Row]:
         done.append((mins, bool(r.get("trusted"))))
         parts.append(f"{route(r)} {mins:.1f} min, "
                      + ("trusted" if r.get("trusted") else "NOT trusted"))
-    ok = any(t and m <= 20 for m, t in done)
     best = min(done, key=lambda x: (not x[1], x[0])) if done else None
     figure = _trusted(f"{best[0]:.1f} min", best[1]) if best else "not completed"
     return [Row("trusted COUPLE reference, 450,000 rankings", figure,
-                "≤ 20 min, trusted", yes(ok), "reference_paper.json", paper,
+                "paper reference", {"routes": done}, "reference_paper.json", paper,
                 "; ".join(parts) + "; 4 chains, 2 cores")]
 
 
@@ -152,8 +328,8 @@ def warmstart_row(d: Path) -> list[Row]:
         fewer += bool(a is not None and b is not None
                       and b["warmup_gradients"] < a["warmup_gradients"])
     return [Row("warm start: models needing less warm-up",
-                f"{fewer} of {len(models)}", f"{len(models)} of {len(models)}",
-                yes(fewer == len(models)), "reference_warmstart.json", ladder,
+                f"{fewer} of {len(models)}", "warm start", {"n": len(models), "fewer": fewer},
+                "reference_warmstart.json", ladder,
                 ("warm-up gradients of the shortest tune trusted on every seed, default → "
                  "online start: " + "; ".join(parts)))]
 
@@ -177,7 +353,7 @@ def medium_row(d: Path) -> list[Row]:
            for r in latest if not r.get("trusted")]
     return [Row("NUTS at medium scale: min bulk ESS per CPU-s",
                 f"{low[0]:.1f} ({low[1]})" if low else "no trusted run",
-                "both back-ends, side by side", "–", "reference_medium.json", latest,
+                "nuts medium", {}, "reference_medium.json", latest,
                 f"L=100, W=50, each back-end and worker type's latest run: "
                 f"{len(latest) - len(bad)} of {len(latest)} trusted ({text})"
                 + (f"; NOT trusted: {', '.join(bad)}" if bad else ""), headline=False)]
@@ -198,11 +374,12 @@ def sbc_row(d: Path) -> list[Row]:
     full = [r for r in runs if r.get("reached_200_replicates")]
     walls = [r["measured_200_replicates_wall_s"] / 60 for r in full
              if r.get("measured_200_replicates_wall_s") is not None]
-    ok = len(cal) == len(full) == len(walls) == len(runs) and max(walls) <= 30
     detail = (f"10 items, 4 workers, 100 rankings; {len(full)} of {len(runs)} reached 200 "
               "replicates" + (f", {min(walls):.0f}–{max(walls):.0f} min each" if walls else ""))
     return [Row("SBC of NUTS: model × back-end pairs calibrated", f"{len(cal)} of {len(runs)}",
-                "all, 200 replicates, ≤ 30 min", yes(ok), "sbc.json", runs, detail)]
+                "sbc", {"runs": len(runs), "calibrated": len(cal), "full": len(full),
+                        "timed": len(walls), "max_min": max(walls, default=math.inf)},
+                "sbc.json", runs, detail)]
 
 
 def batch_rows(d: Path) -> list[Row]:
@@ -220,8 +397,8 @@ def batch_rows(d: Path) -> list[Row]:
         tol = (lambda f: f["tolerance"].replace("max|grad| <=", "max gradient ≤"))
         rows.append(Row(f"MAP of BT, read-level ({b['items']} items): Newton",
                         f"{ours['seconds']:.2f} s" + ("" if both else ", NOT at the optimum"),
-                        f"≤ choix's {choix['seconds']:.1f} s", yes(both and ours["seconds"]
-                                                                   <= choix["seconds"]),
+                        "map vs choix", {"seconds": ours["seconds"],
+                                         "choix_s": choix["seconds"], "optimum": both},
                         "batch.json", src,
                         (f"Newton ({tol(ours)}) against choix's Newton-CG ({tol(choix)}); "
                          + ("both" if both else "NOT both") + " within 1e-6 of the optimum")))
@@ -229,7 +406,7 @@ def batch_rows(d: Path) -> list[Row]:
     if runs:
         r = min(runs, key=lambda x: x["seconds"])
         rows.append(Row(f"bootstrap of BT, read-level ({b['bootstrap']['resamples']} resamples)",
-                        f"{r['seconds']:.1f} s", "≤ 30 s", yes(r["seconds"] <= 30),
+                        f"{r['seconds']:.1f} s", "bootstrap", {"seconds": r["seconds"]},
                         "batch.json", b, "the fastest of the runs", headline=r["seconds"] > 30))
     return rows
 
@@ -239,7 +416,6 @@ def crowdc_row(d: Path) -> list[Row]:
     if not c:
         return []
     cl = c.get("claim") or {}
-    ok = c["seconds_total"] <= 600 and cl.get("saving_45_50") and cl.get("tau_ratio_ge_95")
     detail = ("comparisons saved 45–50 %: " + yes(cl.get("saving_45_50"))
               + f"; {c['seconds_total']:.0f} s (goal ≤ 10 min)")
     # the other two parts of the claim, in the figure only when they fail
@@ -247,7 +423,9 @@ def crowdc_row(d: Path) -> list[Row]:
         ([] if c["seconds_total"] <= 600 else [f"{c['seconds_total']:.0f} s"])
     return [Row("`replicate crowdc`: lowest τ ratio against BTL",
                 f"{cl.get('min_tau_ratio', float('nan')):.3f}" + "".join(f", {m}" for m in miss),
-                "≥ 0.95", yes(ok),
+                "crowdc", {"tau_ratio": cl.get("min_tau_ratio", math.nan),
+                           "saving_45_50": bool(cl.get("saving_45_50")),
+                           "seconds": c["seconds_total"]},
                 "crowdc.json", c, detail)]
 
 
@@ -266,8 +444,8 @@ def fidelity_rows(d: Path) -> list[Row]:
         figure = f"{len(inside)} of {len(med)} settings" + (
             f", reference NOT trusted for {', '.join(untrusted)}" if untrusted else "")
         rows.append(Row("online variant in the box, medium scale", figure,
-                        f"{len(med)} of {len(med)}",
-                        yes(len(inside) == len(med)) if not untrusted else "–",
+                        "online in the box", {"n": len(med), "inside": len(inside),
+                                              "untrusted": len(untrusted)},
                         "fidelity.json", [subjects.get(f"medium-{n}") for n, _ in med],
                         ("box: centred |z| ≤ 0.1, sd ratio in [0.9, 1.1], ≤ 10× the one-pass's "
                          "cost" + (f"; closest |z| {min(zs):.2f}" if zs else ""))))
@@ -296,8 +474,8 @@ def fidelity_rows(d: Path) -> list[Row]:
             detail += f"; reference NOT trusted (only {', '.join(passing) or 'none'} passes)"
         what = "default EP" if label == "ep default" else f"EP (best of {len(bf)} variants)"
         rows.append(Row(f"{what} vs one-pass, BabyFace",
-                        _trusted(f"{worse(shown):.2f}×", trusted), "≤ 0.5×",
-                        yes(worse(shown) <= 0.5) if trusted else "–", "fidelity.json", subj,
+                        _trusted(f"{worse(shown):.2f}×", trusted), "babyface ep",
+                        {"ratio": worse(shown), "trusted": trusted}, "fidelity.json", subj,
                         detail))
     return rows
 
@@ -307,12 +485,10 @@ def online_rows(d: Path) -> list[Row]:
     if not online:
         return []
     s = next((r for r in online if r.get("what") == "summary"), {})
-    g = s.get("goals", {})
     couple = next((r for r in online if r.get("what") == "method"
                    and r.get("method") == "couple"), {})
     setup = next((r for r in online if r.get("what") == "setup"), {})
     n = f"{setup.get('rankings', 450_000):,} rankings"
-    goal = g.get("couple_rankings_per_s", 3e6)
     rows = []
     for label, v, detail in (
             ("kernel", couple.get("rankings_per_s"),
@@ -321,18 +497,17 @@ def online_rows(d: Path) -> list[Row]:
              f"{n}; `fit_online` end to end")):
         if v is not None:
             rows.append(Row(f"OnlineGBMM (COUPLE), {label}", f"{v / 1e6:.2f} M/s",
-                            f"≥ {goal / 1e6:g} M/s", yes(v >= goal), "online.json", s, detail))
+                            f"online {label}", {"rate": v}, "online.json", s, detail))
     if "pl_vs_openskill" in s:
-        lim = g.get("pl_vs_openskill", 150)
         rows.append(Row("OnlinePL against openskill's `rate()`", f"{s['pl_vs_openskill']:g}×",
-                        f"≥ {lim:g}×", yes(s["pl_vs_openskill"] >= lim), "online.json", s,
+                        "pl vs openskill", {"ratio": s["pl_vs_openskill"]}, "online.json", s,
                         "openskill's `PlackettLuce.rate()`, time per ranking"))
     if "couple_pl_cost_ratio" in s:
-        lim = g.get("couple_pl_cost_ratio", 2.8)
-        ok = s["couple_pl_cost_ratio"] <= lim
+        ok = GOALS["couple : pl"].verdict({"ratio": s["couple_pl_cost_ratio"]})
         rows.append(Row("COUPLE : PL time per ranking (kernels)",
-                        f"{s['couple_pl_cost_ratio']:.2f}", f"≤ {lim:g} (the paper's)", yes(ok),
-                        "online.json", s, "", headline=not ok))
+                        f"{s['couple_pl_cost_ratio']:.2f}", "couple : pl",
+                        {"ratio": s["couple_pl_cost_ratio"]}, "online.json", s, "",
+                        headline=not ok))
     return rows
 
 
@@ -351,18 +526,18 @@ def scale_rows(d: Path) -> list[Row]:
         peak = max(c.get("peak_rss_mb", 0), q.get("peak_rss_mb", 0))
         cw, qw = c.get("wall_s", float("nan")), q.get("wall_s", float("nan"))
         whole = "the whole `crowdrank fit --method online` command, streamed"
-        rows.append(Row(f"streamed online fit, {m} rankings, CSV", f"{cw:.1f} s", "≤ 120 s",
-                        yes(cw <= 120), "scale.json", big, whole))
-        rows.append(Row("the same from Parquet", f"{qw:.1f} s", "≤ 60 s", yes(qw <= 60),
-                        "scale.json", big, whole, headline=not qw <= 60))
-        rows.append(Row("the same: peak memory", f"{peak:.0f} MB", "≤ 1 GB",
-                        yes(peak <= 1000), "scale.json", big, "the larger of CSV and Parquet",
+        rows.append(Row(f"streamed online fit, {m} rankings, CSV", f"{cw:.1f} s", "stream csv",
+                        {"wall_s": cw}, "scale.json", big, whole))
+        rows.append(Row("the same from Parquet", f"{qw:.1f} s", "stream parquet",
+                        {"wall_s": qw}, "scale.json", big, whole, headline=not qw <= 60))
+        rows.append(Row("the same: peak memory", f"{peak:.0f} MB", "stream memory",
+                        {"peak_mb": peak}, "scale.json", big, "the larger of CSV and Parquet",
                         headline=peak > 1000))
     small = runs.get(min(runs)) if runs else None
     if small and small is not big:
         w = (small.get("csv") or {}).get("wall_s", float("nan"))
         rows.append(Row(f"the same, {small['rankings'] / 1e6:g} M rankings, CSV", f"{w:.2f} s",
-                        "≤ 2 s", yes(w <= 2), "scale.json", small, "2 cores"))
+                        "stream small", {"wall_s": w}, "scale.json", small, "2 cores"))
     checked = [r for r in runs.values() if "identical_to_in_memory" in r]
     if checked:
         same = all(r["identical_to_in_memory"] for r in checked)
@@ -370,7 +545,8 @@ def scale_rows(d: Path) -> list[Row]:
         unchecked = [f"{n / 1e6:g} M" for n in runs if "identical_to_in_memory" not in runs[n]]
         rows.append(Row("streamed fit: the same numbers as in memory",
                         f"{yes(same)}, up to {top / 1e6:g} M",
-                        "identical", yes(same), "scale.json", checked,
+                        "stream identical", {"checked": len(checked), "same": same},
+                        "scale.json", checked,
                         "checked at " + ", ".join(f"{r['rankings'] / 1e6:g} M" for r in checked)
                         + (f"; not checked at {', '.join(unchecked)}" if unchecked else "")))
     return rows
@@ -387,8 +563,8 @@ def mutation_row(d: Path) -> list[Row]:
     detail = (f"{len(cur)} current, {len(mods) - len(low)} at ≥ 90 % (a sample's lower end); "
               "the fast tests; per module below")
     return [Row("core modules ≥ 90 % in mutation testing",
-                f"{len(good)} of {len(mods)}", "all, current",
-                yes(len(cur) == len(mods) and not low), "mutation.json",
+                f"{len(good)} of {len(mods)}", "mutation",
+                {"n": len(mods), "current": len(cur), "low": len(low)}, "mutation.json",
                 [m["rec"] for m in mods], detail)]
 
 
@@ -415,8 +591,9 @@ def suite_row(d: Path) -> list[Row]:
                    + (")" if not h.get("speed") else
                       f", probe Python {h['speed']['python_s']:g} s)"))
     return [Row("`make test`, fresh clone, cold caches", fig,
-                f"≤ {s['goal_minutes']:g} min, all pass", yes(s["met"]), "suite.json", s,
-                detail)]
+                "suite", {"minutes": s["pytest_minutes"], "passed": s.get("passed", 0),
+                          "failed": s.get("failed", 0), "errors": s.get("errors", 0)},
+                "suite.json", s, detail)]
 
 
 def replicate_rows(d: Path) -> list[Row]:
@@ -426,12 +603,13 @@ def replicate_rows(d: Path) -> list[Row]:
         e = bf["summary"]["sets"][0]
         mine = [c for c in e["cleaned"] if "couple" in c["detected_by"]]
         acc = mine[0]["accuracy"]["couple"]["mean"] if mine else float("nan")
-        ok = abs(acc - 92.30) <= 1 and e.get("same_six") and bf["wall_seconds"] <= 180
         miss = ([] if e.get("same_six") else ["NOT the same six workers"]) + \
             ([] if bf["wall_seconds"] <= 180 else [f"{bf['wall_seconds']:.0f} s"])
         rows.append(Row("`replicate babyface`: cleaned COUPLE accuracy",
                         f"{acc:.2f} %" + "".join(f", {m}" for m in miss),
-                        "paper's 92.30 % ± 1", yes(ok), "replicate_babyface.json", bf,
+                        "replicate babyface", {"accuracy": acc, "same_six": bool(e.get("same_six")),
+                                               "seconds": bf["wall_seconds"]},
+                        "replicate_babyface.json", bf,
                         (f"R = {bf['repeats']}; the same six noisy workers: "
                          f"{yes(e.get('same_six'))}; {bf['wall_seconds']:.0f} s (≤ 3 min)")))
     f7 = load(d, "replicate_fig7.json")
@@ -439,24 +617,25 @@ def replicate_rows(d: Path) -> list[Row]:
         s = f7["summary"]
         held = s["claims"]["couple_best_everywhere"] and s["claims"]["couple_stable_from_20pct"]
         rows.append(Row(f"`replicate fig7`, paper scale (R = {f7['repeats']})",
-                        f"{f7['wall_seconds']:.0f} s", "≤ 10 min", yes(f7["wall_seconds"] <= 600),
-                        "replicate_fig7.json", f7,
+                        f"{f7['wall_seconds']:.0f} s", "replicate fig7",
+                        {"seconds": f7["wall_seconds"]}, "replicate_fig7.json", f7,
                         f"the paper's claims hold: {yes(held)} (per setting below)",
                         headline=f7["wall_seconds"] > 600))
     cost = load(d, "replicate_cost.json")
     if cost:
         r = cost["summary"]["cost"]["babyface"]["ratio_to_pl"]["couple:pl (cpu, whole pass)"]
         rows.append(Row("`replicate cost`: COUPLE : OnlinePL, BabyFace", f"{r:.2f}",
-                        "beside the paper's 2.8", "–", "replicate_cost.json", cost,
+                        "replicate cost", {}, "replicate_cost.json", cost,
                         "CPU time per ranking, whole pass", headline=False))
     dk = load(d, "replicate_dask.json")
     if dk:
         same = all(x["identical_results"] for x in dk["runs"])
-        ok = dk["overhead_best"] <= 0.10 and same
+        ok = GOALS["dask"].verdict({"overhead": dk["overhead_best"], "same": same})
         rows.append(Row(f"Dask against the process pool ({dk['tasks']} tasks): overhead",
                         f"{100 * dk['overhead_best']:+.1f} %"
                         + ("" if same else ", results NOT identical"),
-                        "≤ 10 %, same results", yes(ok), "replicate_dask.json", dk,
+                        "dask", {"overhead": dk["overhead_best"], "same": same},
+                        "replicate_dask.json", dk,
                         f"identical results: {yes(same)}", headline=not ok))
     return rows
 
@@ -484,32 +663,13 @@ def approx_study_rows(d: Path) -> list[Row]:
         f" ({', '.join(met)})" if met else "")
     if open_:
         detail += f"; not run or untrusted: {', '.join(open_)}"
-    # the goal's alternative: where no method is inside, the parameters that keep them out
-    # are diagnosed (bench_approx_diagnose.py)
-    diag = load(d, "approx_diagnose.json") or {}
-    diagnosed = {s["name"].removeprefix("medium-") for s in diag.get("subjects", [])
-                 if s.get("status") == "done"}
-    without = [s["name"].removeprefix("medium-") for s in med
-               if s["name"].removeprefix("medium-") not in met + open_]
-    done_diag = [n for n in without if n in diagnosed]
-    if without and diag:
-        detail += (f"; the {len(without)} without one diagnosed"
-                   if len(done_diag) == len(without)
-                   else f"; diagnosed: {len(done_diag)} of the {len(without)} without one")
-    ok = None if open_ else all(n in diagnosed for n in without)
-    # one figure (the settings inside) and one short qualifier: what became of the rest
-    figure = f"{len(met)} of {len(med)}"
-    if open_:
-        figure += f", {len(open_)} open"
-    elif without and len(done_diag) == len(without):
-        figure += ", all diagnosed" if not met else ", rest diagnosed"
-    elif without:
-        figure += f", {len(without) - len(done_diag)} undiagnosed"
-    recs = [st] + ([diag] if diag else [])
-    return [Row("PPL approximation in the box, ≤ 1/5 NUTS CPU", figure,
-                "each setting, or diagnosed", yes(ok),
-                "approx_study.json, approx_diagnose.json" if diag else "approx_study.json",
-                recs, "medium scale, one setting per worker type; " + detail)]
+    # one figure (the settings with a method inside), and how many are still open
+    figure = f"{len(met)} of {len(med)}" + (f", {len(open_)} open" if open_ else "")
+    # what keeps the methods out of the box was diagnosed afterwards (approx_diagnose.json,
+    # its own section of docs/results.md): that is no method inside, and not read here
+    return [Row("PPL approximation in the box, medium scale", figure, "ppl in the box",
+                {"n": len(med), "inside": len(met), "open": len(open_)}, "approx_study.json",
+                st, "one setting per worker type; " + detail)]
 
 
 def approx_audit_row(d: Path) -> list[Row]:
@@ -519,29 +679,33 @@ def approx_audit_row(d: Path) -> list[Row]:
     if not r or "wall_s" not in r:
         return []
     trusted = all(m.get("reference_trusted") for m in (r.get("models") or {}).values())
-    ok = r.get("rc") == 0 and r["wall_s"] <= r["budget_s"] and trusted
     return [Row("`audit --approx` (4 PPL methods)",
-                _trusted(f"{r['wall_s']:.0f} s", trusted), f"≤ {r['budget_s']:.0f} s, trusted",
-                yes(ok), "approx.json", r, f"`{r['command'].replace(' --out DIR', '')}`")]
+                _trusted(f"{r['wall_s']:.0f} s", trusted), "audit --approx",
+                {"rc": r.get("rc"), "wall_s": r["wall_s"], "trusted": trusted}, "approx.json", r,
+                f"`{r['command'].replace(' --out DIR', '')}`")]
 
 
 def approx_paper_row(d: Path) -> list[Row]:
-    """The approximations at paper scale (450,000 rankings), judged by k̂: how many fit
-    in the 20-min budget and got their k̂; the goal is met when every method was run (a
-    method that did not fit in the budget or the memory is a measured outcome)."""
+    """The approximations at paper scale (450,000 rankings), judged by k̂ (no NUTS
+    reference exists there): the goal is a method whose draws are reliable (k̂ ≤ 0.7)
+    among those that fit in the 20-min budget; that every method ran, or how low the best
+    k̂ came, is the detail, not the verdict."""
     r = load(d, "approx_paper.json")
     if not r or not r.get("methods"):
         return []
     ms = r["methods"]
     done = [m for m in ms if m.get("status") == "done"]
-    ks = [m["khat"] for m in done if m.get("khat") is not None]
-    ran = all(m.get("status") == "done" or str(m.get("status", "")).startswith(
-        ("did not fit", "failed")) for m in ms)
-    return [Row("PPL approximations, 450,000 rankings: best k̂",
-                f"{min(ks):.2f}" if ks else "none fit", "every method, its k̂",
-                yes(ran), "approx_paper.json", r,
-                f"{len(done)} of {len(ms)} methods fit in 20 min on 2 cores; k̂ ≤ 0.7 is "
-                "reliable")]
+    ks = [(m["khat"], m.get("label", "?")) for m in done if m.get("khat") is not None]
+    reliable = [k for k, _ in ks if k <= 0.7]
+    figure = (f"{len(reliable)} of {len(ms)} reliable" if reliable else
+              "none reliable" if ks else "none fit")
+    detail = f"{len(done)} of {len(ms)} methods fit in 20 min on 2 cores"
+    if ks:
+        best = min(ks)
+        detail += f"; best k̂ {best[0]:.2f} ({best[1]})"
+    return [Row("PPL approximations, 450,000 rankings", figure, "ppl paper scale",
+                {"khats": [k for k, _ in ks]}, "approx_paper.json", r,
+                detail + "; k̂ ≤ 0.7 is reliable")]
 
 
 #: the rows in README order; each returns zero rows when its record is absent
@@ -555,6 +719,7 @@ def rows(results_dir: Path | str = RESULTS) -> list[Row]:
     page are rendered from the same rows in one run, and the mutation row asks git about
     each module (a dozen calls), so a second build is served from memory until a record
     changes."""
+    check_goals()
     d = Path(results_dir).resolve()
     state = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size)
                   for p in sorted(d.glob("*.json")))

@@ -1,9 +1,11 @@
-"""Convergence gate: is a NUTS run trusted as the reference? (docs/design.md, Validation)
+"""Convergence gate: is a sampler's run trusted as the reference? (docs/design.md, Validation)
 
 A run is trusted only if, over every scalar parameter of the posterior, the rank-normalised
-split R-hat is below 1.01, bulk and tail ESS are at least 400, there is no divergent
-transition, and the E-BFMI of every chain is at least 0.3 [Vehtari21],
-[Betancourt16]. All diagnostics are computed with ArviZ (``arviz_stats``); the gate only compares
+split R-hat is below 1.01, bulk and tail ESS are at least 400, and — for Hamiltonian
+samplers (NUTS) — there is no divergent transition and the E-BFMI of every chain is at
+least 0.3 [Vehtari21], [Betancourt16]. A sampler without trajectories (the collapsed
+Gibbs sampler) has no divergence or energy: its gate is the R-hat and ESS part alone
+(``check(..., hmc=False)``; ``Gate.kind`` says which). All diagnostics are computed with ArviZ (``arviz_stats``); the gate only compares
 them with the thresholds and says, in words, which failed.
 """
 
@@ -34,12 +36,16 @@ class Gate:
     ess_tail_min: float = math.nan
     divergences: int = 0
     ebfmi_min: float = math.nan
+    #: ``"hmc"`` (divergences and E-BFMI are part of the verdict) or ``"gibbs"`` (R-hat
+    #: and ESS only)
+    kind: str = "hmc"
 
     def verdict(self) -> str:
         """One line for the CLI and reports."""
         figs = (f"R-hat max {self.rhat_max:.4f}, ESS bulk min {self.ess_bulk_min:.0f}, "
-                f"ESS tail min {self.ess_tail_min:.0f}, divergences {self.divergences}, "
-                f"E-BFMI min {self.ebfmi_min:.2f}")
+                f"ESS tail min {self.ess_tail_min:.0f}")
+        if self.kind == "hmc":
+            figs += f", divergences {self.divergences}, E-BFMI min {self.ebfmi_min:.2f}"
         if self.trusted:
             return f"reference TRUSTED ({figs})"
         return f"reference NOT trusted: {'; '.join(self.reasons)} ({figs})"
@@ -48,7 +54,7 @@ class Gate:
         return {"trusted": self.trusted, "reasons": list(self.reasons),
                 "rhat_max": self.rhat_max, "ess_bulk_min": self.ess_bulk_min,
                 "ess_tail_min": self.ess_tail_min, "divergences": self.divergences,
-                "ebfmi_min": self.ebfmi_min}
+                "ebfmi_min": self.ebfmi_min, "kind": self.kind}
 
     @classmethod
     def from_dict(cls, d: dict) -> Gate:
@@ -60,7 +66,7 @@ class Gate:
                    reasons=[str(r) for r in d.get("reasons") or []],
                    rhat_max=num("rhat_max"), ess_bulk_min=num("ess_bulk_min"),
                    ess_tail_min=num("ess_tail_min"), divergences=int(d.get("divergences") or 0),
-                   ebfmi_min=num("ebfmi_min"))
+                   ebfmi_min=num("ebfmi_min"), kind=str(d.get("kind") or "hmc"))
 
     def to_attrs(self) -> dict:
         """The tree attributes ``gate_*`` (NetCDF keeps no lists: reasons joined by "; ")."""
@@ -89,7 +95,7 @@ def _worst(values: list[np.ndarray], worst) -> tuple[float, bool]:
 
 
 def check(idata, *, rhat_max: float = RHAT_MAX, ess_min: float = ESS_MIN,
-          ebfmi_min: float = EBFMI_MIN) -> Gate:
+          ebfmi_min: float = EBFMI_MIN, hmc: bool = True) -> Gate:
     """Apply the gate to a DataTree with ``posterior`` and ``sample_stats`` groups.
 
     Parameters
@@ -99,11 +105,13 @@ def check(idata, *, rhat_max: float = RHAT_MAX, ess_min: float = ESS_MIN,
         ``diverging`` and ``energy``).
     rhat_max, ess_min, ebfmi_min : float
         Thresholds (defaults: the suite's, docs/design.md, Validation).
+    hmc : bool
+        A Hamiltonian sampler's run: divergences and E-BFMI are checked too (False: the
+        R-hat and ESS part alone; ``sample_stats`` may be absent).
     """
     import arviz_stats as azs
 
     post = idata["posterior"].to_dataset()
-    stats = idata["sample_stats"].to_dataset()
     n_chains = int(post.sizes.get("chain", 1))
     n_draws = int(post.sizes.get("draw", 0))
     reasons: list[str] = []
@@ -131,6 +139,10 @@ def check(idata, *, rhat_max: float = RHAT_MAX, ess_min: float = ESS_MIN,
     if not (t_min >= ess_min):
         reasons.append(f"tail ESS {t_min:.0f} < {ess_min:.0f}")
 
+    if not hmc:
+        return Gate(trusted=not reasons, reasons=reasons, rhat_max=r_max, ess_bulk_min=b_min,
+                    ess_tail_min=t_min, kind="gibbs")
+    stats = idata["sample_stats"].to_dataset()
     div = int(np.asarray(stats["diverging"]).sum()) if "diverging" in stats else 0
     if "diverging" not in stats:
         reasons.append("no divergence information in sample_stats")

@@ -1,0 +1,174 @@
+"""The collapsed data-augmentation Gibbs sampler: a reference sampler built for these
+models (docs/design.md, "The collapsed Gibbs sampler").
+
+COUPLE [Pan18, Eq. 3], CrowdBT [Chen13] (its pair is COUPLE's two-candidate stage with
+``η̄ = (η, 1 − η)``), PL and BT (the offsets fixed at 0) share one engine:
+:mod:`~crowdrank.inference.gibbs.layout` lays the stages out by worker,
+:mod:`~crowdrank.inference.gibbs.kernels` draws each conditional,
+:mod:`~crowdrank.inference.gibbs.sampler` runs one chain as ``init``/``step``. This module
+runs the chains (local processes, one per chain, or one Dask task per chain with
+``scheduler``) and returns the draws in the NUTS layout behind the same gate as NUTS —
+R-hat and ESS; a Gibbs sampler has no divergences or energy::
+
+    from crowdrank.inference.gibbs import fit_gibbs
+    res = fit_gibbs(data, "couple", priors, chains=2, warmup=500, draws=1000, seed=0)
+    res.gate.verdict(), res.idata["posterior"]["eta"]
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from crowdrank.models.errors import UsageError
+from crowdrank.models.model_inputs import model_inputs
+from crowdrank.models.registry import get as get_model
+
+from ..gate import Gate, check
+from .layout import Stages, empty_like, stages
+
+#: The models the engine fits: their likelihood is COUPLE's stagewise mixture or one of its
+#: special cases (a worker prior that is a Dirichlet or a Beta, or none).
+GIBBS_MODELS = ("couple", "crowdbt", "pl", "bt")
+
+
+@dataclass
+class GibbsResult:
+    """``idata``: a DataTree (``posterior`` with ``lambda`` and ``eta`` as NUTS writes
+    them); ``gate``: R-hat and ESS; ``timings`` (seconds); ``chains``: each chain's
+    acceptance rates, ``ρ`` and seconds per sweep."""
+
+    idata: object
+    gate: Gate
+    timings: dict = field(default_factory=dict)
+    chains: list = field(default_factory=list)
+
+
+def _family(model: str) -> str | None:
+    fam = get_model(model).worker_prior
+    return None if fam is None else str(getattr(fam, "name", fam))
+
+
+def _chain_job(job: dict) -> dict:
+    """One chain in a worker process (BLAS on one thread: a chain is one core's work)."""
+    from threadpoolctl import threadpool_limits
+
+    from .sampler import run_chain
+
+    with threadpool_limits(1):
+        return run_chain(job["stages"], job["alpha"], job["mu0"], job["sigma0"],
+                         warmup=job["warmup"], draws=job["draws"], thin=job["thin"],
+                         seed=job["seed"], family=job["family"],
+                         lambda_steps=job["lambda_steps"], walk_steps=job["walk_steps"])
+
+
+def _run_jobs(jobs: list, processes: int, scheduler: str | None, progress: bool) -> list:
+    if scheduler:
+        from distributed import Client
+
+        with Client(scheduler) as client:
+            return client.gather(client.map(_chain_job, jobs, pure=False))
+    if processes <= 1 or len(jobs) == 1:
+        return [_chain_job(j) for j in _with_bar(jobs, progress)]
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    # fork is safe while no XLA runtime (threads of its own) lives in this process, and
+    # spares a script the `if __name__ == "__main__"` guard that spawn needs
+    ctx = get_context("spawn" if "jax" in sys.modules else "fork")
+    with ProcessPoolExecutor(min(processes, len(jobs)), mp_context=ctx) as ex:
+        futures = [ex.submit(_chain_job, j) for j in jobs]
+        out = []
+        for f in _with_bar(futures, progress):
+            out.append(f.result())
+        return out
+
+
+def _with_bar(seq, progress: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(seq, desc="gibbs chains", unit="chain", disable=not progress)
+
+
+def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
+              draws: int = 1000, thin: int = 1, lambda_steps: int = 5,
+              walk_steps: int = 10, seed: int = 0, prior_only: bool = False,
+              processes: int | None = None, scheduler: str | None = None,
+              progress: bool = False) -> GibbsResult:
+    """Sample ``model`` on ``data`` under ``priors`` by collapsed Gibbs (module docstring).
+
+    Parameters
+    ----------
+    data : Rankings
+    model : {"couple", "crowdbt", "pl", "bt"}
+    priors : Priors
+        The priors every other method reads (``λ ~ N(mu0, sigma0²)``; COUPLE ``η_w ~
+        Dir(α_w)``; CrowdBT ``η_w ~ Beta(a_w, b_w)``).
+    chains, warmup, draws, thin : int
+        Chains; adapted warm-up sweeps; kept draws per chain, one every ``thin`` sweeps.
+    lambda_steps, walk_steps : int
+        Scores' steps and worker walk steps per sweep
+        (:mod:`~crowdrank.inference.gibbs.sampler`).
+    seed : int
+        Chain ``c`` is seeded by ``seed`` and ``c``.
+    prior_only : bool
+        Leave the data out (the sampler's draws of the prior: the exact-marginal check).
+    processes : int, optional
+        Chains run at once in local processes (default: the CPUs, at most ``chains``).
+    scheduler : str, optional
+        A Dask scheduler's address: one task per chain on its workers.
+    progress : bool
+        A progress bar over the chains.
+    """
+    if model not in GIBBS_MODELS:
+        raise UsageError(f"the Gibbs sampler fits {', '.join(GIBBS_MODELS)}, not {model!r}")
+    for name, v, lo in (("chains", chains, 1), ("warmup", warmup, 0), ("draws", draws, 1),
+                        ("thin", thin, 1), ("lambda_steps", lambda_steps, 1),
+                        ("walk_steps", walk_steps, 0)):
+        if int(v) < lo:
+            raise UsageError(f"{name} must be >= {lo}, got {v}")
+    t0 = time.perf_counter()
+    inputs = model_inputs(model, data, priors)
+    st: Stages = stages(inputs)
+    if prior_only:
+        st = empty_like(st)
+    family = _family(model)
+    base = np.random.SeedSequence(int(seed))
+    child = [int(s.generate_state(1)[0]) for s in base.spawn(int(chains))]
+    jobs = [{"stages": st, "alpha": inputs.alpha, "mu0": inputs.mu0,
+             "sigma0": inputs.sigma0, "warmup": int(warmup), "draws": int(draws),
+             "thin": int(thin), "seed": child[c], "family": family,
+             "lambda_steps": int(lambda_steps), "walk_steps": int(walk_steps)}
+            for c in range(int(chains))]
+    procs = processes if processes is not None else min(int(chains), os.cpu_count() or 1)
+    t1 = time.perf_counter()
+    outs = _run_jobs(jobs, int(procs), scheduler, progress)
+    t2 = time.perf_counter()
+    tree = draws_tree_of(model, outs, data)
+    gate = check(tree, hmc=False)
+    tree.attrs.update({"sampler": "gibbs", "method": "gibbs", "model": model,
+                       "chains": int(chains), "warmup": int(warmup), "draws": int(draws),
+                       "thin": int(thin), "lambda_steps": int(lambda_steps),
+                       "walk_steps": int(walk_steps), "seed": int(seed),
+                       **gate.to_attrs()})
+    chain_stats = [{k: (v if not isinstance(v, np.ndarray) else
+                        [float(np.min(v)), float(np.median(v)), float(np.max(v))])
+                    for k, v in o.items() if k not in ("lambda", "eta")} for o in outs]
+    timings = {"setup": t1 - t0, "sampling": t2 - t1, "total": time.perf_counter() - t0,
+               "sweep_ms": 1000 * float(np.mean([o["sweep_seconds"] for o in outs]))}
+    return GibbsResult(tree, gate, timings, chain_stats)
+
+
+def draws_tree_of(model: str, outs: list, data):
+    """The chains' draws as a DataTree in the NUTS layout (``lambda``, ``eta``)."""
+    from ..posterior import draws_tree
+
+    draws = {"lambda": np.stack([o["lambda"] for o in outs])}
+    if outs[0]["eta"] is not None:
+        draws["eta"] = np.stack([o["eta"] for o in outs])
+    return draws_tree(model, "gibbs", draws, data.items,
+                      data.workers if "eta" in draws else ())

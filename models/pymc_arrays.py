@@ -223,3 +223,31 @@ def build_data_model(model: str, items, workers, n_items: int, alpha=None, mu0: 
         pm.CustomDist("rankings", *params, logp=logp, random=random, observed=data,
                       signature=f"(l),(n,j),(n){eta_sig}->(n,j)", dtype="int64")
     return m
+
+
+def posterior_sbc_update_data(model, augmented_data, simulation_idx=None):
+    """simuk's ``update_data`` hook for posterior SBC of a :func:`build_data_model` model
+    (``simuk.SBC(model, method="posterior", trace=..., update_data=
+    posterior_sbc_update_data)``): posterior SBC refits the model on the observed
+    rankings with a replicated data set appended below them (simuk's default
+    ``augment_observed``, a concatenation along the first axis), so the design's
+    ``pm.Data`` ``items`` and ``workers`` are stacked likewise, one copy of the design per
+    block of ``n`` rankings (the replicated rankings are drawn on the same tasks by the
+    same workers). simuk calls it inside the model's context before it sets
+    ``rankings_data`` and conditions; it resets every ``pm.Data`` afterwards. A row count
+    that is not a multiple of ``n``, or rankings whose padding is not the design's:
+    ``ValueError``. ``simulation_idx`` is simuk's iteration number (unused)."""
+    items = np.asarray(model["items"].get_value())
+    workers = np.asarray(model["workers"].get_value())
+    ranks = np.asarray(augmented_data["rankings"])
+    n = items.shape[0]
+    if ranks.ndim != 2 or ranks.shape[1] != items.shape[1] or ranks.shape[0] % n:
+        raise ValueError(f"augmented rankings {ranks.shape} are not whole copies of the "
+                         f"design's {items.shape} tasks")
+    reps = ranks.shape[0] // n
+    items_aug, workers_aug = np.tile(items, (reps, 1)), np.tile(workers, reps)
+    if not np.array_equal(ranks >= 0, items_aug >= 0):
+        raise ValueError("augmented rankings must have each task's length (the -1 padding "
+                         "of the design's items, repeated)")
+    with model:
+        pm.set_data({"items": items_aug, "workers": workers_aug})

@@ -151,12 +151,28 @@ def masked_loglik(model: str, lam, order, workers=None, log_eta=None):
 
 
 # ---------------------------------------------------------------- masked draws
-def masked_draw(model: str, key, items, lam, log_w=None):
+def task_lengths(items):
+    """The task lengths ``(n,)`` of a concrete padded ``(n, K)`` table (NumPy), or
+    ``None`` when ``items`` is traced (their values are then not known)."""
+    if isinstance(items, jax.core.Tracer):
+        return None
+    return (np.asarray(items) >= 0).sum(axis=1)
+
+
+def masked_draw(model: str, key, items, lam, log_w=None, lengths=None):
     """New orders of the padded item sets ``items`` ``(n, K)`` by the model's generative
     process (as :class:`crowdrank.models.numpyro.program.RankingLikelihood`): PL by sorting
     ``λ + Gumbel`` with the padding last; CrowdBT reverses the real part with probability
     ``1 − η``; COUPLE runs its stagewise story, normalised COUPLE draws one of the ``k!``
-    orderings by its probability, on each length's rows (both need concrete ``items``)."""
+    orderings by its probability, on each length's rows.
+
+    COUPLE's two models split the rows by task length, a static fact of the design:
+    ``lengths`` ``(n,)`` (NumPy; :func:`task_lengths`), read from ``items`` when they are
+    concrete. So the draw runs under tracing (``Predictive``, ``jit``, ``lax.map``) with
+    ``items`` a tracer as long as ``lengths`` is given, and gives the same values as the
+    eager draw for the same key. With neither (``items`` traced, no ``lengths``) the two
+    models draw by the masked stagewise story over the whole table
+    (:func:`_masked_couple_draw`): the same law, another use of the key."""
     k_true, k_flip, k_stage = jax.random.split(key, 3)
     x, valid = _gather(lam, items)
     if model == "peergrader":
@@ -170,10 +186,14 @@ def masked_draw(model: str, key, items, lam, log_w=None):
         right = jnp.log(jax.random.uniform(k_flip, (items.shape[0],), lam.dtype)) < log_w[:, 0]
         return jnp.where(right[:, None], true, rev)
     if model in ("couple", "couple-normalized"):
+        if lengths is None:
+            lengths = task_lengths(items)
+        if lengths is None:                              # traced items, no design lengths
+            return _masked_couple_draw(model, k_stage, items, x, valid, true, log_w)
         from .couple import draw_couple, draw_normalized
 
         draw = draw_couple if model == "couple" else draw_normalized
-        lengths = np.asarray(valid).sum(axis=1)          # concrete items: one block per k
+        lengths = np.asarray(lengths)                    # static: one block per k
         out = jnp.full(items.shape, -1, items.dtype)
         for k, kk in zip(sorted(set(lengths.tolist())),
                          jax.random.split(k_stage, len(set(lengths.tolist())))):
@@ -184,20 +204,52 @@ def masked_draw(model: str, key, items, lam, log_w=None):
     return true
 
 
+def _masked_couple_draw(model, key, items, x, valid, true, log_w):
+    """COUPLE's draws over the whole padded table with traced lengths: the stagewise
+    story (at a stage with ``m`` real items left, the item at offset ``t`` of the remaining
+    true order ``true`` with probability ``η_t / Σ_{v<m} η_v``), or for normalised COUPLE
+    one of the orderings that leave the padding in place with probability Eq. 4 / Σ Eq. 4
+    ([Pan18], Eq. 3-4)."""
+    n, K = items.shape
+    k = jnp.sum(valid, axis=1)
+    if model == "couple-normalized":
+        perms, last = padded_orderings(K)
+        P = perms.shape[0]
+        ll = masked_couple(x[:, perms].reshape(n * P, K), jnp.repeat(valid, P, axis=0),
+                           jnp.repeat(log_w, P, axis=0)).reshape(n, P)
+        j = jax.random.categorical(key, jnp.where(last[None, :] < k[:, None], ll, -jnp.inf),
+                                   axis=1)
+        return jnp.take_along_axis(items, jnp.asarray(perms)[j], axis=1)
+    remaining, out = true, []
+    for i, sk in zip(range(K), jax.random.split(key, K)):
+        m = jnp.maximum(k - i, 1)[:, None]               # real items left (≥ 1: no NaN)
+        t = jax.random.categorical(sk, jnp.where(jnp.arange(K - i)[None, :] < m,
+                                                 log_w[:, :K - i], -jnp.inf), axis=1)
+        out.append(jnp.where(i < k, jnp.take_along_axis(remaining, t[:, None], 1)[:, 0], -1))
+        pos = jnp.arange(K - i - 1)[None, :]
+        remaining = jnp.where(pos < t[:, None], remaining[:, :-1], remaining[:, 1:])
+    return jnp.stack(out, axis=1).astype(items.dtype)
+
+
 class ArrayRankings(dist.Distribution):
     """The rankings of the tasks ``items`` ``(n, K)`` (``-1`` padding) reported by
     ``workers`` as one NumPyro site; ``log_prob`` is one log-likelihood per ranking
     (:func:`masked_loglik`, traceable in the value), ``sample`` the generative process
-    (:func:`masked_draw`). ``batch_shape = (n,)``, ``event_shape = (K,)``."""
+    (:func:`masked_draw`; the task lengths of concrete ``items`` are kept as static data,
+    so it draws under tracing too). ``batch_shape = (n,)``, ``event_shape = (K,)``."""
 
     arg_constraints: ClassVar[dict] = {}
     pytree_data_fields = ("lam", "log_eta", "items", "workers")
-    pytree_aux_fields = ("model",)
+    # static: the task lengths of concrete items (bytes, hashable), read when the site is
+    # made, so that COUPLE's draw splits its rows by length under tracing too
+    pytree_aux_fields = ("model", "lengths_key")
 
     def __init__(self, model, items, workers, lam, log_eta=None, validate_args=None):
         if model not in ARRAY_MODELS:
             raise ValueError(f"no array form of model {model!r}; expected one of "
                              f"{ARRAY_MODELS}")
+        lengths = task_lengths(items)
+        self.lengths_key = None if lengths is None else lengths.astype(np.int64).tobytes()
         self.model, self.items = model, jnp.asarray(items)
         self.workers = None if workers is None else jnp.asarray(workers)
         self.lam = jnp.asarray(lam)
@@ -229,7 +281,9 @@ class ArrayRankings(dist.Distribution):
             keys = jax.random.split(key, int(np.prod(sample_shape)))
             out = jnp.stack([self.sample(k_) for k_ in keys])
             return out.reshape(tuple(sample_shape) + out.shape[1:])
-        return masked_draw(self.model, key, self.items, self.lam, self._log_w())
+        lengths = None if self.lengths_key is None else np.frombuffer(self.lengths_key,
+                                                                        np.int64)
+        return masked_draw(self.model, key, self.items, self.lam, self._log_w(), lengths)
 
 
 # ---------------------------------------------------------------- reweighted worker sites

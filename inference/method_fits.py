@@ -80,6 +80,25 @@ def warm_start(post: Posterior, data, source: str, model: str):
     return None, init
 
 
+# ====================================================================== Gibbs
+def fit_gibbs_method(data, model, priors, options, *, seed=0, progress=False) -> Posterior:
+    """The collapsed Gibbs sampler with the entry's options; the draws in the NUTS layout
+    and its gate (R-hat and ESS) under ``diagnostics["gate"]``."""
+    from crowdrank.inference.gibbs import fit_gibbs
+
+    res = fit_gibbs(data, model, priors, chains=int(options.chains),
+                    warmup=int(options.warmup), draws=int(options.draws),
+                    thin=int(options.thin), lambda_steps=int(options.lambda_steps),
+                    walk_steps=int(options.walk_steps), seed=int(seed),
+                    processes=options.processes, scheduler=options.scheduler,
+                    progress=progress, pointwise=bool(options.pointwise),
+                    predictive=bool(options.predictive))
+    post = Posterior.from_tree(res.idata, model=model, method="gibbs", gate=res.gate,
+                               seconds=res.timings["total"], native=res)
+    post.diagnostics.update({"timings": res.timings, "chains": res.chains})
+    return post
+
+
 # ====================================================================== online, EP
 def update_options(options) -> dict:
     """The one-pass update's keywords, as ``fit_online`` and ``fit_ep`` take them."""

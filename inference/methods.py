@@ -77,6 +77,28 @@ class NutsOptions:
 
 
 @dataclass(frozen=True)
+class GibbsOptions:
+    """The options of ``gibbs``, the collapsed data-augmentation Gibbs sampler
+    (:func:`crowdrank.inference.gibbs.fit_gibbs`)."""
+
+    chains: int = opt(2, "chains (one process, or one Dask task, each)")
+    warmup: int = opt(500, "adapted warm-up sweeps per chain (discarded)")
+    draws: int = opt(1000, "kept draws per chain")
+    thin: int = opt(1, "sweeps per kept draw")
+    lambda_steps: int = opt(5, "steps of the scores given the offsets per sweep")
+    walk_steps: int = opt(10, "random-walk steps of each worker's simplex, the offsets "
+                          "summed out, per sweep (COUPLE, CrowdBT)")
+    processes: int | None = opt(None, "chains run at once on this machine (None: the CPUs, "
+                                "at most --chains)", type=int)
+    scheduler: str | None = opt(None, "a Dask scheduler's address: one task per chain on "
+                                "its workers", type=str)
+    pointwise: bool = opt(False, "also the pointwise log-likelihood per ranking (LOO)",
+                          cli=False)
+    predictive: bool = opt(False, "also posterior predictive orders at thinned draws",
+                           cli=False)
+
+
+@dataclass(frozen=True)
 class UpdateOptions:
     """The options of the one-pass online update (shared by ``online`` and ``ep``)."""
 
@@ -310,6 +332,10 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     Method("nuts", "the reference: NUTS in NumPyro or PyMC, behind the convergence gate",
            f"{_FITS}:fit_nuts_method", NutsOptions, backends=("numpyro", "pymc"),
            reference=True),
+    Method("gibbs", "a reference: collapsed data-augmentation Gibbs (Pólya-urn offsets, "
+           "slacks, Laplace-preconditioned scores), behind the R-hat/ESS gate",
+           f"{_FITS}:fit_gibbs_method", GibbsOptions,
+           models=("couple", "crowdbt", "pl", "bt"), reference=True),
     Method("online", "one pass of online moment matching (OnlineGBMM, CrowdBT online, "
            "Weng–Lin)", f"{_FITS}:fit_online_method", OnlineOptions, models="online"),
     Method("ep", "expectation propagation over the online update: passes that revisit every "

@@ -141,9 +141,17 @@ def _diagnostics(audits, metrics, subject, cfg, priors) -> Section:
     for a in audits:
         g = models[a.model]["gate"]
         t = a.comparisons[0].parameters
-        diag.add(heading(f"{a.model}: NUTS ({cfg.backend}, {cfg.chains} chains, {cfg.tune} "
-                         f"tuning + {cfg.draws} draws each)"),
-                 note(a.nuts.gate.verdict(), "ok" if g["trusted"] else "bad"),
+        post = a.nuts.idata["posterior"]
+        if cfg.reference == "gibbs":
+            title = (f"{a.model}: the reference by collapsed Gibbs ({post.sizes['chain']} "
+                     f"chains, {post.sizes['draw']} draws each; R-hat and ESS gate, no "
+                     "divergence notion)")
+        else:
+            title = (f"{a.model}: NUTS ({cfg.backend}, {cfg.chains} chains, {cfg.tune} "
+                     f"tuning + {cfg.draws} draws each)")
+        diag.add(heading(title),
+                 note(f"{cfg.reference_label}: " + a.nuts.gate.verdict(),
+                      "ok" if g["trusted"] else "bad"),
                  keyvalues([("max R-hat", g.get("rhat_max")),
                             ("min bulk ESS", g.get("ess_bulk_min")),
                             ("min tail ESS", g.get("ess_tail_min")),
@@ -165,6 +173,8 @@ def _diagnostics(audits, metrics, subject, cfg, priors) -> Section:
         tv = models[a.model].get("tail_visits")
         if tv:
             diag.add(note(tail_visits_sentence(tv, a.model)))
+        if cfg.reference == "gibbs":
+            continue                # no trajectories, no energy
         try:
             diag.add(figure(F.energy(a.nuts.idata),
                             "Energy: marginal vs transition distribution, E-BFMI per chain "

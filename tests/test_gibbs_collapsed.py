@@ -10,9 +10,10 @@ Oracles, none of them the sampler's own output:
   computed here from [Pan18], Eq. 3 independently of the sampler's stages and checked
   against the package's reference log-likelihood (``models.likelihood``);
 * planted errors: one wrong conditional at a time (the urn's weight without the slack
-  factor, the slack's rate read from the full normaliser, the scores' step with every
-  stage choosing the reported item) must move some moment by more than the test's
-  tolerance — each planted sampler is run and must FAIL the same comparison.
+  factor, the slack's rate read from the full normaliser, the scores' target with the
+  workers' rows left out: every reported item taken as chosen) must move some moment by more
+  than the test's tolerance — each planted sampler is run and must FAIL the same
+  comparison.
 """
 
 from __future__ import annotations
@@ -191,16 +192,24 @@ def _slacks_full_rate(m, worker, log_g, xi):
 
 
 @njit
-def _counts_reported(cand, z, n_items):
-    out = np.zeros(n_items)
-    for s in range(z.shape[0]):
-        out[cand[s, 0]] += 1.0                                # planted: z ignored
-    return out
+def _gradient_reported(cand, m, worker, lam, rows):
+    g = np.zeros(lam.shape[0])
+    elam = np.exp(lam - lam.max())
+    tot = 0.0
+    for s in range(m.shape[0]):
+        den = 0.0
+        for t in range(m[s]):
+            den += elam[cand[s, t]]
+        tot += np.log(elam[cand[s, 0]] / den)             # planted: the worker's row ignored
+        g[cand[s, 0]] += 1.0
+        for t in range(m[s]):
+            g[cand[s, t]] -= elam[cand[s, t]] / den
+    return tot, g
 
 
 @pytest.mark.parametrize("name,plant", [("urn", _urn_without_slack),
                                         ("slacks", _slacks_full_rate),
-                                        ("counts", _counts_reported)])
+                                        ("mixture_gradient", _gradient_reported)])
 def test_a_planted_wrong_conditional_fails_the_comparison(monkeypatch, name, plant):
     monkeypatch.setattr(kn, name, plant)
     assert _max_z("couple") > Z_MAX

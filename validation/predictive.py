@@ -369,11 +369,13 @@ class ModelChecks:
 
 
 def model_checks(data: Rankings, priors, fits: dict, extra_models=(), *, out=None,
-                 log=None, **nuts_kw) -> ModelChecks:
+                 log=None, fit=None, **nuts_kw) -> ModelChecks:
     """LOO comparison and posterior predictive checks of ``fits`` (``{model: DataTree}``)
     and of ``extra_models`` fitted here by NUTS (``nuts_kw`` for
-    :func:`crowdrank.inference.nuts.fit_nuts`; written to ``out/checks/<model>/`` when ``out`` is
-    given). All fits are on ``data``, under ``priors``."""
+    :func:`crowdrank.inference.nuts.fit_nuts`), or by ``fit(data, model, priors)`` (a
+    result with ``idata`` and ``gate``, e.g. the collapsed Gibbs sampler's) when given;
+    written to ``out/checks/<model>/`` when ``out`` is given. All fits are on ``data``,
+    under ``priors``."""
     from pathlib import Path
 
     from crowdrank.inference.nuts import fit_nuts, write_nuts
@@ -384,9 +386,13 @@ def model_checks(data: Rankings, priors, fits: dict, extra_models=(), *, out=Non
     for m in extra_models:
         if m in fits:
             continue
-        log(f"checks: NUTS for {m} (for the LOO comparison)")
-        res = fit_nuts(data, m, get_model(m).worker_priors(priors, data), pointwise=True,
-                       predictive=True, **nuts_kw)
+        pri = get_model(m).worker_priors(priors, data)
+        if fit is not None:
+            log(f"checks: the reference sampler for {m} (for the LOO comparison)")
+            res = fit(data, m, pri)
+        else:
+            log(f"checks: NUTS for {m} (for the LOO comparison)")
+            res = fit_nuts(data, m, pri, pointwise=True, predictive=True, **nuts_kw)
         fits[m] = res.idata
         if out is not None:
             d = Path(out) / "checks" / m

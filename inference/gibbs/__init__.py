@@ -98,7 +98,8 @@ def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
               draws: int = 1000, thin: int = 1, lambda_steps: int = 5,
               walk_steps: int = 10, seed: int = 0, prior_only: bool = False,
               processes: int | None = None, scheduler: str | None = None,
-              progress: bool = False) -> GibbsResult:
+              progress: bool = False, pointwise: bool = False,
+              predictive: bool = False) -> GibbsResult:
     """Sample ``model`` on ``data`` under ``priors`` by collapsed Gibbs (module docstring).
 
     Parameters
@@ -123,6 +124,10 @@ def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
         A Dask scheduler's address: one task per chain on its workers.
     progress : bool
         A progress bar over the chains.
+    pointwise, predictive : bool
+        Add the groups ``log_likelihood`` (per ranking) and ``posterior_predictive`` (new
+        orders of the same tasks at thinned draws), as ``fit_nuts`` does: the audit's
+        PSIS-LOO and predictive checks read them.
     """
     if model not in GIBBS_MODELS:
         raise UsageError(f"the Gibbs sampler fits {', '.join(GIBBS_MODELS)}, not {model!r}")
@@ -148,13 +153,14 @@ def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
     t1 = time.perf_counter()
     outs = _run_jobs(jobs, int(procs), scheduler, progress)
     t2 = time.perf_counter()
-    tree = draws_tree_of(model, outs, data)
+    attrs = {"sampler": "gibbs", "method": "gibbs", "chains": int(chains),
+             "warmup": int(warmup), "draws": int(draws), "thin": int(thin),
+             "lambda_steps": int(lambda_steps), "walk_steps": int(walk_steps),
+             "seed": int(seed)}
+    tree = full_tree(model, inputs, st, data, priors, outs, attrs, pointwise=pointwise,
+                     predictive=predictive, seed=int(seed))
     gate = check(tree, hmc=False)
-    tree.attrs.update({"sampler": "gibbs", "method": "gibbs", "model": model,
-                       "chains": int(chains), "warmup": int(warmup), "draws": int(draws),
-                       "thin": int(thin), "lambda_steps": int(lambda_steps),
-                       "walk_steps": int(walk_steps), "seed": int(seed),
-                       **gate.to_attrs()})
+    tree.attrs.update(gate.to_attrs())
     chain_stats = [{k: (v if not isinstance(v, np.ndarray) else
                         [float(np.min(v)), float(np.median(v)), float(np.max(v))])
                     for k, v in o.items() if k not in ("lambda", "eta")} for o in outs]
@@ -163,12 +169,51 @@ def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
     return GibbsResult(tree, gate, timings, chain_stats)
 
 
-def draws_tree_of(model: str, outs: list, data):
-    """The chains' draws as a DataTree in the NUTS layout (``lambda``, ``eta``)."""
-    from ..posterior import draws_tree
+def stage_rows(eta: np.ndarray | None, n_workers: int, K: int) -> np.ndarray:
+    """Each worker's offset weights ``(W, K)`` for one draw: COUPLE's ``η`` rows, CrowdBT's
+    ``(η, 1 − η)``, or ``(1, 0, …)`` (PL, BT: the reported item is the chosen one)."""
+    if eta is None:
+        rows = np.zeros((n_workers, K))
+        rows[:, 0] = 1.0
+        return rows
+    if eta.ndim == 1:
+        return np.stack([eta, 1.0 - eta], axis=1)
+    return eta
 
-    draws = {"lambda": np.stack([o["lambda"] for o in outs])}
-    if outs[0]["eta"] is not None:
-        draws["eta"] = np.stack([o["eta"] for o in outs])
-    return draws_tree(model, "gibbs", draws, data.items,
-                      data.workers if "eta" in draws else ())
+
+def full_tree(model: str, inputs, st: Stages, data, priors, outs: list, attrs: dict, *,
+              pointwise: bool, predictive: bool, seed: int):
+    """The chains' draws as the DataTree ``fit_nuts`` writes (``posterior``,
+    ``observed_data``; ``log_likelihood`` and ``posterior_predictive`` on request), with
+    an empty ``sample_stats`` (a Gibbs sampler has no trajectories)."""
+    from crowdrank.models.simulate import redraw_orders
+
+    from ..nuts.datatree import thinned_draws, to_datatree
+    from . import kernels as kn
+
+    lam = np.stack([o["lambda"] for o in outs])
+    post = {"lambda": lam}
+    eta = None if outs[0]["eta"] is None else np.stack([o["eta"] for o in outs])
+    if eta is not None:
+        post["eta"] = eta
+    C, D = lam.shape[:2]
+    ll = pp = keep = None
+    if pointwise:
+        ll = np.empty((C, D, inputs.n_obs))
+        for c in range(C):
+            for d in range(D):
+                rows = stage_rows(None if eta is None else eta[c, d], st.n_workers, st.K)
+                ll[c, d] = kn.ranking_loglik(st.cand, st.m, st.worker, st.origin, lam[c, d],
+                                             np.ascontiguousarray(rows, float), inputs.n_obs)
+    if predictive:
+        keep = thinned_draws(C, D)
+        rng = np.random.default_rng([seed, 0x99])
+        tasks = np.asarray(data.order.T)
+        pp = np.stack([np.stack([
+            redraw_orders(model, tasks, data.worker, lam[c, d],
+                          None if eta is None else np.log(np.clip(
+                              stage_rows(eta[c, d], st.n_workers, st.K), 1e-300, None)),
+                          seed=rng) for d in keep]) for c in range(C)])
+    stats = {"lp": np.zeros((C, D))}      # no trajectories: a placeholder group
+    return to_datatree(inputs, data, priors, post, stats, ll, backend="gibbs",
+                       extra_attrs=attrs, pp=pp, pp_draws=keep)

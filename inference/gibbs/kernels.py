@@ -141,71 +141,6 @@ def urn(cand, m, w_start, elam, xi, alpha, z, log_g):
 
 
 @njit(cache=True)
-def counts(cand, z, n_items):
-    """``n_r(z)``: how many stages choose item ``r`` given the offsets."""
-    out = np.zeros(n_items)
-    for s in range(z.shape[0]):
-        out[cand[s, z[s]]] += 1.0
-    return out
-
-
-@njit(cache=True)
-def log_partition(cand, m, lam):
-    """``A(λ) = Σ_s log D_s(λ)``, the scores' log normaliser (free of the offsets): one
-    exponential per item and one logarithm per stage."""
-    mx = lam.max()
-    elam = np.exp(lam - mx)
-    tot = 0.0
-    for s in range(m.shape[0]):
-        acc = 0.0
-        for t in range(m[s]):
-            acc += elam[cand[s, t]]
-        tot += np.log(acc)
-    return tot + mx * m.shape[0]
-
-
-@njit(cache=True)
-def expansion(cand, m, lam, n_items):
-    """``A(λ)``, its gradient ``Σ_s p_s`` and Hessian ``Σ_s diag(p_s) − p_s p_sᵀ``
-    (dense ``L × L``), ``p_s`` the softmax of ``λ`` over the stage's candidates."""
-    K = cand.shape[1]
-    g = np.zeros(n_items)
-    H = np.zeros((n_items, n_items))
-    p = np.empty(K)
-    tot = 0.0
-    for s in range(m.shape[0]):
-        ms = m[s]
-        mx = lam[cand[s, 0]]
-        for t in range(1, ms):
-            mx = max(mx, lam[cand[s, t]])
-        acc = 0.0
-        for t in range(ms):
-            p[t] = np.exp(lam[cand[s, t]] - mx)
-            acc += p[t]
-        tot += mx + np.log(acc)
-        for t in range(ms):
-            p[t] /= acc
-        for j in range(ms):
-            cj = cand[s, j]
-            g[cj] += p[j]
-            H[cj, cj] += p[j]
-            for k in range(ms):
-                H[cj, cand[s, k]] -= p[j] * p[k]
-    return tot, g, H
-
-
-@njit(cache=True)
-def stage_counts(m, w_start, K):
-    """``N[w, k]``: worker ``w``'s stages with ``k`` candidates."""
-    W = w_start.shape[0] - 1
-    N = np.zeros((W, K + 1))
-    for w in range(W):
-        for s in range(w_start[w], w_start[w + 1]):
-            N[w, m[s]] += 1.0
-    return N
-
-
-@njit(cache=True)
 def _worker_target(cand, m, a, b, elam, y, alpha_w, N_w):
     """``Σ_t (α_t y_t − e^{y_t}) + Σ_s [log Σ_{t<m_s} e^{y_t} e^{λ_{c_{s,t}}} −
     log Σ_{t<m_s} e^{y_t}]`` for one worker's stages ``a:b`` (``N_w[k]`` of them with
@@ -260,3 +195,90 @@ def walk(cand, m, w_start, elam, N, log_g, alpha, chol, n_steps, accepted):
                 log_g[w, :] = y
                 cur = new
                 accepted[w] += 1
+
+
+@njit(cache=True)
+def ranking_loglik(cand, m, worker, origin, lam, rows, n_obs):
+    """``log P`` of each source ranking: the sum of its stages' ``log Σ_{t<m} η̄_t
+    s_t`` ([Pan18], Eq. 3) with ``η̄`` the worker's row ``rows[w]`` renormalised over the
+    first ``m`` offsets (COUPLE: ``η``; CrowdBT: ``(η, 1 − η)``; PL, BT: ``(1, 0, …)``)."""
+    out = np.zeros(n_obs)
+    K = cand.shape[1]
+    e = np.empty(K)
+    for s in range(m.shape[0]):
+        ms, w = m[s], worker[s]
+        mx = lam[cand[s, 0]]
+        for t in range(1, ms):
+            mx = max(mx, lam[cand[s, t]])
+        den = 0.0
+        for t in range(ms):
+            e[t] = np.exp(lam[cand[s, t]] - mx)
+            den += e[t]
+        num = 0.0
+        tot = 0.0
+        for t in range(ms):
+            num += rows[w, t] * e[t]
+            tot += rows[w, t]
+        out[origin[s]] += np.log(num / (tot * den))
+    return out
+
+
+@njit(cache=True)
+def _stage_probs(cand, s, ms, w, elam, rows, p, r):
+    """Stage ``s``'s softmax ``p`` over its candidates and the offsets' responsibilities
+    ``r_t ∝ η̄_t p_t``; returns ``log Σ_t η̄_t p_t`` (``η̄`` the worker's row renormalised
+    over the first ``ms`` offsets)."""
+    den = 0.0
+    for t in range(ms):
+        p[t] = elam[cand[s, t]]
+        den += p[t]
+    num = 0.0
+    tot = 0.0
+    for t in range(ms):
+        p[t] /= den
+        r[t] = rows[w, t] * p[t]
+        num += r[t]
+        tot += rows[w, t]
+    for t in range(ms):
+        r[t] /= num
+    return np.log(num / tot)
+
+
+@njit(cache=True)
+def mixture_gradient(cand, m, worker, lam, rows):
+    """``ℓ(λ)`` and its gradient ``Σ_s (r_s − p_s)`` scattered on the items."""
+    K = cand.shape[1]
+    p = np.empty(K)
+    r = np.empty(K)
+    g = np.zeros(lam.shape[0])
+    elam = np.exp(lam - lam.max())
+    tot = 0.0
+    for s in range(m.shape[0]):
+        ms = m[s]
+        tot += _stage_probs(cand, s, ms, worker[s], elam, rows, p, r)
+        for t in range(ms):
+            g[cand[s, t]] += r[t] - p[t]
+    return tot, g
+
+
+@njit(cache=True)
+def mixture_hessian(cand, m, worker, lam, rows, n_items):
+    """``ℓ(λ)``, its gradient and ``−∇²ℓ = Σ_s [diag(p) − p pᵀ] − [diag(r) − r rᵀ]``
+    (dense ``L × L``: the complete-data curvature less the offsets' missing information)."""
+    K = cand.shape[1]
+    p = np.empty(K)
+    r = np.empty(K)
+    g = np.zeros(n_items)
+    H = np.zeros((n_items, n_items))
+    elam = np.exp(lam - lam.max())
+    tot = 0.0
+    for s in range(m.shape[0]):
+        ms = m[s]
+        tot += _stage_probs(cand, s, ms, worker[s], elam, rows, p, r)
+        for j in range(ms):
+            cj = cand[s, j]
+            g[cj] += r[j] - p[j]
+            H[cj, cj] += p[j] - r[j]
+            for k in range(ms):
+                H[cj, cand[s, k]] += r[j] * r[k] - p[j] * p[k]
+    return tot, g, H

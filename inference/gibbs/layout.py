@@ -34,6 +34,8 @@ class Stages:
         The stage's worker (stages sorted by worker).
     w_start : ndarray, shape (W + 1,), int64
         Stages ``w_start[w]:w_start[w + 1]`` are worker ``w``'s.
+    origin : ndarray, shape (S,), int64
+        The source ranking of each stage (pointwise log-likelihoods per ranking).
     n_items, n_workers, K : int
         ``L``, ``W`` and the longest stage.
     """
@@ -42,6 +44,7 @@ class Stages:
     m: np.ndarray
     worker: np.ndarray
     w_start: np.ndarray
+    origin: np.ndarray
     n_items: int
     n_workers: int
     K: int
@@ -63,7 +66,8 @@ class Stages:
 def stages(inputs: ModelInputs) -> Stages:
     """The stages of ``inputs`` (its length-sorted blocks; pairs for BT and CrowdBT)."""
     K = inputs.K
-    cand, m, worker = [], [], []
+    cand, m, worker, origin = [np.zeros((0, K), np.int32)], [np.zeros(0, np.int32)], \
+        [np.zeros(0, np.int32)], [np.zeros(0, np.int64)]
     for k, a, b in inputs.blocks:
         for i in range(k - 1):
             block = np.full((b - a, K), -1, np.int32)
@@ -71,20 +75,20 @@ def stages(inputs: ModelInputs) -> Stages:
             cand.append(block)
             m.append(np.full(b - a, k - i, np.int32))
             worker.append(inputs.worker[a:b])
-    if not cand:
-        cand, m, worker = [np.zeros((0, K), np.int32)], [np.zeros(0, np.int32)], \
-            [np.zeros(0, np.int32)]
-    cand, m, worker = np.concatenate(cand), np.concatenate(m), np.concatenate(worker)
+            origin.append(inputs.origin[a:b])
+    cand, m, worker, origin = (np.concatenate(cand), np.concatenate(m),
+                               np.concatenate(worker), np.concatenate(origin))
     srt = np.argsort(worker, kind="stable")
     worker = np.ascontiguousarray(worker[srt], np.int32)
     W = int(inputs.n_workers)
     w_start = np.searchsorted(worker, np.arange(W + 1)).astype(np.int64)
     return Stages(np.ascontiguousarray(cand[srt]), np.ascontiguousarray(m[srt]), worker,
-                  w_start, int(inputs.n_items), W, K)
+                  w_start, np.ascontiguousarray(origin[srt], np.int64), int(inputs.n_items),
+                  W, K)
 
 
 def empty_like(st: Stages) -> Stages:
     """The same items, workers and ``K`` with no stage: the prior alone (prior-only runs)."""
     return Stages(np.zeros((0, st.K), np.int32), np.zeros(0, np.int32),
-                  np.zeros(0, np.int32), np.zeros(st.n_workers + 1, np.int64), st.n_items,
-                  st.n_workers, st.K)
+                  np.zeros(0, np.int32), np.zeros(st.n_workers + 1, np.int64),
+                  np.zeros(0, np.int64), st.n_items, st.n_workers, st.K)

@@ -2,42 +2,37 @@
 (docs/design.md, "The collapsed Gibbs sampler"; the kernels in
 :mod:`crowdrank.inference.gibbs.kernels`).
 
-A sweep, each block drawn from its conditional in the augmented joint:
+A sweep, each block drawn from a conditional of the augmented joint (kernels' docstring):
 
-1. ``ξ | g`` (Exponential slacks of COUPLE's normalisers);
-2. ``(g, ξ) → (c g, ξ/c)``, the scale move;
-3. ``(z, g) | ξ, λ``: the offsets by the collapsed Pólya urn (``g`` integrated out),
-   then ``g`` given them;
-4. ``λ | z``: a Metropolis–Hastings step from a Gaussian fitted once to the scores'
-   conditional (below), ``lambda_steps`` times.
+1. ``λ | g``, the offsets and slacks summed out: ``lambda_steps`` Hamiltonian Monte Carlo
+   transitions of ``log π(λ | η) = ℓ(λ) − ‖λ − μ₀‖²/(2σ₀²)``, ``ℓ`` the data's
+   log-likelihood given the rows ``η`` (COUPLE's Eq. 3 mixture), with a dense metric
+   from a Laplace fit made in warm-up (:func:`score_step`);
+2. ``g | λ``, the offsets and slacks summed out: ``walk_steps`` random-walk Metropolis
+   steps per worker (:func:`~crowdrank.inference.gibbs.kernels.walk`);
+3. ``z | g, λ`` (the offsets, drawn afresh: steps 1–2 moved with them summed out);
+4. ``ξ | g`` (Exponential slacks of COUPLE's normalisers);
+5. ``(g, ξ) → (c g, ξ/c)``, the scale move [LS00];
+6. ``(z, g) | ξ, λ``: the offsets by the collapsed Pólya urn (``g`` integrated out),
+   then ``g`` given them.
 
-Why the order is valid (partially collapsed Gibbs, [vDP08]): step 3 draws ``z`` from
-``p(z | ξ, λ)`` with ``g`` marginalised and then ``g`` from ``p(g | z, ξ, λ)``, i.e. the
-pair ``(z, g)`` jointly given ``(ξ, λ)``; ``z`` is the only block drawn without its
-partner, and the ``g`` it leaves behind is redrawn at once. The scan inside step 3 needs
-its starting ``z`` distributed as ``p(z | ξ, λ)``: it is, because the only block moved
-since ``z`` was last drawn is ``(g, ξ)`` (steps 1–2, given ``z``'s own conditioning
-variables' joint law). Without a worker parameter (PL, BT) the offsets are fixed at ``0``
-and only step 4 runs.
+Why the order is valid (partially collapsed Gibbs, [vDP08]): steps 1 and 2 target
+conditionals of the ``(z, ξ)``-marginal, so they leave the joint of ``(λ, g)`` right and
+``(z, ξ)`` stale; step 3 redraws ``z`` from ``p(z | g, λ)`` and step 4 ``ξ`` from
+``p(ξ | g)`` (``ξ`` is independent of ``z`` and ``λ`` given ``g``), after which the whole
+state is a draw of the joint again. Step 6 draws ``z`` from ``p(z | ξ, λ)`` with ``g``
+integrated out, by a sequential scan whose starting ``z`` must itself be a draw of
+``p(z | ξ, λ)`` (it is: nothing but ``(g, ξ)`` has moved since step 3, jointly with it),
+and then ``g`` from ``p(g | z, ξ, λ)`` — the pair ``(z, g)`` jointly given ``(ξ, λ)``.
+Without a worker parameter (PL, BT) only step 1 runs (the rows are ``(1, 0, …)``: the
+reported item is the chosen one).
 
-The scores' step. Given ``z`` the scores' conditional is Plackett–Luce with known choices,
-
-    log π(λ | z) = n(z)·λ − A(λ) − ‖λ − μ₀‖² / (2σ₀²) + const,
-
-``n(z)`` the chosen counts and ``A(λ) = Σ_s log D_s(λ)``, free of ``z``. Its second-order
-expansion at a fixed point ``λ_f`` (``A_f``, gradient ``a``, Hessian ``H_A``) is the
-Gaussian ``N(μ(z), H⁻¹)`` with ``H = H_A + I/σ₀²`` and ``H μ(z) = n(z) − a + H_A λ_f +
-μ₀/σ₀²`` — the Hessian does not depend on ``z``, so it is factorised once. The step is
-preconditioned Crank–Nicolson [Cotter13] about that Gaussian,
-``λ' = μ + ρ (λ − μ) + √(1 − ρ²) H^{−½} ε`` (``ρ = 0``: an independence proposal), whose
-acceptance ratio is ``w(λ')/w(λ)`` with
-
-    log w(λ) = −A(λ) + a·(λ − λ_f) + ½ (λ − λ_f)ᵀ H_A (λ − λ_f):
-
-the expansion's remainder, the same for every ``z`` (``n(z)·λ`` cancels). At the paper's
-scale the remainder is small and the step nearly an exact draw of ``λ | z``; on small
-data ``ρ`` is raised in warm-up until about a third of the steps are accepted. ``λ_f`` and
-``ρ`` are adapted during warm-up only and fixed for the kept draws.
+Why the scores move with the offsets summed out: with noisy workers the scores given the
+offsets are several times narrower than their posterior (the offsets carry most of the
+information), and alternating ``λ | z`` with ``z | λ`` then moves the scores by a small
+fraction of their spread per sweep (measured on the default audit data: bulk ESS 8 of
+2,000 draws). With the metric ``H_f`` the target is close to a standard normal in
+whitened coordinates and a trajectory of a few leapfrog steps crosses it.
 """
 
 from __future__ import annotations
@@ -51,10 +46,17 @@ from scipy.linalg import cho_solve, cholesky, solve_triangular
 from . import kernels as kn
 from .layout import Stages
 
-#: Warm-up sweeps at which ``λ_f`` moves to the mean of the scores since the last move
-#: (fractions of the warm-up, and a first one after :data:`FIRST_RECENTRE` sweeps).
-RECENTRE_AT = (0.25, 0.5, 0.75)
-FIRST_RECENTRE = 20
+#: The warm-up's first part ("approach", this share of it, at most :data:`APPROACH_MAX`
+#: sweeps): the scores are set to a draw of the Gaussian fitted at the mode of ``λ | η``
+#: (found by Newton from the current scores) without a Metropolis test — an approximate
+#: Gibbs step that carries a cold start to the posterior in a few sweeps, before the
+#: metric is fitted where the chain is. Discarded with the rest of the warm-up.
+APPROACH_SHARE = 0.25
+APPROACH_MAX = 60
+#: Then ``λ_f`` moves to the mean of the scores over the last half of windows that double
+#: from :data:`RECENTRE_MIN` sweeps (:func:`recentre_marks`), the last one ending at least
+#: two adaptation windows of ``ρ`` before the warm-up does.
+RECENTRE_MIN = 20
 #: The walk's first step size (sd of each ``log g_t``), before warm-up has a covariance;
 #: the walk's steps after that: ``WALK_SCALE² / K`` times the warm-up draws' covariance
 #: ([Haario01]'s 2.38²/d) with each entry's variance at most ``WALK_VAR_MAX`` (an entry
@@ -62,69 +64,134 @@ FIRST_RECENTRE = 20
 WALK_START = 0.3
 WALK_SCALE = 2.38
 WALK_VAR_MAX = 4.0
-#: Warm-up window of the acceptance-rate adaptation of ``ρ``, and its target band.
+#: The scores' HMC: the whitened trajectory's length (a quarter period of a standard
+#: normal's Hamiltonian flow is π/2: a trajectory about that long lands far from its
+#: start), the first step size, the mean acceptance the warm-up's dual averaging
+#: [Hoffman14] aims at, and the window of the acceptance figures it records.
+TRAJECTORY = 1.5
+EPS_START = 0.5
+TARGET_ACCEPT = 0.8
 ADAPT_EVERY = 25
-ACCEPT_BAND = (0.2, 0.6)
 
 
 @dataclass
 class Laplace:
-    """The scores' Gaussian: expansion point, ``H_A``, ``a``, ``A_f``, ``chol`` (lower
-    factor of ``H``), the constant ``c`` of ``H μ(z) = n(z) + c``."""
+    """The scores' Gaussian, fixed after warm-up: the expansion point ``lam_f`` and the
+    lower Cholesky factor ``chol`` of ``H_f``, the negative Hessian of ``log π(λ | η_f)``
+    there (eigenvalues floored at ``1/σ₀²``: the offsets' missing information can make the
+    mixture's curvature indefinite away from the mode)."""
 
     lam_f: np.ndarray
-    A_f: float
-    grad: np.ndarray
-    H_A: np.ndarray
     chol: np.ndarray
-    c: np.ndarray
-
-    def log_w(self, st: Stages, lam) -> float:
-        d = lam - self.lam_f
-        return (-kn.log_partition(st.cand, st.m, lam) + self.A_f + self.grad @ d
-                + 0.5 * d @ (self.H_A @ d))
 
 
-def laplace(st: Stages, lam_f, mu0: float, sigma0: float) -> Laplace:
-    """The expansion of the scores' conditional at ``lam_f`` (module docstring)."""
+def rows_of(log_g: np.ndarray, n_workers: int, K: int) -> np.ndarray:
+    """The workers' offset weights ``(W, K)``: ``η = g / Σ g`` (COUPLE's row; CrowdBT's
+    ``(η, 1 − η)``), or ``(1, 0, …)`` without a worker parameter (PL, BT)."""
+    if log_g.shape[1] == 0:
+        rows = np.zeros((n_workers, K))
+        rows[:, 0] = 1.0
+        return rows
+    e = np.exp(log_g - log_g.max(axis=1, keepdims=True))
+    return np.ascontiguousarray(e / e.sum(axis=1, keepdims=True))
+
+
+def precision_factor(H: np.ndarray, floor: float) -> np.ndarray:
+    """The lower Cholesky factor of ``H`` (symmetrised), its eigenvalues floored at
+    ``floor`` when it is not positive definite."""
+    H = 0.5 * (H + H.T)
+    try:
+        return cholesky(H, lower=True)
+    except np.linalg.LinAlgError:
+        ev, vec = np.linalg.eigh(H)
+        return cholesky((vec * np.maximum(ev, floor)) @ vec.T, lower=True)
+
+
+def laplace(st: Stages, lam_f, rows, mu0: float, sigma0: float) -> Laplace:
+    """The scores' Gaussian expanded at ``lam_f`` for the rows ``rows``."""
     lam_f = np.asarray(lam_f, float).copy()
-    A_f, grad, H_A = kn.expansion(st.cand, st.m, lam_f, st.n_items)
-    H = H_A + np.eye(st.n_items) / sigma0 ** 2
-    chol = cholesky(H, lower=True)
-    c = -grad + H_A @ lam_f + mu0 / sigma0 ** 2
-    return Laplace(lam_f, float(A_f), grad, H_A, chol, c)
+    _, _, H = kn.mixture_hessian(st.cand, st.m, st.worker, lam_f, rows, st.n_items)
+    chol = precision_factor(H + np.eye(st.n_items) / sigma0 ** 2, 1.0 / sigma0 ** 2)
+    return Laplace(lam_f, chol)
 
 
-def map_scores(st: Stages, z, mu0: float, sigma0: float, iters: int = 20) -> np.ndarray:
-    """The mode of ``λ | z`` by Newton's method from ``μ₀`` (the warm-up's first
-    expansion point)."""
-    lam = np.full(st.n_items, float(mu0))
-    n = kn.counts(st.cand, z, st.n_items)
+def map_scores(st: Stages, rows, mu0: float, sigma0: float, iters: int = 20,
+               lam0=None) -> tuple[np.ndarray, np.ndarray]:
+    """The mode of ``λ | η`` by Newton's method from ``lam0`` (default ``μ₀``), and the
+    lower Cholesky factor of the (floored) negative Hessian there."""
+    lam = np.full(st.n_items, float(mu0)) if lam0 is None else np.array(lam0, float)
+    eye = np.eye(st.n_items) / sigma0 ** 2
     for _ in range(iters):
-        _, grad, H_A = kn.expansion(st.cand, st.m, lam, st.n_items)
-        g = n - grad - (lam - mu0) / sigma0 ** 2
-        step = np.linalg.solve(H_A + np.eye(st.n_items) / sigma0 ** 2, g)
+        _, g, H = kn.mixture_hessian(st.cand, st.m, st.worker, lam, rows, st.n_items)
+        chol = precision_factor(H + eye, 1.0 / sigma0 ** 2)
+        step = cho_solve((chol, True), g - (lam - mu0) / sigma0 ** 2)
         lam += np.clip(step, -2.0, 2.0)
         if np.max(np.abs(step)) < 1e-8:
             break
-    return lam
+    return lam, chol
+
+
+def score_step(st: Stages, state: State, rng: np.random.Generator, rows, mu0: float,
+               sigma0: float) -> None:
+    """One Hamiltonian Monte Carlo transition of ``λ | η`` (offsets summed out) with the
+    dense metric ``H_f`` of the scores' Gaussian: in whitened coordinates ``x = C_fᵀ(λ −
+    λ_f)`` (``H_f = C_f C_fᵀ``) the target is close to a standard normal, so a few leapfrog
+    steps of size ``ε`` (adapted in warm-up towards :data:`TARGET_ACCEPT`) travel a
+    trajectory of length about :data:`TRAJECTORY`, jittered. Exact for any fixed ``(λ_f,
+    H_f, ε)``: the leapfrog map is volume-preserving and reversible, and the Metropolis
+    test corrects its error [Neal11]."""
+    g = state.gauss
+    C = g.chol
+
+    def lam_of(x):
+        return g.lam_f + solve_triangular(C.T, x, lower=False)
+
+    def pot_grad(x):
+        lam = lam_of(x)
+        ll, grad = kn.mixture_gradient(st.cand, st.m, st.worker, lam, rows)
+        d = lam - mu0
+        # −log π and its gradient in x (C⁻¹ ∇_λ)
+        return (-(ll - 0.5 * float(d @ d) / sigma0 ** 2),
+                -solve_triangular(C, grad - d / sigma0 ** 2, lower=True))
+
+    eps = state.eps
+    n = max(1, int(math.ceil(TRAJECTORY * (0.8 + 0.4 * rng.random()) / eps)))
+    x = C.T @ (state.lam - g.lam_f)
+    U, dU = pot_grad(x)
+    p = rng.standard_normal(st.n_items)
+    h0 = U + 0.5 * float(p @ p)
+    p = p - 0.5 * eps * dU
+    for i in range(n):
+        x = x + eps * p
+        U, dU = pot_grad(x)
+        p = p - (eps if i < n - 1 else 0.5 * eps) * dU
+    h1 = U + 0.5 * float(p @ p)
+    acc = math.exp(min(0.0, h0 - h1)) if math.isfinite(h1) else 0.0
+    state.proposed += 1
+    state.accept_sum += acc
+    state.last_accept = acc
+    if rng.random() < acc:
+        state.lam = lam_of(x)
+        state.accepted += 1
 
 
 @dataclass
 class State:
     """A chain's state: ``lam`` ``(L,)``; ``log_g`` ``(W, K)``, ``z`` ``(S,)``, ``xi``
-    ``(S,)`` (empty without a worker parameter); the current ``log w(λ)``; the step's
-    ``rho``, its Gaussian and its acceptance counts."""
+    ``(S,)`` (empty without a worker parameter); the scores' step size ``eps``, its Gaussian
+    and its acceptance counts; the walk's step factors and acceptances."""
 
     lam: np.ndarray
     log_g: np.ndarray
     z: np.ndarray
     xi: np.ndarray
-    log_w: float
-    rho: float
+    eps: float
     gauss: Laplace
     accepted: int = 0
     proposed: int = 0
+    accept_sum: float = 0.0
+    last_accept: float = 0.0
+    dual: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
     walk_chol: np.ndarray | None = None
     walk_accepted: np.ndarray | None = None
@@ -133,56 +200,60 @@ class State:
 def init(st: Stages, alpha, mu0: float, sigma0: float, rng: np.random.Generator,
          *, spread: float = 2.0, lam0=None) -> State:
     """A dispersed start: ``g`` from its prior, ``λ`` from ``N(λ̂, spread² H⁻¹)`` about the
-    mode ``λ̂`` of ``λ | z = 0`` (or ``lam0``), the offsets from ``z | g, λ``."""
-    W, S = st.n_workers, st.n_stages
+    mode ``λ̂`` of Plackett–Luce on the reported orders (or ``lam0``), the offsets from
+    ``z | g, λ``."""
+    W, S, K = st.n_workers, st.n_stages, st.K
+    one_hot = rows_of(np.zeros((W, 0)), W, K)
+    lam_hat, chol = map_scores(st, one_hot, mu0, sigma0)
+    if lam0 is not None:
+        lam_hat = np.asarray(lam0, float)
+    lam = lam_hat + spread * solve_triangular(chol.T, rng.standard_normal(st.n_items),
+                                              lower=False)
     z = np.zeros(S, np.int32)
-    lam_hat = map_scores(st, z, mu0, sigma0) if lam0 is None else np.asarray(lam0, float)
-    gauss = laplace(st, lam_hat, mu0, sigma0)
-    eps = rng.standard_normal(st.n_items)
-    lam = lam_hat + spread * solve_triangular(gauss.chol.T, eps, lower=False)
     if alpha is not None:
         log_g = np.array([[kn.log_gamma(float(a)) for a in row] for row in alpha])
         kn.offsets(st.cand, st.m, st.worker, np.exp(lam - lam.max()), log_g, z)
     else:
         log_g = np.zeros((W, 0))
     xi = np.zeros(S if alpha is not None else 0)
-    K = log_g.shape[1]
-    chol = np.broadcast_to(WALK_START * np.eye(K), (W, K, K)).copy()
-    return State(lam, log_g, z, xi, gauss.log_w(st, lam), 0.0, gauss, walk_chol=chol,
+    Kg = log_g.shape[1]
+    chol_w = np.broadcast_to(WALK_START * np.eye(Kg), (W, Kg, Kg)).copy()
+    gauss = Laplace(lam_hat, chol)
+    return State(lam, log_g, z, xi, EPS_START, gauss, walk_chol=chol_w,
                  walk_accepted=np.zeros(W, np.int64))
 
 
-def score_step(st: Stages, state: State, rng: np.random.Generator) -> None:
-    """One pCN step of ``λ | z`` about the fixed Gaussian (module docstring)."""
-    g = state.gauss
-    n = kn.counts(st.cand, state.z, st.n_items)
-    mu = cho_solve((g.chol, True), n + g.c)
-    x = solve_triangular(g.chol.T, rng.standard_normal(st.n_items), lower=False)
-    rho = state.rho
-    prop = mu + rho * (state.lam - mu) + math.sqrt(1.0 - rho * rho) * x
-    lw = g.log_w(st, prop)
-    state.proposed += 1
-    if math.log(1.0 - rng.random()) < lw - state.log_w:
-        state.lam, state.log_w = prop, lw
-        state.accepted += 1
+def approach_scores(st: Stages, state: State, rng: np.random.Generator, rows, mu0: float,
+                    sigma0: float) -> None:
+    """The warm-up's approach step (:data:`APPROACH_SHARE`): ``λ`` ← a draw of the Gaussian
+    at the mode of ``λ | η`` (two Newton steps from the current scores), not tested."""
+    mode, chol = map_scores(st, rows, mu0, sigma0, iters=2, lam0=state.lam)
+    state.lam = mode + solve_triangular(chol.T, rng.standard_normal(st.n_items), lower=False)
 
 
-def step(st: Stages, alpha, state: State, rng: np.random.Generator,
-         lambda_steps: int = 1, walk_steps: int = 0) -> None:
-    """One sweep (module docstring), in place."""
-    if alpha is not None and walk_steps:
-        elam = np.exp(state.lam - state.lam.max())
+def step(st: Stages, alpha, state: State, rng: np.random.Generator, mu0: float,
+         sigma0: float, lambda_steps: int = 1, walk_steps: int = 0,
+         approach: bool = False) -> None:
+    """One sweep (module docstring), in place; ``approach`` replaces the scores' exact
+    step by :func:`approach_scores` (warm-up only)."""
+    rows = rows_of(state.log_g, st.n_workers, st.K)
+    if approach:
+        approach_scores(st, state, rng, rows, mu0, sigma0)
+    else:
+        for _ in range(lambda_steps):
+            score_step(st, state, rng, rows, mu0, sigma0)
+    if alpha is None:
+        return
+    elam = np.exp(state.lam - state.lam.max())
+    if walk_steps:
         kn.walk(st.cand, st.m, st.w_start, elam, st.stage_counts, state.log_g, alpha,
                 state.walk_chol, walk_steps, state.walk_accepted)
-        # the walk moved g with (z, ξ) summed out: z is redrawn given g before ξ
-        kn.offsets(st.cand, st.m, st.worker, elam, state.log_g, state.z)
-    if alpha is not None:
-        kn.slacks(st.m, st.worker, state.log_g, state.xi)
-        kn.rescale(st.w_start, state.log_g, state.xi, alpha)
-        kn.urn(st.cand, st.m, st.w_start, np.exp(state.lam - state.lam.max()), state.xi,
-               alpha, state.z, state.log_g)
-    for _ in range(lambda_steps):
-        score_step(st, state, rng)
+    # the scores (and the walk) moved with the offsets summed out: z is redrawn given
+    # (g, λ) before the urn, whose scan starts from a draw of p(z | ξ, λ)
+    kn.offsets(st.cand, st.m, st.worker, elam, state.log_g, state.z)
+    kn.slacks(st.m, st.worker, state.log_g, state.xi)
+    kn.rescale(st.w_start, state.log_g, state.xi, alpha)
+    kn.urn(st.cand, st.m, st.w_start, elam, state.xi, alpha, state.z, state.log_g)
 
 
 def walk_chol(log_g_draws: np.ndarray) -> np.ndarray:
@@ -198,31 +269,66 @@ def walk_chol(log_g_draws: np.ndarray) -> np.ndarray:
 
 def adapt(st: Stages, state: State, i: int, warmup: int, window: dict,
           mu0: float, sigma0: float) -> None:
-    """Warm-up only: move ``λ_f`` to the recent scores' mean and the walk's steps to the
-    recent ``log g``'s covariance at fixed sweeps, and widen or narrow ``ρ`` by the
-    acceptance of the last :data:`ADAPT_EVERY` steps."""
+    """Warm-up only: move ``λ_f`` (and ``H_f``) to the recent scores' mean and the walk's
+    steps to the recent ``log g``'s covariance at fixed sweeps (:func:`recentre_marks`),
+    and adapt the scores' step size (:func:`dual_average`, restarted at each move)."""
+    approach = approach_sweeps(warmup)
     window.setdefault("lam", []).append(state.lam.copy())
     if state.log_g.shape[1]:
         window.setdefault("log_g", []).append(state.log_g.copy())
-    marks = {FIRST_RECENTRE} | {int(f * warmup) for f in RECENTRE_AT}
-    if i + 1 in marks and i + 1 < warmup:
+    moved = i + 1 == approach or i + 1 in recentre_marks(warmup)
+    if moved:
         lam_w = window["lam"]
-        centre = np.mean(lam_w[len(lam_w) // 2:], axis=0)
-        state.gauss = laplace(st, centre, mu0, sigma0)
-        state.log_w = state.gauss.log_w(st, state.lam)
+        centre = (state.lam if i + 1 == approach else
+                  np.mean(lam_w[len(lam_w) // 2:], axis=0))
+        state.gauss = laplace(st, centre, rows_of(state.log_g, st.n_workers, st.K), mu0,
+                              sigma0)
         if "log_g" in window:
             g_w = window["log_g"]
             state.walk_chol = walk_chol(np.asarray(g_w[len(g_w) // 2:]))
         window.clear()
+    dual_average(state, i + 1 - approach, restart=moved)
     if (i + 1) % ADAPT_EVERY == 0:
-        rate = state.accepted / max(state.proposed, 1)
-        state.history.append((i + 1, rate, state.rho))
-        lo, hi = ACCEPT_BAND
-        if rate < lo:
-            state.rho = 1.0 - (1.0 - state.rho) * 0.6
-        elif rate > hi and state.rho > 0:
-            state.rho = max(0.0, 1.0 - (1.0 - state.rho) / 0.6)
+        state.history.append((i + 1, state.accept_sum / max(state.proposed, 1), state.eps))
         state.accepted = state.proposed = 0
+        state.accept_sum = 0.0
+
+
+def dual_average(state: State, t: int, *, restart: bool = False) -> None:
+    """Nesterov's dual averaging of ``log ε`` towards :data:`TARGET_ACCEPT` ([Hoffman14],
+    Algorithm 5, their constants), from the last transition's acceptance probability;
+    ``restart`` starts it afresh (at the end of the approach, whose steps are not HMC's).
+    After warm-up ``ε`` is the averaged iterate, fixed."""
+    d = state.dual
+    if restart or not d:
+        d.update(mu=math.log(10 * state.eps), hbar=0.0, log_eps_bar=math.log(state.eps),
+                 t=0)
+        return
+    if t <= 0 or state.proposed == 0:
+        return
+    d["t"] += 1
+    k = d["t"]
+    a = state.last_accept
+    d["hbar"] = (1 - 1 / (k + 10)) * d["hbar"] + (TARGET_ACCEPT - a) / (k + 10)
+    log_eps = d["mu"] - math.sqrt(k) / 0.05 * d["hbar"]
+    w = k ** -0.75
+    d["log_eps_bar"] = w * log_eps + (1 - w) * d["log_eps_bar"]
+    state.eps = min(math.exp(log_eps), 2.0)
+
+
+def recentre_marks(warmup: int) -> set:
+    """The warm-up sweeps after which ``λ_f`` moves: ``a + 20 (2^k − 1)``, ``k ≥ 1``, ``a``
+    the approach's sweeps, up to two ``ρ`` windows before the end."""
+    a, out, k = approach_sweeps(warmup), set(), 1
+    while a + RECENTRE_MIN * (2 ** k - 1) <= warmup - 2 * ADAPT_EVERY:
+        out.add(a + RECENTRE_MIN * (2 ** k - 1))
+        k += 1
+    return out
+
+
+def approach_sweeps(warmup: int) -> int:
+    """The warm-up's approach sweeps (:data:`APPROACH_SHARE`)."""
+    return min(int(APPROACH_SHARE * warmup), APPROACH_MAX)
 
 
 def eta_of(model_family: str, log_g: np.ndarray) -> np.ndarray:
@@ -240,7 +346,7 @@ def run_chain(st: Stages, alpha, mu0: float, sigma0: float, *, warmup: int, draw
               progress=None) -> dict:
     """One chain: ``warmup`` adapted sweeps, then ``draws × thin`` sweeps keeping every
     ``thin``-th. Returns ``lambda`` ``(draws, L)``, ``eta`` (``(draws, W[, K])`` or
-    ``None``), the kept steps' acceptance rate, ``rho`` and the seconds per sweep.
+    ``None``), the kept steps' acceptance rate, the step size and the seconds per sweep.
     ``progress(n)`` is called with the sweeps done since its last call."""
     import time
 
@@ -250,19 +356,24 @@ def run_chain(st: Stages, alpha, mu0: float, sigma0: float, *, warmup: int, draw
     state = init(st, alpha, mu0, sigma0, rng, lam0=lam0)
     window: dict = {}
     t0 = time.perf_counter()
+    n_approach = approach_sweeps(warmup)
     for i in range(warmup):
-        step(st, alpha, state, rng, lambda_steps, walk_steps)
+        step(st, alpha, state, rng, mu0, sigma0, lambda_steps, walk_steps,
+             approach=i < n_approach)
         adapt(st, state, i, warmup, window, mu0, sigma0)
         if progress is not None:
             progress(1)
+    if state.dual:
+        state.eps = math.exp(state.dual["log_eps_bar"])
     state.accepted = state.proposed = 0
+    state.accept_sum = 0.0
     state.walk_accepted[:] = 0
     t1 = time.perf_counter()
     lam_out = np.empty((draws, st.n_items))
     eta_out = None
     for d in range(draws):
         for _ in range(thin):
-            step(st, alpha, state, rng, lambda_steps, walk_steps)
+            step(st, alpha, state, rng, mu0, sigma0, lambda_steps, walk_steps)
         if progress is not None:
             progress(thin)
         lam_out[d] = state.lam
@@ -274,7 +385,7 @@ def run_chain(st: Stages, alpha, mu0: float, sigma0: float, *, warmup: int, draw
     t2 = time.perf_counter()
     sweeps = warmup + draws * thin
     return {"lambda": lam_out, "eta": eta_out,
-            "accept": state.accepted / max(state.proposed, 1), "rho": state.rho,
+            "accept": state.accepted / max(state.proposed, 1), "eps": state.eps,
             "walk_accept": (state.walk_accepted / max(draws * thin * walk_steps, 1)
                             if walk_steps else None),
             "sweep_seconds": (t2 - t0) / max(sweeps, 1), "warmup_seconds": t1 - t0,

@@ -60,6 +60,10 @@ def register(sub) -> None:
                         "parameters, warm-started) and 3 permutations")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--seed", type=int, default=0, help="NUTS and permutation seed")
+    p.add_argument("--reference", choices=("nuts", "gibbs"), default="nuts",
+                   help="the reference's sampler: NUTS in --backend, or the collapsed Gibbs "
+                        "sampler (COUPLE, CrowdBT, PL, BT; its own defaults, crowdrank fit "
+                        "--method gibbs --help); the model checks' extra fits use it too")
     n = p.add_argument_group("NUTS")
     n.add_argument("--chains", type=int, default=None)
     n.add_argument("--tune", type=int, default=None)
@@ -148,6 +152,7 @@ def config_from_args(args, data=None):
           "prior_mu": args.prior_mu, "prior_sigma": args.prior_sigma,
           "progress_bars": args.progress_bars, "check_backends": args.check_backends,
           "warm_start": not args.cold_start, "checks": not args.no_checks,
+          "reference": getattr(args, "reference", "nuts"),
           "loo_models": _model_list("pl,bt" if args.loo_models is None else args.loo_models,
                                     "--loo-models")}
     if args.quick:

@@ -387,6 +387,8 @@ def run_generic(args, method, options) -> int:
     print(f"{post.method} ({post.algorithm}, {args.model}): {len(post.items)} items, "
           f"{len(post.workers)} workers, {post.seconds:.3f} s; wrote "
           f"{', '.join(paths.values())} and {out / 'items.csv'}")
+    if post.gate is not None:      # a sampler's verdict (the Gibbs reference)
+        print(post.gate.verdict())
     report_khat(args, post, data, priors)
     return 0
 

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from crowdrank.models.data import Rankings
+from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import Priors
 from crowdrank.models.registry import get as get_model
 from crowdrank.validation.pipelines.audit_config import (  # noqa: F401  (re-exported)
@@ -173,13 +174,16 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     if variants is None:
         variants = model_variants(model, cfg.variants)
     posts, secs = fit_approximations(data, model, pri, variants, cfg, log)
-    log(f"{model}: NUTS ({cfg.backend}, {cfg.chains} chains × {cfg.tune} tune + {cfg.draws} "
-        "draws)")
+    if cfg.reference == "gibbs":
+        log(f"{model}: the reference by collapsed Gibbs")
+    else:
+        log(f"{model}: NUTS ({cfg.backend}, {cfg.chains} chains × {cfg.tune} tune + "
+            f"{cfg.draws} draws)")
     ref = reference_fit(data, model, pri, cfg, cfg.backend, cfg.seed,
                         posts[0] if cfg.warm_start else None)
     nuts = ref.native
-    log(f"{model}: NUTS done in {nuts.timings.get('total', float('nan')):.1f}s — "
-        + ref.gate.verdict())
+    log(f"{model}: {cfg.reference_label} done in "
+        f"{nuts.timings.get('total', float('nan')):.1f}s — " + ref.gate.verdict())
     agreement = alt = None
     if cfg.check_backends:
         from crowdrank.validation.reference import backend_agreement
@@ -292,6 +296,8 @@ def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed
     """
     from crowdrank.inference.methods import get as get_method
 
+    if cfg.reference == "gibbs":
+        return gibbs_reference(data, model, priors, cfg, seed)
     m = get_method("nuts")
     m.check_model(model)
     options = m.options(backend=backend, chains=cfg.chains, tune=cfg.tune, draws=cfg.draws,
@@ -300,6 +306,34 @@ def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed
     kw = {"chain_method": cfg.chain_method} if chain_method and cfg.chain_method else {}
     return m.fn("fit")(data, model, priors, options, seed=seed,
                        progress=cfg.progress_bars, **kw)
+
+
+def gibbs_reference(data, model: str, priors, cfg: AuditConfig, seed: int):
+    """The reference by the collapsed Gibbs sampler (the ``gibbs`` entry, its defaults),
+    with the pointwise log-likelihood and predictive draws the model checks read; a
+    :class:`~crowdrank.inference.posterior.Posterior` whose ``native`` is the
+    ``GibbsResult``.
+
+    Parameters
+    ----------
+    data : Rankings
+        The data.
+    model : str
+        A name of the model registry.
+    priors : Priors
+        The one prior object every fit reads (:func:`make_priors`).
+    cfg : AuditConfig
+        The audit's choices (``checks``: the groups the model checks need).
+    seed : int
+        Seed of the sampler.
+    """
+    from crowdrank.inference.methods import get as get_method
+
+    m = get_method("gibbs")
+    m.check_model(model)
+    options = m.options(pointwise=cfg.checks, predictive=cfg.checks,
+                        processes=min(cfg.processes, 2))
+    return m.fn("fit")(data, model, priors, options, seed=seed, progress=cfg.progress_bars)
 
 
 def write_model_fits(audit: ModelAudit, out: Path, cfg: AuditConfig) -> None:
@@ -325,7 +359,7 @@ def write_model_fits(audit: ModelAudit, out: Path, cfg: AuditConfig) -> None:
                        label.replace("=", "-").replace(",", "_"))
         name = "posterior.json" if label == "default" else f"variants/{safe}.json"
         write_posterior_json(post, online_dir / name)
-    write_nuts(audit.nuts, out / audit.model / "nuts")
+    write_nuts(audit.nuts, out / audit.model / cfg.reference)
     if audit.other_nuts is not None:
         other = "pymc" if cfg.backend == "numpyro" else "numpyro"
         write_nuts(audit.other_nuts, out / audit.model / f"nuts-{other}")
@@ -371,11 +405,16 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     for m in cfg.models:
         if m not in AUDITABLE:
             raise ValueError(f"audit supports models {AUDITABLE}, got {m!r}")
+    if cfg.reference not in ("nuts", "gibbs"):
+        raise UsageError(f"the reference is sampled by nuts or gibbs, not {cfg.reference!r}")
+    if cfg.reference == "gibbs" and cfg.check_backends:
+        raise UsageError("--check-backends compares NUTS in the two PPLs: use it with "
+                         "--reference nuts")
     priors = make_priors(data, cfg, subject.gold)
     log(f"data: {data!r}; prior {priors.spec}, λ ~ N({priors.mu0:g}, {priors.sigma0:g}²)")
     plans = budget = None
     n_all = data.n_rankings
-    if cfg.max_nuts_minutes is not None:
+    if cfg.max_nuts_minutes is not None and cfg.reference == "nuts":
         from crowdrank.validation.pipelines.budget import apply_budget
         plans, subject, budget = apply_budget(
             subject, cfg, priors, log, n_params=n_scalar_params,
@@ -406,7 +445,7 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
         fits.update({m: r.idata for m, r in extra.items()})
         checks = model_checks(
             data, priors, fits, cfg.loo_models, out=out,
-            log=log, **_checks_nuts_kw(cfg))
+            log=log, fit=_checks_fitter(cfg), **_checks_nuts_kw(cfg))
         checks.extra_fits.update({m: f"checks/{m}/posterior.nc" for m in extra})
         metrics["checks"] = checks.to_dict()
     tables = pd.concat([c.parameters for a in audits for c in a.comparisons],
@@ -432,6 +471,18 @@ def _approx_rows(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     variants = model_variants(model, cfg.variants)
     posts, secs = fit_approximations(subject.data, model, pri, variants, cfg, log)
     return [{"variant": o, **_approx_diagnostics(p)} for o, p in zip(variants, posts)], secs
+
+
+def _checks_fitter(cfg: AuditConfig):
+    """The sampler of the model checks' extra fits: ``None`` (NUTS) or the collapsed
+    Gibbs sampler when it makes the audit's reference."""
+    if cfg.reference != "gibbs":
+        return None
+
+    def fit(data, model, priors):
+        return gibbs_reference(data, model, priors, replace(cfg, checks=True),
+                               cfg.seed).native
+    return fit
 
 
 def _checks_nuts_kw(cfg: AuditConfig) -> dict:

@@ -115,6 +115,11 @@ class AuditConfig:
         Over budget: NUTS on this many rankings.
     max_draws : int or None
         Extend sampling in rounds up to this many draws per chain.
+    reference : str
+        The sampler of the reference: ``nuts`` (the PPL's NUTS, ``backend``, ``chains``,
+        ``tune``, ``draws``) or ``gibbs`` (the collapsed Gibbs sampler with its own
+        defaults, :class:`crowdrank.inference.methods.GibbsOptions`); the model checks'
+        extra fits use the same sampler.
     """
 
     models: tuple[str, ...] = MODELS
@@ -142,6 +147,7 @@ class AuditConfig:
     max_nuts_minutes: float | None = None  # estimate NUTS's wall time first; refuse beyond
     nuts_subsample: int | None = None      # over budget: NUTS on this many rankings
     max_draws: int | None = None           # extend sampling in rounds up to this (per chain)
+    reference: str = "nuts"                # the reference's sampler: nuts or gibbs
 
     @classmethod
     def quick(cls, n_params: int | None = None, **kw) -> AuditConfig:
@@ -166,6 +172,13 @@ class AuditConfig:
         base = {"tune": 250, "draws": quick_draws(n_params), "permutations": 3}
         base.update(kw)
         return cls(**base)
+
+    @property
+    def reference_label(self) -> str:
+        """How the report names the reference's sampler."""
+        if self.reference == "gibbs":
+            return "collapsed Gibbs"
+        return f"NUTS ({self.backend})"
 
     def to_dict(self) -> dict:
         """The fields as a JSON-able dict (tuples as lists)."""

@@ -155,7 +155,7 @@ def score_step(st: Stages, state: State, rng: np.random.Generator, rows, mu0: fl
                 -solve_triangular(C, grad - d / sigma0 ** 2, lower=True))
 
     eps = state.eps
-    n = max(1, int(math.ceil(TRAJECTORY * (0.8 + 0.4 * rng.random()) / eps)))
+    n = max(1, math.ceil(TRAJECTORY * (0.8 + 0.4 * rng.random()) / eps))
     x = C.T @ (state.lam - g.lam_f)
     U, dU = pot_grad(x)
     p = rng.standard_normal(st.n_items)

@@ -296,6 +296,11 @@ def _holds_tracer(obj, depth: int = 0) -> bool:
 
 def _site_bijections(inputs: ModelInputs, param: dict) -> dict:
     """``{site: bijection from unconstrained to constrained}`` of the NumPyro program."""
+    # the programs' package first: it runs numpyro's own before any submodule import
+    # (ArviZ puts a lazy placeholder for numpyro in sys.modules; a submodule imported first
+    # leaves numpyro.distributions without its `distribution` attribute, and numpyro.factor
+    # then fails: tests/test_import_order.py)
+    import crowdrank.models.numpyro  # noqa: F401
     from numpyro.distributions import biject_to
 
     return {k: biject_to(support) for k, (support, _) in _latent_sites(inputs, param).items()}

@@ -85,7 +85,7 @@ class GibbsOptions:
     warmup: int = opt(500, "adapted warm-up sweeps per chain (discarded)")
     draws: int = opt(1000, "kept draws per chain")
     thin: int = opt(1, "sweeps per kept draw")
-    lambda_steps: int = opt(5, "steps of the scores given the offsets per sweep")
+    lambda_steps: int = opt(1, "HMC transitions of the scores (offsets summed out) per sweep")
     walk_steps: int = opt(10, "random-walk steps of each worker's simplex, the offsets "
                           "summed out, per sweep (COUPLE, CrowdBT)")
     processes: int | None = opt(None, "chains run at once on this machine (None: the CPUs, "

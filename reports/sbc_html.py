@@ -174,7 +174,8 @@ def write_sbc_report(out: str | Path, name: str = "sbc.html") -> Path:
                          "bad"))
     sections.append(intro)
 
-    nuts = H.Section(f"NUTS ranks ({cfg['backend']})", anchor="nuts")
+    sampler = "Gibbs" if cfg["backend"] == "gibbs" else "NUTS"
+    nuts = H.Section(f"{sampler} ranks ({cfg['backend']})", anchor="nuts")
     nuts.add(H.figure(ecdf_difference_figure(
         data["rank"], data["families"], S + 1,
         {f: v["ecdf_p_combined"] for f, v in summary["nuts"]["families"].items()},

@@ -95,7 +95,7 @@ def _with_bar(seq, progress: bool):
 
 
 def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
-              draws: int = 1000, thin: int = 1, lambda_steps: int = 5,
+              draws: int = 1000, thin: int = 1, lambda_steps: int = 1,
               walk_steps: int = 10, seed: int = 0, prior_only: bool = False,
               processes: int | None = None, scheduler: str | None = None,
               progress: bool = False, pointwise: bool = False,

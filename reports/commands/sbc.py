@@ -17,8 +17,10 @@ from crowdrank.inference import methods
 
 
 def register(sub) -> None:
-    from crowdrank.validation.pipelines.sbc import (
-        sbc_models,  # models with an exact simulator (the registry)
+    from crowdrank.validation.pipelines.sbc import (  # models with an exact simulator
+        PAIRS_EXACT,
+        SBC_BACKENDS,
+        sbc_models,
     )
 
     p = sub.add_parser(
@@ -30,13 +32,16 @@ def register(sub) -> None:
                     "parameter among --ranks thinned posterior draws. Uniform ranks = "
                     "calibrated. Writes DIR/ranks.csv, DIR/sbc.json and DIR/sbc.html; "
                     "replicates are cached in DIR/cache (rerun to resume or to add --sims). "
-                    "Stagewise 'couple' is not offered: its likelihood is not normalised, so "
-                    "no simulator matches it (use couple-normalized).",
+                    "Stagewise 'couple' is offered on pairs only (--kmax 2): for k >= 3 its "
+                    "likelihood is not normalised, so no simulator matches it (use "
+                    "couple-normalized).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", choices=sbc_models(),
+    p.add_argument("--model", choices=sbc_models() + PAIRS_EXACT,
                    default="couple-normalized")
-    p.add_argument("--backend", choices=("numpyro", "pymc", "prior"), default="numpyro",
-                   help="NUTS back-end; 'prior' is the machinery check: it ignores the data "
+    p.add_argument("--backend", choices=SBC_BACKENDS, default="numpyro",
+                   help="NUTS back-end, or 'gibbs' (the collapsed Gibbs sampler: couple on "
+                        "pairs, crowdbt, pl, bt; 2 chains x (300 warm-up + 1000) sweeps); "
+                        "'prior' is the machinery check: it ignores the data "
                         "and draws the 'posterior' from the prior (the exact posterior given "
                         "no data), so its ranks must come out uniform")
     p.add_argument("--sims", type=int, default=100, help="number of replicates")
@@ -143,7 +148,7 @@ def run(args) -> int:
     nuts = summary["nuts"]
     print(f"{cfg.model} / {cfg.backend}: {summary['replicates']} replicates, "
           f"{summary['n_draws']} thinned draws each")
-    print(f"  NUTS ranks: {nuts['verdict']} "
+    print(f"  {'Gibbs' if cfg.backend == 'gibbs' else 'NUTS'} ranks: {nuts['verdict']} "
           + "(" + ", ".join(f"{f} ECDF p={v['ecdf_p_combined']:.3g}, "
                             f"pot_c p={v['pot_c_p_combined']:.3g}"
                             for f, v in nuts["families"].items()) + ")")

@@ -94,8 +94,15 @@ from crowdrank.validation.pipelines.sbc_uniformity import (  # noqa: F401  (the 
 
 def sbc_models() -> tuple[str, ...]:
     """Models with an exact forward simulator (docs/design.md, Facts; registry specs with
-    ``exact_simulator`` and a ``simulate_report``); stagewise "couple" has none."""
+    ``exact_simulator`` and a ``simulate_report``); stagewise "couple" has none for
+    ``k ≥ 3`` (:data:`PAIRS_EXACT`: on pairs it has one)."""
     return tuple(n for n, s in REGISTRY.items() if s.exact_simulator and s.has_simulator)
+
+
+#: Stagewise COUPLE on pairs (``kmax = 2``): Eq. 3 of one stage sums to one over the two
+#: orders, so its generative story is an exact simulator there ([Pan18]; docs/design.md,
+#: Facts), and SBC of a sampler of Eq. 3 is possible on pairs.
+PAIRS_EXACT = ("couple",)
 
 
 SBC_MODELS = sbc_models()
@@ -108,7 +115,11 @@ ONLINE_TITLE = {"pl": "OnlinePL (Weng-Lin)", "bt": "OnlineBT (Weng-Lin)",
 ONLINE_NAME = {m: ONLINE_TITLE.get(o, str(o)) for m, o in ONLINE_MODEL.items()}
 #: ``prior`` is the machinery check: the data are ignored and the "posterior" draws come
 #: from the prior, which is the exact posterior given no data, so its ranks are uniform.
-SBC_BACKENDS = ("numpyro", "pymc", "prior")
+#: ``gibbs`` is the collapsed Gibbs sampler (:mod:`crowdrank.inference.gibbs`), for the models
+#: it fits.
+SBC_BACKENDS = ("numpyro", "pymc", "prior", "gibbs")
+#: The Gibbs sampler's sweeps per replicate, ``(warmup, draws)`` per chain (2 chains).
+GIBBS_WARMUP_DRAWS = (300, 1000)
 #: Replicates per vmapped NumPyro program: large enough that the sampler's per-step
 #: overhead is shared (measured: 1.5 CPU s per PL replicate in batches of 32 against 16 s
 #: one by one). The price is the slowest lane: at 200 lanes a CrowdBT batch evaluated ~3.2x
@@ -172,7 +183,9 @@ class SbcConfig:
     simplex: str = "gamma"
 
     def __post_init__(self):
-        if self.model not in sbc_models():
+        if self.model in PAIRS_EXACT and self.kmax == 2:
+            pass
+        elif self.model not in sbc_models():
             hint = REGISTRY[self.model].extra.get("sbc_hint") if self.model in REGISTRY else None
             extra = f" ({hint})" if hint else ""
             raise UsageError(f"SBC model must be one of {sbc_models()}, got {self.model!r}"
@@ -366,6 +379,18 @@ def sbc_job(spec: dict) -> dict:
                                         (eta_s[:, 0] if get(model).eta_scalar else eta_s)))
         flat = np.array(draws)
         gate = {"trusted": True, "reasons": [], "divergences": 0, "ess_bulk_min": math.nan}
+    elif spec["backend"] == "gibbs":
+        from crowdrank.inference.gibbs import fit_gibbs
+
+        t = time.perf_counter()
+        warm, n = GIBBS_WARMUP_DRAWS
+        res = fit_gibbs(data, model, priors, chains=2, warmup=warm, draws=n,
+                        seed=prep["nuts_seed"], processes=1)
+        timings["gibbs"] = time.perf_counter() - t
+        post = res.idata["posterior"]
+        flat = _posterior_flat(prep, post["lambda"].values,
+                               post["eta"].values if "eta" in post else None)
+        gate = res.gate.to_dict()
     elif spec.get("pymc_reuse"):
         t = time.perf_counter()
         post, gate, detail = _fit_pymc_reused(prep, spec)

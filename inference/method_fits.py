@@ -89,7 +89,8 @@ def fit_gibbs_method(data, model, priors, options, *, seed=0, progress=False) ->
     res = fit_gibbs(data, model, priors, chains=int(options.chains),
                     warmup=int(options.warmup), draws=int(options.draws),
                     thin=int(options.thin), lambda_steps=int(options.lambda_steps),
-                    walk_steps=int(options.walk_steps), seed=int(seed),
+                    walk_steps=int(options.walk_steps), jumps=int(options.jumps),
+                    seed=int(seed),
                     processes=options.processes, scheduler=options.scheduler,
                     progress=progress, pointwise=bool(options.pointwise),
                     predictive=bool(options.predictive))

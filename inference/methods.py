@@ -88,6 +88,8 @@ class GibbsOptions:
     lambda_steps: int = opt(1, "HMC transitions of the scores (offsets summed out) per sweep")
     walk_steps: int = opt(10, "random-walk steps of each worker's simplex, the offsets "
                           "summed out, per sweep (COUPLE, CrowdBT)")
+    jumps: int = opt(1, "independence jumps of each worker's entries between their prior "
+                     "spike and data mode per sweep (COUPLE, CrowdBT)")
     processes: int | None = opt(None, "chains run at once on this machine (None: the CPUs, "
                                 "at most --chains)", type=int)
     scheduler: str | None = opt(None, "a Dask scheduler's address: one task per chain on "

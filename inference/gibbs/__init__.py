@@ -62,7 +62,8 @@ def _chain_job(job: dict) -> dict:
         return run_chain(job["stages"], job["alpha"], job["mu0"], job["sigma0"],
                          warmup=job["warmup"], draws=job["draws"], thin=job["thin"],
                          seed=job["seed"], family=job["family"],
-                         lambda_steps=job["lambda_steps"], walk_steps=job["walk_steps"])
+                         lambda_steps=job["lambda_steps"], walk_steps=job["walk_steps"],
+                         jumps=job["jumps"])
 
 
 def _run_jobs(jobs: list, processes: int, scheduler: str | None, progress: bool) -> list:
@@ -96,7 +97,8 @@ def _with_bar(seq, progress: bool):
 
 def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
               draws: int = 1000, thin: int = 1, lambda_steps: int = 1,
-              walk_steps: int = 10, seed: int = 0, prior_only: bool = False,
+              walk_steps: int = 10, jumps: int = 1, seed: int = 0,
+              prior_only: bool = False,
               processes: int | None = None, scheduler: str | None = None,
               progress: bool = False, pointwise: bool = False,
               predictive: bool = False) -> GibbsResult:
@@ -111,8 +113,8 @@ def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
         Dir(α_w)``; CrowdBT ``η_w ~ Beta(a_w, b_w)``).
     chains, warmup, draws, thin : int
         Chains; adapted warm-up sweeps; kept draws per chain, one every ``thin`` sweeps.
-    lambda_steps, walk_steps : int
-        Scores' steps and worker walk steps per sweep
+    lambda_steps, walk_steps, jumps : int
+        Scores' steps, worker walk steps and entry jumps per sweep
         (:mod:`~crowdrank.inference.gibbs.sampler`).
     seed : int
         Chain ``c`` is seeded by ``seed`` and ``c``.
@@ -133,7 +135,7 @@ def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
         raise UsageError(f"the Gibbs sampler fits {', '.join(GIBBS_MODELS)}, not {model!r}")
     for name, v, lo in (("chains", chains, 1), ("warmup", warmup, 0), ("draws", draws, 1),
                         ("thin", thin, 1), ("lambda_steps", lambda_steps, 1),
-                        ("walk_steps", walk_steps, 0)):
+                        ("walk_steps", walk_steps, 0), ("jumps", jumps, 0)):
         if int(v) < lo:
             raise UsageError(f"{name} must be >= {lo}, got {v}")
     t0 = time.perf_counter()
@@ -147,7 +149,8 @@ def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
     jobs = [{"stages": st, "alpha": inputs.alpha, "mu0": inputs.mu0,
              "sigma0": inputs.sigma0, "warmup": int(warmup), "draws": int(draws),
              "thin": int(thin), "seed": child[c], "family": family,
-             "lambda_steps": int(lambda_steps), "walk_steps": int(walk_steps)}
+             "lambda_steps": int(lambda_steps), "walk_steps": int(walk_steps),
+             "jumps": int(jumps)}
             for c in range(int(chains))]
     procs = processes if processes is not None else min(int(chains), os.cpu_count() or 1)
     t1 = time.perf_counter()
@@ -156,7 +159,7 @@ def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
     attrs = {"sampler": "gibbs", "method": "gibbs", "chains": int(chains),
              "warmup": int(warmup), "draws": int(draws), "thin": int(thin),
              "lambda_steps": int(lambda_steps), "walk_steps": int(walk_steps),
-             "seed": int(seed)}
+             "jumps": int(jumps), "seed": int(seed)}
     tree = full_tree(model, inputs, st, data, priors, outs, attrs, pointwise=pointwise,
                      predictive=predictive, seed=int(seed))
     gate = check(tree, hmc=False)

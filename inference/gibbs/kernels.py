@@ -17,6 +17,8 @@ Random numbers come from numba's own generator (seeded per chain by :func:`seed`
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -282,3 +284,56 @@ def mixture_hessian(cand, m, worker, lam, rows, n_items):
             for k in range(ms):
                 H[cj, cand[s, k]] += r[j] * r[k] - p[j] * p[k]
     return tot, g, H
+
+
+@njit(cache=True)
+def _log_q(v, c, a, mean, sd):
+    """The entry jump's proposal density at ``y_t = v``: half the prior ``LogGamma(α_t)``,
+    half ``c + N(mean, sd²)``."""
+    prior = a * v - np.exp(v) - math.lgamma(a)
+    d = (v - c - mean) / sd
+    data = -0.5 * d * d - np.log(sd * np.sqrt(2.0 * np.pi))
+    hi = max(prior, data)
+    return hi + np.log(0.5 * np.exp(prior - hi) + 0.5 * np.exp(data - hi))
+
+
+@njit(cache=True)
+def entry_jump(cand, m, w_start, elam, N, log_g, alpha, dm_mean, dm_sd, accepted):
+    """One independence Metropolis–Hastings update of each entry ``y_t = log g_t`` of
+    every worker given the others and ``λ`` (``(z, ξ)`` summed out): propose from half the
+    prior ``LogGamma(α_t)`` — the conditional itself inside the prior spike, where the
+    likelihood no longer depends on ``g_t`` — and half ``c + N(dm_mean, dm_sd²)``,
+    ``c = log Σ_{v≠t} g_v`` (the data mode of ``log(η_t / (1 − η_t))``, fitted in
+    warm-up). The proposal depends on the other entries, never on ``y_t``: each update is
+    exact. Why: the urn crosses between an entry's spike and its data mode only when a
+    stage happens to pick the empty offset, and the walk's steps are local."""
+    W, K = log_g.shape
+    y = np.empty(K)
+    for w in range(W):
+        a, b = w_start[w], w_start[w + 1]
+        cur = _worker_target(cand, m, a, b, elam, log_g[w], alpha[w], N[w])
+        for t in range(K):
+            mx = -np.inf
+            for v in range(K):
+                if v != t:
+                    mx = max(mx, log_g[w, v])
+            acc = 0.0
+            for v in range(K):
+                if v != t:
+                    acc += np.exp(log_g[w, v] - mx)
+            c = mx + np.log(acc)
+            if np.random.random() < 0.5:
+                new_t = log_gamma(alpha[w, t])
+            else:
+                new_t = c + dm_mean[w, t] + dm_sd[w, t] * np.random.standard_normal()
+            for v in range(K):
+                y[v] = log_g[w, v]
+            y[t] = new_t
+            new = _worker_target(cand, m, a, b, elam, y, alpha[w], N[w])
+            log_r = (new - cur + _log_q(log_g[w, t], c, alpha[w, t], dm_mean[w, t],
+                                        dm_sd[w, t])
+                     - _log_q(new_t, c, alpha[w, t], dm_mean[w, t], dm_sd[w, t]))
+            if np.log(1.0 - np.random.random()) < log_r:
+                log_g[w, t] = new_t
+                cur = new
+                accepted[w, t] += 1

@@ -72,6 +72,14 @@ TRAJECTORY = 1.5
 EPS_START = 0.5
 TARGET_ACCEPT = 0.8
 ADAPT_EVERY = 25
+#: The entry jump's data half (:func:`~crowdrank.inference.gibbs.kernels.entry_jump`): its
+#: first sd (before warm-up has draws), the least warm-up draws outside the spike it is
+#: fitted from, the inflation of their sd (heavier than the data mode, so that the
+#: proposal covers it) and the range the sd is kept in.
+JUMP_SD_START = 2.0
+JUMP_MIN_DRAWS = 10
+JUMP_SD_INFLATE = 1.5
+JUMP_SD_RANGE = (0.05, 3.0)
 
 
 @dataclass
@@ -195,6 +203,9 @@ class State:
     history: list = field(default_factory=list)
     walk_chol: np.ndarray | None = None
     walk_accepted: np.ndarray | None = None
+    jump_mean: np.ndarray | None = None
+    jump_sd: np.ndarray | None = None
+    jump_accepted: np.ndarray | None = None
 
 
 def init(st: Stages, alpha, mu0: float, sigma0: float, rng: np.random.Generator,
@@ -219,8 +230,12 @@ def init(st: Stages, alpha, mu0: float, sigma0: float, rng: np.random.Generator,
     Kg = log_g.shape[1]
     chol_w = np.broadcast_to(WALK_START * np.eye(Kg), (W, Kg, Kg)).copy()
     gauss = Laplace(lam_hat, chol)
+    a = np.asarray(alpha, float) if alpha is not None else np.ones((W, 0))
+    jump_mean = np.log(a) - np.log(np.maximum(a.sum(axis=1, keepdims=True) - a, 1e-12))
     return State(lam, log_g, z, xi, EPS_START, gauss, walk_chol=chol_w,
-                 walk_accepted=np.zeros(W, np.int64))
+                 walk_accepted=np.zeros(W, np.int64), jump_mean=jump_mean,
+                 jump_sd=np.full(a.shape, JUMP_SD_START),
+                 jump_accepted=np.zeros(a.shape, np.int64))
 
 
 def approach_scores(st: Stages, state: State, rng: np.random.Generator, rows, mu0: float,
@@ -232,7 +247,7 @@ def approach_scores(st: Stages, state: State, rng: np.random.Generator, rows, mu
 
 
 def step(st: Stages, alpha, state: State, rng: np.random.Generator, mu0: float,
-         sigma0: float, lambda_steps: int = 1, walk_steps: int = 0,
+         sigma0: float, lambda_steps: int = 1, walk_steps: int = 0, jumps: int = 0,
          approach: bool = False) -> None:
     """One sweep (module docstring), in place; ``approach`` replaces the scores' exact
     step by :func:`approach_scores` (warm-up only)."""
@@ -248,6 +263,9 @@ def step(st: Stages, alpha, state: State, rng: np.random.Generator, mu0: float,
     if walk_steps:
         kn.walk(st.cand, st.m, st.w_start, elam, st.stage_counts, state.log_g, alpha,
                 state.walk_chol, walk_steps, state.walk_accepted)
+    for _ in range(jumps):
+        kn.entry_jump(st.cand, st.m, st.w_start, elam, st.stage_counts, state.log_g, alpha,
+                      state.jump_mean, state.jump_sd, state.jump_accepted)
     # the scores (and the walk) moved with the offsets summed out: z is redrawn given
     # (g, λ) before the urn, whose scan starts from a draw of p(z | ξ, λ)
     kn.offsets(st.cand, st.m, st.worker, elam, state.log_g, state.z)
@@ -267,6 +285,26 @@ def walk_chol(log_g_draws: np.ndarray) -> np.ndarray:
     return np.linalg.cholesky(cov + 1e-8 * np.eye(K))
 
 
+def jump_fit(state: State, log_g_draws: np.ndarray) -> None:
+    """The data half of the entry jump from warm-up draws ``(n, W, K)`` of ``log g``: per
+    entry, the mean and sd of ``log g_t − log Σ_{v≠t} g_v`` over the draws outside the
+    prior spike (``η_t > 10⁻³``); entries with fewer than :data:`JUMP_MIN_DRAWS` such draws
+    keep their proposal."""
+    n, _, K = log_g_draws.shape
+    if n < JUMP_MIN_DRAWS:
+        return
+    for t in range(K):
+        others = np.delete(log_g_draws, t, axis=2)
+        mx = others.max(axis=2)
+        c = mx + np.log(np.exp(others - mx[..., None]).sum(axis=2))
+        d = log_g_draws[:, :, t] - c                      # (n, W): log(η_t / (1 − η_t))
+        ok = d > np.log(1e-3)
+        for w in np.flatnonzero(ok.sum(axis=0) >= JUMP_MIN_DRAWS):
+            x = d[ok[:, w], w]
+            state.jump_mean[w, t] = x.mean()
+            state.jump_sd[w, t] = np.clip(x.std() * JUMP_SD_INFLATE, *JUMP_SD_RANGE)
+
+
 def adapt(st: Stages, state: State, i: int, warmup: int, window: dict,
           mu0: float, sigma0: float) -> None:
     """Warm-up only: move ``λ_f`` (and ``H_f``) to the recent scores' mean and the walk's
@@ -284,8 +322,9 @@ def adapt(st: Stages, state: State, i: int, warmup: int, window: dict,
         state.gauss = laplace(st, centre, rows_of(state.log_g, st.n_workers, st.K), mu0,
                               sigma0)
         if "log_g" in window:
-            g_w = window["log_g"]
-            state.walk_chol = walk_chol(np.asarray(g_w[len(g_w) // 2:]))
+            g_w = np.asarray(window["log_g"][len(window["log_g"]) // 2:])
+            state.walk_chol = walk_chol(g_w)
+            jump_fit(state, g_w)
         window.clear()
     dual_average(state, i + 1 - approach, restart=moved)
     if (i + 1) % ADAPT_EVERY == 0:
@@ -342,7 +381,7 @@ def eta_of(model_family: str, log_g: np.ndarray) -> np.ndarray:
 
 def run_chain(st: Stages, alpha, mu0: float, sigma0: float, *, warmup: int, draws: int,
               thin: int = 1, seed: int = 0, family: str | None = None,
-              lambda_steps: int = 1, walk_steps: int = 0, lam0=None,
+              lambda_steps: int = 1, walk_steps: int = 0, jumps: int = 0, lam0=None,
               progress=None) -> dict:
     """One chain: ``warmup`` adapted sweeps, then ``draws × thin`` sweeps keeping every
     ``thin``-th. Returns ``lambda`` ``(draws, L)``, ``eta`` (``(draws, W[, K])`` or
@@ -358,7 +397,7 @@ def run_chain(st: Stages, alpha, mu0: float, sigma0: float, *, warmup: int, draw
     t0 = time.perf_counter()
     n_approach = approach_sweeps(warmup)
     for i in range(warmup):
-        step(st, alpha, state, rng, mu0, sigma0, lambda_steps, walk_steps,
+        step(st, alpha, state, rng, mu0, sigma0, lambda_steps, walk_steps, jumps,
              approach=i < n_approach)
         adapt(st, state, i, warmup, window, mu0, sigma0)
         if progress is not None:
@@ -368,12 +407,13 @@ def run_chain(st: Stages, alpha, mu0: float, sigma0: float, *, warmup: int, draw
     state.accepted = state.proposed = 0
     state.accept_sum = 0.0
     state.walk_accepted[:] = 0
+    state.jump_accepted[:] = 0
     t1 = time.perf_counter()
     lam_out = np.empty((draws, st.n_items))
     eta_out = None
     for d in range(draws):
         for _ in range(thin):
-            step(st, alpha, state, rng, mu0, sigma0, lambda_steps, walk_steps)
+            step(st, alpha, state, rng, mu0, sigma0, lambda_steps, walk_steps, jumps)
         if progress is not None:
             progress(thin)
         lam_out[d] = state.lam
@@ -388,5 +428,7 @@ def run_chain(st: Stages, alpha, mu0: float, sigma0: float, *, warmup: int, draw
             "accept": state.accepted / max(state.proposed, 1), "eps": state.eps,
             "walk_accept": (state.walk_accepted / max(draws * thin * walk_steps, 1)
                             if walk_steps else None),
+            "jump_accept": (state.jump_accepted / max(draws * thin * jumps, 1)
+                            if jumps and alpha is not None else None),
             "sweep_seconds": (t2 - t0) / max(sweeps, 1), "warmup_seconds": t1 - t0,
             "sampling_seconds": t2 - t1, "adapt_history": state.history}

@@ -22,7 +22,13 @@ Writes (appends to) ``bench/results/gibbs.json``::
 
     python bench/bench_gibbs.py medium --setting amateur [--nuts-draws 2000]
     python bench/bench_gibbs.py default
-    python bench/bench_gibbs.py paper [--warmup 300 --draws 1000 --walk-steps 5]
+    python bench/bench_gibbs.py paper [--warmup 300 --gibbs-draws 1000 --walk-steps 5]
+    python bench/bench_gibbs.py sbc [--sims 200]
+    python bench/bench_gibbs.py audit
+
+* ``sbc``: simulation-based calibration of the Gibbs sampler, CrowdBT and COUPLE on pairs
+  (where Eq. 3 is normalised), 200 replicates each (10 items, 4 workers, 25 tasks).
+* ``audit``: ``crowdrank audit --reference gibbs`` as typed (goal: trusted in ≤ 30 s).
 """
 
 from __future__ import annotations
@@ -38,11 +44,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "tools"))
 
+# NumPyro before ArviZ: ArviZ's lazy numpyro placeholder, once in sys.modules, breaks a later
+# warm-started NUTS run in this process (numpy.factor finds no numpyro.distributions.
+# distribution), and the Gibbs runs import ArviZ before NUTS runs here
 import numpy as np
+import numpyro  # noqa: F401
 from rerun import cpu_seconds
 from stamp import stamp
 
 OUT = ROOT / "bench" / "results" / "gibbs.json"
+#: NUTS draws per chain of the trusted medium references (reference_medium.json at
+#: ce42b57: 4 chains, 500 tune; fewer left the amateur reference untrusted, tail ESS 362)
+NUTS_DRAWS = {"expert": 2000, "amateur": 4000, "spammer": 4000, "malicious": 7500}
 #: NUTS references kept between runs (not in the repository: ``out/`` is ignored)
 CACHE = ROOT / "out" / "gibbs-nuts"
 
@@ -185,7 +198,9 @@ def bench_medium(args) -> list:
     from bench_reference import medium_data
 
     out = []
+    draws = args.nuts_draws
     for setting in (args.settings or args.setting).split(","):
+        args.nuts_draws = draws or NUTS_DRAWS[setting]
         d, pr = medium_data("couple", setting)
         out.append({"what": "medium", "setting": setting,
                     **pair(d, "couple", pr, args, f"medium-{setting}")})
@@ -198,6 +213,7 @@ def bench_default(args) -> list:
 
     subj = default_subject()
     pri = make_priors(subj.data, AuditConfig(), subj.gold)
+    args.nuts_draws = args.nuts_draws or 1000
     out = []
     for model in ("couple", "crowdbt"):
         pr = get_model(model).worker_priors(pri, subj.data)
@@ -222,14 +238,68 @@ def bench_paper(args) -> list:
              "met": bool(g["trusted"] and time.perf_counter() - t0 <= 1200)}]
 
 
+def bench_sbc(args) -> list:
+    """SBC of the Gibbs sampler (``crowdrank sbc --backend gibbs``'s pipeline): CrowdBT and
+    COUPLE on pairs, ``--sims`` replicates each, the tail-sensitive uniformity verdict."""
+    from crowdrank.validation.pipelines.sbc import SbcConfig, run_sbc
+
+    out = []
+    for model, kmax in (("crowdbt", 2), ("couple", 2)):
+        cfg = SbcConfig(model=model, backend="gibbs", sims=args.sims, kmax=kmax,
+                        online=False, seed=args.seed)
+        c0, t0 = cpu_seconds(), time.perf_counter()
+        summ = run_sbc(cfg, ROOT / "out" / "gibbs-sbc" / model, processes=2,
+                       progress=False)
+        wall = time.perf_counter() - t0
+        nuts = summ["nuts"]
+        rec = {"what": "sbc", "model": model, "kmax": kmax, "sims": args.sims,
+               "replicates": summ["replicates"], "calibrated": bool(nuts["calibrated"]),
+               "verdict": nuts["verdict"],
+               "families": {f: {"ecdf_p": v["ecdf_p_combined"], "pot_c_p": v["pot_c_p_combined"]}
+                            for f, v in nuts["families"].items()},
+               "gate_passed": summ["gate"]["passed"], "gate_failed": summ["gate"]["failed"],
+               "wall_s": round(wall, 1), "cpu_s": round(cpu_seconds() - c0, 1),
+               "items": cfg.n_items, "workers": cfg.n_workers, "tasks": cfg.tasks_per_worker}
+        print(f"sbc {model}: {rec['verdict']} ({rec['replicates']} replicates, "
+              f"{wall / 60:.1f} min)", flush=True)
+        out.append(rec)
+    return out
+
+
+def bench_audit(args) -> list:
+    """``crowdrank audit --reference gibbs`` on the embedded default, as typed (a fresh
+    process; numba's caches as this checkout has them): wall time and the references'
+    gates (goal: trusted in ≤ 30 s)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        rc = subprocess.run([sys.executable, "-m", "crowdrank", "audit", "--reference",
+                             "gibbs", "--quiet", "--out", tmp], cwd=ROOT,
+                            check=False).returncode
+        wall = time.perf_counter() - t0
+        m = json.loads((Path(tmp) / "metrics.json").read_text()) if rc == 0 else {}
+    gates = {k: v["gate"] for k, v in m.get("models", {}).items()}
+    trusted = bool(gates) and all(g["trusted"] for g in gates.values())
+    print(f"audit --reference gibbs: rc {rc}, {wall:.1f} s, trusted {trusted}", flush=True)
+    return [{"what": "audit", "command": "crowdrank audit --reference gibbs", "rc": rc,
+             "wall_s": round(wall, 1), "trusted": trusted, "gates": gates,
+             "seconds_total": m.get("seconds_total")}]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("medium", "default", "paper"))
+    p.add_argument("what", choices=("medium", "default", "paper", "sbc", "audit"))
+    p.add_argument("--sims", type=int, default=200)
     p.add_argument("--setting", default="amateur",
                    choices=("expert", "amateur", "spammer", "malicious"))
     p.add_argument("--settings", default=None, metavar="S1,S2",
                    help="medium: several worker types, one record each")
-    p.add_argument("--nuts-draws", type=int, default=2000)
+    p.add_argument("--nuts-draws", type=int, default=None,
+                   help="NUTS draws per chain (default: as the trusted references of "
+                        "reference_medium.json were run, NUTS_DRAWS; 1000 on the default "
+                        "data)")
     p.add_argument("--gibbs-draws", type=int, default=1000)
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--walk-steps", type=int, default=10)
@@ -239,7 +309,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(OUT))
     args = p.parse_args(argv)
     head = stamp(argv, script=__file__)
-    recs = {"medium": bench_medium, "default": bench_default, "paper": bench_paper}[
+    recs = {"medium": bench_medium, "default": bench_default, "paper": bench_paper,
+            "sbc": bench_sbc, "audit": bench_audit}[
         args.what](args)
     out = Path(args.out)
     old = json.loads(out.read_text()) if out.exists() else []

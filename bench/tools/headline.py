@@ -106,6 +106,20 @@ GOALS: dict[str, Goal] = {
         "≤ 20 min, trusted", lambda v: any(t and m <= 20 for m, t in v["routes"]),
         misses=({"routes": [(21.0, True), (10.0, False)]}, {"routes": []}),
         meets=({"routes": [(40.0, False), (20.0, True)]},)),
+    # the collapsed Gibbs sampler (bench/tools/headline_gibbs.py)
+    "gibbs medium": Goal(
+        "all 4 worker types trusted at ≤ 1/5 of NUTS's CPU, equal to NUTS within MC error",
+        lambda v: v["n"] == 4 and v["ok"] == 4,
+        misses=({"n": 4, "ok": 3}, {"n": 3, "ok": 3}), meets=({"n": 4, "ok": 4},)),
+    "gibbs ess": Goal("beside NUTS's", None),
+    "gibbs sbc": Goal(
+        "COUPLE and CrowdBT calibrated, 200 replicates each",
+        lambda v: v["models"] == 2 and v["calibrated"] == 2 and v["min_reps"] >= 200,
+        misses=({"models": 2, "calibrated": 1, "min_reps": 200},
+                {"models": 2, "calibrated": 2, "min_reps": 199},
+                {"models": 1, "calibrated": 1, "min_reps": 200}),
+        meets=({"models": 2, "calibrated": 2, "min_reps": 200},)),
+    "gibbs audit": _run_within(30.0),
     "warm start": Goal(
         "{n} of {n}", lambda v: v["n"] > 0 and v["fewer"] == v["n"],
         misses=({"n": 2, "fewer": 1}, {"n": 0, "fewer": 0}), meets=({"n": 2, "fewer": 2},)),
@@ -284,11 +298,19 @@ def paper_row(d: Path) -> list[Row]:
     latest record measured it (the file keeps the older runs); the fastest completed route
     is the figure."""
     def route(r):
+        if r.get("sampler") == "collapsed Gibbs":
+            return "collapsed Gibbs"
         return "Gibbs route" if r.get("eta_update") == "gibbs" else "joint NUTS"
 
     latest = latest_by([r for r in (load(d, "reference_paper.json") or [])
                         if r.get("what") == "paper"], route)
-    paper = [latest[k] for k in ("joint NUTS", "Gibbs route") if k in latest]
+    gibbs = [{"sampler": "collapsed Gibbs", "end_to_end_s": r["end_to_end_wall_s"],
+              "trusted": r["gibbs"]["trusted"], "date": r.get("date"),
+              "commit": r.get("commit"), "command": r.get("command")}
+             for r in (load(d, "gibbs.json") or []) if r.get("what") == "paper"]
+    latest.update(latest_by(gibbs, route))
+    paper = [latest[k] for k in ("joint NUTS", "Gibbs route", "collapsed Gibbs")
+             if k in latest]
     if not paper:
         return []
     parts, done = [], []
@@ -306,7 +328,7 @@ def paper_row(d: Path) -> list[Row]:
     figure = _trusted(f"{best[0]:.1f} min", best[1]) if best else "not completed"
     return [Row("trusted COUPLE reference, 450,000 rankings", figure,
                 "paper reference", {"routes": done}, "reference_paper.json", paper,
-                "; ".join(parts) + "; 4 chains, 2 cores")]
+                "; ".join(parts) + "; NUTS 4 chains, collapsed Gibbs 2, on 2 cores")]
 
 
 def warmstart_row(d: Path) -> list[Row]:
@@ -709,7 +731,15 @@ def approx_paper_row(d: Path) -> list[Row]:
 
 
 #: the rows in README order; each returns zero rows when its record is absent
-ROWS = (audit_rows, approx_audit_row, paper_row, warmstart_row, medium_row, sbc_row,
+def gibbs_rows(d: Path) -> list[Row]:
+    """The collapsed Gibbs sampler's rows (``bench/tools/headline_gibbs.py``)."""
+    from headline_gibbs import gibbs_rows as rows_of
+
+    return rows_of(d)
+
+
+ROWS = (audit_rows, approx_audit_row, paper_row, gibbs_rows, warmstart_row, medium_row,
+        sbc_row,
         fidelity_rows, approx_study_rows, approx_paper_row, online_rows, scale_rows,
         batch_rows, crowdc_row, replicate_rows, mutation_row, suite_row)
 

@@ -1,0 +1,89 @@
+"""The collapsed Gibbs sampler's rows of the headline table (``bench/results/gibbs.json``,
+written by ``bench/bench_gibbs.py``); their goals are in ``headline.GOALS``: the medium
+scale against NUTS, ESS per CPU second, SBC and the audit with ``--reference gibbs``. The
+paper-scale run is a route of ``headline.paper_row``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from headline import Row, _trusted
+from records import latest_by, load
+
+#: |z| of a parameter's posterior mean, Gibbs against NUTS (both MCSEs), within which the
+#: two agree "within Monte Carlo error": over the ~300 parameters of a medium data set,
+#: equal posteriors exceed 4.5 with probability below 0.2 %
+Z_AGREE = 4.5
+#: the medium goal's CPU share of NUTS's
+CPU_SHARE = 0.2
+
+
+def _medium(d: Path) -> list[dict]:
+    recs = [r for r in (load(d, "gibbs.json") or []) if r.get("what") == "medium"]
+    return list(latest_by(recs, lambda r: r["setting"]).values())
+
+
+def medium_rows(d: Path) -> list[Row]:
+    """Each worker type's latest pair: trusted (both), the CPU ratio, the agreement."""
+    runs = _medium(d)
+    if not runs:
+        return []
+    order = ("expert", "amateur", "spammer", "malicious")
+    runs.sort(key=lambda r: order.index(r["setting"]) if r["setting"] in order else 9)
+
+    def ok(r):
+        return (r["gibbs"]["trusted"] and r["nuts"]["trusted"]
+                and r["cpu_ratio"] <= CPU_SHARE and r["agreement"]["z_abs_max"] <= Z_AGREE)
+
+    parts = [f"{r['setting']} {r['gibbs']['cpu_s']:.0f} / {r['nuts']['cpu_s']:.0f} CPU s "
+             f"(×{r['cpu_ratio']:.2f}), max |z| {r['agreement']['z_abs_max']:.1f}"
+             + ("" if r["gibbs"]["trusted"] else ", Gibbs NOT trusted")
+             + ("" if r["nuts"]["trusted"] else ", NUTS NOT trusted") for r in runs]
+    n_ok = sum(ok(r) for r in runs)
+    ratio = [r["gibbs"]["ess_bulk_per_cpu_s"] / r["nuts"]["ess_bulk_per_cpu_s"] for r in runs
+             if r["gibbs"]["trusted"] and r["nuts"]["trusted"]]
+    return [Row("collapsed Gibbs, medium scale: worker types trusted at ≤ 1/5 NUTS CPU",
+                f"{n_ok} of {len(runs)}", "gibbs medium", {"n": len(runs), "ok": n_ok},
+                "gibbs.json", runs,
+                "COUPLE, L=100, W=50, 5,000 rankings, geometric prior; Gibbs 2 chains, NUTS "
+                "(NumPyro) 4 chains as its trusted references ran; " + "; ".join(parts)),
+            Row("collapsed Gibbs, medium scale: worst bulk ESS per CPU-s",
+                f"×{min(ratio):.1f} NUTS's" if ratio else "no trusted pair", "gibbs ess", {},
+                "gibbs.json", runs,
+                "the lowest, over the worker types with both references trusted, of Gibbs's "
+                "worst-parameter bulk ESS per CPU second over NUTS's: "
+                + "; ".join(f"{r['setting']} {r['gibbs']['ess_bulk_per_cpu_s']:.1f} vs "
+                            f"{r['nuts']['ess_bulk_per_cpu_s']:.1f}" for r in runs))]
+
+
+def sbc_rows(d: Path) -> list[Row]:
+    recs = [r for r in (load(d, "gibbs.json") or []) if r.get("what") == "sbc"]
+    runs = list(latest_by(recs, lambda r: r["model"]).values())
+    if not runs:
+        return []
+    cal = sum(bool(r["calibrated"]) for r in runs)
+    return [Row("collapsed Gibbs: SBC calibrated (tail-sensitive test)",
+                f"{cal} of {len(runs)}", "gibbs sbc",
+                {"models": len(runs), "calibrated": cal,
+                 "min_reps": min(r["replicates"] for r in runs)}, "gibbs.json", runs,
+                "; ".join(f"{r['model']} (pairs) {r['replicates']} replicates, "
+                          f"{r['verdict'].split(' (')[0]}, {r['wall_s'] / 60:.0f} min"
+                          for r in runs))]
+
+
+def audit_rows(d: Path) -> list[Row]:
+    recs = [r for r in (load(d, "gibbs.json") or []) if r.get("what") == "audit"]
+    if not recs:
+        return []
+    r = latest_by(recs, lambda r: r["what"])["audit"]
+    return [Row("`crowdrank audit --reference gibbs` (embedded default)",
+                _trusted(f"{r['wall_s']:.0f} s", r["trusted"]), "gibbs audit",
+                {"rc": r["rc"], "wall_s": r["wall_s"], "trusted": r["trusted"]},
+                "gibbs.json", r,
+                "COUPLE and CrowdBT references by collapsed Gibbs, model checks included; "
+                + ", ".join(f"{m} {'trusted' if g['trusted'] else 'NOT trusted'}"
+                            for m, g in r["gates"].items()))]
+
+
+def gibbs_rows(d: Path) -> list[Row]:
+    return medium_rows(d) + sbc_rows(d) + audit_rows(d)

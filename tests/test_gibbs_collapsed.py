@@ -192,7 +192,7 @@ def _slacks_full_rate(m, worker, log_g, xi):
 
 
 @njit
-def _gradient_reported(cand, m, worker, lam, rows):
+def _gradient_reported(cand, m, worker, lam, rows, value=True):
     g = np.zeros(lam.shape[0])
     elam = np.exp(lam - lam.max())
     tot = 0.0

@@ -247,8 +247,10 @@ def _stage_probs(cand, s, ms, w, elam, rows, p, r):
 
 
 @njit(cache=True)
-def mixture_gradient(cand, m, worker, lam, rows):
-    """``ℓ(λ)`` and its gradient ``Σ_s (r_s − p_s)`` scattered on the items."""
+def mixture_gradient(cand, m, worker, lam, rows, value=True):
+    """``ℓ(λ)`` (``nan`` unless ``value``: the leapfrog's inner steps need the gradient
+    alone, and a logarithm per stage is a third of the pass) and its gradient
+    ``Σ_s (r_s − p_s)`` scattered on the items."""
     K = cand.shape[1]
     p = np.empty(K)
     r = np.empty(K)
@@ -256,11 +258,23 @@ def mixture_gradient(cand, m, worker, lam, rows):
     elam = np.exp(lam - lam.max())
     tot = 0.0
     for s in range(m.shape[0]):
-        ms = m[s]
-        tot += _stage_probs(cand, s, ms, worker[s], elam, rows, p, r)
+        ms, w = m[s], worker[s]
+        den = 0.0
         for t in range(ms):
-            g[cand[s, t]] += r[t] - p[t]
-    return tot, g
+            p[t] = elam[cand[s, t]]
+            den += p[t]
+        num = 0.0
+        for t in range(ms):
+            r[t] = rows[w, t] * p[t]
+            num += r[t]
+        if value:
+            wt = 0.0
+            for t in range(ms):
+                wt += rows[w, t]
+            tot += np.log(num / (wt * den))
+        for t in range(ms):
+            g[cand[s, t]] += r[t] / num - p[t] / den
+    return (tot if value else np.nan), g
 
 
 @njit(cache=True)

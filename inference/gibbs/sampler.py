@@ -154,9 +154,9 @@ def score_step(st: Stages, state: State, rng: np.random.Generator, rows, mu0: fl
     def lam_of(x):
         return g.lam_f + solve_triangular(C.T, x, lower=False)
 
-    def pot_grad(x):
+    def pot_grad(x, value=True):
         lam = lam_of(x)
-        ll, grad = kn.mixture_gradient(st.cand, st.m, st.worker, lam, rows)
+        ll, grad = kn.mixture_gradient(st.cand, st.m, st.worker, lam, rows, value)
         d = lam - mu0
         # −log π and its gradient in x (C⁻¹ ∇_λ)
         return (-(ll - 0.5 * float(d @ d) / sigma0 ** 2),
@@ -171,7 +171,7 @@ def score_step(st: Stages, state: State, rng: np.random.Generator, rows, mu0: fl
     p = p - 0.5 * eps * dU
     for i in range(n):
         x = x + eps * p
-        U, dU = pot_grad(x)
+        U, dU = pot_grad(x, value=i == n - 1)
         p = p - (eps if i < n - 1 else 0.5 * eps) * dU
     h1 = U + 0.5 * float(p @ p)
     acc = math.exp(min(0.0, h0 - h1)) if math.isfinite(h1) else 0.0

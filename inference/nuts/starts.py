@@ -300,7 +300,9 @@ def _site_bijections(inputs: ModelInputs, param: dict) -> dict:
     # (ArviZ puts a lazy placeholder for numpyro in sys.modules; a submodule imported first
     # leaves numpyro.distributions without its `distribution` attribute, and numpyro.factor
     # then fails: tests/test_import_order.py)
-    import crowdrank.models.numpyro  # noqa: F401
+    import importlib
+
+    importlib.import_module("crowdrank.models.numpyro")   # before any numpyro submodule
     from numpyro.distributions import biject_to
 
     return {k: biject_to(support) for k, (support, _) in _latent_sites(inputs, param).items()}

@@ -375,6 +375,29 @@ def _check_sbc(d, results):
         assert (d / out / "sbc.html").stat().st_size > 0
 
 
+def _check_gibbs(d, results):
+    """The Gibbs sampler's printout and files: one verdict line without HMC's figures,
+    the one posterior.nc stores; 2 chains x 30 draws; items.csv holds the draws' means."""
+    import numpy as np
+    import pandas as pd
+    import xarray as xr
+
+    res = next(iter(results.values()))
+    lines = [x for x in res.stdout.splitlines() if x.startswith("reference ")]
+    assert len(lines) == 1 and "divergences" not in lines[0], res.stdout
+    dt = xr.open_datatree(d / "fit-gibbs" / "posterior.nc", engine="h5netcdf")
+    assert dt.attrs["sampler"] == "gibbs" and dt.attrs["gate_kind"] == "gibbs"
+    assert lines[0].startswith("reference TRUSTED" if int(dt.attrs["gate_trusted"])
+                               else "reference NOT trusted")
+    lam = dt["posterior"]["lambda"]
+    assert (lam.sizes["chain"], lam.sizes["draw"]) == (2, 30)
+    items = pd.read_csv(d / "fit-gibbs" / "items.csv").set_index("item")
+    means = lam.mean(("chain", "draw"))
+    for item, v in zip(means["item"].values.astype(str), means.values):
+        assert items.loc[item, "mu"] == pytest.approx(float(v), abs=1e-9)
+    assert np.all(np.isfinite(dt["posterior"]["eta"].values))
+
+
 SCALE_NUTS = "--chains 2 --tune 30 --draws 30"
 # --max-draws 30: one round of draws. A scaled-down reference always fails the gate, and
 # the audit would extend it in rounds up to 4 x draws, sampling each round with the poorly
@@ -434,6 +457,9 @@ RECIPES: dict[str, Recipe] = {
          (f"crowdrank fit data.csv --method nuts --model couple --backend pymc {SCALE_NUTS} "
           "--out fit-nuts-pymc")],
         check=_check_nuts, slow=True, note=f"scaled by {SCALE_NUTS}"),
+    "crowdrank fit data.csv --method gibbs --model couple --out fit-gibbs": Recipe(
+        ["crowdrank fit data.csv --method gibbs --model couple --draws 30 --out fit-gibbs"],
+        check=_check_gibbs, note="scaled by --draws 30"),
     "crowdrank audit data.csv --truth truth.csv --model couple --check-backends "
     "--out audit-x": Recipe(
         [(f"crowdrank audit data.csv --truth truth.csv --model couple --check-backends "

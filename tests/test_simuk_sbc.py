@@ -20,9 +20,9 @@ from crowdrank.models.simulate import simulate
 jax = pytest.importorskip("jax")
 numpyro = pytest.importorskip("numpyro")
 
-from numpyro.infer import NUTS, Predictive  # noqa: E402
+from numpyro.infer import NUTS, Predictive
 
-from crowdrank.models.numpyro import arrays as A  # noqa: E402
+from crowdrank.models.numpyro import arrays as A
 
 N_ITEMS, N_WORKERS, N_RANKINGS, N_SIMS = 6, 3, 20, 4
 
@@ -156,7 +156,7 @@ def test_simuk_prior_sbc_numpyro(model):
 
 # ---------------------------------------------------------------- PyMC
 pm = pytest.importorskip("pymc")
-from crowdrank.models import pymc_arrays as PA  # noqa: E402
+from crowdrank.models import pymc_arrays as PA
 
 
 def _pymc_model(model, seed=0):

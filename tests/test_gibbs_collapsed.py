@@ -241,3 +241,19 @@ def test_refuses_models_it_does_not_fit_and_bad_options():
         fit_gibbs(d, "couple-normalized", pri)
     with pytest.raises(UsageError, match="draws"):
         fit_gibbs(d, "couple", pri, draws=0)
+
+
+def test_chains_as_dask_tasks_give_the_chains_of_local_processes():
+    """``scheduler``: one task per chain on a Dask cluster, the same draws as here (each
+    chain is seeded by the run's seed and its index, wherever it runs)."""
+    from distributed import Client, LocalCluster
+
+    d, pri = _tiny("crowdbt")
+    kw = {"chains": 2, "warmup": 30, "draws": 40, "seed": 5}
+    here = fit_gibbs(d, "crowdbt", pri, processes=1, **kw)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster):
+        there = fit_gibbs(d, "crowdbt", pri, scheduler=cluster.scheduler_address, **kw)
+    for v in ("lambda", "eta"):
+        np.testing.assert_array_equal(here.idata["posterior"][v].values,
+                                      there.idata["posterior"][v].values)

@@ -244,9 +244,11 @@ def bench_sbc(args) -> list:
     from crowdrank.validation.pipelines.sbc import SbcConfig, run_sbc
 
     out = []
-    for model, kmax in (("crowdbt", 2), ("couple", 2)):
+    # COUPLE on pairs is CrowdBT with Beta(α1, α2): under one seed the two studies would
+    # draw the same replicates, so COUPLE's takes the next seed (independent replicates)
+    for model, kmax, seed in (("crowdbt", 2, args.seed), ("couple", 2, args.seed + 1)):
         cfg = SbcConfig(model=model, backend="gibbs", sims=args.sims, kmax=kmax,
-                        online=False, seed=args.seed)
+                        online=False, seed=seed)
         c0, t0 = cpu_seconds(), time.perf_counter()
         summ = run_sbc(cfg, ROOT / "out" / "gibbs-sbc" / model, processes=2,
                        progress=False)
@@ -257,7 +259,8 @@ def bench_sbc(args) -> list:
                "verdict": nuts["verdict"],
                "families": {f: {"ecdf_p": v["ecdf_p_combined"], "pot_c_p": v["pot_c_p_combined"]}
                             for f, v in nuts["families"].items()},
-               "gate_passed": summ["gate"]["passed"], "gate_failed": summ["gate"]["failed"],
+               "seed": seed, "gate_passed": summ["gate"]["passed"],
+               "gate_failed": summ["gate"]["failed"],
                "wall_s": round(wall, 1), "cpu_s": round(cpu_seconds() - c0, 1),
                "items": cfg.n_items, "workers": cfg.n_workers, "tasks": cfg.tasks_per_worker}
         print(f"sbc {model}: {rec['verdict']} ({rec['replicates']} replicates, "

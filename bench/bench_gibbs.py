@@ -171,7 +171,7 @@ def cached_nuts(d, model, pr, args, label: str) -> tuple:
         rec = json.loads(rec_f.read_text())
         if rec.get("draws") == args.nuts_draws and rec.get("seed") == args.seed:
             post = xr.open_datatree(folder / "posterior.nc", engine="h5netcdf").load()
-            return {**rec, "cached_from": str(folder.relative_to(ROOT))}, post["posterior"]
+            return {**rec, "cached_from": str(folder.relative_to(ROOT))}, post
     rec, post = run_nuts(d, model, pr, args)
     folder.mkdir(parents=True, exist_ok=True)
     xr.DataTree(post.to_dataset()).to_netcdf(folder / "posterior.nc", engine="h5netcdf")

@@ -276,6 +276,12 @@ def bench_audit(args) -> list:
     import subprocess
     import tempfile
 
+    if args.cold:
+        # every numba cache of the checkout (index and data files in __pycache__): the
+        # kernels compile again, as on a fresh clone's first run
+        for f in [*ROOT.rglob("__pycache__/*.nbi"), *ROOT.rglob("__pycache__/*.nbc")]:
+            if ".venv" not in f.parts:
+                f.unlink()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         rc = subprocess.run([sys.executable, "-m", "crowdrank", "audit", "--reference",
@@ -288,6 +294,7 @@ def bench_audit(args) -> list:
     print(f"audit --reference gibbs: rc {rc}, {wall:.1f} s, trusted {trusted}", flush=True)
     return [{"what": "audit", "command": "crowdrank audit --reference gibbs", "rc": rc,
              "wall_s": round(wall, 1), "trusted": trusted, "gates": gates,
+             "numba_cache": "cold (deleted first)" if args.cold else "warm (as left here)",
              "seconds_total": m.get("seconds_total")}]
 
 
@@ -295,6 +302,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("what", choices=("medium", "default", "paper", "sbc", "audit"))
     p.add_argument("--sims", type=int, default=200)
+    p.add_argument("--cold", action="store_true",
+                   help="audit: delete the checkout's numba caches first")
     p.add_argument("--setting", default="amateur",
                    choices=("expert", "amateur", "spammer", "malicious"))
     p.add_argument("--settings", default=None, metavar="S1,S2",

@@ -327,7 +327,9 @@ def paper_row(d: Path) -> list[Row]:
     best = min(done, key=lambda x: (not x[1], x[0])) if done else None
     figure = _trusted(f"{best[0]:.1f} min", best[1]) if best else "not completed"
     return [Row("trusted COUPLE reference, 450,000 rankings", figure,
-                "paper reference", {"routes": done}, "reference_paper.json", paper,
+                "paper reference", {"routes": done},
+                "reference_paper.json + gibbs.json" if "collapsed Gibbs" in latest
+                else "reference_paper.json", paper,
                 "; ".join(parts) + "; NUTS 4 chains, collapsed Gibbs 2, on 2 cores")]
 
 

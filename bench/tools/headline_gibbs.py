@@ -75,14 +75,19 @@ def audit_rows(d: Path) -> list[Row]:
     recs = [r for r in (load(d, "gibbs.json") or []) if r.get("what") == "audit"]
     if not recs:
         return []
-    r = latest_by(recs, lambda r: r["what"])["audit"]
+    by = latest_by(recs, lambda r: str(r.get("numba_cache", "warm")).split()[0])
+    r = by.get("warm") or next(iter(by.values()))
+    cold = by.get("cold")
     return [Row("`crowdrank audit --reference gibbs` (embedded default)",
                 _trusted(f"{r['wall_s']:.0f} s", r["trusted"]), "gibbs audit",
                 {"rc": r["rc"], "wall_s": r["wall_s"], "trusted": r["trusted"]},
-                "gibbs.json", r,
+                "gibbs.json", [r] + ([cold] if cold else []),
                 "COUPLE and CrowdBT references by collapsed Gibbs, model checks included; "
                 + ", ".join(f"{m} {'trusted' if g['trusted'] else 'NOT trusted'}"
-                            for m, g in r["gates"].items()))]
+                            for m, g in r["gates"].items())
+                + "; numba's kernels from the checkout's cache"
+                + (f" (a first run compiles them: {cold['wall_s']:.0f} s, "
+                   + ("trusted)" if cold["trusted"] else "NOT trusted)") if cold else ""))]
 
 
 def gibbs_rows(d: Path) -> list[Row]:

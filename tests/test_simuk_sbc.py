@@ -4,7 +4,7 @@ on the PyMC data models (``crowdrank.models.pymc_arrays.build_data_model``), pos
 on the PyMC ones through the ``update_data`` hook
 :func:`crowdrank.models.pymc_arrays.posterior_sbc_update_data`.
 
-The runs are tiny (4 simulations of a few dozen draws on 6 items, 3 workers, 20
+The runs are tiny (2 simulations of a few dozen draws on 6 items, 3 workers, 20
 rankings): they check that simuk runs on the models as exported and returns ranks of the
 right shape and range, not calibration (docs/sbc.md does that). The fast tests pin the two
 repairs they rest on: COUPLE's NumPyro draw under tracing (``Predictive`` traces the
@@ -24,7 +24,9 @@ from numpyro.infer import NUTS, Predictive
 
 from crowdrank.models.numpyro import arrays as A
 
-N_ITEMS, N_WORKERS, N_RANKINGS, N_SIMS = 6, 3, 20, 4
+# two simulations: the tests check that each model runs through simuk and the ranks' shape
+# and range (the PyMC refits compile afresh each time: 4 simulations cost ~9 CPU min)
+N_ITEMS, N_WORKERS, N_RANKINGS, N_SIMS = 6, 3, 20, 2
 
 
 def _design(model, seed=0):

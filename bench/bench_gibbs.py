@@ -14,6 +14,7 @@ recorded before and after each run (the 2-core machine may be shared).
   ``z = Δmean / √(MCSE_g² + MCSE_n²)`` and the sd ratio (centred scores, every η entry).
 * ``default``: the embedded default audit's data, COUPLE and CrowdBT under its gold
   priors, the same figures.
+* ``real``: BabyFace (COUPLE) and read-level (CrowdBT), geometric prior, the same figures.
 * ``paper``: 450,000 rankings (L=1000, W=500, T=900, k ≤ 4, amateur workers, the paper's
   prior a0=10, a=6), 2 chains on 2 cores, end to end: the gate and the wall time
   (goal: a reference that passes the gate in ≤ 20 min).
@@ -221,6 +222,24 @@ def bench_default(args) -> list:
     return out
 
 
+def bench_real(args) -> list:
+    """The registered real sets the audit's studies use: BabyFace (COUPLE) and read-level
+    (CrowdBT), each under the geometric prior a0=10, a=6 (CrowdBT: its Beta marginal), as
+    ``crowdrank audit NAME`` reads them; NUTS as the audit runs it (4 chains, 500 tune,
+    1000 draws, warm start), the Gibbs sampler with ``--gibbs-draws``."""
+    from crowdrank.models.io import read_data
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.registry import get as get_model
+
+    out = []
+    for name, model in (("babyface", "couple"), ("readlevel", "crowdbt")):
+        d, _ = read_data(name)
+        pr = get_model(model).worker_priors(Priors.geometric(d.workers, d.K, a0=10, a=6), d)
+        args.nuts_draws = args.nuts_draws or 1000
+        out.append({"what": "real", **pair(d, model, pr, args, f"{name}-{model}")})
+    return out
+
+
 def bench_paper(args) -> list:
     from crowdrank.models.priors import Priors
     from crowdrank.models.simulate import simulate_paper_scale
@@ -300,7 +319,7 @@ def bench_audit(args) -> list:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("medium", "default", "paper", "sbc", "audit"))
+    p.add_argument("what", choices=("medium", "default", "real", "paper", "sbc", "audit"))
     p.add_argument("--sims", type=int, default=200)
     p.add_argument("--cold", action="store_true",
                    help="audit: delete the checkout's numba caches first")
@@ -321,7 +340,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(OUT))
     args = p.parse_args(argv)
     head = stamp(argv, script=__file__)
-    recs = {"medium": bench_medium, "default": bench_default, "paper": bench_paper,
+    recs = {"medium": bench_medium, "default": bench_default, "real": bench_real,
+            "paper": bench_paper,
             "sbc": bench_sbc, "audit": bench_audit}[
         args.what](args)
     out = Path(args.out)

@@ -126,12 +126,12 @@ def test_option_of_another_method_is_a_one_line_error(tmp_path, capsys):
     assert main(["fit", "nofile.csv", "--method", "online", "--chains", "2",
                  "--out", out]) == 2
     err = capsys.readouterr().err
-    assert "--chains is an option of --method nuts, not of --method online" in err
+    assert "--chains is an option of --method nuts, gibbs, not of --method online" in err
     assert len(err.strip().splitlines()) == 1
     assert main(["fit", "nofile.csv", "--model", "bt", "--method", "map", "--draws", "5",
                  "--out", out]) == 2
     err = capsys.readouterr().err
-    assert "--draws is an option of --method nuts, advi," in err and "not of --method map" in err
+    assert "--draws is an option of --method nuts, gibbs, advi," in err and "not of --method map" in err
 
 
 def test_pair_table_option_with_another_model_is_a_one_line_error(tmp_path, capsys):

@@ -123,7 +123,7 @@ def _sampler_moments(res, model):
 def _max_z(model, seed=3, **kw):
     d, pri = _tiny(model, seed)
     mean, se, _ = _oracle(model, d, pri)
-    opts = {"chains": 2, "warmup": 300, "draws": 15_000, "lambda_steps": 1,
+    opts = {"chains": 2, "warmup": 200, "draws": 6_000, "lambda_steps": 1,
             "walk_steps": 0, "seed": 1, "processes": 1} | kw
     res = fit_gibbs(d, model, pri, **opts)
     m, s = _sampler_moments(res, model)
@@ -151,7 +151,7 @@ def test_posterior_moments_match_the_exact_posterior(model):
 
 
 def test_walk_and_several_score_steps_keep_the_exact_posterior():
-    assert _max_z("couple", lambda_steps=3, walk_steps=4, draws=10_000) < Z_MAX
+    assert _max_z("couple", lambda_steps=2, walk_steps=3, draws=4_000) < Z_MAX
 
 
 # ---------------------------------------------------------------- planted errors

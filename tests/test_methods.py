@@ -44,7 +44,7 @@ def test_check_options_class_refuses_a_field_without_help_or_default():
 
 
 def test_get_and_options_errors_name_the_choices():
-    with pytest.raises(UsageError, match="choose one of nuts, online"):
+    with pytest.raises(UsageError, match="choose one of nuts, gibbs, online"):
         methods.get("nope")
     with pytest.raises(UsageError, match="has no option 'tayler'"):
         methods.get("online").options(tayler="paper")
@@ -59,7 +59,8 @@ def test_which_methods_fit_which_models():
     crowdbt = methods.names(model="crowdbt", reference=False)
     assert {"online", "ep", "map", "em"} <= set(crowdbt)
     assert not {"laplace", "bootstrap", "ml", "trueskill"} & set(crowdbt)
-    assert methods.names(reference=True) == ("nuts",)
+    assert methods.names(reference=True) == ("nuts", "gibbs")
+    assert methods.names(model="couple-normalized", reference=True) == ("nuts",)
 
 
 def test_every_method_choice_of_fit_and_audit_is_an_entry():

@@ -285,7 +285,12 @@ def test_cli_writes_three_files(tmp_path, capsys):
 
 def test_cli_bad_model_is_one_line_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(["sbc", "--model", "couple", "--out", str(tmp_path)])
+        main(["sbc", "--model", "peergrader", "--out", str(tmp_path)])
+    capsys.readouterr()
+    # stagewise COUPLE has an exact simulator on pairs only: beyond them, a one-line refusal
+    rc = main(["sbc", "--model", "couple", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "couple-normalized" in err and len(err.strip().splitlines()) == 1
     rc = main(["sbc", "--backend", "prior", "--worker-prior", "uniform", "--out",
                str(tmp_path)])
     assert rc == 2 and "worker prior" in capsys.readouterr().err

@@ -166,6 +166,7 @@ AS_WRITTEN = {
     "paper reference": "≤ 20 min, trusted",
     # issue 41's goals for the collapsed Gibbs sampler
     "gibbs medium": "all 4 worker types trusted at ≤ 1/5 NUTS CPU, = NUTS within MC error",
+    "gibbs real": "beside NUTS's",
     "gibbs sbc": "COUPLE and CrowdBT calibrated, 200 replicates each",
     "gibbs audit": "≤ 30 s, trusted",
     "warm start": "{n} of {n}",

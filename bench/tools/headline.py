@@ -111,6 +111,7 @@ GOALS: dict[str, Goal] = {
         "all 4 worker types trusted at ≤ 1/5 NUTS CPU, = NUTS within MC error",
         lambda v: v["n"] == 4 and v["ok"] == 4,
         misses=({"n": 4, "ok": 3}, {"n": 3, "ok": 3}), meets=({"n": 4, "ok": 4},)),
+    "gibbs real": Goal("beside NUTS's", None),
     "gibbs sbc": Goal(
         "COUPLE and CrowdBT calibrated, 200 replicates each",
         lambda v: v["models"] == 2 and v["calibrated"] == 2 and v["min_reps"] >= 200,

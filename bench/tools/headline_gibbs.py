@@ -57,6 +57,24 @@ def medium_rows(d: Path) -> list[Row]:
                 + ess)]
 
 
+def real_rows(d: Path) -> list[Row]:
+    """The default audit data and the real sets (BabyFace, read-level): each pair's CPU
+    seconds, trusted or not, and the agreement (docs/results.md only)."""
+    recs = [r for r in (load(d, "gibbs.json") or []) if r.get("what") in ("default", "real")]
+    runs = list(latest_by(recs, lambda r: r["subject"]).values())
+    if not runs:
+        return []
+    parts = [f"{r['subject']}: {r['gibbs']['cpu_s']:.0f} / {r['nuts']['cpu_s']:.0f} CPU s"
+             + ("" if r["gibbs"]["trusted"] else ", Gibbs NOT trusted")
+             + ("" if r["nuts"]["trusted"] else ", NUTS NOT trusted")
+             + f", max |z| {r['agreement']['z_abs_max']:.1f}" for r in runs]
+    both = [r for r in runs if r["gibbs"]["trusted"] and r["nuts"]["trusted"]]
+    return [Row("collapsed Gibbs against NUTS: default and real data",
+                f"{len(both)} of {len(runs)} pairs trusted", "gibbs real", {}, "gibbs.json",
+                runs, "Gibbs CPU s / NUTS CPU s (NumPyro, 4 chains, 1000 draws): "
+                + "; ".join(parts), headline=False)]
+
+
 def sbc_rows(d: Path) -> list[Row]:
     recs = [r for r in (load(d, "gibbs.json") or []) if r.get("what") == "sbc"]
     runs = list(latest_by(recs, lambda r: r["model"]).values())
@@ -93,4 +111,4 @@ def audit_rows(d: Path) -> list[Row]:
 
 
 def gibbs_rows(d: Path) -> list[Row]:
-    return medium_rows(d) + sbc_rows(d) + audit_rows(d)
+    return medium_rows(d) + real_rows(d) + sbc_rows(d) + audit_rows(d)

@@ -145,12 +145,12 @@ def run_nuts(d, model, pr, args) -> tuple:
     on = fit_online(d, model, pr, progress=False)
     load0 = list(np.round(os.getloadavg(), 2))
     c0, t0 = cpu_seconds(), time.perf_counter()
-    r = fit_nuts(d, model, pr, backend="numpyro", chains=4, tune=500, draws=args.nuts_draws,
-                 seed=args.seed, approx=on, progress=False)
+    r = fit_nuts(d, model, pr, backend=args.nuts_backend, chains=4, tune=500,
+                 draws=args.nuts_draws, seed=args.seed, approx=on, progress=False)
     cpu, wall = cpu_seconds() - c0, time.perf_counter() - t0
     g = r.gate
     post = r.idata["posterior"]
-    rec = {"sampler": "nuts", "backend": "numpyro", "chains": 4, "tune": 500,
+    rec = {"sampler": "nuts", "backend": args.nuts_backend, "chains": 4, "tune": 500,
            "draws": args.nuts_draws, "start": "online", "trusted": g.trusted,
            "gate": g.verdict(), "ess_bulk_min": g.ess_bulk_min, "ess_tail_min": g.ess_tail_min,
            "cpu_s": round(cpu, 1), "wall_s": round(wall, 1),
@@ -218,7 +218,9 @@ def bench_default(args) -> list:
     out = []
     for model in ("couple", "crowdbt"):
         pr = get_model(model).worker_priors(pri, subj.data)
-        out.append({"what": "default", **pair(subj.data, model, pr, args, f"default-{model}")})
+        label = f"default-{model}" + ("" if args.nuts_backend == "numpyro" else
+                                      f"-{args.nuts_backend}")
+        out.append({"what": "default", **pair(subj.data, model, pr, args, label)})
     return out
 
 
@@ -332,6 +334,8 @@ def main(argv=None) -> int:
                         "reference_medium.json were run, NUTS_DRAWS; 1000 on the default "
                         "data)")
     p.add_argument("--gibbs-draws", type=int, default=1000)
+    p.add_argument("--nuts-backend", default="numpyro", choices=("numpyro", "pymc"),
+                   help="the PPL of the NUTS reference (default: NumPyro)")
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--walk-steps", type=int, default=10)
     p.add_argument("--lambda-steps", type=int, default=1)

@@ -270,10 +270,11 @@ def fit_approximations(data, model: str, pri, variants: list[dict], cfg: AuditCo
 
 def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed: int,
                   approx=None, *, chain_method: bool = True):
-    """The NUTS reference through the ``nuts`` entry of the method registry, with the
-    audit's sampler settings (``approx``: the warm start); a
+    """The reference through the method registry: the ``nuts`` entry with the audit's
+    sampler settings (``approx``: the warm start), or with ``cfg.reference == "gibbs"`` the
+    ``gibbs`` entry (:func:`_gibbs_reference`); a
     :class:`~crowdrank.inference.posterior.Posterior` whose ``native`` is the
-    ``NutsResult``.
+    ``NutsResult`` (or ``GibbsResult``).
 
     Parameters
     ----------
@@ -297,7 +298,7 @@ def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed
     from crowdrank.inference.methods import get as get_method
 
     if cfg.reference == "gibbs":
-        return gibbs_reference(data, model, priors, cfg, seed)
+        return _gibbs_reference(data, model, priors, cfg, seed)
     m = get_method("nuts")
     m.check_model(model)
     options = m.options(backend=backend, chains=cfg.chains, tune=cfg.tune, draws=cfg.draws,
@@ -308,25 +309,9 @@ def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed
                        progress=cfg.progress_bars, **kw)
 
 
-def gibbs_reference(data, model: str, priors, cfg: AuditConfig, seed: int):
-    """The reference by the collapsed Gibbs sampler (the ``gibbs`` entry, its defaults),
-    with the pointwise log-likelihood and predictive draws the model checks read; a
-    :class:`~crowdrank.inference.posterior.Posterior` whose ``native`` is the
-    ``GibbsResult``.
-
-    Parameters
-    ----------
-    data : Rankings
-        The data.
-    model : str
-        A name of the model registry.
-    priors : Priors
-        The one prior object every fit reads (:func:`make_priors`).
-    cfg : AuditConfig
-        The audit's choices (``checks``: the groups the model checks need).
-    seed : int
-        Seed of the sampler.
-    """
+def _gibbs_reference(data, model: str, priors, cfg: AuditConfig, seed: int):
+    """:func:`reference_fit` by the collapsed Gibbs sampler (its own defaults), with the
+    pointwise log-likelihood and predictive draws the model checks read (``cfg.checks``)."""
     from crowdrank.inference.methods import get as get_method
 
     m = get_method("gibbs")
@@ -480,8 +465,8 @@ def _checks_fitter(cfg: AuditConfig):
         return None
 
     def fit(data, model, priors):
-        return gibbs_reference(data, model, priors, replace(cfg, checks=True),
-                               cfg.seed).native
+        return _gibbs_reference(data, model, priors, replace(cfg, checks=True),
+                                cfg.seed).native
     return fit
 
 

@@ -170,7 +170,8 @@ def cached_nuts(d, model, pr, args, label: str) -> tuple:
     rec_f = folder / "record.json"
     if rec_f.exists():
         rec = json.loads(rec_f.read_text())
-        if rec.get("draws") == args.nuts_draws and rec.get("seed") == args.seed:
+        if (rec.get("draws") == args.nuts_draws and rec.get("seed") == args.seed
+                and rec.get("backend", "numpyro") == args.nuts_backend):
             post = xr.open_datatree(folder / "posterior.nc", engine="h5netcdf").load()
             return {**rec, "cached_from": str(folder.relative_to(ROOT))}, post
     rec, post = run_nuts(d, model, pr, args)
@@ -195,6 +196,13 @@ def pair(d, model, pr, args, label: str) -> dict:
             "cpu_ratio": round(g["cpu_s"] / n["cpu_s"], 3)}
 
 
+def _backend_suffix(args) -> str:
+    """The label's suffix naming the NUTS reference's PPL (none for NumPyro, the first
+    references' backend): the cache and the record's subject of a PyMC reference never
+    collide with a NumPyro one."""
+    return "" if args.nuts_backend == "numpyro" else f"-{args.nuts_backend}"
+
+
 def bench_medium(args) -> list:
     from bench_reference import medium_data
 
@@ -204,7 +212,8 @@ def bench_medium(args) -> list:
         args.nuts_draws = draws or NUTS_DRAWS[setting]
         d, pr = medium_data("couple", setting)
         out.append({"what": "medium", "setting": setting,
-                    **pair(d, "couple", pr, args, f"medium-{setting}")})
+                    **pair(d, "couple", pr, args,
+                           f"medium-{setting}{_backend_suffix(args)}")})
     return out
 
 
@@ -218,8 +227,7 @@ def bench_default(args) -> list:
     out = []
     for model in ("couple", "crowdbt"):
         pr = get_model(model).worker_priors(pri, subj.data)
-        label = f"default-{model}" + ("" if args.nuts_backend == "numpyro" else
-                                      f"-{args.nuts_backend}")
+        label = f"default-{model}{_backend_suffix(args)}"
         out.append({"what": "default", **pair(subj.data, model, pr, args, label)})
     return out
 
@@ -238,7 +246,8 @@ def bench_real(args) -> list:
         d, _ = read_data(name)
         pr = get_model(model).worker_priors(Priors.geometric(d.workers, d.K, a0=10, a=6), d)
         args.nuts_draws = args.nuts_draws or 1000
-        out.append({"what": "real", **pair(d, model, pr, args, f"{name}-{model}")})
+        out.append({"what": "real", **pair(d, model, pr, args,
+                                             f"{name}-{model}{_backend_suffix(args)}")})
     return out
 
 

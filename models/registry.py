@@ -23,13 +23,15 @@ from .errors import UsageError
 from .families import BETA, DIRICHLET, GAMMA, WorkerFamily, family
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     """What one model is (``docs/design.md``, "Models").
 
-    The fields from ``simulate_report`` on are the model's functions (keyword fields with
-    defaults, so that older entries keep working; ``"module:function"`` strings, or
-    callables, resolved on first use by :meth:`fn`, so that this module stays NumPy-only).
+    Built with keyword arguments only (every field but ``name``, ``title`` and
+    ``reference`` has a default: no worker prior, not pairwise, no exact simulator, no
+    online update, not audited). The fields from ``simulate_report`` on are the model's
+    functions (``"module:function"`` strings, or callables, resolved on first use by
+    :meth:`fn`, so that this module stays NumPy-only).
 
     Attributes
     ----------
@@ -97,12 +99,12 @@ class ModelSpec:
 
     name: str
     title: str
-    worker_prior: WorkerFamily | None
-    pairwise: bool
-    exact_simulator: bool
-    online: str | None
-    audited: bool
-    reference: str
+    reference: str | Callable
+    worker_prior: WorkerFamily | None = None
+    pairwise: bool = False
+    exact_simulator: bool = False
+    online: str | None = None
+    audited: bool = False
     simulate_report: str | None = None
     redraw: str | None = None
     numpyro_columns: str = "crowdrank.models.numpyro_models:ranking_columns"
@@ -175,7 +177,9 @@ class ModelSpec:
 
     def reference_loglik(self) -> Callable:
         """The NumPy reference log-likelihood of one ranking (``reference``, resolved)."""
-        ref = self.reference if ":" in self.reference else f"crowdrank.models.likelihood:{self.reference}"
+        ref = self.reference
+        if isinstance(ref, str) and ":" not in ref:
+            ref = f"crowdrank.models.likelihood:{ref}"
         return resolve(ref)
 
 
@@ -200,36 +204,42 @@ _PM = "crowdrank.models.pymc_models"
 _LL = "crowdrank.models.likelihood"
 
 REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
-    ModelSpec("pl", "Plackett–Luce [Plackett75, Luce59]", None, False, True, "pl", False,
-              "pl_loglik", simulate_report=f"{_SIM}:report_true",
+    ModelSpec(name="pl", title="Plackett–Luce [Plackett75, Luce59]", exact_simulator=True,
+              online="pl", reference="pl_loglik", simulate_report=f"{_SIM}:report_true",
               redraw=f"{_SIM}:redraw_pl", pair_loglik=f"{_LL}:pair_bt"),
-    ModelSpec("bt", "Bradley–Terry on fully rank-broken pairs [BT52]", None, True, True, "bt",
-              False, "bt_loglik", simulate_report=f"{_SIM}:report_true",
+    ModelSpec(name="bt", title="Bradley–Terry on fully rank-broken pairs [BT52]",
+              pairwise=True, exact_simulator=True, online="bt", reference="bt_loglik",
+              simulate_report=f"{_SIM}:report_true",
               redraw=f"{_SIM}:redraw_pl", numpyro_columns=f"{_NP}:pair_columns",
               pymc_columns=f"{_PM}:pair_columns", pair_loglik=f"{_LL}:pair_bt"),
-    ModelSpec("crowdbt", "CrowdBT: Bradley–Terry with a Beta accuracy per worker [Chen13]",
-              BETA, True, True, "crowdbt", True, "crowdbt_loglik",
+    ModelSpec(name="crowdbt",
+              title="CrowdBT: Bradley–Terry with a Beta accuracy per worker [Chen13]",
+              worker_prior=BETA, pairwise=True, exact_simulator=True, online="crowdbt",
+              audited=True, reference="crowdbt_loglik",
               simulate_report=f"{_SIM}:report_stagewise", redraw=f"{_SIM}:redraw_crowdbt",
               numpyro_columns=f"{_NP}:pair_columns", numpyro_draw=f"{_NP}:draw_crowdbt",
               pymc_columns=f"{_PM}:pair_columns", pair_loglik=f"{_LL}:pair_crowdbt"),
-    ModelSpec("couple", "COUPLE: stagewise Plackett–Luce with a Dirichlet uncertainty vector "
-              "per worker [Pan18, Eq. 3-4]", DIRICHLET, False, False, "couple", True,
-              "couple_loglik", simulate_report=f"{_SIM}:report_stagewise",
+    ModelSpec(name="couple", title="COUPLE: stagewise Plackett–Luce with a Dirichlet "
+              "uncertainty vector per worker [Pan18, Eq. 3-4]", worker_prior=DIRICHLET,
+              online="couple", audited=True, reference="couple_loglik",
+              simulate_report=f"{_SIM}:report_stagewise",
               redraw=f"{_SIM}:redraw_couple", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_fast=f"{_NP}:couple_fast", numpyro_draw=f"{_NP}:draw_couple",
               pymc_columns=f"{_PM}:couple_columns", pair_loglik=f"{_LL}:pair_couple",
               extra={"sbc_hint": "stagewise COUPLE has no normalised generative process, so "
                                  "no exact simulator: use couple-normalized"}),
-    ModelSpec("couple-normalized", "COUPLE normalised over the k! orderings of each task "
-              "(exact generative process)", DIRICHLET, False, True, "couple", False,
-              "couple_normalized_loglik", simulate_report=f"{_SIM}:report_normalized",
+    ModelSpec(name="couple-normalized", title="COUPLE normalised over the k! orderings of "
+              "each task (exact generative process)", worker_prior=DIRICHLET,
+              exact_simulator=True, online="couple", reference="couple_normalized_loglik",
+              simulate_report=f"{_SIM}:report_normalized",
               redraw=f"{_SIM}:redraw_normalized", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_draw=f"{_NP}:draw_normalized", pymc_columns=f"{_PM}:couple_columns",
               pair_loglik=f"{_LL}:pair_couple",
               extra={"normalized": True}),
-    ModelSpec("peergrader", "PeerGrader: Plackett–Luce on reliability-scaled scores η_g·λ, "
-              "η_g ~ Gamma [Raman14]", GAMMA, False, True, None, False,
-              "peergrader_loglik", redraw=f"{_SIM}:redraw_peergrader",
+    ModelSpec(name="peergrader", title="PeerGrader: Plackett–Luce on reliability-scaled "
+              "scores η_g·λ, η_g ~ Gamma [Raman14]", worker_prior=GAMMA,
+              exact_simulator=True, reference="peergrader_loglik",
+              redraw=f"{_SIM}:redraw_peergrader",
               numpyro_columns=f"{_NP}:scaled_columns", numpyro_draw=f"{_NP}:draw_scaled",
               pymc_columns=f"{_PM}:scaled_columns", pair_loglik=f"{_LL}:pair_scaled"),
 )}
@@ -274,21 +284,23 @@ def names(**where) -> tuple[str, ...]:
 #: functions: ``simulate``, ``numpyro``/``pymc`` (program builders), ``approx`` (the point
 #: method the audit compares with NUTS) and ``fit_approx`` (its function).
 PAIR_TABLE: dict[str, ModelSpec] = {spec.name: spec for spec in (
-    ModelSpec("crowdbt-bias", "CrowdBT with a per-worker bias β_w towards the item shown "
-              "first [Chen13]", BETA, True, True, None, False,
-              "crowdrank.models.crowdbt_ext:loglik",
+    ModelSpec(name="crowdbt-bias", title="CrowdBT with a per-worker bias β_w towards the item "
+              "shown first [Chen13]", worker_prior=BETA, pairwise=True, exact_simulator=True,
+              reference="crowdrank.models.crowdbt_ext:loglik",
               extra={"data": "pair-table", "simulate": "crowdrank.models.crowdbt_ext:simulate",
                      "numpyro": "crowdrank.models.crowdbt_ext:numpyro_model",
                      "pymc": "crowdrank.models.crowdbt_ext:pymc_model", "approx": "em",
                      "fit_approx": "crowdrank.inference.batch.crowdbt_ext:fit_ext_em"}),
-    ModelSpec("crowdbt-domain", "CrowdBT with an accuracy per worker and category ρ_{w,c} "
-              "[Chen13]", BETA, True, True, None, False, "crowdrank.models.crowdbt_ext:loglik",
+    ModelSpec(name="crowdbt-domain", title="CrowdBT with an accuracy per worker and category "
+              "ρ_{w,c} [Chen13]", worker_prior=BETA, pairwise=True, exact_simulator=True,
+              reference="crowdrank.models.crowdbt_ext:loglik",
               extra={"data": "pair-table", "simulate": "crowdrank.models.crowdbt_ext:simulate",
                      "numpyro": "crowdrank.models.crowdbt_ext:numpyro_model",
                      "pymc": "crowdrank.models.crowdbt_ext:pymc_model", "approx": "em",
                      "fit_approx": "crowdrank.inference.batch.crowdbt_ext:fit_ext_em"}),
-    ModelSpec("contextual-bt", "Contextual Bradley–Terry: (λ_i − λ_j) + x·(γ_i − γ_j) "
-              "[Chiang24]", None, True, True, None, False, "crowdrank.models.contextual:loglik",
+    ModelSpec(name="contextual-bt", title="Contextual Bradley–Terry: (λ_i − λ_j) + "
+              "x·(γ_i − γ_j) [Chiang24]", pairwise=True, exact_simulator=True,
+              reference="crowdrank.models.contextual:loglik",
               extra={"data": "pair-table",
                      "simulate": "crowdrank.inference.batch.contextual:simulate_contextual",
                      "numpyro": "crowdrank.models.contextual:numpyro_model",

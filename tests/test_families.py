@@ -25,7 +25,8 @@ def test_registry_holds_family_objects_and_accepts_names():
     assert get("peergrader").worker_prior is GAMMA
     assert get("pl").worker_prior is None
     assert set(names(worker_prior=BETA)) == {"crowdbt"}
-    spec = ModelSpec("toy", "toy", "beta", True, True, None, False, "bt_loglik")
+    spec = ModelSpec(name="toy", title="toy", worker_prior="beta", pairwise=True,
+                     exact_simulator=True, reference="bt_loglik")
     assert spec.worker_prior is BETA and spec.eta_scalar and spec.prior_K(5) == 2
     assert family(None) is None and family(GAMMA) is GAMMA
     with pytest.raises(UsageError, match="unknown worker prior family"):

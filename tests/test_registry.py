@@ -72,9 +72,10 @@ def tempered_pymc_columns(inputs, lam, log_eta):
     return pair_block(lam[inputs.index] * pt.exp(log_eta[inputs.worker, 0]))
 
 
-TOY = ModelSpec(NAME, "BT with a Beta temperature per worker (test toy)", "beta", True, True,
-                None, False, f"{__name__}:tempered_loglik",
-                simulate_report=tempered_report, redraw=tempered_redraw,
+TOY = ModelSpec(name=NAME, title="BT with a Beta temperature per worker (test toy)",
+                worker_prior="beta", pairwise=True, exact_simulator=True,
+                reference=f"{__name__}:tempered_loglik", simulate_report=tempered_report,
+                redraw=tempered_redraw,
                 numpyro_columns=tempered_numpyro_columns, numpyro_draw=tempered_numpyro_draw,
                 pymc_columns=tempered_pymc_columns,
                 sbc_flatten="crowdrank.validation.pipelines.sbc:flatten_accuracy")

@@ -28,12 +28,11 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from .couple_normalizer import padded_orderings
-from .registry import get
+from .registry import REGISTRY, get
 from .reparam import boost_split, level_log_ratio
 
 #: A finite stand-in for ``−∞`` at padded positions (as the NumPyro twin).
 _PAD = -1e30
-PYMC_ARRAY_MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized", "peergrader")
 
 
 def _logaddexp(a, b):
@@ -45,16 +44,35 @@ def _log_sigmoid(x):
     return -pt.softplus(-x)
 
 
+def pymc_array_models() -> tuple[str, ...]:
+    """The registered models with an exported PyMC array form (their spec names
+    ``pymc_array_loglik`` and a NumPy ``redraw``), in the registry's order."""
+    return tuple(name for name, spec in REGISTRY.items()
+                 if spec.pymc_array_loglik is not None and spec.redraw is not None)
+
+
+def _rows_fn(model: str):
+    """``model``'s ``pymc_array_loglik``; a ``ValueError`` naming what to add without it."""
+    spec = REGISTRY.get(model)
+    f = None if spec is None or spec.redraw is None else spec.fn("pymc_array_loglik")
+    if f is None:
+        hint = ("" if spec is None else
+                " (its ModelSpec names no pymc_array_loglik or no redraw: add them to the "
+                "model's entry, docs/design.md, \"Adding a model\")")
+        raise ValueError(f"no array form of model {model!r}{hint}; expected one of "
+                         f"{pymc_array_models()}")
+    return f
+
+
 def masked_loglik(model: str, lam, order, workers=None, log_eta=None, K: int | None = None):
     """One log-likelihood per row of the padded orders ``order`` ``(n, K)`` (symbolic);
-    ``K`` is the table's static width."""
+    ``K`` is the table's static width. The model's own form is its spec's
+    ``pymc_array_loglik`` ``f(x, valid, log_w, K)`` of the gathered scores."""
+    f = _rows_fn(model)
     valid = pt.ge(order, 0)
     x = lam[pt.switch(valid, order, 0)]
     log_w = None if log_eta is None else log_eta[workers]
-    if model == "couple-normalized":
-        return (_masked_rows("couple", x, valid, log_w, K)
-                - _log_normalizer(x, valid, log_w, K))
-    return _masked_rows(model, x, valid, log_w, K)
+    return f(x, valid, log_w, K)
 
 
 def _log_normalizer(x, valid, log_w, K):
@@ -64,42 +82,77 @@ def _log_normalizer(x, valid, log_w, K):
     perms, last = padded_orderings(K)
     P = perms.shape[0]
     n = x.shape[0]
-    ll = _masked_rows("couple", x[:, perms].reshape((n * P, K)), pt.repeat(valid, P, axis=0),
-                      pt.repeat(log_w, P, axis=0), K).reshape((n, P))
+    ll = couple_rows(x[:, perms].reshape((n * P, K)), pt.repeat(valid, P, axis=0),
+                     pt.repeat(log_w, P, axis=0), K).reshape((n, P))
     k = pt.sum(valid, axis=1)
     return pt.logsumexp(pt.switch(pt.lt(last[None, :], k[:, None]), ll, -np.inf), axis=1)
 
 
-def _masked_rows(model, x, valid, log_w, K):
-    """:func:`masked_loglik` of the gathered scores ``x`` ``(n, K)``."""
-    if model == "peergrader":
-        x = x * pt.exp(log_w)[:, None]
-    if model in ("bt", "crowdbt"):
-        a, b = np.triu_indices(K, 1)
-        d = x[:, a] - x[:, b]
-        ll = _log_sigmoid(d) if model == "bt" else _logaddexp(
-            log_w[:, :1] + _log_sigmoid(d), log_w[:, 1:2] + _log_sigmoid(-d))
-        return pt.sum(pt.switch(valid[:, b], ll, 0.0), axis=1)
+# ---------------------------------------------------------------- each model's likelihood
+def _pairs(x, valid, log_w, K):
+    """BT (``log_w`` None), or CrowdBT with ``log_w`` = ``[log η, log(1 − η)]``, summed
+    over each row's rank-broken position pairs."""
+    a, b = np.triu_indices(K, 1)
+    d = x[:, a] - x[:, b]
+    ll = _log_sigmoid(d) if log_w is None else _logaddexp(
+        log_w[:, :1] + _log_sigmoid(d), log_w[:, 1:2] + _log_sigmoid(-d))
+    return pt.sum(pt.switch(valid[:, b], ll, 0.0), axis=1)
+
+
+def _stage_lse(x, valid, K):
+    """``log Σ_{j≥i, valid} e^{x_j}`` for every position ``i``, by a backward recursion."""
     xm = pt.switch(valid, x, _PAD)
-    lse = [None] * K                        # log Σ_{j≥i, valid} e^{x_j}, backward
+    lse = [None] * K
     lse[K - 1] = xm[:, K - 1]
     for i in range(K - 2, -1, -1):
         lse[i] = _logaddexp(xm[:, i], lse[i + 1])
+    return lse
+
+
+def pl_rows(x, valid, log_w, K):
+    """Plackett–Luce's stages ([Pan18], Eq. 1) of each row."""
+    lse = _stage_lse(x, valid, K)
     total = 0.0
-    if model == "couple":
-        k = pt.sum(valid, axis=1)
-        log_cum = pt.stack([pt.logsumexp(log_w[:, :t + 1], axis=1) for t in range(K)], axis=1)
-        rows = pt.arange(x.shape[0])
     for i in range(K - 1):
-        if model == "couple":
-            t = np.arange(K - i)
-            mix = pt.logsumexp(pt.switch(valid[:, i + t], log_w[:, t] + x[:, i + t], _PAD),
-                               axis=1)
-            stage = mix - lse[i] - log_cum[rows, pt.clip(k - i - 1, 0, K - 1)]
-        else:
-            stage = x[:, i] - lse[i]
+        stage = x[:, i] - lse[i]
         total = total + pt.switch(valid[:, i + 1], stage, 0.0)
     return total
+
+
+def bt_rows(x, valid, log_w, K):
+    """Bradley–Terry on the rank-broken pairs."""
+    return _pairs(x, valid, None, K)
+
+
+def crowdbt_rows(x, valid, log_w, K):
+    """CrowdBT on the rank-broken pairs [Chen13]."""
+    return _pairs(x, valid, log_w, K)
+
+
+def peergrader_rows(x, valid, log_w, K):
+    """PeerGrader: Plackett–Luce on ``η_g·λ``."""
+    return pl_rows(x * pt.exp(log_w)[:, None], valid, log_w, K)
+
+
+def couple_rows(x, valid, log_w, K):
+    """COUPLE's stages ([Pan18], Eq. 3-4) with ``log_w`` = ``log η`` of each row's worker."""
+    lse = _stage_lse(x, valid, K)
+    total = 0.0
+    k = pt.sum(valid, axis=1)
+    log_cum = pt.stack([pt.logsumexp(log_w[:, :t + 1], axis=1) for t in range(K)], axis=1)
+    rows = pt.arange(x.shape[0])
+    for i in range(K - 1):
+        t = np.arange(K - i)
+        mix = pt.logsumexp(pt.switch(valid[:, i + t], log_w[:, t] + x[:, i + t], _PAD),
+                           axis=1)
+        stage = mix - lse[i] - log_cum[rows, pt.clip(k - i - 1, 0, K - 1)]
+        total = total + pt.switch(valid[:, i + 1], stage, 0.0)
+    return total
+
+
+def couple_normalized_rows(x, valid, log_w, K):
+    """COUPLE normalised over each row's orderings (:func:`_log_normalizer`)."""
+    return couple_rows(x, valid, log_w, K) - _log_normalizer(x, valid, log_w, K)
 
 
 class _VectorLog(pm.distributions.transforms.LogTransform):
@@ -179,9 +232,7 @@ def build_data_model(model: str, items, workers, n_items: int, alpha=None, mu0: 
     from .pymc_models import item_scores
     from .simulate import redraw_orders
 
-    if model not in PYMC_ARRAY_MODELS:
-        raise ValueError(f"no array form of model {model!r}; expected one of "
-                         f"{PYMC_ARRAY_MODELS}")
+    _rows_fn(model)
     items = np.asarray(items, np.int64)
     workers = np.asarray(workers, np.int64)
     if items.ndim != 2 or workers.shape != items.shape[:1]:
@@ -223,6 +274,11 @@ def build_data_model(model: str, items, workers, n_items: int, alpha=None, mu0: 
         pm.CustomDist("rankings", *params, logp=logp, random=random, observed=data,
                       signature=f"(l),(n,j),(n){eta_sig}->(n,j)", dtype="int64")
     return m
+
+
+#: The registered models offered as PyMC data models when this module was imported
+#: (:func:`pymc_array_models` reads the registry now).
+PYMC_ARRAY_MODELS = pymc_array_models()
 
 
 def posterior_sbc_update_data(model, augmented_data, simulation_idx=None):

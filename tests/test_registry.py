@@ -251,3 +251,29 @@ def test_nuts_fits_the_toy(sim):
     assert 0 < eta.min() and eta.max() < 1
     ll = res.idata["log_likelihood"]["rankings"].values[0, 5]
     np.testing.assert_allclose(ll, loglik_pointwise(NAME, data, lam, eta), rtol=1e-8)
+
+
+def test_every_model_has_its_array_forms_and_the_toy_is_told_what_to_add(toy):
+    """The exported functions of arrays are read from each model's entry: every built-in
+    model has both PPLs' forms; a model whose spec names none (the toy) is refused with a
+    message that says which field to add, never given another model's density."""
+    pytest.importorskip("jax")
+    from crowdrank.models.numpyro import arrays as A
+
+    builtin = tuple(m for m in registry.MODELS)
+    assert A.array_models() == builtin == A.ARRAY_MODELS
+    assert NAME in registry.REGISTRY and NAME not in A.array_models()
+    with pytest.raises(ValueError, match="names no numpyro_array_loglik"):
+        A.make_model(NAME)
+    with pytest.raises(ValueError, match="no array form of model 'no-such-model'"):
+        A.make_model("no-such-model")
+
+
+@pytest.mark.usefixtures("pytensor_without_c")
+def test_pymc_array_forms_come_from_the_entries(toy):
+    pytest.importorskip("pymc")
+    from crowdrank.models import pymc_arrays as PA
+
+    assert PA.pymc_array_models() == registry.MODELS == PA.PYMC_ARRAY_MODELS
+    with pytest.raises(ValueError, match="names no pymc_array_loglik"):
+        PA.build_data_model(NAME, np.array([[0, 1]]), np.array([0]), 2, np.ones((1, 2)))

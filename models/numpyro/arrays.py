@@ -56,15 +56,13 @@ import numpyro.distributions as dist
 from jax.nn import log_sigmoid
 
 from ..couple_normalizer import padded_orderings
-from ..registry import get
+from ..registry import REGISTRY, get
 from ..reparam import boost_split, level_log_ratio
 from .scores import item_scores
 
 #: A finite stand-in for ``−∞`` at padded positions: it keeps every logsumexp and its
 #: gradient finite (``exp(−∞ − (−∞))`` would be NaN), and adds exactly 0 to any real sum.
 _PAD = -1e30
-#: The models offered as functions of arrays.
-ARRAY_MODELS = ("pl", "bt", "crowdbt", "couple", "couple-normalized", "peergrader")
 
 
 # ---------------------------------------------------------------- masked likelihoods
@@ -129,25 +127,70 @@ def masked_log_normalizer(x, valid, log_w):
     return jax.nn.logsumexp(jnp.where(last[None, :] < k[:, None], ll, -jnp.inf), axis=1)
 
 
+def array_models() -> tuple[str, ...]:
+    """The registered models with an exported NumPyro array form (their spec names
+    ``numpyro_array_loglik`` and ``numpyro_array_draw``), in the registry's order."""
+    return tuple(name for name, spec in REGISTRY.items()
+                 if spec.numpyro_array_loglik is not None
+                 and spec.numpyro_array_draw is not None)
+
+
+def array_fn(model: str, role: str):
+    """The function ``role`` (``"numpyro_array_loglik"``, ``"numpyro_array_draw"``) of
+    ``model``'s spec; a ``ValueError`` naming what to add when the model has none (an
+    unknown name or a spec without its array form: never another model's density)."""
+    spec = REGISTRY.get(model)
+    f = None if spec is None else spec.fn(role)
+    if f is None:
+        hint = ("" if spec is None else
+                f" (its ModelSpec names no {role}: add the function to the model's entry, "
+                f"docs/design.md, \"Adding a model\")")
+        raise ValueError(f"no array form of model {model!r}{hint}; expected one of "
+                         f"{array_models()}")
+    return f
+
+
 def masked_loglik(model: str, lam, order, workers=None, log_eta=None):
     """One log-likelihood per row of the padded orders ``order`` ``(n, K)`` of ``model``,
     traceable in ``order``; ``log_eta`` is the family's table
-    (:func:`crowdrank.models.numpyro.program.log_eta_table`)."""
+    (:func:`crowdrank.models.numpyro.program.log_eta_table`). The model's own form is its
+    spec's ``numpyro_array_loglik`` ``f(x, valid, log_w)`` of the gathered scores ``x``
+    ``(n, K)``, the mask of real positions and the rows' worker table."""
+    f = array_fn(model, "numpyro_array_loglik")
     x, valid = _gather(jnp.asarray(lam), jnp.asarray(order))
     log_w = None if log_eta is None else jnp.asarray(log_eta)[jnp.asarray(workers)]
-    if model == "pl":
-        return masked_pl(x, valid)
-    if model == "bt":
-        return masked_pairs(x, valid)
-    if model == "crowdbt":
-        return masked_pairs(x, valid, log_w)
-    if model == "couple":
-        return masked_couple(x, valid, log_w)
-    if model == "couple-normalized":
-        return masked_couple(x, valid, log_w) - masked_log_normalizer(x, valid, log_w)
-    if model == "peergrader":
-        return masked_pl(x * jnp.exp(log_w)[:, None], valid)
-    raise ValueError(f"no array form of model {model!r}; expected one of {ARRAY_MODELS}")
+    return f(x, valid, log_w)
+
+
+# ---------------------------------------------------------------- each model's likelihood
+def pl_array(x, valid, log_w=None):
+    """Plackett–Luce's array form (:func:`masked_pl`)."""
+    return masked_pl(x, valid)
+
+
+def bt_array(x, valid, log_w=None):
+    """Bradley–Terry on the rank-broken pairs (:func:`masked_pairs`)."""
+    return masked_pairs(x, valid)
+
+
+def crowdbt_array(x, valid, log_w):
+    """CrowdBT on the rank-broken pairs (:func:`masked_pairs` with the accuracies)."""
+    return masked_pairs(x, valid, log_w)
+
+
+def couple_array(x, valid, log_w):
+    """Stagewise COUPLE (:func:`masked_couple`)."""
+    return masked_couple(x, valid, log_w)
+
+
+def couple_normalized_array(x, valid, log_w):
+    """COUPLE normalised over each task's orderings (:func:`masked_log_normalizer`)."""
+    return masked_couple(x, valid, log_w) - masked_log_normalizer(x, valid, log_w)
+
+
+def peergrader_array(x, valid, log_w):
+    """PeerGrader: Plackett–Luce on the reliability-scaled scores ``η_g·λ``."""
+    return masked_pl(x * jnp.exp(log_w)[:, None], valid)
 
 
 # ---------------------------------------------------------------- masked draws
@@ -161,10 +204,11 @@ def task_lengths(items):
 
 def masked_draw(model: str, key, items, lam, log_w=None, lengths=None):
     """New orders of the padded item sets ``items`` ``(n, K)`` by the model's generative
-    process (as :class:`crowdrank.models.numpyro.program.RankingLikelihood`): PL by sorting
-    ``λ + Gumbel`` with the padding last; CrowdBT reverses the real part with probability
-    ``1 − η``; COUPLE runs its stagewise story, normalised COUPLE draws one of the ``k!``
-    orderings by its probability, on each length's rows.
+    process (as :class:`crowdrank.models.numpyro.program.RankingLikelihood`), its spec's
+    ``numpyro_array_draw`` ``f(key, items, lam, log_w, lengths)``: PL by sorting
+    ``λ + Gumbel`` with the padding last (:func:`draw_pl_array`); CrowdBT reverses the
+    real part with probability ``1 − η``; COUPLE runs its stagewise story, normalised
+    COUPLE draws one of the ``k!`` orderings by its probability, on each length's rows.
 
     COUPLE's two models split the rows by task length, a static fact of the design:
     ``lengths`` ``(n,)`` (NumPy; :func:`task_lengths`), read from ``items`` when they are
@@ -173,38 +217,74 @@ def masked_draw(model: str, key, items, lam, log_w=None, lengths=None):
     eager draw for the same key. With neither (``items`` traced, no ``lengths``) the two
     models draw by the masked stagewise story over the whole table
     (:func:`_masked_couple_draw`): the same law, another use of the key."""
-    k_true, k_flip, k_stage = jax.random.split(key, 3)
-    x, valid = _gather(lam, items)
-    if model == "peergrader":
-        x = x * jnp.exp(log_w)[:, None]
+    return array_fn(model, "numpyro_array_draw")(key, items, lam, log_w, lengths)
+
+
+def _true_order(k_true, items, x, valid):
+    """The items of each row sorted by ``x + Gumbel``, the padding last (a PL draw)."""
     g = jnp.where(valid, x + jax.random.gumbel(k_true, x.shape, x.dtype), -jnp.inf)
-    true = jnp.take_along_axis(items, jnp.argsort(-g, axis=1, stable=True), axis=1)
-    if model == "crowdbt":
-        k = jnp.sum(valid, axis=1, keepdims=True)
-        j = jnp.arange(items.shape[1])[None, :]
-        rev = jnp.take_along_axis(true, jnp.where(j < k, k - 1 - j, j), axis=1)
-        right = jnp.log(jax.random.uniform(k_flip, (items.shape[0],), lam.dtype)) < log_w[:, 0]
-        return jnp.where(right[:, None], true, rev)
-    if model in ("couple", "couple-normalized"):
-        if lengths is None:
-            lengths = task_lengths(items)
-        if lengths is None:                              # traced items, no design lengths
-            return _masked_couple_draw(model, k_stage, items, x, valid, true, log_w)
-        from .couple import draw_couple, draw_normalized
-
-        draw = draw_couple if model == "couple" else draw_normalized
-        lengths = np.asarray(lengths)                    # static: one block per k
-        out = jnp.full(items.shape, -1, items.dtype)
-        for k, kk in zip(sorted(set(lengths.tolist())),
-                         jax.random.split(k_stage, len(set(lengths.tolist())))):
-            sel = np.flatnonzero(lengths == k)
-            rep = draw(kk, jnp.asarray(items)[sel, :k], log_w[sel], lam)
-            out = out.at[sel, :k].set(rep.astype(items.dtype))
-        return out
-    return true
+    return jnp.take_along_axis(items, jnp.argsort(-g, axis=1, stable=True), axis=1)
 
 
-def _masked_couple_draw(model, key, items, x, valid, true, log_w):
+def draw_pl_array(key, items, lam, log_w=None, lengths=None):
+    """Plackett–Luce's (and BT's) draw: ``λ + Gumbel`` sorted, the padding last."""
+    k_true, _, _ = jax.random.split(key, 3)
+    x, valid = _gather(lam, items)
+    return _true_order(k_true, items, x, valid)
+
+
+def draw_scaled_array(key, items, lam, log_w, lengths=None):
+    """PeerGrader's draw: Plackett–Luce on ``η_g·λ``."""
+    k_true, _, _ = jax.random.split(key, 3)
+    x, valid = _gather(lam, items)
+    x = x * jnp.exp(log_w)[:, None]
+    return _true_order(k_true, items, x, valid)
+
+
+def draw_crowdbt_array(key, items, lam, log_w, lengths=None):
+    """CrowdBT's draw: a PL order, its real part reversed with probability ``1 − η``."""
+    k_true, k_flip, _ = jax.random.split(key, 3)
+    x, valid = _gather(lam, items)
+    true = _true_order(k_true, items, x, valid)
+    k = jnp.sum(valid, axis=1, keepdims=True)
+    j = jnp.arange(items.shape[1])[None, :]
+    rev = jnp.take_along_axis(true, jnp.where(j < k, k - 1 - j, j), axis=1)
+    right = jnp.log(jax.random.uniform(k_flip, (items.shape[0],), lam.dtype)) < log_w[:, 0]
+    return jnp.where(right[:, None], true, rev)
+
+
+def draw_couple_array(key, items, lam, log_w, lengths=None):
+    """Stagewise COUPLE's draw, one block per task length (:func:`masked_draw`)."""
+    return _couple_family_draw(key, items, lam, log_w, lengths, normalized=False)
+
+
+def draw_normalized_array(key, items, lam, log_w, lengths=None):
+    """Normalised COUPLE's draw: one of each task's ``k!`` orderings by its probability."""
+    return _couple_family_draw(key, items, lam, log_w, lengths, normalized=True)
+
+
+def _couple_family_draw(key, items, lam, log_w, lengths, normalized: bool):
+    k_true, _, k_stage = jax.random.split(key, 3)
+    x, valid = _gather(lam, items)
+    true = _true_order(k_true, items, x, valid)
+    if lengths is None:
+        lengths = task_lengths(items)
+    if lengths is None:                              # traced items, no design lengths
+        return _masked_couple_draw(normalized, k_stage, items, x, valid, true, log_w)
+    from .couple import draw_couple, draw_normalized
+
+    draw = draw_normalized if normalized else draw_couple
+    lengths = np.asarray(lengths)                    # static: one block per k
+    out = jnp.full(items.shape, -1, items.dtype)
+    for k, kk in zip(sorted(set(lengths.tolist())),
+                     jax.random.split(k_stage, len(set(lengths.tolist())))):
+        sel = np.flatnonzero(lengths == k)
+        rep = draw(kk, jnp.asarray(items)[sel, :k], log_w[sel], lam)
+        out = out.at[sel, :k].set(rep.astype(items.dtype))
+    return out
+
+
+def _masked_couple_draw(normalized, key, items, x, valid, true, log_w):
     """COUPLE's draws over the whole padded table with traced lengths: the stagewise
     story (at a stage with ``m`` real items left, the item at offset ``t`` of the remaining
     true order ``true`` with probability ``η_t / Σ_{v<m} η_v``), or for normalised COUPLE
@@ -212,7 +292,7 @@ def _masked_couple_draw(model, key, items, x, valid, true, log_w):
     ([Pan18], Eq. 3-4)."""
     n, K = items.shape
     k = jnp.sum(valid, axis=1)
-    if model == "couple-normalized":
+    if normalized:
         perms, last = padded_orderings(K)
         P = perms.shape[0]
         ll = masked_couple(x[:, perms].reshape(n * P, K), jnp.repeat(valid, P, axis=0),
@@ -245,9 +325,8 @@ class ArrayRankings(dist.Distribution):
     pytree_aux_fields = ("model", "lengths_key")
 
     def __init__(self, model, items, workers, lam, log_eta=None, validate_args=None):
-        if model not in ARRAY_MODELS:
-            raise ValueError(f"no array form of model {model!r}; expected one of "
-                             f"{ARRAY_MODELS}")
+        array_fn(model, "numpyro_array_loglik")
+        array_fn(model, "numpyro_array_draw")
         lengths = task_lengths(items)
         self.lengths_key = None if lengths is None else lengths.astype(np.int64).tobytes()
         self.model, self.items = model, jnp.asarray(items)
@@ -393,8 +472,8 @@ def make_model(model: str, *, level: str = "centered", level_sd=None):
     helper values the sampler's magnitude reweighting ``eta_level`` (docs/design.md §5.1)
     as the one site ``eta_aux`` (:class:`LevelGammas`), drawn exactly by ``Predictive``;
     ``eta_g``, ``eta_u``, ``eta_e`` are then its deterministic slices."""
-    if model not in ARRAY_MODELS:
-        raise ValueError(f"no array form of model {model!r}; expected one of {ARRAY_MODELS}")
+    array_fn(model, "numpyro_array_loglik")
+    array_fn(model, "numpyro_array_draw")
     has_eta = get(model).has_eta
 
     def program(items, workers, n_items, alpha=None, mu0=0.0, sigma0=1.0, rankings=None):
@@ -421,6 +500,11 @@ crowdbt_model = make_model("crowdbt")
 couple_model = make_model("couple")
 couple_normalized_model = make_model("couple-normalized")
 peergrader_model = make_model("peergrader")
+
+
+#: The registered models offered as functions of arrays when this module was imported
+#: (:func:`array_models` reads the registry now).
+ARRAY_MODELS = array_models()
 
 
 def model_arrays(inputs) -> dict:

@@ -173,11 +173,12 @@ class RankingLikelihood(dist.Distribution):
         if isinstance(value, jax.core.Tracer):
             # traced orders (one compilation for every data set of this shape): the masked
             # form over the padded table, the same values (tests/test_ppl_contract.py)
-            from .arrays import ARRAY_MODELS, masked_loglik
+            from .arrays import masked_loglik
 
-            if self.inputs.model not in ARRAY_MODELS:
+            if get(self.inputs.model).numpyro_array_loglik is None:
                 raise ValueError(f"RankingLikelihood.log_prob of {self.inputs.model!r} "
-                                 "needs concrete orders (its layout is built in NumPy)")
+                                 "needs concrete orders (its layout is built in NumPy; "
+                                 "its ModelSpec names no numpyro_array_loglik)")
             out = masked_loglik(self.inputs.model, self.lam, value, self.inputs.obs_worker,
                                 self.log_eta)
             out = out.astype(jnp.float64) if jax.config.jax_enable_x64 else out

@@ -253,7 +253,34 @@ def test_chains_as_dask_tasks_give_the_chains_of_local_processes():
     here = fit_gibbs(d, "crowdbt", pri, processes=1, **kw)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=None) as cluster, Client(cluster):
-        there = fit_gibbs(d, "crowdbt", pri, scheduler=cluster.scheduler_address, **kw)
+        there = fit_gibbs(d, "crowdbt", pri, scheduler=cluster.scheduler_address,
+                          progress=True, **kw)
     for v in ("lambda", "eta"):
         np.testing.assert_array_equal(here.idata["posterior"][v].values,
                                       there.idata["posterior"][v].values)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_progress_bar_counts_every_sweep_of_every_chain(monkeypatch, processes):
+    """``progress=True``: one bar over both chains' sweeps (warm-up and kept, thinned) that
+    reaches their total, in this process or from the chain processes' counters; the draws
+    are those of a run without it."""
+    import tqdm.auto
+
+    bars = []
+
+    class Recorded(tqdm.auto.tqdm):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            bars.append(self)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recorded)
+    d, pri = _tiny("couple")
+    kw = {"chains": 2, "warmup": 12, "draws": 9, "thin": 2, "seed": 4,
+          "processes": processes}
+    shown = fit_gibbs(d, "couple", pri, progress=True, **kw)
+    assert [(b.total, b.n, b.unit) for b in bars] == [(2 * (12 + 9 * 2), 60, "sweep")]
+    quiet = fit_gibbs(d, "couple", pri, progress=False, **kw)
+    assert len(bars) == 1 or all(b.disable for b in bars[1:])
+    np.testing.assert_array_equal(shown.idata["posterior"]["lambda"].values,
+                                  quiet.idata["posterior"]["lambda"].values)

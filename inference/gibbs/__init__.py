@@ -52,47 +52,93 @@ def _family(model: str) -> str | None:
     return None if fam is None else str(getattr(fam, "name", fam))
 
 
-def _chain_job(job: dict) -> dict:
-    """One chain in a worker process (BLAS on one thread: a chain is one core's work)."""
+#: Each local chain process's sweep counter (a slot of a shared array, set by the pool's
+#: initializer): the parent's bar reads their sum. ``None`` without a bar.
+_SWEEPS = None
+#: How often the parent redraws the bar from the counters (seconds).
+_POLL_S = 0.2
+
+
+def _init_counter(counter) -> None:
+    global _SWEEPS
+    _SWEEPS = counter
+
+
+def _chain_job(job: dict, progress=None) -> dict:
+    """One chain in a worker process (BLAS on one thread: a chain is one core's work).
+    ``progress(n)`` is told each sweep done; in a pool process with a shared counter
+    (:func:`_init_counter`) the chain's slot ``job["slot"]`` counts them instead."""
     from threadpoolctl import threadpool_limits
 
     from .sampler import run_chain
+
+    if progress is None and _SWEEPS is not None and "slot" in job:
+        counter, slot = _SWEEPS, int(job["slot"])
+
+        def progress(n: int) -> None:
+            counter[slot] += n
 
     with threadpool_limits(1):
         return run_chain(job["stages"], job["alpha"], job["mu0"], job["sigma0"],
                          warmup=job["warmup"], draws=job["draws"], thin=job["thin"],
                          seed=job["seed"], family=job["family"],
                          lambda_steps=job["lambda_steps"], walk_steps=job["walk_steps"],
-                         jumps=job["jumps"])
+                         jumps=job["jumps"], progress=progress)
+
+
+def _sweeps(job: dict) -> int:
+    return int(job["warmup"]) + int(job["draws"]) * int(job["thin"])
+
+
+def _sweep_bar(jobs: list, progress: bool):
+    """The bar over every chain's sweeps (warm-up and kept), as the NUTS bars count
+    iterations."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=sum(_sweeps(j) for j in jobs), desc=f"gibbs x {len(jobs)} chains",
+                unit="sweep", disable=not progress)
 
 
 def _run_jobs(jobs: list, processes: int, scheduler: str | None, progress: bool) -> list:
+    """The chains' results in order. Locally the bar moves per sweep (a shared counter per
+    chain process, read every :data:`_POLL_S` s); on a Dask cluster per chain."""
     if scheduler:
-        from distributed import Client
+        from distributed import Client, as_completed
+        from tqdm.auto import tqdm
 
         with Client(scheduler) as client:
-            return client.gather(client.map(_chain_job, jobs, pure=False))
+            futures = client.map(_chain_job, jobs, pure=False)
+            for _ in tqdm(as_completed(futures), total=len(futures), desc="gibbs chains",
+                          unit="chain", disable=not progress):
+                pass
+            return client.gather(futures)
     if processes <= 1 or len(jobs) == 1:
-        return [_chain_job(j) for j in _with_bar(jobs, progress)]
+        with _sweep_bar(jobs, progress) as bar:
+            return [_chain_job(j, bar.update if progress else None) for j in jobs]
     import sys
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
     from multiprocessing import get_context
 
     # fork is safe while no XLA runtime (threads of its own) lives in this process, and
     # spares a script the `if __name__ == "__main__"` guard that spawn needs
     ctx = get_context("spawn" if "jax" in sys.modules else "fork")
-    with ProcessPoolExecutor(min(processes, len(jobs)), mp_context=ctx) as ex:
-        futures = [ex.submit(_chain_job, j) for j in jobs]
-        out = []
-        for f in _with_bar(futures, progress):
-            out.append(f.result())
-        return out
-
-
-def _with_bar(seq, progress: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(seq, desc="gibbs chains", unit="chain", disable=not progress)
+    # one int64 slot per chain, each written by its own chain only (no lock needed); passed
+    # through the initializer, as shared memory must be, at the processes' start
+    counter = ctx.Array("q", len(jobs), lock=False) if progress else None
+    pool = {"initializer": _init_counter, "initargs": (counter,)} if progress else {}
+    with ProcessPoolExecutor(min(processes, len(jobs)), mp_context=ctx, **pool) as ex:
+        futures = [ex.submit(_chain_job, {**j, "slot": c}) for c, j in enumerate(jobs)]
+        if progress:
+            with _sweep_bar(jobs, progress) as bar:
+                pending = futures
+                while pending:
+                    _, pending = wait(pending, timeout=_POLL_S,
+                                      return_when=FIRST_EXCEPTION)
+                    if any(f.done() and f.exception() is not None for f in futures):
+                        break
+                    bar.update(int(sum(counter)) - bar.n)
+                bar.update(int(sum(counter)) - bar.n)
+        return [f.result() for f in futures]
 
 
 def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
@@ -125,7 +171,8 @@ def fit_gibbs(data, model: str, priors, *, chains: int = 2, warmup: int = 500,
     scheduler : str, optional
         A Dask scheduler's address: one task per chain on its workers.
     progress : bool
-        A progress bar over the chains.
+        A progress bar over every chain's sweeps (warm-up included), moving per sweep;
+        on a Dask cluster, per chain.
     pointwise, predictive : bool
         Add the groups ``log_likelihood`` (per ranking) and ``posterior_predictive`` (new
         orders of the same tasks at thinned draws), as ``fit_nuts`` does: the audit's

@@ -26,10 +26,16 @@ Writes (appends to) ``bench/results/gibbs.json``::
     python bench/bench_gibbs.py paper [--warmup 300 --gibbs-draws 1000 --walk-steps 5]
     python bench/bench_gibbs.py sbc [--sims 200]
     python bench/bench_gibbs.py audit
+    python bench/bench_gibbs.py sweep45m [--sizes 450000,4500000,45000000]
 
 * ``sbc``: simulation-based calibration of the Gibbs sampler, CrowdBT and COUPLE on pairs
   (where Eq. 3 is normalised), 200 replicates each (10 items, 4 workers, 25 tasks).
 * ``audit``: ``crowdrank audit --reference gibbs`` as typed (goal: trusted in ≤ 30 s).
+* ``sweep45m [--sizes 450000,4500000,45000000 --sweeps 5]``: one chain's sweeps on one
+  core at each size of the paper's protocol (built in blocks of 4.5 M rankings), the
+  layout's bytes and the peak memory, with the sweep of the paper-scale trusted run
+  (its step size, walk steps and jumps), and what a trusted run would take there — a
+  projection from that run's sweeps per chain, chains as Dask tasks one per machine.
 """
 
 from __future__ import annotations
@@ -268,6 +274,273 @@ def bench_paper(args) -> list:
              "met": bool(g["trusted"] and time.perf_counter() - t0 <= 1200)}]
 
 
+#: The paper-scale protocol's blocks (``bench_scale.py``'s: 4.5 M rankings, λ and η drawn
+#: once, each block seeded from the run's seed), so that the simulator fits in memory.
+SWEEP_BLOCK = 4_500_000
+SWEEP_WORKERS = 500
+
+
+def _mem_available() -> int:
+    """Bytes the kernel says a new allocation can have (``MemAvailable``)."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _rss() -> int:
+    """This process's resident bytes now (``VmRSS``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def paper_stages(n: int, seed: int):
+    """The stages of ``n`` rankings of the paper's protocol (L=1000, W=500, k ≤ 4,
+    amateur workers, the prior a0=10, a=6), simulated in blocks of :data:`SWEEP_BLOCK`
+    rankings with λ and η drawn once; each block's stages (sorted by worker) are copied
+    into one table sorted by worker, blocks in order (the layout ``stages`` makes of the
+    whole file). Returns the stages, the prior (``alpha``, ``mu0``, ``sigma0``: the same
+    for every block) and the build's seconds."""
+    from crowdrank.inference.gibbs.layout import Stages, stages
+    from crowdrank.models.model_inputs import model_inputs
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import PAPER_SCALE, simulate
+
+    t0 = time.perf_counter()
+    L, W = PAPER_SCALE["n_items"], SWEEP_WORKERS
+    first = simulate("couple", setting="amateur", seed=seed, n_items=L, n_workers=W,
+                     tasks_per_worker=1, kmax=4)
+    lam, eta = first.lam, first.eta
+    blocks, prior, done, b = [], None, 0, 0
+    while done < n:
+        t = min(SWEEP_BLOCK, n - done) // W
+        d = simulate("couple", setting="amateur", seed=[seed, b + 1], n_items=L,
+                     n_workers=W, tasks_per_worker=t, kmax=4, lam=lam, eta=eta).rankings
+        inputs = model_inputs("couple", d, Priors.geometric(d.workers, d.K, a0=10, a=6))
+        st = stages(inputs)
+        blocks.append((st.cand, st.m, st.worker, st.w_start, st.origin + done))
+        if prior is None:
+            prior = {"alpha": np.ascontiguousarray(inputs.alpha, float),
+                     "mu0": float(inputs.mu0), "sigma0": float(inputs.sigma0)}
+        K = st.K
+        done += d.n_rankings
+        b += 1
+        del d, inputs, st
+    counts = np.stack([np.diff(blk[3]) for blk in blocks])          # (blocks, W)
+    w_start = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
+    S = int(w_start[-1])
+    cand = np.empty((S, K), np.int32)
+    m = np.empty(S, np.int32)
+    worker = np.empty(S, np.int32)
+    origin = np.empty(S, np.int64)
+    at = w_start[:-1].copy()
+    for i in range(len(blocks)):
+        c, mm, ww, ws, oo = blocks[i]
+        for w in range(W):
+            a, e, k = ws[w], ws[w + 1], at[w]
+            cand[k:k + e - a], m[k:k + e - a] = c[a:e], mm[a:e]
+            worker[k:k + e - a], origin[k:k + e - a] = ww[a:e], oo[a:e]
+        at += counts[i]
+        blocks[i] = None                   # the block's copy goes as the table fills
+    st = Stages(cand, m, worker, w_start, origin, L, W, K)
+    return st, prior, time.perf_counter() - t0
+
+
+def _paper_run() -> dict:
+    """The latest paper-scale record of ``gibbs.json`` (its sweeps and adapted step size)."""
+    recs = [r for r in json.loads(OUT.read_text()) if r.get("what") == "paper"]
+    return recs[-1] if recs else {}
+
+
+def _timed(f, *a, keep: list | None = None) -> dict:
+    """``f(*a)``'s wall and CPU seconds (this process: the chain's one thread); its value
+    appended to ``keep``."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    value = f(*a)
+    if keep is not None:
+        keep.append(value)
+    return {"wall_s": round(time.perf_counter() - t0, 3),
+            "cpu_s": round(time.process_time() - c0, 3)}
+
+
+def _chain_s(sweeps: int, init_s: float, n_approach: int, s_approach: float,
+             s_sweep: float) -> float:
+    """A chain's seconds: its start, its approach sweeps, then the other sweeps."""
+    return init_s + n_approach * s_approach + (sweeps - n_approach) * s_sweep
+
+
+def _compile_kernels(args) -> None:
+    """Every kernel a sweep calls, compiled (or loaded from numba's cache) on tiny data, so
+    that no timed call below includes it."""
+    from crowdrank.inference.gibbs import sampler as sp
+    from crowdrank.inference.gibbs.layout import stages
+    from crowdrank.models.model_inputs import model_inputs
+    from crowdrank.models.priors import Priors
+    from crowdrank.models.simulate import simulate
+
+    d = simulate("couple", n_items=10, n_workers=3, tasks_per_worker=20, kmax=4, seed=1)
+    inputs = model_inputs("couple", d.rankings,
+                          Priors.geometric(d.rankings.workers, 4, a0=10, a=6))
+    st = stages(inputs)
+    rng = np.random.default_rng(0)
+    state = sp.init(st, inputs.alpha, inputs.mu0, inputs.sigma0, rng)
+    for approach in (True, False):
+        sp.step(st, np.ascontiguousarray(inputs.alpha, float), state, rng, inputs.mu0,
+                inputs.sigma0, args.lambda_steps, args.walk_steps, args.jumps, approach)
+
+
+def bench_sweep45m(args) -> list:
+    """Sweeps of one chain on one core (BLAS on one thread, as a chain process runs) at
+    ``--sizes`` rankings of the paper's protocol: the layout's bytes per stage, the peak
+    memory, ``init`` (the scores' mode by Newton, ≤ 20 passes of the Hessian), the seconds
+    of each part of a sweep and of ``--sweeps`` whole sweeps, with the step size the last
+    paper-scale trusted run adapted (the leapfrog count a real sweep makes) and that run's
+    walk steps, jumps and score steps per sweep. A size whose
+    estimated peak memory exceeds ``MemAvailable`` (less a margin) is not built: its
+    record says so. Then the projection of a trusted run at that size (the paper-scale
+    run's sweeps, as a projection: chains as Dask tasks, one chain per machine)."""
+    import math
+    import resource
+
+    from threadpoolctl import threadpool_limits
+
+    from crowdrank.inference.gibbs import kernels as kn
+    from crowdrank.inference.gibbs import sampler as sp
+
+    paper = _paper_run()
+    pg = paper.get("gibbs", {})
+    eps_paper = (float(np.mean([c["eps"] for c in pg["chains_detail"]])) if pg
+                 else sp.EPS_START)
+    warm, kept = int(pg.get("warmup", 300)), int(pg.get("draws", 1600))
+    # the sweep of that run: its walk steps, jumps and score steps
+    args.walk_steps = int(pg.get("walk_steps", args.walk_steps))
+    args.jumps = int(pg.get("jumps", args.jumps))
+    args.lambda_steps = int(pg.get("lambda_steps", args.lambda_steps))
+    out, bps = [], None
+    _compile_kernels(args)
+    for n in (int(x) for x in args.sizes.split(",")):
+        rec = {"what": "sweep45m", "model": "couple", "setting": "amateur", "N": n,
+               "L": 1000, "W": SWEEP_WORKERS, "kmax": 4, "prior": "geometric a0=10, a=6",
+               "mem_available_bytes": _mem_available()}
+        if bps is not None:
+            # the table (blocks and the merged copy at once), a chain's offsets and slacks,
+            # and what the smaller size needed beside its stages (the simulator's block)
+            est = bps["per_ranking"] * n * (2 * bps["layout"] + bps["state"]) + bps["other"]
+            rec["estimated_peak_bytes"] = int(est)
+            if est > 0.8 * rec["mem_available_bytes"]:
+                rec["fits"] = False
+                rec["note"] = (f"not built: an estimated peak of {est / 2 ** 30:.1f} GiB "
+                               f"({bps['per_ranking']:.2f} stages per ranking x "
+                               f"{bps['layout']:.0f} bytes of "
+                               f"layout, twice while blocks merge, + {bps['state']:.0f} "
+                               f"bytes of chain state) exceeds 80 % of the "
+                               f"{rec['mem_available_bytes'] / 2 ** 30:.1f} GiB available")
+                print(f"sweep {n:,}: {rec['note']}", flush=True)
+                out.append(rec)
+                continue
+        load0 = list(np.round(os.getloadavg(), 2))
+        rss0 = _rss()
+        st, prior, build_s = paper_stages(n, args.seed)
+        S = st.n_stages
+        layout_b = sum(a.nbytes for a in (st.cand, st.m, st.worker, st.w_start, st.origin))
+        _ = st.stage_counts
+        alpha, mu0, sigma0 = prior["alpha"], prior["mu0"], prior["sigma0"]
+        print(f"sweep {n:,}: {S:,} stages, {layout_b / S:.1f} bytes each, built in "
+              f"{build_s:.0f} s", flush=True)
+        rng = np.random.default_rng(args.seed)
+        kn.seed(args.seed)
+        with threadpool_limits(1):
+            made: list = []
+            init_t = _timed(sp.init, st, alpha, mu0, sigma0, rng, keep=made)
+            state = made.pop()
+            state_b = state.z.nbytes + state.xi.nbytes
+            rows = sp.rows_of(state.log_g, st.n_workers, st.K)
+            elam = np.exp(state.lam - state.lam.max())
+            lg = state.log_g.copy()
+            parts = {
+                "gradient_pass": _timed(kn.mixture_gradient, st.cand, st.m, st.worker,
+                                        state.lam, rows, True),
+                "hessian_pass": _timed(kn.mixture_hessian, st.cand, st.m, st.worker,
+                                       state.lam, rows, st.n_items),
+                f"walk_{args.walk_steps}_steps": _timed(
+                    kn.walk, st.cand, st.m, st.w_start, elam, st.stage_counts, state.log_g,
+                    alpha, state.walk_chol, args.walk_steps, state.walk_accepted),
+                "entry_jump": _timed(kn.entry_jump, st.cand, st.m, st.w_start, elam,
+                                     st.stage_counts, state.log_g, alpha, state.jump_mean,
+                                     state.jump_sd, state.jump_accepted),
+                "offsets": _timed(kn.offsets, st.cand, st.m, st.worker, elam, state.log_g,
+                                  state.z),
+                "slacks": _timed(kn.slacks, st.m, st.worker, state.log_g, state.xi),
+                "urn": _timed(kn.urn, st.cand, st.m, st.w_start, elam, state.xi, alpha,
+                              state.z, state.log_g)}
+            # the parts moved log g and the offsets: back to the state init left
+            state.log_g[:] = lg
+            kn.offsets(st.cand, st.m, st.worker, elam, state.log_g, state.z)
+            approach = [_timed(sp.step, st, alpha, state, rng, mu0, sigma0,
+                               args.lambda_steps, args.walk_steps, args.jumps, True)
+                        for _ in range(args.approach_sweeps)]
+            state.eps = eps_paper
+            sweeps = [_timed(sp.step, st, alpha, state, rng, mu0, sigma0,
+                             args.lambda_steps, args.walk_steps, args.jumps)
+                      for _ in range(args.sweeps)]
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+        def med(runs, key):
+            return float(np.median([r[key] for r in runs]))
+
+        # the projection from CPU seconds: what a core of its own gives a chain (the wall
+        # seconds here are as long as the shared machine's load makes them; both recorded)
+        s_sweep, s_appr = med(sweeps, "cpu_s"), med(approach or sweeps, "cpu_s")
+        init_s = init_t["cpu_s"]
+        n_appr = sp.approach_sweeps(warm)
+
+        leapfrogs = math.ceil(sp.TRAJECTORY / eps_paper)
+        bps = {"layout": layout_b / S, "state": state_b / S, "per_ranking": S / n,
+               "other": max(peak - rss0 - layout_b * 2 - state_b, 0)}
+        proj = {"basis": (f"the paper-scale trusted run (gibbs.json, what=paper, "
+                          f"{paper.get('date', '?')}, {paper.get('commit', '?')}): 2 chains x "
+                          f"({warm} warm-up + {kept} kept) sweeps, trusted there"),
+                "assumes": ("the same sweeps per chain reach the gate at this size (ESS per "
+                            "sweep as at 450,000 rankings: not measured here); a chain's "
+                            "seconds = init + its approach sweeps + its other sweeps, each "
+                            "at the CPU seconds measured here (a core of its own); one "
+                            "chain per machine (a Dask task each), each holding the whole "
+                            "layout; a chain is sequential, so more machines shorten a run "
+                            "only by splitting the kept draws over more chains, each with "
+                            "its own warm-up"),
+                "chain_h": round(_chain_s(warm + kept, init_s, n_appr, s_appr, s_sweep)
+                                 / 3600, 2),
+                "wall_h": {}}
+        for N in (2, 4, 8, 16):
+            per = math.ceil(2 * kept / N)
+            proj["wall_h"][f"{N} machines, {N} chains x ({warm} + {per}) sweeps"] = round(
+                _chain_s(warm + per, init_s, n_appr, s_appr, s_sweep) / 3600, 2)
+        rec.update({
+            "fits": True, "stages": S, "layout_bytes": int(layout_b),
+            "layout_bytes_per_stage": round(layout_b / S, 2),
+            "chain_state_bytes": int(state_b), "state_bytes_per_stage": round(state_b / S, 2),
+            "rss_before_bytes": int(rss0), "peak_rss_bytes": int(peak),
+            "build_s": round(build_s, 1), "init": init_t, "parts": parts,
+            "eps": round(eps_paper, 4), "leapfrog_steps_mean": leapfrogs,
+            "approach_sweeps": approach, "sweeps": sweeps,
+            "sweep_ms": round(1000 * s_sweep, 1),
+            "sweep_wall_ms": round(1000 * med(sweeps, "wall_s"), 1),
+            "sweep_ns_per_stage": round(1e9 * s_sweep / S, 1),
+            "walk_steps": args.walk_steps, "jumps": args.jumps,
+            "lambda_steps": args.lambda_steps, "cores": 1,
+            "projection": proj,
+            "load_before": load0, "load_after": list(np.round(os.getloadavg(), 2))})
+        print(f"sweep {n:,}: {1000 * s_sweep:.0f} CPU ms per sweep (median of "
+              f"{len(sweeps)}; wall {rec['sweep_wall_ms']:.0f} ms), init {init_s:.1f} CPU s, "
+              f"peak RSS {peak / 2 ** 30:.2f} GiB; projected chain {proj['chain_h']:.2f} h",
+              flush=True)
+        out.append(rec)
+        del st, state
+    return out
+
+
 def bench_sbc(args) -> list:
     """SBC of the Gibbs sampler (``crowdrank sbc --backend gibbs``'s pipeline): CrowdBT and
     COUPLE on pairs, ``--sims`` replicates each, the tail-sensitive uniformity verdict."""
@@ -330,7 +603,8 @@ def bench_audit(args) -> list:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("medium", "default", "real", "paper", "sbc", "audit"))
+    p.add_argument("what", choices=("medium", "default", "real", "paper", "sbc", "audit",
+                                    "sweep45m"))
     p.add_argument("--sims", type=int, default=200)
     p.add_argument("--cold", action="store_true",
                    help="audit: delete the checkout's numba caches first")
@@ -350,12 +624,18 @@ def main(argv=None) -> int:
     p.add_argument("--lambda-steps", type=int, default=1)
     p.add_argument("--jumps", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sizes", default="450000,4500000,45000000", metavar="N1,N2",
+                   help="sweep45m: the rankings of each measured size, smallest first")
+    p.add_argument("--sweeps", type=int, default=5,
+                   help="sweep45m: whole sweeps timed per size (after init)")
+    p.add_argument("--approach-sweeps", type=int, default=1,
+                   help="sweep45m: warm-up approach sweeps timed per size")
     p.add_argument("--out", default=str(OUT))
     args = p.parse_args(argv)
     head = stamp(argv, script=__file__)
     recs = {"medium": bench_medium, "default": bench_default, "real": bench_real,
             "paper": bench_paper,
-            "sbc": bench_sbc, "audit": bench_audit}[
+            "sbc": bench_sbc, "audit": bench_audit, "sweep45m": bench_sweep45m}[
         args.what](args)
     out = Path(args.out)
     old = json.loads(out.read_text()) if out.exists() else []

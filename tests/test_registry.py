@@ -277,3 +277,17 @@ def test_pymc_array_forms_come_from_the_entries(toy):
     assert PA.pymc_array_models() == registry.MODELS == PA.PYMC_ARRAY_MODELS
     with pytest.raises(ValueError, match="names no pymc_array_loglik"):
         PA.build_data_model(NAME, np.array([[0, 1]]), np.array([0]), 2, np.ones((1, 2)))
+
+
+def test_the_approximations_take_the_toy_without_naming_it(toy):
+    """The PPL approximations read the registry: a new model is accepted by
+    ``--method laplace-ppl`` (and every other approximation) with no list to edit."""
+    from crowdrank.inference import methods
+    from crowdrank.inference.approx.entries import check_model
+    from crowdrank.models.errors import UsageError
+
+    for name in ("advi", "fullrank-advi", "lowrank-advi", "laplace-ppl", "pathfinder"):
+        assert methods.get(name).fits(NAME) and NAME in methods.get(name).model_names()
+    check_model(NAME)
+    with pytest.raises(UsageError, match="the PPL approximations fit .*not 'crowdbt-bias'"):
+        check_model("crowdbt-bias")

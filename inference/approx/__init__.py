@@ -40,8 +40,6 @@ METHODS = {
                    ("multi-path Pathfinder with PSIS resampling (blackjax on the NumPyro "
                    "density)")),
 }
-#: The models these methods fit (every ranking model with a NumPyro program).
-MODELS = ("couple", "couple-normalized", "crowdbt", "pl", "bt", "peergrader")
 
 
 def options_class(method: str):
@@ -60,8 +58,9 @@ def fit_approx(data, model: str, priors, method: str, *, psis: bool = False,
                **options):
     """Fit ``model`` by ``method`` with ``options`` (fields of its options class), attach
     PSIS k̂; ``psis=True`` returns the importance-resampled draws instead of q's own."""
-    if model not in MODELS:
-        raise ValueError(f"the PPL approximations fit {MODELS}, not {model!r}")
+    from .entries import check_model
+
+    check_model(model, ValueError)    # every model of the ranking registry
     mod, fn, _, _ = _entry(method)
     f = getattr(importlib.import_module(f"{__name__}.{mod}"), fn)
     seed = options.get("seed", 0)
@@ -75,7 +74,6 @@ def fit_approx(data, model: str, priors, method: str, *, psis: bool = False,
 __all__ = [
     "KHAT_RELIABLE",
     "METHODS",
-    "MODELS",
     "ApproxFit",
     "fit_approx",
     "label",

@@ -78,7 +78,22 @@ class PathfinderOptions:
     psis: bool = _PSIS
 
 
-MODELS = ("couple", "couple-normalized", "crowdbt", "pl", "bt", "peergrader")
+def check_model(model: str, error=UsageError) -> None:
+    """Refuse a model the PPL approximations cannot fit: they fit every model of the
+    ranking registry (:data:`crowdrank.models.registry.REGISTRY`, read now, so that a model
+    added there is fitted without naming it here), each on its sampler's program.
+
+    Parameters
+    ----------
+    model : str
+        The model's name.
+    error : type
+        The exception raised (``UsageError`` at the CLI, ``ValueError`` in Python).
+    """
+    from crowdrank.models.registry import REGISTRY
+
+    if model not in REGISTRY:
+        raise error(f"the PPL approximations fit {', '.join(REGISTRY)}, not {model!r}")
 
 
 def _posterior(fit, options, seconds_key: str = "seconds"):
@@ -112,8 +127,7 @@ def _posterior(fit, options, seconds_key: str = "seconds"):
 
 
 def _common(options, model):
-    if model not in MODELS:
-        raise UsageError(f"the PPL approximations fit {', '.join(MODELS)}, not {model!r}")
+    check_model(model)
     if options.draws < 10:
         raise UsageError("--draws must be >= 10 (PSIS needs the draws)")
     return {"draws": int(options.draws), "simplex": options.simplex, "level": options.level}
@@ -181,23 +195,25 @@ def fit_pathfinder(data, model, priors, options, *, seed=0, progress=False):
 def method_entries():
     """This package's entries of the method registry, as keyword arguments of
     :class:`~crowdrank.inference.methods.Method` (the registry builds them: this module
-    does not import it, so neither imports the other at run time)."""
+    does not import it, so neither imports the other at run time). They name no models
+    (``Method.models`` empty: every model); :func:`check_model` refuses one that is not in
+    the ranking registry."""
     here = __name__
     return (
         _entry("advi", "mean-field ADVI in the PPL (NumPyro AutoNormal / PyMC advi), PSIS k̂",
-               f"{here}:fit_advi", AdviOptions, models=MODELS, backends=("numpyro", "pymc")),
+               f"{here}:fit_advi", AdviOptions, backends=("numpyro", "pymc")),
         _entry("fullrank-advi", "full-rank ADVI in the PPL (NumPyro AutoMultivariateNormal / "
                "PyMC fullrank_advi), PSIS k̂", f"{here}:fit_fullrank_advi", AdviOptions,
-               models=MODELS, backends=("numpyro", "pymc")),
+               backends=("numpyro", "pymc")),
         _entry("lowrank-advi", "low-rank ADVI (NumPyro AutoLowRankMultivariateNormal), "
-               "PSIS k̂", f"{here}:fit_lowrank_advi", LowRankAdviOptions, models=MODELS,
+               "PSIS k̂", f"{here}:fit_lowrank_advi", LowRankAdviOptions,
                backends=("numpyro",)),
         _entry("laplace-ppl", "Laplace at the mode of the NumPyro program (full Hessian, "
                "every model), PSIS k̂", f"{here}:fit_laplace_ppl", LaplacePplOptions,
-               models=MODELS, backends=("numpyro",)),
+               backends=("numpyro",)),
         _entry("pathfinder", "multi-path Pathfinder (blackjax on the NumPyro density), PSIS "
                "resampling and k̂", f"{here}:fit_pathfinder", PathfinderOptions,
-               models=MODELS, backends=("numpyro",)),
+               backends=("numpyro",)),
     )
 
 

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import log_expit
+from scipy.special import expit, log_expit
 
 from .errors import DataError, UsageError
 from .pair_table import PairTable
@@ -109,10 +109,25 @@ def loglik(t: PairTable, X, lam, gamma) -> np.ndarray:
     return log_expit(np.where(t.first_won == 1, u, -u))
 
 
+def simulate(n_items: int, n_comparisons: int, p: int, *, tau: float = 1.0, seed: int = 0):
+    """Seeded contextual-BT data: ``λ ~ N(0, 1)``, ``γ ~ N(0, τ²)``, uniformly random pairs,
+    ``x_s ~ N(0, 1)^p``, outcome ``Bernoulli(σ(d_s))``. Returns ``(win, lose, X, lam,
+    gamma)``."""
+    rng = np.random.default_rng(seed)
+    lam = rng.normal(size=n_items)
+    gamma = rng.normal(0.0, tau, size=(n_items, p))
+    a = rng.integers(0, n_items, n_comparisons)
+    b = (a + rng.integers(1, n_items, n_comparisons)) % n_items     # b != a
+    X = rng.normal(size=(n_comparisons, p))
+    d = lam[a] - lam[b] + np.einsum("sk,sk->s", X, gamma[a] - gamma[b])
+    a_wins = rng.random(n_comparisons) < expit(d)
+    win, lose = np.where(a_wins, a, b), np.where(a_wins, b, a)
+    return win, lose, X, lam, gamma
+
+
 def table_from_simulation(win, lose, X, seed: int = 0, n_workers: int = 1):
-    """A :class:`PairTable` of :func:`crowdrank.inference.batch.contextual.simulate_contextual`'s
-    output, each pair shown in a seeded random order, and its covariate columns
-    ``x0, x1, …`` as strings (so that :func:`encode_covariates` reads them as a file)."""
+    """A :class:`PairTable` of :func:`simulate`'s output, each pair shown in a seeded
+    random order, and its covariate columns ``x0, x1, …`` as strings (so that :func:`encode_covariates` reads them as a file)."""
     rng = np.random.default_rng(seed)
     S = len(win)
     flip = rng.random(S) < 0.5

@@ -5,10 +5,13 @@ and the CLI look a model up here instead of branching on its name: which worker 
 has and how long it is, whether its data are rank-broken into pairs, whether its
 generative process is exact (what SBC needs), which online approximation the audit
 compares with NUTS, and its NumPy reference log-likelihood — and names the model's
-functions (simulator, NumPyro and PyMC likelihood columns and draws, SBC flattening, pair
-likelihood) that the layers call through :meth:`ModelSpec.fn`. A new model is one more
-:class:`ModelSpec` here plus its functions in its own module (``docs/design.md``, "The
-model registry: adding a model"; ``tests/test_registry.py`` registers a toy model so).
+functions (simulator, NumPyro and PyMC likelihood columns and draws, the exported array
+forms, SBC flattening, pair likelihood) that the layers call through :meth:`ModelSpec.fn`.
+A new model is one more :class:`ModelSpec` here plus its functions in its own module
+(``docs/design.md``, "The model registry: adding a model"; ``tests/test_registry.py``
+registers a toy model so). The pair-table models are entries of the same type
+(``data="pair-table"``, :data:`PAIR_TABLE`); every function an entry names lives in
+``crowdrank.models`` (models import nothing from inference).
 
 Plain Python and NumPy only: importing this module pulls in neither JAX nor PyTensor.
 """
@@ -16,8 +19,9 @@ Plain Python and NumPy only: importing this module pulls in neither JAX nor PyTe
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 
 from .errors import UsageError
 from .families import BETA, DIRICHLET, GAMMA, WorkerFamily, family
@@ -103,11 +107,24 @@ class ModelSpec:
     pymc_array_loglik : str or None
         PyTensor ``f(x, valid, log_w, K) -> (n,)``: twin of ``numpyro_array_loglik``
         (:func:`crowdrank.models.pymc_arrays.masked_loglik`, ``build_data_model``).
-
-    extra : dict
-        Extra per-model settings a layer may read: ``{"normalized": True}``, the likelihood
-        carries its normaliser (:attr:`normalized`); ``{"sbc_hint": "..."}``, why SBC
-        refuses the model.
+    normalized : bool
+        The likelihood divides Eq. 4 by its sum over the ``k!`` orderings of each task
+        (its inputs carry the permutation groups, ``ModelInputs.groups``).
+    sbc_hint : str or None
+        Why SBC refuses the model (shown with the refusal), or ``None``.
+    data : str
+        What the model reads: ``"rankings"`` (:class:`crowdrank.models.data.Rankings`, the
+        ranking layers apply: :data:`REGISTRY`) or ``"pair-table"`` (presented pairs with
+        extra columns, :mod:`crowdrank.models.pair_table`: :data:`PAIR_TABLE`).
+    table_simulate : str or None
+        A pair-table model's simulator (its own signature, :mod:`crowdrank.reports.commands.simulate`).
+    numpyro_program, pymc_program : str or None
+        A pair-table model's NumPyro and PyMC program builders
+        (:mod:`crowdrank.inference.nuts.pair_nuts`).
+    approx : str or None
+        A pair-table model's point method that the audit compares with NUTS: a method name
+        of :mod:`crowdrank.inference.methods` (the inference side registers its function by
+        the model's name, :mod:`crowdrank.inference.batch.pair_fits`).
     """
 
     name: str
@@ -129,10 +146,13 @@ class ModelSpec:
     numpyro_array_loglik: str | None = None
     numpyro_array_draw: str | None = None
     pymc_array_loglik: str | None = None
-    #: Extra per-model settings a layer may read (kept open so that a new model need not
-    #: change this class). ``{"normalized": True}``: the likelihood carries ``log Σ_orderings`` (see
-    #: :attr:`normalized`); ``{"sbc_hint": "..."}``: why SBC refuses this model.
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
+    normalized: bool = False
+    sbc_hint: str | None = None
+    data: str = "rankings"
+    table_simulate: str | None = None
+    numpyro_program: str | None = None
+    pymc_program: str | None = None
+    approx: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "worker_prior", family(self.worker_prior))
@@ -147,10 +167,18 @@ class ModelSpec:
         return self.worker_prior is not None and self.worker_prior.scalar
 
     @property
-    def normalized(self) -> bool:
-        """The likelihood divides Eq. 4 by its sum over the ``k!`` orderings of each task
-        (its inputs carry the permutation groups, ``ModelInputs.groups``)."""
-        return bool(self.extra.get("normalized", False))
+    def extra(self) -> Mapping:
+        """Read-only view of the settings the untyped ``extra`` dict used to hold
+        (``normalized``, ``sbc_hint``; for a pair-table model ``data``, ``simulate``,
+        ``numpyro``, ``pymc``, ``approx``), for callers not yet reading the typed fields."""
+        out = {"normalized": True} if self.normalized else {}
+        if self.sbc_hint is not None:
+            out["sbc_hint"] = self.sbc_hint
+        if self.data != "rankings":
+            out.update(data=self.data, simulate=self.table_simulate,
+                       numpyro=self.numpyro_program, pymc=self.pymc_program,
+                       approx=self.approx)
+        return MappingProxyType(out)
 
     @property
     def has_simulator(self) -> bool:
@@ -254,8 +282,8 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               numpyro_array_loglik=f"{_NA}:couple_array",
               numpyro_array_draw=f"{_NA}:draw_couple_array",
               pymc_array_loglik=f"{_PA}:couple_rows",
-              extra={"sbc_hint": "stagewise COUPLE has no normalised generative process, so "
-                                 "no exact simulator: use couple-normalized"}),
+              sbc_hint="stagewise COUPLE has no normalised generative process, so no "
+                       "exact simulator: use couple-normalized"),
     ModelSpec(name="couple-normalized", title="COUPLE normalised over the k! orderings of "
               "each task (exact generative process)", worker_prior=DIRICHLET,
               exact_simulator=True, online="couple", reference="couple_normalized_loglik",
@@ -266,7 +294,7 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               numpyro_array_loglik=f"{_NA}:couple_normalized_array",
               numpyro_array_draw=f"{_NA}:draw_normalized_array",
               pymc_array_loglik=f"{_PA}:couple_normalized_rows",
-              extra={"normalized": True}),
+              normalized=True),
     ModelSpec(name="peergrader", title="PeerGrader: Plackett–Luce on reliability-scaled "
               "scores η_g·λ, η_g ~ Gamma [Raman14]", worker_prior=GAMMA,
               exact_simulator=True, reference="peergrader_loglik",
@@ -311,35 +339,31 @@ def names(**where) -> tuple[str, ...]:
 
 #: Models that read *presented pairs with extra columns* (a pairwise CSV's ``left`` shown
 #: first, a category, covariates: :mod:`crowdrank.models.pair_table`) instead of
-#: :class:`crowdrank.models.data.Rankings`. They are kept out of :data:`REGISTRY`/:data:`MODELS`
-#: because the ranking layers (model inputs, online updates, SBC, LOO) do not apply to
-#: them; ``fit``/``audit`` dispatch on this table. ``reference`` is the per-pair NumPy
-#: log-likelihood ``f(structure, ...)``; ``extra`` names the rest of the model's
-#: functions: ``simulate``, ``numpyro``/``pymc`` (program builders), ``approx`` (the point
-#: method the audit compares with NUTS) and ``fit_approx`` (its function).
+#: :class:`crowdrank.models.data.Rankings`: entries of the same type with ``data="pair-table"``,
+#: kept out of :data:`REGISTRY`/:data:`MODELS` because the ranking layers (model inputs,
+#: online updates, SBC, LOO) do not apply to them; ``fit``/``audit`` dispatch on this
+#: table. ``reference`` is the per-pair NumPy log-likelihood ``f(structure, ...)``;
+#: ``table_simulate``, ``numpyro_program``, ``pymc_program`` name the model's own functions
+#: and ``approx`` the point method the audit compares with NUTS (its function is
+#: registered on the inference side, by the model's name).
+_CBX = "crowdrank.models.crowdbt_ext"
+_CTX = "crowdrank.models.contextual"
 PAIR_TABLE: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec(name="crowdbt-bias", title="CrowdBT with a per-worker bias β_w towards the item "
               "shown first [Chen13]", worker_prior=BETA, pairwise=True, exact_simulator=True,
-              reference="crowdrank.models.crowdbt_ext:loglik",
-              extra={"data": "pair-table", "simulate": "crowdrank.models.crowdbt_ext:simulate",
-                     "numpyro": "crowdrank.models.crowdbt_ext:numpyro_model",
-                     "pymc": "crowdrank.models.crowdbt_ext:pymc_model", "approx": "em",
-                     "fit_approx": "crowdrank.inference.batch.crowdbt_ext:fit_ext_em"}),
+              reference=f"{_CBX}:loglik", data="pair-table", table_simulate=f"{_CBX}:simulate",
+              numpyro_program=f"{_CBX}:numpyro_model", pymc_program=f"{_CBX}:pymc_model",
+              approx="em"),
     ModelSpec(name="crowdbt-domain", title="CrowdBT with an accuracy per worker and category "
               "ρ_{w,c} [Chen13]", worker_prior=BETA, pairwise=True, exact_simulator=True,
-              reference="crowdrank.models.crowdbt_ext:loglik",
-              extra={"data": "pair-table", "simulate": "crowdrank.models.crowdbt_ext:simulate",
-                     "numpyro": "crowdrank.models.crowdbt_ext:numpyro_model",
-                     "pymc": "crowdrank.models.crowdbt_ext:pymc_model", "approx": "em",
-                     "fit_approx": "crowdrank.inference.batch.crowdbt_ext:fit_ext_em"}),
+              reference=f"{_CBX}:loglik", data="pair-table", table_simulate=f"{_CBX}:simulate",
+              numpyro_program=f"{_CBX}:numpyro_model", pymc_program=f"{_CBX}:pymc_model",
+              approx="em"),
     ModelSpec(name="contextual-bt", title="Contextual Bradley–Terry: (λ_i − λ_j) + "
               "x·(γ_i − γ_j) [Chiang24]", pairwise=True, exact_simulator=True,
-              reference="crowdrank.models.contextual:loglik",
-              extra={"data": "pair-table",
-                     "simulate": "crowdrank.inference.batch.contextual:simulate_contextual",
-                     "numpyro": "crowdrank.models.contextual:numpyro_model",
-                     "pymc": "crowdrank.models.contextual:pymc_model", "approx": "map",
-                     "fit_approx": "crowdrank.inference.batch.contextual:fit_contextual"}),
+              reference=f"{_CTX}:loglik", data="pair-table", table_simulate=f"{_CTX}:simulate",
+              numpyro_program=f"{_CTX}:numpyro_model", pymc_program=f"{_CTX}:pymc_model",
+              approx="map"),
 )}
 
 #: The pair-table model names (``crowdrank fit``/``audit --model``).

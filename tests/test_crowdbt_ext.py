@@ -363,13 +363,19 @@ def test_pymc_log_density_is_the_reference(variant):
 
 
 def test_registry_names_the_pair_table_models_functions():
-    from crowdrank.models.registry import MODELS, PAIR_MODELS, PAIR_TABLE, resolve
+    from crowdrank.models.registry import MODELS, PAIR_MODELS, PAIR_TABLE, REGISTRY
     assert set(PAIR_MODELS) == {"crowdbt-bias", "crowdbt-domain", "contextual-bt"}
     assert not set(PAIR_MODELS) & set(MODELS)       # the ranking layers do not apply
-    for spec in PAIR_TABLE.values():
-        assert spec.extra["data"] == "pair-table" and callable(spec.reference_loglik())
-        for role in ("simulate", "numpyro", "pymc", "fit_approx"):
-            assert callable(resolve(spec.extra[role]))
+    from crowdrank.inference.batch.pair_fits import pair_fit
+    for name, spec in PAIR_TABLE.items():
+        assert spec.data == "pair-table" and callable(spec.reference_loglik())
+        for role in ("table_simulate", "numpyro_program", "pymc_program"):
+            assert callable(spec.fn(role))
+        assert callable(pair_fit(name))          # registered on the inference side
+        # every function the entry names lives in models/ (models import no inference)
+        for role in ("reference", "table_simulate", "numpyro_program", "pymc_program"):
+            assert getattr(spec, role).startswith("crowdrank.models.")
+    assert all(spec.data == "rankings" for spec in REGISTRY.values())
     assert PAIR_TABLE["crowdbt-bias"].reference_loglik() is m.loglik
 
 

@@ -23,6 +23,9 @@ from scipy import sparse
 from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, log_expit
 
+# the model's simulator lives with the model (models/contextual.py); kept importable here
+from crowdrank.models.contextual import simulate as simulate_contextual  # noqa: F401
+
 
 def design(win, lose, X, n_items: int) -> sparse.csr_matrix:
     """``Z`` ``(S, L(1 + p))``: row ``s`` is ``(e_w − e_l) ⊗ (1, x_s)``, laid out as
@@ -101,20 +104,3 @@ def fit_contextual(win, lose, X, n_items: int, *, mu0: float = 0.0, sigma0: floa
     A[np.diag_indices_from(A)] += prec
     cov = cho_solve(cho_factor(A), np.eye(len(theta)))
     return ContextualFit(theta[:L], theta[L:].reshape(L, p), cov, it, gnorm, gnorm <= tol)
-
-
-def simulate_contextual(n_items: int, n_comparisons: int, p: int, *, tau: float = 1.0,
-                        seed: int = 0):
-    """Seeded contextual-BT data: ``λ ~ N(0, 1)``, ``γ ~ N(0, τ²)``, uniformly random pairs,
-    ``x_s ~ N(0, 1)^p``, outcome ``Bernoulli(σ(d_s))``. Returns ``(win, lose, X, lam,
-    gamma)``."""
-    rng = np.random.default_rng(seed)
-    lam = rng.normal(size=n_items)
-    gamma = rng.normal(0.0, tau, size=(n_items, p))
-    a = rng.integers(0, n_items, n_comparisons)
-    b = (a + rng.integers(1, n_items, n_comparisons)) % n_items     # b != a
-    X = rng.normal(size=(n_comparisons, p))
-    d = lam[a] - lam[b] + np.einsum("sk,sk->s", X, gamma[a] - gamma[b])
-    a_wins = rng.random(n_comparisons) < expit(d)
-    win, lose = np.where(a_wins, a, b), np.where(a_wins, b, a)
-    return win, lose, X, lam, gamma

@@ -1,0 +1,146 @@
+"""Posterior SBC: its power, its cost, and its verdict beside the trusted references
+(docs/sbc.md, "Posterior SBC"; docs/results.md).
+
+Subcommands, each appending records to ``bench/results/posterior_sbc.json``:
+
+``power``
+    The planted methods (:mod:`crowdrank.validation.pipelines.posterior_sbc_planted`) on
+    tiny PL data sets, one per seed: how often the verdict flags the over-confident fit
+    (variances halved) and the prior-only fit, and how often it passes the exact posterior,
+    for each augmentation size ``--augments``. The default size
+    (``posterior_sbc.DEFAULT_AUGMENT``) is the smallest that flags both planted methods in
+    every seed.
+``cost``
+    ``crowdrank sbc --posterior`` of a method (default the one-pass update) on the audit's
+    default data: wall and CPU seconds for ``--sims`` replicates (the goal: 200 in ≤ 60 s).
+``validate``
+    The verdict for (subject, method) rows of the approximation study with a trusted
+    reference, beside the box verdict and k̂ of ``bench/results/approx_study.json``.
+
+Every record carries date, commit, command and load (``bench/tools/stamp.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
+
+from rerun import cpu_seconds
+from stamp import stamp
+
+RESULTS = ROOT / "bench" / "results" / "posterior_sbc.json"
+
+
+def append(records: list[dict]) -> None:
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+    RESULTS.write_text(json.dumps(old + records, indent=1) + "\n")
+
+
+def run_power(args, base: dict) -> list[dict]:
+    from crowdrank.validation.pipelines import posterior_sbc_planted as P
+    from crowdrank.validation.pipelines.posterior_sbc import PosteriorSbcConfig, run_posterior_sbc
+
+    out = Path(args.out)
+    recs = []
+    with P.registered():
+        for aug in [float(a) for a in args.augments.split(",")]:
+            rows = {m: [] for m in P.NAMES}
+            t0, c0 = time.perf_counter(), cpu_seconds()
+            for seed in range(args.seeds):
+                data, pri = P.tiny_pl(seed)
+                for m in P.NAMES:
+                    cfg = PosteriorSbcConfig(method=m, model="pl", sims=args.sims,
+                                             augment=aug, seed=seed)
+                    s = run_posterior_sbc(data, pri, cfg, out / f"{m}-{aug}-{seed}",
+                                          processes=1, progress=False)
+                    fam = s["ranks"]["families"]["lambda_centred"]
+                    rows[m].append({
+                        "seed": seed, "calibrated": s["calibrated"],
+                        "ranks_calibrated": s["ranks"]["calibrated"],
+                        "ecdf_p": fam["ecdf_p_combined"], "pot_c_p": fam["pot_c_p_combined"],
+                        "contraction": s["checks"]["contraction"]["groups"]
+                        ["lambda_centred"]["median"],
+                        "predictive_p": s["checks"]["predictive"]["p"]})
+                    print(aug, seed, m, s["calibrated"], file=sys.stderr)
+            recs.append({**base, "kind": "power", "augment": aug, "sims": args.sims,
+                         "seeds": args.seeds,
+                         "data": "tiny PL: 5 items, 40 rankings of 3, λ ~ N(0, 1) per seed",
+                         "flagged": {m: sum(not r["calibrated"] for r in v)
+                                     for m, v in rows.items()},
+                         "rows": rows, "wall_s": time.perf_counter() - t0,
+                         "cpu_s": cpu_seconds() - c0})
+    return recs
+
+
+def run_cost(args, base: dict) -> list[dict]:
+    from crowdrank.validation.pipelines.audit_config import (
+        AuditConfig,
+        default_subject,
+        make_priors,
+    )
+    from crowdrank.validation.pipelines.posterior_sbc import PosteriorSbcConfig, run_posterior_sbc
+
+    recs = []
+    s = default_subject()
+    pri = make_priors(s.data, AuditConfig(), s.gold)
+    for model in args.models.split(","):
+        out = Path(args.out) / f"cost-{model}-{args.method}"
+        if out.exists():
+            import shutil
+            shutil.rmtree(out)
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        cfg = PosteriorSbcConfig(method=args.method, model=model, sims=args.sims,
+                                 augment=args.augment)
+        summ = run_posterior_sbc(s.data, pri, cfg, out, processes=args.processes,
+                                 progress=False)
+        recs.append({**base, "kind": "cost", "subject": "default", "model": model,
+                     "method": args.method, "sims": args.sims, "augment": cfg.augment,
+                     "processes": args.processes, "wall_s": time.perf_counter() - t0,
+                     "cpu_s": cpu_seconds() - c0, "verdict": summ["verdict"],
+                     "calibrated": summ["calibrated"], "timing": summ["timing"],
+                     "families": {f: {k: v[k] for k in ("ecdf_p_combined",
+                                                         "pot_c_p_combined", "calibrated")}
+                                  for f, v in summ["ranks"]["families"].items()},
+                     "checks": {"predictive_p": summ["checks"]["predictive"]["p"],
+                                "contraction": {f: v["median"] for f, v in
+                                                summ["checks"]["contraction"]["groups"]
+                                                .items()}}})
+        print(model, recs[-1]["wall_s"], summ["verdict"], file=sys.stderr)
+    return recs
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("what", choices=("power", "cost"))
+    p.add_argument("--augments", default="0.25,0.5,1,2")
+    p.add_argument("--augment", type=float, default=None)
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--sims", type=int, default=200)
+    p.add_argument("--method", default="online")
+    p.add_argument("--models", default="couple,crowdbt")
+    p.add_argument("--processes", type=int, default=1)
+    p.add_argument("--out", default=str(ROOT / "out" / "posterior-sbc-bench"))
+    args = p.parse_args(argv)
+    if args.augment is None:
+        from crowdrank.validation.pipelines.posterior_sbc import DEFAULT_AUGMENT
+        args.augment = DEFAULT_AUGMENT
+    base = stamp(script=__file__, argv=argv, speed=False)
+    recs = {"power": run_power, "cost": run_cost}[args.what](args, base)
+    for r in recs:
+        r["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    append(recs)
+    print(json.dumps([{k: v for k, v in r.items() if k not in ("rows", "packages")}
+                      for r in recs], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

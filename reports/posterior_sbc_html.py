@@ -1,0 +1,90 @@
+"""The posterior-SBC page and figure, from ``posterior_sbc.json`` and ``ranks.csv`` of
+:func:`crowdrank.validation.pipelines.posterior_sbc.run_posterior_sbc`: the verdict per
+parameter group, the ECDF-difference plot of the ranks (how to read it:
+:mod:`crowdrank.reports.sbc_html`), the companion checks, and what the check can and cannot
+see (docs/sbc.md, "Posterior SBC")."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from . import html as H
+from .sbc_html import ecdf_difference_figure
+
+CANNOT_SEE = (
+    "Posterior SBC ranks a draw θ′ of the fit to your data among the refit's draws after "
+    "adding data simulated at θ′: for an exact posterior the ranks are uniform. It checks "
+    "that the method updates coherently near your data. It cannot see a fit that ignores "
+    "the data (the prior passes it exactly), hence the contraction and predictive checks "
+    "beside it; its power against an over-confident fit grows with the size of the "
+    "simulated addition (docs/sbc.md); and it says nothing about whether the model suits "
+    "the data.")
+
+
+def read_ranks(path: str | Path) -> tuple[list[str], np.ndarray]:
+    """``ranks.csv``: the parameter names and the ``(replicates, parameters)`` ranks."""
+    with Path(path).open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    return rows[0][1:], np.array([[float(v) for v in r[1:]] for r in rows[1:]])
+
+
+def ranks_figure(out: str | Path):
+    """The ECDF-difference figure of the ranks, one panel per parameter group."""
+    out = Path(out)
+    summary = json.loads((out / "posterior_sbc.json").read_text())
+    names, ranks = read_ranks(out / "ranks.csv")
+    fams = summary["families"]
+    S = int(summary["config"]["ranks"])
+    pvals = {f: v["ecdf_p_combined"] for f, v in summary["ranks"]["families"].items()}
+    return ecdf_difference_figure(
+        ranks, fams, S + 1, pvals, names,
+        f"posterior SBC of {summary['method']} ({summary['model']}) on "
+        f"{Path(summary['data']['source']).name}: {summary['replicates']} replicates",
+        int(summary["config"]["seed"]))
+
+
+def _check_rows(summary: dict) -> list[dict]:
+    con = summary["checks"]["contraction"]
+    rows = [{"check": f"contraction, {f}", "value": f"median {v['median']:.3f}",
+             "rule": f"≥ {con['threshold']}", "passed": v["moved"]}
+            for f, v in con["groups"].items()]
+    pred = summary["checks"]["predictive"]
+    rows.append({"check": "predictive p of log p(y | θ)", "value": f"{pred['p']:.3f}",
+                 "rule": f"≥ {pred['threshold']}", "passed": pred["ok"]})
+    return rows
+
+
+def write_posterior_sbc_report(out: str | Path, name: str = "posterior_sbc.html") -> Path:
+    """Write ``out/name`` and ``out/posterior_sbc_ecdf.png``; return the page's path."""
+    out = Path(out)
+    summary = json.loads((out / "posterior_sbc.json").read_text())
+    fig = ranks_figure(out)
+    fig.savefig(out / "posterior_sbc_ecdf.png", dpi=100)
+    sec = H.Section("Posterior SBC", anchor="summary")
+    sec.add(H.note(f"{summary['method']} ({summary['model']}): {summary['verdict']}",
+                   "ok" if summary["calibrated"] else "bad"))
+    sec.add(H.paragraph(CANNOT_SEE))
+    cfg, t = summary["config"], summary["timing"]
+    sec.add(H.keyvalues({
+        "data": f"{summary['data']['source']} ({summary['data']['rankings']} rankings)",
+        "replicates": summary["replicates"],
+        "simulated rankings added per replicate": t["rankings_added"],
+        "draws each θ′ is ranked among": cfg["ranks"], "seed": cfg["seed"],
+        "base fit (s)": f"{t['base_fit_s']:.2f}",
+        "replicates (s, total of their refits)": f"{t['replicate_s_total']:.2f}"}))
+    sec.add(H.figure(fig, "Each line is one parameter's ECDF of ranks minus the uniform "
+                          "CDF; grey: the simultaneous 95 % band; red lines leave it. "
+                          "∪/S shapes: the fit is too narrow; ∩: too wide; a tilt: it sits "
+                          "off-centre.", dpi=90))
+    rows = [{"group": f, "parameters": v["n_params"],
+             "ECDF p (combined)": v["ecdf_p_combined"],
+             "pot_c p (combined)": v["pot_c_p_combined"], "threshold": v["threshold"],
+             "calibrated": v["calibrated"]} for f, v in summary["ranks"]["families"].items()]
+    sec.add(H.table(rows))
+    sec.add(H.heading("What the ranks cannot see"))
+    sec.add(H.table(_check_rows(summary)))
+    return H.write(out / name, f"posterior SBC: {summary['method']}", [sec])

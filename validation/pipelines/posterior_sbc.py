@@ -1,0 +1,394 @@
+"""Posterior SBC: calibration of a fit *conditional on the user's data* [Sailynoja25].
+
+For replicate ``i``: draw ``θ′ ~ q(θ | y)`` from the method's fit to the data ``y``,
+simulate ``y′ ~ p(y′ | θ′)`` on the observed design (tasks resampled from ``y``: the same
+workers, task sizes and item sets), refit on ``(y, y′)`` and rank ``θ′`` among the refit's
+draws. For the exact posterior ``θ′`` is a draw from ``p(θ | y, y′)`` (the joint
+``p(θ | y) p(y′ | θ)`` is ``p(y′ | y) p(θ | y, y′)``), so its ranks are uniform; a method
+whose refit does not update coherently from ``q(θ | y)`` shows in the ranks. An online
+method's refit is what it does in production: its saved state continued with ``y′``
+(:attr:`crowdrank.inference.methods.Method.update`), no pass over ``y`` repeated.
+
+The check cannot see a method that ignores the data (``q`` = the prior passes it
+exactly), and an over-confident ``q`` passes when ``y′`` is small (its ranks tend to
+uniform as ``y′`` shrinks; docs/sbc.md derives by how much). Two companion checks on
+the base fit (:mod:`.posterior_sbc_checks`) and the augmentation's default size
+(:data:`DEFAULT_AUGMENT`, chosen by the planted-method test) cover both.
+
+The replicates run through :func:`crowdrank.validation.runtime.grid.run_grid` (local
+processes or Dask; cached, so a killed run resumes); the base fit is cached beside them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from crowdrank.models.data import Rankings
+from crowdrank.models.errors import UsageError
+from crowdrank.models.registry import get as get_model
+from crowdrank.models.simulate import redraw_orders
+from crowdrank.validation.pipelines.sbc_ranks import (
+    flatten_params,
+    parameter_names,
+    sbc_ranks,
+    thin_draws,
+)
+
+#: The parameter groups the verdict is given for: the centred scores (the data identify
+#: only differences of λ) and the worker parameters. Raw λ is ranked and reported too.
+GROUPS = ("lambda_centred", "eta")
+#: ``y′`` holds ``augment × N`` rankings by default. The size sets the power against an
+#: over-confident fit (ranks of a fit with variances halved tend to uniform as ``y′``
+#: shrinks): docs/sbc.md, "Posterior SBC", and bench/results/posterior_sbc.json.
+DEFAULT_AUGMENT = 1.0
+
+
+@dataclass(frozen=True)
+class PosteriorSbcConfig:
+    """What a posterior-SBC run checks, and how.
+
+    Attributes
+    ----------
+    method : str
+        A name of the method registry.
+    model : str
+        A name of the model registry the method fits.
+    sims : int
+        Replicates.
+    augment : float
+        ``y′`` has ``max(1, round(augment · N))`` rankings (``N`` those of the data).
+    ranks : int
+        Draws of each refit ``θ′`` is ranked among (ranks ``0..ranks``).
+    seed : int
+        Master seed: replicate ``i`` uses streams derived from ``(seed, i)``.
+    alpha : float
+        Family-wise level of the verdict.
+    predictive_draws : int
+        Draws of the base fit the predictive check uses.
+    options : dict
+        The method's options that differ from its defaults (the base fit and every refit).
+    """
+
+    method: str = "online"
+    model: str = "couple"
+    sims: int = 200
+    augment: float = DEFAULT_AUGMENT
+    ranks: int = 100
+    seed: int = 0
+    alpha: float = 0.05
+    predictive_draws: int = 200
+    options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.sims < 2:
+            raise UsageError(f"--sims must be >= 2, got {self.sims}")
+        if not self.augment > 0:
+            raise UsageError(f"--augment must be > 0, got {self.augment}")
+        if self.ranks < 10:
+            raise UsageError(f"--ranks must be >= 10, got {self.ranks}")
+
+
+# ====================================================================== draws
+def draws_of(post, n: int, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """``n`` draws ``(λ (n, L), η (n, W[, K]) or None)`` of a posterior: evenly thinned
+    from its draws (a sampler, the PPL approximations; all of them when it has fewer than
+    ``n``), else independent draws from its marginals
+    (:meth:`crowdrank.inference.posterior.Posterior.datatree`)."""
+    if post.has_draws:
+        tree = post.tree["posterior"]
+        n = min(n, int(np.prod(tree["lambda"].shape[:2])))
+        lam = thin_draws(np.asarray(tree["lambda"]), n)
+        eta = thin_draws(np.asarray(tree["eta"]), n) if "eta" in tree else None
+        return lam, eta
+    tree = post.datatree(draws=n, seed=int(seed))["posterior"]
+    lam = np.asarray(tree["lambda"]).reshape((n, -1))
+    eta = None
+    if "eta" in tree:
+        e = np.asarray(tree["eta"])
+        eta = e.reshape((n,) + e.shape[2:])
+    return lam, eta
+
+
+def one_draw(post, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """One draw ``θ′`` of a posterior: a uniformly chosen draw of a sampler's (or
+    approximation's) draws, else an exact draw of its marginals."""
+    if post.has_draws:
+        tree = post.tree["posterior"]
+        lam = np.asarray(tree["lambda"])
+        c, d = rng.integers(lam.shape[0]), rng.integers(lam.shape[1])
+        eta = np.asarray(tree["eta"])[c, d] if "eta" in tree else None
+        return lam[c, d], eta
+    lam, eta = draws_of(post, 1, int(rng.integers(2**31)))
+    return lam[0], None if eta is None else eta[0]
+
+
+def log_eta_rows(model: str, eta: np.ndarray | None) -> np.ndarray | None:
+    """The worker table the simulator reads (``log η`` rows; CrowdBT ``[log η, log(1−η)]``),
+    by the model's worker family."""
+    spec = get_model(model)
+    if eta is None or spec.worker_prior is None:
+        return None
+    return spec.worker_prior.log_table(np.asarray(eta, float), np,
+                                       lambda x: np.log(np.clip(x, 1e-300, None)))
+
+
+# ====================================================================== the augmentation
+def augmentation(model: str, data: Rankings, lam, eta, m: int, rng: np.random.Generator
+                 ) -> Rankings:
+    """``y′``: ``m`` tasks drawn with replacement from ``data``'s design (each keeps its
+    worker and item set), ordered by ``model``'s generative process at ``(λ, η)``
+    (:func:`crowdrank.models.simulate.redraw_orders`)."""
+    rows = rng.integers(0, data.n_rankings, size=int(m))
+    tasks = np.asarray(data.order)[:, rows].T
+    worker = np.asarray(data.worker)[rows]
+    orders = redraw_orders(model, tasks, worker, np.asarray(lam, float),
+                           log_eta_rows(model, eta), seed=rng)
+    return Rankings(items=data.items, workers=data.workers, order=orders.T,
+                    lengths=np.asarray(data.lengths)[rows], worker=worker,
+                    source=f"y' ({m} rankings simulated on the design of {data.source})")
+
+
+def joined(data: Rankings, extra: Rankings) -> Rankings:
+    """``data`` followed by ``extra`` (the same items and workers)."""
+    K = max(data.order.shape[0], extra.order.shape[0])
+
+    def pad(o):
+        return np.vstack([o, np.full((K - o.shape[0], o.shape[1]), -1, o.dtype)])
+
+    return Rankings(items=data.items, workers=data.workers,
+                    order=np.hstack([pad(np.asarray(data.order)), pad(np.asarray(extra.order))]),
+                    lengths=np.concatenate([data.lengths, extra.lengths]),
+                    worker=np.concatenate([data.worker, extra.worker]),
+                    source=f"{data.source} + {extra.n_rankings} simulated rankings")
+
+
+# ====================================================================== the fits
+def check(model: str, method: str) -> None:
+    """Refuse, before anything runs, a method that does not fit ``model``."""
+    from crowdrank.inference.methods import get as get_method
+
+    m = get_method(method)
+    if not m.fits(model):
+        raise UsageError(f"--method {method} fits models {', '.join(m.model_names())}, not "
+                         f"{model}")
+
+
+def method_options(method: str, given: dict | None = None):
+    """The method's options: its defaults with ``given`` replaced (a
+    :class:`~crowdrank.models.errors.UsageError` naming an unknown field)."""
+    from dataclasses import fields, replace
+
+    from crowdrank.inference.methods import get as get_method
+
+    m = get_method(method)
+    known = {f.name for f in fields(m.options_class)}
+    unknown = sorted(set(given or {}) - known)
+    if unknown:
+        raise UsageError(f"method {method} has no option {', '.join(unknown)}; it has "
+                         f"{', '.join(sorted(known))}")
+    return replace(m.options(), **dict(given or {}))
+
+
+def base_fit(data: Rankings, model: str, method: str, priors, seed: int, options=None):
+    """The method's fit to the data."""
+    from crowdrank.inference.methods import get as get_method
+
+    return get_method(method).run(data, model, priors, method_options(method, options),
+                                  seed=int(seed))
+
+
+def refit(base, data: Rankings, extra: Rankings, model: str, method: str, priors, seed: int,
+          options=None):
+    """The method's fit to ``(data, extra)``: its ``update`` continues ``base`` with
+    ``extra`` (an online state: no pass over ``data``), else a fit of the joined data."""
+    from crowdrank.inference.methods import get as get_method
+
+    m = get_method(method)
+    opts = method_options(method, options)
+    update = m.fn("update") if getattr(m, "update", None) is not None else None
+    if update is not None:
+        return update(base, extra, model, priors, opts, seed=int(seed))
+    return m.run(joined(data, extra), model, priors, opts, seed=int(seed))
+
+
+# ====================================================================== one replicate
+def replicate(ctx: dict, sim: int) -> dict:
+    """Replicate ``sim``: ``θ′``, ``y′``, the refit, and the rank of every parameter."""
+    cfg = ctx["cfg"]
+    rng = np.random.default_rng([cfg.seed, 0x505, sim])
+    lam, eta = one_draw(ctx["base"], rng)
+    data = ctx["data"]
+    m = max(1, round(cfg.augment * data.n_rankings))
+    t0 = time.perf_counter()
+    extra = augmentation(cfg.model, data, lam, eta, m, rng)
+    post = refit(ctx["base"], data, extra, cfg.model, cfg.method, ctx["priors"],
+                 seed=int(rng.integers(2**31)), options=cfg.options)
+    t1 = time.perf_counter()
+    lam_d, eta_d = draws_of(post, cfg.ranks, int(rng.integers(2**31)))
+    truth = flatten_params(cfg.model, lam, eta)
+    draws = flatten_params(cfg.model, lam_d, eta_d)
+    return {"sim": int(sim), "rank": sbc_ranks(draws, truth, rng).tolist(),
+            "rankings_added": int(m), "refit_s": t1 - t0,
+            "seconds": time.perf_counter() - t0}
+
+
+_CONTEXTS: dict[str, dict] = {}
+
+
+def load_context(path: str) -> dict:
+    """The pickled base (data, priors, fit, config), read once per process."""
+    if path not in _CONTEXTS:
+        with open(path, "rb") as fh:
+            _CONTEXTS[path] = pickle.load(fh)
+    return _CONTEXTS[path]
+
+
+def replicate_job(spec: dict) -> dict:
+    """A grid job (:func:`crowdrank.validation.runtime.grid.run_grid`): one replicate."""
+    return replicate(load_context(spec["context"]), int(spec["sim"]))
+
+
+# ====================================================================== the run
+def fingerprint(data: Rankings, priors, cfg: PosteriorSbcConfig) -> str:
+    """What the base fit and the replicates depend on: the data, the priors and every
+    setting but the replicate count (a larger ``--sims`` extends a run)."""
+    h = hashlib.sha256()
+    for a in (data.order, data.lengths, data.worker):
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update(repr((data.items, data.workers)).encode())
+    h.update(pickle.dumps(priors))
+    setting = {k: v for k, v in asdict(cfg).items() if k != "sims"}
+    h.update(json.dumps(setting, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def prepare(data: Rankings, priors, cfg: PosteriorSbcConfig, out: Path, *,
+            progress: bool = True) -> tuple[Path, dict]:
+    """Fit the base (or read it from ``out/cache``) and pickle the replicates' context."""
+    check(cfg.model, cfg.method)
+    method_options(cfg.method, cfg.options)
+    key = fingerprint(data, priors, cfg)
+    path = out / "cache" / f"base-{key}.pkl"
+    if path.exists():
+        return path, load_context(str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    base = base_fit(data, cfg.model, cfg.method, priors, cfg.seed, cfg.options)
+    ctx = {"cfg": cfg, "data": data, "priors": priors, "base": base,
+           "base_s": time.perf_counter() - t0, "key": key}
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as fh:
+        pickle.dump(ctx, fh)
+    tmp.replace(path)
+    _CONTEXTS[str(path)] = ctx
+    return path, ctx
+
+
+def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
+                      processes: int | None = 1, scheduler=None, progress: bool = True
+                      ) -> dict:
+    """Run (or resume) posterior SBC of ``cfg.method`` on ``data``; write ``ranks.csv``
+    and ``posterior_sbc.json`` into ``out`` and return the summary (:func:`summarise`).
+
+    Parameters
+    ----------
+    data : Rankings
+        The user's data ``y``.
+    priors : Priors
+        The priors every fit reads (the method's own and the refits').
+    cfg : PosteriorSbcConfig
+    out : path
+        Output folder; replicates are cached in ``out/cache``.
+    processes : int, optional
+        Local processes for the replicates (1: in this process; a replicate of an online
+        method takes milliseconds, less than a process's start).
+    scheduler : None, "local", address or Client
+        Dask ``distributed`` instead of local processes.
+    progress : bool
+        Progress lines on stderr.
+    """
+    from crowdrank.validation.pipelines.posterior_sbc_checks import companion_checks
+    from crowdrank.validation.runtime.grid import GridError, load_cached, run_grid
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    path, ctx = prepare(data, priors, cfg, out, progress=progress)
+    specs = [{"kind": "posterior-sbc", "key": ctx["key"], "sim": i,
+              "context": str(path.resolve())} for i in range(cfg.sims)]
+    failures: dict[str, str] = {}
+    try:
+        run_grid(specs, replicate_job, out / "cache", processes=processes,
+                 progress=progress, scheduler=scheduler)
+    except GridError as exc:
+        failures = exc.failures
+    done = [r for r in (load_cached(out / "cache", s) for s in specs) if r is not None]
+    if len(done) < 2:
+        raise RuntimeError("fewer than 2 posterior-SBC replicates finished: " + "; ".join(
+            list(failures.values())[:3]))
+    t1 = time.perf_counter()
+    checks = companion_checks(ctx["base"], data, priors, cfg)
+    summary = summarise(cfg, ctx, done, checks)
+    summary["failed_replicates"] = [{"key": k, "error": v} for k, v in failures.items()]
+    summary["timing"].update({"wall_s_this_run": time.perf_counter() - t0,
+                              "replicates_wall_s": t1 - t0,
+                              "checks_s": time.perf_counter() - t1})
+    write_outputs(out, summary, done)
+    return summary
+
+
+def summarise(cfg: PosteriorSbcConfig, ctx: dict, done: list[dict], checks: dict) -> dict:
+    """The ranks' uniformity per parameter family, the companion checks, and the verdict:
+    calibrated when every group of :data:`GROUPS` passes the tail-sensitive test and no
+    companion check flags the fit."""
+    from crowdrank.validation.pipelines.sbc_uniformity import uniformity_summary
+
+    data, base = ctx["data"], ctx["base"]
+    K = base.alpha.shape[1] if base.alpha is not None and base.alpha.ndim == 2 else 0
+    names, fams = parameter_names(cfg.model, data.n_items, data.n_workers, K)
+    ranks = np.array([r["rank"] for r in sorted(done, key=lambda r: r["sim"])], float)
+    if ranks.shape[1] != len(names):
+        raise ValueError(f"{ranks.shape[1]} ranks per replicate for {len(names)} parameters")
+    keep = [j for j, f in enumerate(fams) if f in GROUPS]
+    uni = uniformity_summary(ranks[:, keep], [names[j] for j in keep],
+                             [fams[j] for j in keep], cfg.ranks + 1, alpha=cfg.alpha,
+                             seed=cfg.seed)
+    flags = [c["flag"] for c in checks.values() if c.get("flag")]
+    calibrated = bool(uni["calibrated"]) and not flags
+    verdict = ("calibrated: no evidence against uniform ranks, and the fit moves away from "
+               "the prior and reproduces the data" if calibrated else
+               "NOT calibrated: " + "; ".join(
+                   ([uni["verdict"]] if not uni["calibrated"] else []) + flags))
+    secs = np.array([r["seconds"] for r in done])
+    return {"method": cfg.method, "model": cfg.model, "config": asdict(cfg),
+            "data": {"source": str(data.source), "rankings": data.n_rankings,
+                     "items": data.n_items, "workers": data.n_workers},
+            "replicates": len(done), "calibrated": calibrated, "verdict": verdict,
+            "ranks": uni, "checks": checks,
+            "names": [names[j] for j in keep], "families": [fams[j] for j in keep],
+            "columns": keep,
+            "timing": {"base_fit_s": ctx["base_s"], "replicate_s_mean": float(secs.mean()),
+                       "replicate_s_total": float(secs.sum()),
+                       "rankings_added": int(done[0]["rankings_added"])}}
+
+
+def write_outputs(out: Path, summary: dict, done: list[dict]) -> None:
+    """``ranks.csv`` (one row per replicate, a column per checked parameter) and
+    ``posterior_sbc.json``."""
+    from crowdrank.validation.pipelines.sbc_ranks import _jsonable
+
+    cols = summary["columns"]
+    with (out / "ranks.csv").open("w") as fh:
+        fh.write("replicate," + ",".join(summary["names"]) + "\n")
+        for r in sorted(done, key=lambda r: r["sim"]):
+            fh.write(f"{r['sim']}," + ",".join(str(int(r["rank"][j])) for j in cols)
+                     + "\n")
+    with (out / "posterior_sbc.json").open("w") as fh:
+        json.dump(_jsonable(summary), fh, indent=1)

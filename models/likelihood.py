@@ -95,6 +95,42 @@ def couple_normalized_loglik(lam: np.ndarray, eta: np.ndarray, ranking: np.ndarr
 
 
 # ---------------------------------------------------------------- whole data sets
+# The models' ``order_prob`` (models.registry): ``f(lam, [eta_w,] ranking)`` → the
+# probability that the model's generative process (the NumPyro site's ``sample``,
+# ``redraw``) reports ``ranking`` for a task of its items. Where the likelihood is that law
+# (PL, PeerGrader, normalised COUPLE) the spec names none and ``exp(reference)`` is used;
+# BT and CrowdBT draw a PL order (reversed whole with probability 1 − η) whose law is not
+# their rank-broken pseudo-likelihood for k ≥ 3, and stagewise COUPLE runs its story.
+def pl_order_prob(lam: np.ndarray, ranking: np.ndarray) -> float:
+    """A Plackett–Luce draw (PL, BT): ``exp`` of :func:`pl_loglik`."""
+    return float(np.exp(pl_loglik(lam, np.asarray(ranking))))
+
+
+def crowdbt_order_prob(lam: np.ndarray, eta: float, ranking: np.ndarray) -> float:
+    """CrowdBT's draw: a PL order kept with probability ``η``, reversed otherwise."""
+    r = np.asarray(ranking)
+    return float(eta) * pl_order_prob(lam, r) + (1.0 - float(eta)) * pl_order_prob(lam, r[::-1])
+
+
+def couple_order_prob(lam: np.ndarray, eta: np.ndarray, ranking: np.ndarray) -> float:
+    """Stagewise COUPLE's story enumerated ([Pan18], Eq. 3): Σ over true PL orders ``π`` of
+    ``PL(π)`` × Π over stages of ``η_t / Σ_{v<m} η_v`` (``t`` the reported item's offset in
+    the ``m`` items of ``π`` left)."""
+    eta = np.asarray(eta, float)
+    o = [int(i) for i in np.asarray(ranking)]
+    total = 0.0
+    for pi in permutations(o):
+        p = pl_order_prob(lam, np.array(pi))
+        remaining = list(pi)
+        for item in o[:-1]:
+            m = len(remaining)
+            t = remaining.index(item)
+            p *= eta[t] / np.sum(eta[:m])
+            remaining.remove(item)
+        total += p
+    return total
+
+
 def loglik_pointwise(model: str, data: Rankings, lam: np.ndarray,
                      eta: np.ndarray | None = None) -> np.ndarray:
     """Log-likelihood of each ranking of ``data`` (shape ``(N,)``).

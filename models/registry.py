@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import numpy as np
+
 from .errors import UsageError
 from .families import BETA, DIRICHLET, GAMMA, WorkerFamily, family
 
@@ -107,6 +109,11 @@ class ModelSpec:
     pymc_array_loglik : str or None
         PyTensor ``f(x, valid, log_w, K) -> (n,)``: twin of ``numpyro_array_loglik``
         (:func:`crowdrank.models.pymc_arrays.masked_loglik`, ``build_data_model``).
+    order_prob : str or None
+        NumPy ``f(lam, [eta_w,] ranking) -> float``: the probability that the generative
+        process (``numpyro_draw``, ``redraw``) reports ``ranking`` for a task of its items,
+        the oracle of the draw tests (``tests/test_observed.py``); ``None``: the
+        likelihood is that law, ``exp(reference)`` (:meth:`draw_prob`).
     normalized : bool
         The likelihood divides Eq. 4 by its sum over the ``k!`` orderings of each task
         (its inputs carry the permutation groups, ``ModelInputs.groups``).
@@ -146,6 +153,7 @@ class ModelSpec:
     numpyro_array_loglik: str | None = None
     numpyro_array_draw: str | None = None
     pymc_array_loglik: str | None = None
+    order_prob: str | None = None
     normalized: bool = False
     sbc_hint: str | None = None
     data: str = "rankings"
@@ -219,6 +227,15 @@ class ModelSpec:
         K = self.prior_K(data.K)
         return priors if K is None else priors.for_data(data, K=K)
 
+    def draw_prob(self) -> Callable:
+        """The law of one task's draw, ``f(lam, [eta_w,] ranking) -> float``
+        (``order_prob``, or ``exp`` of the reference log-likelihood)."""
+        f = self.fn("order_prob")
+        if f is not None:
+            return f
+        ref = self.reference_loglik()
+        return lambda *args: float(np.exp(ref(*args)))
+
     def reference_loglik(self) -> Callable:
         """The NumPy reference log-likelihood of one ranking (``reference``, resolved)."""
         ref = self.reference
@@ -261,7 +278,7 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               redraw=f"{_SIM}:redraw_pl", numpyro_columns=f"{_NP}:pair_columns",
               pymc_columns=f"{_PM}:pair_columns", pair_loglik=f"{_LL}:pair_bt",
               numpyro_array_loglik=f"{_NA}:bt_array", numpyro_array_draw=f"{_NA}:draw_pl_array",
-              pymc_array_loglik=f"{_PA}:bt_rows"),
+              pymc_array_loglik=f"{_PA}:bt_rows", order_prob=f"{_LL}:pl_order_prob"),
     ModelSpec(name="crowdbt",
               title="CrowdBT: Bradley–Terry with a Beta accuracy per worker [Chen13]",
               worker_prior=BETA, pairwise=True, exact_simulator=True, online="crowdbt",
@@ -271,7 +288,7 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               pymc_columns=f"{_PM}:pair_columns", pair_loglik=f"{_LL}:pair_crowdbt",
               numpyro_array_loglik=f"{_NA}:crowdbt_array",
               numpyro_array_draw=f"{_NA}:draw_crowdbt_array",
-              pymc_array_loglik=f"{_PA}:crowdbt_rows"),
+              pymc_array_loglik=f"{_PA}:crowdbt_rows", order_prob=f"{_LL}:crowdbt_order_prob"),
     ModelSpec(name="couple", title="COUPLE: stagewise Plackett–Luce with a Dirichlet "
               "uncertainty vector per worker [Pan18, Eq. 3-4]", worker_prior=DIRICHLET,
               online="couple", audited=True, reference="couple_loglik",
@@ -281,7 +298,7 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               pymc_columns=f"{_PM}:couple_columns", pair_loglik=f"{_LL}:pair_couple",
               numpyro_array_loglik=f"{_NA}:couple_array",
               numpyro_array_draw=f"{_NA}:draw_couple_array",
-              pymc_array_loglik=f"{_PA}:couple_rows",
+              pymc_array_loglik=f"{_PA}:couple_rows", order_prob=f"{_LL}:couple_order_prob",
               sbc_hint="stagewise COUPLE has no normalised generative process, so no "
                        "exact simulator: use couple-normalized"),
     ModelSpec(name="couple-normalized", title="COUPLE normalised over the k! orderings of "

@@ -17,17 +17,16 @@ import pytest
 from scipy.special import expit, log_softmax
 
 from crowdrank.models.data import Rankings
+from crowdrank.models.families import BETA, DIRICHLET, GAMMA
 from crowdrank.models.likelihood import (
     couple_loglik,
-    couple_normalized_loglik,
-    crowdbt_pair_prob,
     loglik,
     loglik_pointwise,
     pl_loglik,
 )
 from crowdrank.models.model_inputs import model_inputs, with_orders
 from crowdrank.models.priors import Priors
-from crowdrank.models.registry import MODELS
+from crowdrank.models.registry import MODELS, get
 from crowdrank.models.simulate import redraw_orders, simulate
 
 jax = pytest.importorskip("jax")
@@ -54,21 +53,49 @@ def priors(data) -> Priors:
                   mu0=0.2, sigma0=1.3, spec="test", **kw)
 
 
+def _beta_point(eta):
+    return eta, np.stack([np.log(eta), np.log1p(-eta)], axis=1)
+
+
+def _log_point(eta):
+    return eta, np.log(eta)
+
+
+#: The worker parameter at a random point and its PPL ``log η`` table, per worker-prior
+#: family (models.families): a model is tested through its family, not its name.
+FAMILY_POINT = {
+    BETA: lambda rng, data: _beta_point(rng.uniform(0.1, 0.9, size=data.n_workers)),
+    DIRICHLET: lambda rng, data: _log_point(rng.dirichlet(np.full(data.K, 1.5),
+                                                          size=data.n_workers)),
+    GAMMA: lambda rng, data: _log_point(rng.gamma(3.0, 0.4, size=data.n_workers)),
+}
+#: Fixed worker parameters of the two workers of the draw tests, per family.
+FAMILY_FIXED = {
+    BETA: (np.array([0.8, 0.3]), np.log(np.array([[0.8, 0.2], [0.3, 0.7]]))),
+    DIRICHLET: _log_point(np.array([[0.6, 0.3, 0.1], [0.2, 0.5, 0.3]])),
+    GAMMA: _log_point(np.array([2.0, 0.5])),
+}
+
+
+def _family_entry(table, model):
+    """``table``'s entry for ``model``'s worker-prior family, or a failure saying what to
+    add (a new family needs a test point here; a new model of a known family needs none)."""
+    fam = get(model).worker_prior
+    if fam not in table:
+        pytest.fail(f"model {model!r}: its worker-prior family {fam} has no test point in "
+                    "tests/test_observed.py; add one to FAMILY_POINT and FAMILY_FIXED")
+    return table[fam]
+
+
 def point(model, data, seed):
     """Constrained ``λ``, the worker parameter (``eta`` site value) and the PPL's
     ``log η`` table at a random point."""
     rng = np.random.default_rng(seed)
     lam = rng.normal(0, 1.2, size=data.n_items)
-    if model == "crowdbt":
-        eta = rng.uniform(0.1, 0.9, size=data.n_workers)
-        return lam, eta, np.stack([np.log(eta), np.log1p(-eta)], axis=1)
-    if model.startswith("couple"):
-        eta = rng.dirichlet(np.full(data.K, 1.5), size=data.n_workers)
-        return lam, eta, np.log(eta)
-    if model == "peergrader":
-        eta = rng.gamma(3.0, 0.4, size=data.n_workers)
-        return lam, eta, np.log(eta)
-    return lam, None, None
+    if not get(model).has_eta:
+        return lam, None, None
+    eta, leta = _family_entry(FAMILY_POINT, model)(rng, data)
+    return lam, eta, leta
 
 
 def reference_pointwise(model, data, lam, eta):
@@ -196,8 +223,8 @@ def test_pymc_and_numpyro_pointwise_agree(model, data, priors):
         a = np.asarray(log_likelihood(lambda: npm.model(inp, **DIRECT),
                                       {k: v[0] for k, v in post.items()})["rankings"])
     m = pmm.build_model(inp, data.items, data.workers, **DIRECT)
-    dims = {"lambda": ["item"], "eta": (["worker", "stage"] if model.startswith("couple")
-                                         else ["worker"])}
+    dims = {"lambda": ["item"],
+            "eta": list(get(model).worker_prior.dims) if get(model).has_eta else []}
     idata = from_dict({"posterior": post}, coords={"item": list(data.items),
                                                    "worker": list(data.workers),
                                                    "stage": list(range(1, data.K + 1))},
@@ -240,34 +267,21 @@ def _story_prob(lam, eta, o):
 
 
 def exact_probs(model, lam, eta, items, w):
-    """``{ordering: probability}`` of a task under the process ``sample`` implements."""
+    """``{ordering: probability}`` of a task under the process ``sample`` implements: the
+    model entry's law of one draw (``ModelSpec.draw_prob``: its ``order_prob``, or the
+    likelihood where that is the law)."""
+    prob = get(model).draw_prob()
     out = {}
     for o in permutations(items):
         o_ = np.array(o)
-        if model in ("pl", "bt"):
-            p = _pl_prob(lam, o)
-        elif model == "peergrader":
-            p = _pl_prob(lam * eta[w], o)
-        elif model == "crowdbt":
-            p = eta[w] * _pl_prob(lam, o) + (1 - eta[w]) * _pl_prob(lam, o[::-1])
-        elif model == "couple-normalized":
-            p = float(np.exp(couple_normalized_loglik(lam, eta[w], o_)))
-        else:
-            p = _story_prob(lam, eta[w], list(o))
-        out[o] = p
+        out[o] = prob(lam, o_) if eta is None else prob(lam, eta[w], o_)
     return out
 
 
 def _eta_for(model):
-    if model == "crowdbt":
-        return np.array([0.8, 0.3]), np.log(np.array([[0.8, 0.2], [0.3, 0.7]]))
-    if model.startswith("couple"):
-        e = np.array([[0.6, 0.3, 0.1], [0.2, 0.5, 0.3]])
-        return e, np.log(e)
-    if model == "peergrader":
-        e = np.array([2.0, 0.5])
-        return e, np.log(e)
-    return None, None
+    if not get(model).has_eta:
+        return None, None
+    return _family_entry(FAMILY_FIXED, model)
 
 
 def _check_frequencies(model, draws, eta):
@@ -281,13 +295,14 @@ def _check_frequencies(model, draws, eta):
         for o, p in probs.items():
             f = np.mean(np.all(got == np.array(o), axis=1))
             assert abs(f - p) < 5 * np.sqrt(p * (1 - p) / S) + 1e-9, (model, o, f, p)
-    if model in ("bt", "crowdbt"):
-        # every pair of a drawn ranking has the model's pair probability
+    if get(model).pairwise:
+        # every pair of a drawn ranking has the model's pair probability (its entry's
+        # pair likelihood, worker 0)
         o = draws[:, 0, :3]
+        pair = get(model).fn("pair_loglik")
         for i, j in ((0, 1), (0, 2), (1, 2)):
             before = np.mean(np.argmax(o == i, axis=1) < np.argmax(o == j, axis=1))
-            p = (expit(LAM[i] - LAM[j]) if model == "bt"
-                 else crowdbt_pair_prob(LAM[i], LAM[j], eta[0]))
+            p = float(np.exp(pair(LAM, eta, np.array([i]), np.array([j]), np.array([0]))[0]))
             assert abs(before - p) < 5 * np.sqrt(p * (1 - p) / S)
 
 
@@ -295,7 +310,7 @@ def _inputs(model):
     data = Rankings([f"i{r}" for r in range(4)], ["a", "b"], TASKS.T,
                     (TASKS >= 0).sum(axis=1), WORKER)
     pr = Priors(data.workers, np.ones((2, 3)), spec="test",
-                **({"gamma": np.ones((2, 2))} if model == "peergrader" else {}))
+                **({"gamma": np.ones((2, 2))} if get(model).worker_prior is GAMMA else {}))
     return model_inputs(model, data, pr)
 
 
@@ -335,6 +350,10 @@ def test_couple_sample_is_eq4_for_pairs_only():
     for o in permutations([1, 3]):
         assert _story_prob(LAM, eta, list(o)) == pytest.approx(
             np.exp(couple_loglik(LAM, eta, np.array(o))), rel=1e-12)
+    # the entry's law of a draw (models.likelihood.couple_order_prob) is this story
+    for o in permutations([0, 1, 2]):
+        assert get("couple").draw_prob()(LAM, eta, np.array(o)) == pytest.approx(
+            _story_prob(LAM, eta, list(o)), rel=1e-12)
 
 
 def test_log_prob_of_traced_orders_is_the_concrete_value_or_a_clear_error(data, priors):

@@ -29,7 +29,9 @@ def fit_nuts_method(data, model, priors, options, *, seed=0, progress=False,
                     **nuts_kw) -> Posterior:
     """``fit_nuts`` with the entry's options; ``init_from`` (a fit's folder or file, or a
     posterior) warm-starts every chain at its own draw of it (``fit_nuts(approx=...)``).
-    ``nuts_kw``: further ``fit_nuts`` keywords (the audit's ``chain_method``)."""
+    Every :class:`~crowdrank.inference.nuts.config.NutsConfig` field of the options goes
+    across by name (:meth:`NutsOptions.config`); ``nuts_kw``: further ``fit_nuts`` keywords
+    (the audit's ``chain_method``)."""
     from crowdrank.inference import nuts
 
     approx, init = options.init_from, None
@@ -37,13 +39,8 @@ def fit_nuts_method(data, model, priors, options, *, seed=0, progress=False,
         approx = read_posterior(approx)
     if approx is not None:
         approx, init = warm_start(approx, data, str(options.init_from), model)
-    result = nuts.fit_nuts(
-        data, model, priors, backend=options.backend, chains=int(options.chains),
-        tune=int(options.tune), draws=int(options.draws),
-        target_accept=float(options.target_accept), seed=int(seed), approx=approx,
-        init=init,
-        progress=progress, precision=options.precision, profile=bool(options.profile),
-        max_draws=options.max_draws, **nuts_kw)
+    result = nuts.fit_nuts(data, model, priors, options.config(seed), approx=approx,
+                           init=init, progress=progress, **nuts_kw)
     return from_nuts(result, model=model)
 
 

@@ -32,6 +32,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields, replace
 
+from crowdrank.inference.nuts.config import nuts_field
 from crowdrank.models.errors import UsageError
 
 
@@ -56,24 +57,41 @@ def opt(default, help: str, **meta):
 @dataclass(frozen=True)
 class NutsOptions:
     """The options of ``nuts``, the reference sampler
-    (:func:`crowdrank.inference.nuts.fit_nuts`)."""
+    (:func:`crowdrank.inference.nuts.fit_nuts`): every field of
+    :class:`~crowdrank.inference.nuts.config.NutsConfig` but ``seed`` (the fit's own), with
+    NutsConfig's default and help line (:func:`~crowdrank.inference.nuts.config.nuts_field`,
+    stated nowhere else), and the warm start ``init_from``."""
 
-    backend: str = opt("numpyro", "NUTS in NumPyro or PyMC", choices=("numpyro", "pymc"))
-    chains: int = opt(4, "chains (one XLA CPU device each)")
-    tune: int = opt(1000, "warm-up iterations per chain")
-    draws: int = opt(1000, "kept draws per chain")
-    target_accept: float = opt(0.8, "target acceptance of the step-size adaptation")
-    precision: str = opt("float64", "NumPyro floating point: float32 is ~2x faster per "
-                         "gradient", choices=("float64", "float32"))
-    max_draws: int | None = opt(None, "NumPyro: while the gate fails on R-hat or ESS alone, "
-                                "continue every chain for another --draws up to this many "
-                                "draws per chain (None: no extension)", type=int)
-    profile: bool = opt(False, "NumPyro: also compile and time the potential and its "
-                        "gradient alone (printed; timings gradient_compile, gradient_ms)")
-    init_from: object = opt(None, "a fitted approximation (a folder or posterior.json of "
-                            "crowdrank fit): each chain starts at its own draw of it, the "
-                            "mass matrix from its variances (a warm start); in Python also a "
-                            "Posterior", type=str)
+    backend: str = nuts_field("backend")
+    chains: int = nuts_field("chains")
+    tune: int = nuts_field("tune")
+    draws: int = nuts_field("draws")
+    target_accept: float = nuts_field("target_accept")
+    precision: str = nuts_field("precision")
+    chain_method: str | None = nuts_field("chain_method", type=str)
+    init_jitter: float = nuts_field("init_jitter")
+    simplex: str = nuts_field("simplex")
+    level: str = nuts_field("level")
+    max_tree_depth: int = nuts_field("max_tree_depth")
+    dense_mass: bool = nuts_field("dense_mass")
+    seed_mass: bool = nuts_field("seed_mass", type=bool)
+    pointwise: bool | None = nuts_field("pointwise", type=bool)
+    predictive: bool | None = nuts_field("predictive", type=bool)
+    prior_only: bool = nuts_field("prior_only")
+    max_draws: int | None = nuts_field("max_draws")
+    profile: bool = nuts_field("profile")
+    init_from: object = opt(None, "a fit's folder or posterior.json: each chain starts at its "
+                            "own draw of it, the mass matrix from its variances", type=str,
+                            metavar="PATH")
+
+    def config(self, seed: int = 0):
+        """The :class:`~crowdrank.inference.nuts.config.NutsConfig` of these options and
+        ``seed`` (every shared field, by name)."""
+        from crowdrank.inference.nuts.config import NutsConfig
+
+        return NutsConfig(seed=int(seed), **{f.name: getattr(self, f.name)
+                                             for f in fields(self)
+                                             if f.name in NutsConfig.fields()})
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,15 @@ def flag(f) -> str:
 
 
 def own_flags(name: str) -> set[str]:
-    return {flag(f) for f in fields(methods.get(name).options_class)
-            if f.metadata.get("cli", True)}
+    """The flags of method ``name``'s options; a ``type=bool`` field (on by default, or
+    ``None``) is a ``--name``/``--no-name`` pair."""
+    out = set()
+    for f in fields(methods.get(name).options_class):
+        if f.metadata.get("cli", True):
+            out.add(flag(f))
+            if f.metadata.get("type") is bool:
+                out.add("--no-" + flag(f).removeprefix("--"))
+    return out
 
 
 def all_method_flags() -> set[str]:

@@ -22,11 +22,36 @@ for many data sets) and :mod:`~crowdrank.inference.nuts.pair_nuts` (the pairwise
 """
 
 from .config import BACKENDS, POINTWISE_LIMIT, PREDICTIVE_DRAWS, NutsConfig
-from .datatree import read_nuts, to_datatree, write_nuts
-from .fit import NutsResult, configure_compilation_cache, configure_host_devices, fit_nuts
-from .numpyro import adaptation_summary, coordinate_names, gradient_timing
-from .route import NutsRoute, route_for
-from .starts import jittered_starts, numpyro_starts_from_draws, pymc_initvals
+
+#: The names imported on first use (PEP 562), so that importing :class:`NutsConfig` (which
+#: ``crowdrank fit --help`` does, through the method registry) costs no JAX or PyTensor.
+_LAZY = {"read_nuts": "datatree", "to_datatree": "datatree", "write_nuts": "datatree",
+         "NutsResult": "fit", "configure_compilation_cache": "fit",
+         "configure_host_devices": "fit", "fit_nuts": "fit",
+         "adaptation_summary": "numpyro", "coordinate_names": "numpyro",
+         "gradient_timing": "numpyro", "NutsRoute": "route", "route_for": "route",
+         "jittered_starts": "starts", "numpyro_starts_from_draws": "starts",
+         "pymc_initvals": "starts"}
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    try:                      # a submodule not imported yet: nuts.numpyro, nuts.starts, ...
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "BACKENDS",

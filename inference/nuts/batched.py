@@ -68,6 +68,7 @@ from crowdrank.models.priors import Priors
 from crowdrank.models.registry import get
 
 from ..gate import check
+from .config import nuts_default
 from .numpyro import mirror_symmetric
 
 
@@ -314,13 +315,18 @@ def _per_dataset(lam, eta, div, energy, nsteps, R: int, C: int, timings: dict) -
 
 
 def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *,
-                     seeds: Sequence[int], chains: int = 4, tune: int = 500,
-                     draws: int = 500, target_accept: float = 0.8, max_tree_depth: int = 10,
+                     seeds: Sequence[int], chains: int = nuts_default("chains"),
+                     tune: int = nuts_default("tune"), draws: int = nuts_default("draws"),
+                     target_accept: float = nuts_default("target_accept"),
+                     max_tree_depth: int = nuts_default("max_tree_depth"),
                      warmup_max_tree_depth: int | None = None,
                      counts: dict[int, int] | None = None, chunk: int = 50,
                      lane_groups: int = 1, progress: bool = False,
-                     simplex: str = "gamma") -> list[dict]:
+                     simplex: str = nuts_default("simplex")) -> list[dict]:
     """NUTS for every data set of ``datasets`` in one vmapped program (module doc).
+
+    The sampler's settings (``chains``, ``tune``, ``draws``, ``target_accept``,
+    ``max_tree_depth``, ``simplex``) default to :class:`~crowdrank.inference.nuts.config.NutsConfig`'s.
 
     Parameters
     ----------

@@ -10,9 +10,8 @@ option fails before anything is compiled. ``fit_nuts(data, model, priors, chains
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-
-import numpy as np
+import math
+from dataclasses import dataclass, field
 
 from crowdrank.models.errors import UsageError
 
@@ -27,6 +26,13 @@ POINTWISE_LIMIT = 50_000_000
 #: Posterior predictive draws kept (all chains together): the draws are thinned to at most
 #: this many; a check's Monte Carlo error then stays below ~2.5 % of a rate.
 PREDICTIVE_DRAWS = 400
+
+
+def _f(default, help: str, **meta):
+    """A field of :class:`NutsConfig`: its default (stated here only) and its ``--help`` line
+    (``metadata["help"]``; ``choices``, ``type`` as ``crowdrank fit`` offers it), which every
+    other surface reads (:func:`nuts_field`)."""
+    return field(default=default, metadata={"help": help, **meta})
 
 
 @dataclass(frozen=True)
@@ -93,25 +99,40 @@ class NutsConfig:
         compiles a second program only to report a number.
     """
 
-    backend: str = "numpyro"
-    chains: int = 4
-    tune: int = 1000
-    draws: int = 1000
-    target_accept: float = 0.8
-    seed: int = 0
-    precision: str = "float64"
-    chain_method: str | None = None
-    pointwise: bool | None = None
-    predictive: bool | None = None
-    init_jitter: float = 1.0
-    simplex: str = "gamma"
-    level: str = "centered"
-    seed_mass: bool = True
-    max_tree_depth: int = 10
-    prior_only: bool = False
-    dense_mass: bool = False
-    max_draws: int | None = None
-    profile: bool = False
+    backend: str = _f("numpyro", "NUTS in NumPyro or PyMC", choices=BACKENDS,
+                      metavar="PPL")
+    chains: int = _f(4, "chains (one XLA CPU device each)", metavar="N")
+    tune: int = _f(1000, "warm-up iterations per chain", metavar="N")
+    draws: int = _f(1000, "kept draws per chain", metavar="N")
+    target_accept: float = _f(0.8, "the step size's target acceptance rate",
+                             metavar="P")
+    seed: int = _f(0, "seed of every random choice")
+    precision: str = _f("float64", "float64 or float32 (NumPyro: float32 is ~2x faster per "
+                        "gradient)", choices=PRECISIONS, metavar="F")
+    chain_method: str | None = _f(None, "parallel, vectorized or sequential (default: NumPyro "
+                                  "parallel when there are host devices, else vectorized; "
+                                  "PyMC a process per chain)", choices=CHAIN_METHODS[1:],
+                                  metavar="HOW")
+    pointwise: bool | None = _f(None, "store the per-ranking log-likelihood (default: below "
+                                f"{POINTWISE_LIMIT:,} values)")
+    predictive: bool | None = _f(None, "store posterior predictive orders (default: as "
+                                 "--pointwise)")
+    init_jitter: float = _f(1.0, "NumPyro: each chain's uniform jitter around its start, "
+                            "unconstrained scale", metavar="J")
+    simplex: str = _f("gamma", "gamma or dirichlet: the worker simplex's coordinates",
+                      choices=SIMPLEXES, metavar="S")
+    level: str = _f("centered", "centered or iid: the item scores' coordinates",
+                    choices=LEVELS, metavar="L")
+    seed_mass: bool = _f(True, "with a warm start, the initial mass matrix from its "
+                         "variances")
+    max_tree_depth: int = _f(10, "NUTS's tree depth limit", metavar="D")
+    prior_only: bool = _f(False, "sample the prior alone (the data give only the shapes)")
+    dense_mass: bool = _f(False, "adapt a dense mass matrix instead of a diagonal one")
+    max_draws: int | None = _f(None, "NumPyro: while the gate fails on R-hat or ESS alone, "
+                               "extend every chain by --draws, up to D draws per chain "
+                               "(default: no extension)", type=int, metavar="D")
+    profile: bool = _f(False, "NumPyro: also compile and time the potential and its "
+                       "gradient alone (timings gradient_compile, gradient_ms)")
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -125,7 +146,7 @@ class NutsConfig:
         if self.chain_method not in CHAIN_METHODS:
             raise UsageError(f"chain_method must be one of {CHAIN_METHODS}, "
                              f"got {self.chain_method!r}")
-        if not (np.isfinite(self.init_jitter) and self.init_jitter >= 0):
+        if not (math.isfinite(self.init_jitter) and self.init_jitter >= 0):
             raise UsageError("init_jitter must be a finite number >= 0")
         if self.simplex not in SIMPLEXES or self.level not in LEVELS:
             raise UsageError(f"simplex must be 'gamma' or 'dirichlet' and level 'centered' "
@@ -153,3 +174,40 @@ class NutsConfig:
             raise TypeError(f"unknown NUTS option(s) {unknown}; valid: "
                             f"{', '.join(type(config).fields())}")
         return dataclasses.replace(config, **options) if options else config
+
+
+#: Each field of :class:`NutsConfig` by name (its ``default`` and ``metadata["help"]``).
+FIELDS = {f.name: f for f in dataclasses.fields(NutsConfig)}
+
+
+def nuts_default(name: str):
+    """The default of :class:`NutsConfig`'s field ``name``: what every surface that offers
+    the option (``crowdrank fit --method nuts``, the audit, SBC, the batched sampler) starts
+    from.
+
+    Parameters
+    ----------
+    name : str
+        A field of :class:`NutsConfig`.
+    """
+    return FIELDS[name].default
+
+
+def nuts_field(name: str, default=dataclasses.MISSING, **meta):
+    """A dataclass field that mirrors :class:`NutsConfig`'s field ``name``: its default and
+    help line (an options class of another surface derives its NUTS fields so, instead of
+    repeating them). ``default`` is a surface's own deliberate default (the audit's warm-up,
+    stated where the surface is defined, with its reason); ``meta`` adds to the metadata.
+
+    Parameters
+    ----------
+    name : str
+        A field of :class:`NutsConfig`.
+    default : object, optional
+        The surface's own default (default: NutsConfig's).
+    **meta
+        Extra metadata (``help``, ``choices``, ``type``, ``cli``).
+    """
+    f = FIELDS[name]
+    return field(default=f.default if default is dataclasses.MISSING else default,
+                 metadata={**f.metadata, **meta})

@@ -22,106 +22,179 @@ def audit_models() -> tuple[str, ...]:
     return tuple(m for m in names() if get(m).online and not get(m).normalized)
 
 
+class AuditParser(argparse.ArgumentParser):
+    """``crowdrank audit``'s parser: it parses every option, but its help leaves out the
+    options of one approximation or one model family until the line names it, as
+    ``crowdrank fit --method M --help`` does: ``--approx M --help`` adds what the audit
+    runs M with (its variants, ``--bootstrap``), ``--model M --help`` for a pair-table
+    model adds that family's options. :attr:`only_for` maps such an option's dest to
+    the methods (``("approx", names)``) or models (``("model", names)``) it belongs to."""
+
+    line: tuple[str, ...] = ()
+    only_for: dict
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.line = tuple(args) if args is not None else ()
+        return super().parse_known_args(args, namespace)
+
+    def _named(self) -> tuple[list, str | None]:
+        from crowdrank.reports.commands.fit import _last_value
+
+        approx = [methods.REGISTRY[n] for n in
+                  (_last_value(self.line, "--approx") or "").split(",")
+                  if n.strip() in methods.REGISTRY]
+        return approx, _last_value(self.line, "--model")
+
+    def _shown(self, action, approx, model) -> bool:
+        kind, owners = self.only_for.get(action.dest, (None, ()))
+        if kind == "approx":
+            return any(m.name in owners for m in approx)
+        if kind == "model":
+            return model in owners
+        return True
+
+    def format_help(self) -> str:
+        approx, model = self._named()
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        formatter.add_text(self.description)
+        for g in self._action_groups:
+            shown = [a for a in g._group_actions if self._shown(a, approx, model)
+                     and self.only_for.get(a.dest, ("",))[0] != "approx"]
+            if shown or g.description:
+                formatter.start_section(g.title)
+                formatter.add_text(g.description)
+                formatter.add_arguments(shown)
+                formatter.end_section()
+        placed = set()
+        for m in approx:     # each method's own options in its section (once)
+            own = [a for a in self._actions if a.dest not in placed
+                   and m.name in self.only_for.get(a.dest, ("", ()))[1]
+                   and self.only_for[a.dest][0] == "approx"]
+            placed.update(a.dest for a in own)
+            formatter.start_section(f"--approx {m.name}: {m.title}")
+            formatter.add_text(approx_text(m))
+            formatter.add_arguments(own)
+            formatter.end_section()
+        return formatter.format_help()
+
+
+def approx_text(m) -> str:
+    """What the audit fits approximation ``m`` with (its ``--approx M --help`` section)."""
+    from dataclasses import fields
+
+    from crowdrank.validation.pipelines.variants import VARIANT_CHOICES
+
+    own = {f.name for f in fields(m.options_class)}
+    varied = [f"{k}={','.join(v)}" for k, v in VARIANT_CHOICES.items()
+              if k in own or (k == "ep_passes" and "passes" in own and m.name == "ep")]
+    return (f"fits --model {', '.join(m.model_names())}; its options at their defaults "
+            f"(crowdrank fit --method {m.name} --help lists them)"
+            + (f"; --variants compares {'; '.join(varied)}" if varied else ""))
+
+
 def register(sub) -> None:
+    from dataclasses import fields
+
+    from crowdrank.reports.commands.fit_pairs import PAIR_OPTIONS
+    from crowdrank.reports.help import HelpFormatter, add_nuts_options
+    from crowdrank.validation.pipelines.audit_config import (
+        NUTS_FIELDS,
+        QUICK_DRAWS,
+        QUICK_MANY_PARAMS,
+        QUICK_TUNE,
+        AuditConfig,
+    )
+
     p = sub.add_parser(
         "audit", help="NUTS vs online moment matching on one data set, with a report",
-        description="Fit the model(s) by NUTS and by the online update under the same "
-                    "priors, compare the posteriors parameter by parameter, and write "
-                    "DIR/report.html, DIR/metrics.json, DIR/parameters.csv and the fits. "
-                    "Without DATA: an embedded seeded simulation (amateur workers).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        usage="crowdrank audit [DATA] --out DIR [options]",
+        description="Fit the model(s) by NUTS and by the approximations under the same "
+                    "priors, compare the posteriors, write DIR/report.html and the fits.",
+        formatter_class=HelpFormatter)
+    p.__class__ = AuditParser      # as fit's FitParser: help only, no state at construction
+    ranking = ", ".join(audit_models())
     p.add_argument("data", nargs="?", default=None,
-                   help="rankings file or shared data set name (babyface, readlevel, "
-                        "preflib-dots, preflib-puzzle); default: the embedded simulation")
-    p.add_argument("--truth", default=None, help="ground truth CSV item,score (higher = better)")
-    p.add_argument("--format", dest="fmt", default=None, help="force the rankings file format")
+                   help="rankings file or shared data set (babyface, ...); default: a "
+                        "seeded simulation, truth known")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     p.add_argument("--model", choices=audit_models() + ("all",) + PAIR_MODELS,
-                   default="all",
-                   help="all = couple and crowdbt; bt and pl are audited one at a time "
-                        "(their approximations: Weng–Lin online, and the batch point methods "
-                        "of --approx); crowdbt-bias/crowdbt-domain (--approx em) and "
-                        "contextual-bt (--approx map) audit a pairwise CSV")
-    p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
-    p.add_argument("--variants", action="append", default=None, metavar="OPT=V1,V2",
-                   help="online variants to compare, e.g. taylor=paper,full,plugin,quadrature "
-                        "or score_alpha=updated,prior (COUPLE; CrowdBT takes "
-                        "taylor=paper,quadrature), method=online,ep and "
-                        "ep_passes=2,5,10 (every model: expectation propagation over the "
-                        "update); repeatable")
+                   default="all", metavar="MODEL",
+                   help=f"all (couple, crowdbt; the default) or {ranking}, or a "
+                        "pair-table model (below)")
     p.add_argument("--approx", default=None, metavar="M1,M2",
-                   help="approximations to audit (any method of the registry but nuts), "
-                        "shorthand for --variants method=M1,M2: "
-                        + "; ".join(f"{m.name} ({m.title})" for m in methods.REGISTRY.values()
-                                    if not m.reference))
+                   help="approximations to audit beside online (crowdrank fit --help "
+                        "lists them); --approx M --help: how it runs")
+    p.add_argument("--variants", action="append", default=None, metavar="OPT=V1,V2",
+                   help="values to compare, e.g. taylor=paper,quadrature or "
+                        "method=online,ep; repeatable")
     p.add_argument("--bootstrap", type=int, default=None, metavar="B",
-                   help="bootstrap resamples (default 1000; 200 with --quick)")
+                   help=f"bootstrap resamples (default: {AuditConfig.bootstrap}; 200 with "
+                        "--quick)")
     p.add_argument("--quick", action="store_true",
-                   help="fewer NUTS iterations (250 tuning + 500 draws per chain, 1000 above 300 "
-                        "parameters, warm-started) and 3 permutations")
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--seed", type=int, default=0, help="NUTS and permutation seed")
-    p.add_argument("--reference", choices=("nuts", "gibbs"), default="nuts",
-                   help="the reference's sampler: NUTS in --backend, or the collapsed Gibbs "
-                        "sampler (COUPLE, CrowdBT, PL, BT; its own defaults, crowdrank fit "
-                        "--method gibbs --help); the model checks' extra fits use it too")
-    n = p.add_argument_group("NUTS")
-    n.add_argument("--chains", type=int, default=None)
-    n.add_argument("--tune", type=int, default=None)
-    n.add_argument("--draws", type=int, default=None)
-    n.add_argument("--target-accept", type=float, default=None)
-    n.add_argument("--max-nuts-minutes", type=float, default=30.0, metavar="MIN",
-                   help="time a few gradients of the model on the data first and estimate "
-                        "the NUTS run's wall time; beyond MIN minutes skip NUTS and report "
-                        "the approximations with their PSIS k̂ (0 or less: no estimate, no "
-                        "limit)")
-    n.add_argument("--nuts-subsample", type=int, default=None, metavar="N",
-                   help="over --max-nuts-minutes: audit on N seeded rankings instead")
-    n.add_argument("--max-draws", type=int, default=None, metavar="D",
-                   help="extend sampling in rounds of --draws while the gate fails on R-hat "
-                        "or ESS, up to D draws per chain (default: 4 × draws, cut to the "
-                        "budget)")
-    n.add_argument("--check-backends", action="store_true",
-                   help="also fit with the other PPL and report whether the two posteriors "
-                        "agree parameter by parameter (doubles the NUTS time; PyMC is slower)")
-    n.add_argument("--cold-start", action="store_true",
-                   help="start NUTS from its default point instead of draws of the online "
-                        "posterior (slower warm-up; for comparison)")
-    c = p.add_argument_group("model checks")
-    c.add_argument("--no-checks", action="store_true",
-                   help="skip the model checks: PSIS-LOO comparison and posterior predictive "
-                        "checks")
-    c.add_argument("--loo-models", default=None, metavar="M1,M2",
-                   help="models also fitted by NUTS for the LOO comparison only, beside the "
-                        "audited ones ('' for none; default pl,bt, and crowdbt,bt for the "
-                        "pair-table models)")
-    p.add_argument("--permutations", type=int, default=None,
-                   help="seeded permutations for the order-sensitivity study (0: skip)")
-    g = p.add_argument_group("priors (shared by both methods)")
-    g.add_argument("--prior-mu", type=float, default=0.0)
-    g.add_argument("--prior-sigma", type=float, default=1.0)
-    g.add_argument("--worker-prior", default=None,
-                   help="geometric profile a0*(a^-1..a^-K) for every worker, e.g. "
-                        "geometric:a0=10,a=6 (the default for DATA; the embedded simulation "
-                        "uses its gold tasks instead)")
-    g.add_argument("--worker-prior-gold", default=None, metavar="GOLD_CSV",
-                   help="worker priors from gold tasks (worker,ranking,true_order)")
-    g.add_argument("--worker-prior-file", default=None,
-                   help="CSV worker,alpha1,..,alphaK (CrowdBT reads the first two); "
-                        "overrides --worker-prior")
-    d = p.add_argument_group("executor")
-    d.add_argument("--scheduler", default=None, metavar="ADDR",
-                   help="run the NUTS fits (one per audited model and per --loo-models "
-                        "model) as tasks on Dask distributed, all at once: 'local' (a "
-                        "LocalCluster of --processes workers) or a scheduler address "
-                        "tcp://host:8786 (default $CROWDRANK_SCHEDULER, else one after the "
-                        "other in this process); same results either way")
-    d.add_argument("--processes", type=int, default=None,
-                   help="worker processes of --scheduler local (default: one per CPU)")
+                   help=f"{QUICK_TUNE} tuning + {QUICK_DRAWS} draws per chain (more above "
+                        f"{QUICK_MANY_PARAMS} parameters), 3 permutations")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="NUTS and permutation seed")
+    p.add_argument("--reference", choices=("nuts", "gibbs"), default="nuts", metavar="R",
+                   help="the reference's sampler: nuts or gibbs")
+    p.add_argument("--permutations", type=int, default=None, metavar="N",
+                   help=f"orders the online update is re-run on (default: "
+                        f"{AuditConfig.permutations})")
+    p.add_argument("--truth", default=None, metavar="CSV",
+                   help="ground truth CSV item,score (higher = better)")
+    p.add_argument("--format", dest="fmt", default=None, help="force the rankings file format")
     p.add_argument("--progress-bars", action="store_true",
                    help="also show the samplers' own progress bars")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    n = p.add_argument_group("NUTS (the reference)")
+    add_nuts_options(n, AuditConfig, [f for f in NUTS_FIELDS if f != "chain_method"],
+                     notes={"tune": f"{QUICK_TUNE} with --quick",
+                            "draws": f"{QUICK_DRAWS} with --quick",
+                            "max_draws": "4 × draws, cut to the budget"})
+    n.add_argument("--max-nuts-minutes", type=float, default=30.0, metavar="M",
+                   help="over an estimated M minutes, no NUTS: the approximations' "
+                        "PSIS k̂ only (0: no limit)")
+    n.add_argument("--nuts-subsample", type=int, default=None, metavar="N",
+                   help="over --max-nuts-minutes: audit N seeded rankings")
+    n.add_argument("--check-backends", action="store_true",
+                   help="also fit with the other PPL and compare the two")
+    n.add_argument("--cold-start", action="store_true",
+                   help="start NUTS at its default point, not from online")
+    c = p.add_argument_group("model checks")
+    c.add_argument("--no-checks", action="store_true",
+                   help="skip PSIS-LOO and the posterior predictive checks")
+    c.add_argument("--loo-models", default=None, metavar="M1,M2",
+                   help="also fitted by NUTS, for LOO only (default: pl,bt)")
+    g = p.add_argument_group("priors (shared by every method)")
+    g.add_argument("--prior-mu", type=float, default=0.0, metavar="MU",
+                   help="mean of λ ~ Normal")
+    g.add_argument("--prior-sigma", type=float, default=1.0, metavar="SD",
+                   help="sd of λ ~ Normal")
+    g.add_argument("--worker-prior", default=None, metavar="SPEC",
+                   help="e.g. geometric:a0=10,a=6 (default: gold tasks, if any)")
+    g.add_argument("--worker-prior-gold", default=None, metavar="F",
+                   help="from gold tasks: CSV worker,ranking,true_order")
+    g.add_argument("--worker-prior-file", default=None, metavar="F",
+                   help="CSV worker,alpha1,..,alphaK (CrowdBT: a, b)")
+    d = p.add_argument_group("executor")
+    d.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="NUTS fits as Dask tasks: local or tcp://host:8786 "
+                        "(default: $CROWDRANK_SCHEDULER, else here)")
+    d.add_argument("--processes", type=int, default=None, metavar="N",
+                   help="workers of --scheduler local (default: the CPUs)")
     from crowdrank.reports.commands import audit_pairs
+    before = len(p._action_groups)
     audit_pairs.add_arguments(p)
+    pair_group = p._action_groups[before]
+    pair_group.title = "pair-table models"
+    pair_group.description = (f"--model {', '.join(PAIR_MODELS)}: crowdrank audit --model M "
+                              "--help shows their options")
+    # --bootstrap: the methods with a bootstrap option (map, ml, bootstrap)
+    p.only_for = {"bootstrap": ("approx", tuple(
+        m.name for m in methods.REGISTRY.values()
+        if "bootstrap" in {f.name for f in fields(m.options_class)}))}
+    p.only_for.update({d: ("model", PAIR_MODELS) for d in PAIR_OPTIONS})
     p.set_defaults(func=run)
 
 
@@ -143,7 +216,7 @@ def config_from_args(args, data=None):
     from crowdrank.reports.audit import MODELS, AuditConfig, parse_variants
     from crowdrank.validation.pipelines.audit import n_scalar_params
 
-    kw = {"models": MODELS if args.model == "all" else (args.model,), "backend": args.backend,
+    kw = {"models": MODELS if args.model == "all" else (args.model,),
           "variants": parse_variants((args.variants or [])
                                      + ([f"method={args.approx}"] if args.approx else [])),
           "seed": args.seed,
@@ -157,8 +230,8 @@ def config_from_args(args, data=None):
                                     "--loo-models")}
     if args.quick:
         kw["bootstrap"] = 200
-    for name in ("chains", "tune", "draws", "target_accept", "permutations", "bootstrap",
-                 "nuts_subsample", "max_draws"):
+    for name in ("backend", "chains", "tune", "draws", "target_accept", "permutations",
+                 "bootstrap", "nuts_subsample", "max_draws"):      # None: AuditConfig's
         v = getattr(args, name, None)
         if v is not None:
             kw[name] = v

@@ -55,6 +55,21 @@ def add_arguments(p) -> None:
     model_options(p)
 
 
+def nuts_settings(args) -> dict:
+    """The pair-table audit's NUTS settings: those on the line, else NutsConfig's defaults
+    (its warm-up too: unlike the ranking audit's ``AUDIT_TUNE``), else with ``--quick``
+    the ranking audit's quick warm-up and draws."""
+    from crowdrank.inference.nuts.config import nuts_default
+    from crowdrank.validation.pipelines.audit_config import QUICK_DRAWS, QUICK_TUNE
+
+    quick = {"tune": QUICK_TUNE, "draws": QUICK_DRAWS} if args.quick else {}
+    out = {}
+    for name in ("backend", "chains", "tune", "draws", "target_accept"):
+        given = getattr(args, name, None)
+        out[name] = given if given is not None else quick.get(name, nuts_default(name))
+    return out
+
+
 def _rows(families: dict, names: dict) -> list[dict]:
     rows = []
     for fam, f in families.items():
@@ -98,11 +113,9 @@ def run(args) -> int:
         raise UsageError(f"--model {args.model} audits --approx {want}, not {args.approx!r}")
     if args.processes is not None and args.processes < 1:
         raise UsageError("--processes must be >= 1")
-    # --quick as the ranking audit's: 4 chains of 250 tuning + 500 draws
-    nuts_kw = {"chains": args.chains or 4,
-               "tune": args.tune or (250 if args.quick else 1000),
-               "draws": args.draws or (500 if args.quick else 1000), "seed": args.seed,
-               "target_accept": args.target_accept or 0.8, "progress": args.progress_bars}
+    settings = nuts_settings(args)
+    backend = settings.pop("backend")
+    nuts_kw = {**settings, "seed": args.seed, "progress": args.progress_bars}
     log = (lambda msg: None) if args.quiet else _log()
     opts = {"check_backends": args.check_backends, "checks": not args.no_checks,
             "baselines": _baselines(args.loo_models),
@@ -116,7 +129,7 @@ def run(args) -> int:
             spec = parse_spec(args.covariates)
             table = read_pair_table(args.data, tuple(n for n, _ in spec))
             cov = encode_covariates(table, spec)
-            audit = contextual_audit(table, cov.X, backend=args.backend, mu0=mu0, sigma0=s0,
+            audit = contextual_audit(table, cov.X, backend=backend, mu0=mu0, sigma0=s0,
                                      tau=args.tau, nuts_kw=nuts_kw, covariates=cov.names,
                                      worker_ab=_worker_ab(args, table.workers), **opts)
             rep = audit.report
@@ -134,7 +147,7 @@ def run(args) -> int:
             if np.any(wab < 1):
                 raise UsageError("the EM MAP needs Beta(a, b) priors with a, b >= 1")
             audit = crowdbt_ext_audit(
-                st, wab, backend=args.backend, mu0=mu0, sigma0=s0, bias_sd=args.bias_sd,
+                st, wab, backend=backend, mu0=mu0, sigma0=s0, bias_sd=args.bias_sd,
                 nuts_kw=nuts_kw,
                 categories=table.extra[args.category] if args.category else None, **opts)
             rep = audit.report
@@ -153,7 +166,7 @@ def run(args) -> int:
     write_pair_report(out / "report.html", audit)
     parts = [f"{k} median |z| {f['aggregate']['median_abs_z']:.2f}, median sd ratio "
              f"{f['aggregate']['median_sd_ratio']:.2f}" for k, f in rep["families"].items()]
-    print(f"{args.model}: {want} vs NUTS ({args.backend}; "
+    print(f"{args.model}: {want} vs NUTS ({backend}; "
           f"{'reference trusted' if rep['gate']['trusted'] else 'reference NOT trusted'}, "
           f"max R-hat {rep['gate']['rhat_max']:.3f}): " + "; ".join(parts))
     if audit.agreement is not None:

@@ -5,12 +5,12 @@ chunk by chunk when the format allows. See ``docs/data.md``."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 
 from crowdrank.models.io import DATASETS, FORMATS
+from crowdrank.reports.help import HelpFormatter
 
 
 def register(sub) -> None:
@@ -25,7 +25,7 @@ def register(sub) -> None:
                     "comparison graph is connected, and with ground truth how often the "
                     "reports agree with it. FILE may also be the name of a shared real data "
                     f"set ({', '.join(DATASETS)}), which brings its own truth.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     _input_arguments(s, "file format")
     s.add_argument("--truth", default=None, help="ground-truth CSV item,score (higher = better)")
     s.add_argument("--strict-truth", action="store_true",
@@ -50,7 +50,7 @@ def register(sub) -> None:
                     "Streamable formats are converted chunk by chunk in bounded memory; "
                     "ties are split and counted as every reader does (a Parquet ranking "
                     "has no ties).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     _input_arguments(c, "input format")
     c.add_argument("--out", required=True, help="the Parquet file to write (.parquet)")
     c.add_argument("--row-group", type=int, default=1 << 20,

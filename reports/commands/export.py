@@ -9,7 +9,10 @@ draws). Layout and certification: :mod:`crowdrank.validation.pipelines.posterior
 
 from __future__ import annotations
 
-import argparse
+from crowdrank.reports.help import HelpFormatter, add_nuts_options
+
+#: the NUTS options of ``crowdrank export`` (defaults: the audit's, :class:`AuditConfig`)
+EXPORT_NUTS = ("backend", "chains", "tune", "draws")
 
 
 def register(sub) -> None:
@@ -18,7 +21,7 @@ def register(sub) -> None:
         description="Fit (or read) a NUTS reference and write it as posteriordb does: data, "
                     "model code for NumPyro and PyMC, reference draws and an info file with "
                     "how they were certified (chains, draws, R-hat, ESS, divergences, date).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     p.add_argument("data", nargs="?", default=None,
                    help="rankings file or shared set name; none: the audit's embedded default")
     p.add_argument("--format", choices=("posteriordb",), default="posteriordb",
@@ -32,11 +35,10 @@ def register(sub) -> None:
     p.add_argument("--from", dest="from_nc", default=None, metavar="POSTERIOR_NC",
                    help="export this NUTS run instead of sampling (same data and priors)")
     p.add_argument("--worker-prior", default=None, help="as in crowdrank fit")
-    p.add_argument("--backend", choices=("numpyro", "pymc"), default="numpyro")
-    p.add_argument("--chains", type=int, default=4)
-    p.add_argument("--tune", type=int, default=500)
-    p.add_argument("--draws", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
+    from crowdrank.validation.pipelines.audit_config import AuditConfig
+    # the audit's NUTS settings (NutsConfig's, the audit's own warm-up): its reference
+    add_nuts_options(p, AuditConfig, EXPORT_NUTS)
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     p.add_argument("--allow-untrusted", action="store_true",
                    help="export a run that failed the gate, marked 'not certified'")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -62,6 +64,14 @@ def _subject(args):
     return data, priors, args.name or name
 
 
+def nuts_settings(args) -> dict:
+    """The NUTS options on the line, else the audit's (:class:`AuditConfig`)."""
+    from crowdrank.validation.pipelines.audit_config import AuditConfig
+
+    return {k: getattr(AuditConfig, k) if getattr(args, k) is None else getattr(args, k)
+            for k in EXPORT_NUTS}
+
+
 def run(args) -> int:
     from crowdrank.inference.gate import check
     from crowdrank.inference.nuts import fit_nuts, read_nuts
@@ -69,6 +79,7 @@ def run(args) -> int:
     from crowdrank.validation.pipelines.posteriordb import export_posteriordb
 
     get_model(args.model)                      # an unknown model fails before any work
+    vars(args).update(nuts_settings(args))
     data, priors, name = _subject(args)
     settings = {"backend": args.backend, "chains": args.chains, "tune": args.tune,
                 "draws": args.draws, "seed": args.seed}

@@ -251,6 +251,8 @@ def _help_text(help_: str, vals: list, owners: list[str]) -> str:
         help_ += f" [--method {', '.join(owners)}]"
     if any(v != vals[0] for v in vals):
         help_ += " (default: " + ", ".join(f"{v} for {o}" for o, v in zip(owners, vals)) + ")"
+    elif vals[0] is True:
+        help_ += " (default: on)"
     elif vals[0] is not None and not isinstance(vals[0], bool):
         help_ += f" (default: {vals[0]})"
     return help_.replace("%", "%%")
@@ -262,7 +264,9 @@ def add_method_options(p) -> dict[str, argparse.Action]:
     its first method's group) and names them. Every parsed default is ``None`` (the
     method's own default then applies, :func:`method_options`, and an option given to a
     method that lacks it is seen, :func:`check_method_options`); the help states the
-    dataclass default, or each method's where they differ. Returns the actions by dest."""
+    dataclass default, or each method's where they differ. A field whose metadata says
+    ``type=bool`` (on by default, or ``None``: decided by the data) is a ``--name`` /
+    ``--no-name`` pair. Returns the actions by dest."""
     groups, actions = {}, {}
     for name, (owners, f) in _cli_fields().items():
         meta = f.metadata
@@ -273,6 +277,10 @@ def add_method_options(p) -> dict[str, argparse.Action]:
         vals = _defaults(name, owners)
         flag = meta.get("flag", "--" + name.replace("_", "-"))
         kw = {"dest": name, "help": _help_text(meta["help"], vals, owners), "default": None}
+        if meta.get("type") is bool:      # on by default, or None (decided by the data)
+            actions[name] = group.add_argument(flag, action=argparse.BooleanOptionalAction,
+                                               **kw)
+            continue
         if isinstance(vals[0], bool) and all(v == vals[0] for v in vals):
             actions[name] = group.add_argument(flag, action="store_true", **kw)
             continue

@@ -6,8 +6,9 @@ processes or, with ``--scheduler``, on a Dask cluster.
 
 from __future__ import annotations
 
-import argparse
 import sys
+
+from crowdrank.reports.help import HelpFormatter
 
 EXPERIMENT_HELP = {
     "fig7": "Fig. 7: four synthetic settings (expert, amateur, spammer, malicious) at "
@@ -42,8 +43,9 @@ def register(sub) -> None:
                     + "; ".join(f"{k}: {v}" for k, v in EXPERIMENT_HELP.items())
                     + ". Grid tasks are cached in DIR/cache: a rerun reuses them, an "
                       "interrupted run resumes.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("experiment", choices=experiments)
+        formatter_class=HelpFormatter)
+    p.add_argument("experiment", choices=experiments,
+                   help="the experiment to run (listed above)")
     p.add_argument("--out", default=None, help="output folder (default replicate-EXPERIMENT)")
     p.add_argument("--repeats", type=int, default=None, metavar="R",
                    help="random sample orders (fig7, real data) or timing repeats (cost); "

@@ -10,16 +10,19 @@ resumes. The logic is in :mod:`crowdrank.validation.pipelines.sbc`, the page in 
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from crowdrank.inference import methods
 
 
 def register(sub) -> None:
+    from crowdrank.reports.help import HelpFormatter, add_nuts_options
     from crowdrank.validation.pipelines.sbc import (  # models with an exact simulator
+        DEFAULT_TUNE_DRAWS,
+        NUTS_DEFAULTS,
         PAIRS_EXACT,
         SBC_BACKENDS,
+        SbcConfig,
         sbc_models,
     )
 
@@ -35,9 +38,10 @@ def register(sub) -> None:
                     "Stagewise 'couple' is offered on pairs only (--kmax 2): for k >= 3 its "
                     "likelihood is not normalised, so no simulator matches it (use "
                     "couple-normalized).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     p.add_argument("--model", choices=sbc_models() + PAIRS_EXACT,
-                   default="couple-normalized")
+                   default="couple-normalized",
+                   help="the model simulated and fitted (one with an exact simulator)")
     p.add_argument("--backend", choices=SBC_BACKENDS, default="numpyro",
                    help="NUTS back-end, or 'gibbs' (the collapsed Gibbs sampler: couple on "
                         "pairs, crowdbt, pl, bt; 2 chains x (300 warm-up + 1000) sweeps); "
@@ -58,22 +62,17 @@ def register(sub) -> None:
     g.add_argument("--worker-prior", default="geometric:a0=10,a=6",
                    help="geometric profile α_w = a0·(a^-1..a^-K), as for 'crowdrank fit'; "
                         "CrowdBT reads (α1, α2) as its Beta(a, b)")
-    g.add_argument("--prior-mu", type=float, default=0.0)
-    g.add_argument("--prior-sigma", type=float, default=1.0)
+    g.add_argument("--prior-mu", type=float, default=0.0, help="mean of λ ~ Normal")
+    g.add_argument("--prior-sigma", type=float, default=1.0, help="sd of λ ~ Normal")
     n = p.add_argument_group("NUTS")
-    n.add_argument("--chains", type=int, default=4)
-    n.add_argument("--tune", type=int, default=None,
-                   help="warm-up iterations per chain (default 500; couple-normalized 300, "
-                        "docs/sbc.md)")
-    n.add_argument("--draws", type=int, default=None,
-                   help="draws per chain (default 1000; couple-normalized 500, whose "
-                        "gradient sums over k! orderings. With 250, the gate's R-hat < 1.01 "
-                        "fails ~1 replicate in 10 by chance alone on iid draws)")
-    n.add_argument("--target-accept", type=float, default=0.8)
-    n.add_argument("--simplex", choices=("gamma", "dirichlet"), default="gamma",
-                   help="the worker simplex's coordinates: gamma (the Gamma construction "
-                        "with the boost, the sampler's default) or dirichlet (the PPL's own "
-                        "Dirichlet/Beta site); docs/design.md §5.1")
+    own = "; ".join(f"{m} {t}" for m, (t, _) in NUTS_DEFAULTS.items())
+    own_draws = "; ".join(f"{m} {d}, whose gradient sums over k! orderings"
+                          for m, (_, d) in NUTS_DEFAULTS.items())
+    from dataclasses import fields
+    defaults = {f.name: f.default for f in fields(SbcConfig)}
+    defaults.update(zip(("tune", "draws"), DEFAULT_TUNE_DRAWS))
+    add_nuts_options(n, defaults, ("chains", "tune", "draws", "target_accept", "simplex"),
+                     notes={"tune": own + ", docs/sbc.md", "draws": own_draws})
     n.add_argument("--ranks", type=int, default=100, metavar="S",
                    help="thinned posterior draws each truth is ranked among (ranks 0..S); "
                         "keep S well below the bulk ESS so the kept draws are ~independent")
@@ -115,27 +114,35 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def config_from_args(args):
+    """The :class:`~crowdrank.validation.pipelines.sbc.SbcConfig` of the parsed options (a
+    NUTS option left out keeps SbcConfig's default, which is NutsConfig's or SBC's own)."""
+    from crowdrank.validation.pipelines.sbc import SbcConfig
+
+    return SbcConfig(model=args.model, backend=args.backend, sims=args.sims,
+                     n_items=args.items, n_workers=args.workers, tasks_per_worker=args.tasks,
+                     kmax=args.kmax, worker_prior=args.worker_prior, mu0=args.prior_mu,
+                     sigma0=args.prior_sigma, tune=args.tune, draws=args.draws,
+                     n_ranks=args.ranks, online=not args.no_online, approx=args.approx,
+                     seed=args.seed, shift_sd=args.shift_sd,
+                     alpha=args.alpha, batch=args.batch, lane_groups=args.lane_groups,
+                     warmup_depth=args.warmup_depth,
+                     **{k: getattr(args, k) for k in ("chains", "target_accept", "simplex")
+                        if getattr(args, k) is not None})
+
+
 def run(args) -> int:
     from pathlib import Path
 
     from crowdrank.reports.sbc_html import write_sbc_report
-    from crowdrank.validation.pipelines.sbc import SbcConfig, run_sbc
+    from crowdrank.validation.pipelines.sbc import run_sbc
 
     if args.processes is not None and args.processes < 1:
         raise ValueError(f"--processes must be >= 1, got {args.processes}")
-    cfg = SbcConfig(model=args.model, backend=args.backend, sims=args.sims,
-                    n_items=args.items, n_workers=args.workers, tasks_per_worker=args.tasks,
-                    kmax=args.kmax, worker_prior=args.worker_prior, mu0=args.prior_mu,
-                    sigma0=args.prior_sigma, chains=args.chains, tune=args.tune,
-                    draws=args.draws, target_accept=args.target_accept, n_ranks=args.ranks,
-                    online=not args.no_online, approx=args.approx, seed=args.seed,
-                    shift_sd=args.shift_sd,
-                    alpha=args.alpha, batch=args.batch, lane_groups=args.lane_groups,
-                    warmup_depth=args.warmup_depth, simplex=args.simplex)
+    cfg = config_from_args(args)
     # validate the worker prior before any process starts
     from crowdrank.validation.pipelines.sbc import make_priors
     make_priors(cfg.spec(0))
-    from crowdrank.models.errors import UsageError
     from crowdrank.validation.runtime.grid import SchedulerError, resolve_scheduler
     try:
         summary = run_sbc(cfg, args.out, processes=args.processes,

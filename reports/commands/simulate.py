@@ -32,6 +32,7 @@ import numpy as np
 from crowdrank.models.errors import UsageError
 from crowdrank.models.registry import PAIR_MODELS, get
 from crowdrank.models.simulate import PAPER_SCALE, SIM_MODELS, WORKER_TYPES
+from crowdrank.reports.help import HelpFormatter
 
 
 def register(sub) -> None:
@@ -50,8 +51,9 @@ def register(sub) -> None:
                "(contextual: gamma); they take --items, --workers, --seed, --out, --quiet "
                "and the options of the 'pair-table models' group, not --setting, --tasks, "
                "--kmax, --gold, --paper-scale or --format.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", choices=SIM_MODELS + PAIR_MODELS, default="couple")
+        formatter_class=HelpFormatter)
+    p.add_argument("--model", choices=SIM_MODELS + PAIR_MODELS, default="couple",
+                   help="the model whose generative process draws the data")
     # no parser default, so that a --setting given to a pair-table model is seen (refused)
     p.add_argument("--setting", choices=tuple(WORKER_TYPES), default=argparse.SUPPRESS,
                    help="worker type of every worker (ranking models; default: amateur)")
@@ -64,7 +66,7 @@ def register(sub) -> None:
                         f"{PAPER_SCALE['tasks_per_worker']})")
     p.add_argument("--kmax", type=int, default=None,
                    help="largest task size (default 4; 2 for bt/crowdbt)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     p.add_argument("--gold", type=int, default=0, metavar="G",
                    help="gold tasks per worker (written to gold.csv)")
     p.add_argument("--paper-scale", action="store_true",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from crowdrank.models.errors import UsageError
 from crowdrank.models.simulate import SIM_MODELS, WORKER_TYPES
+from crowdrank.reports.help import HelpFormatter
 from crowdrank.validation.prior_predictive import PRIOR_KINDS
 
 
@@ -25,11 +25,12 @@ def register(sub) -> None:
                     "priors (geometric, flat, gold): data sets drawn from each prior with the "
                     "model's simulator, summarised by the predictive-check statistics, in "
                     "DIR/prior_predictive.{json,csv} and section 8 of the page.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", choices=SIM_MODELS, default="couple")
+        formatter_class=HelpFormatter)
+    p.add_argument("--model", choices=SIM_MODELS, default="couple",
+                   help="the model whose story is told")
     p.add_argument("--setting", choices=tuple(WORKER_TYPES), default="amateur",
                    help="the featured worker's type")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     p.add_argument("--items", type=int, default=8, help="items in the example (4..26)")
     p.add_argument("--out", default="story-out", help="output folder")
     p.add_argument("--markdown", default="story.md",

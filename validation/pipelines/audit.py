@@ -301,12 +301,9 @@ def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed
         return _gibbs_reference(data, model, priors, cfg, seed)
     m = get_method("nuts")
     m.check_model(model)
-    options = m.options(backend=backend, chains=cfg.chains, tune=cfg.tune, draws=cfg.draws,
-                        target_accept=cfg.target_accept, init_from=approx,
-                        max_draws=cfg.max_draws)
-    kw = {"chain_method": cfg.chain_method} if chain_method and cfg.chain_method else {}
-    return m.fn("fit")(data, model, priors, options, seed=seed,
-                       progress=cfg.progress_bars, **kw)
+    options = cfg.nuts_options(backend=backend, init_from=approx,
+                               chain_method=cfg.chain_method if chain_method else None)
+    return m.fn("fit")(data, model, priors, options, seed=seed, progress=cfg.progress_bars)
 
 
 def _gibbs_reference(data, model: str, priors, cfg: AuditConfig, seed: int):

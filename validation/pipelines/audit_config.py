@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from crowdrank.inference.nuts.config import nuts_default, nuts_field
 from crowdrank.models.data import Rankings
 from crowdrank.models.priors import Priors, build_priors
 from crowdrank.models.registry import get as get_model
@@ -34,8 +35,18 @@ AUDITABLE = MODELS + tuple(m for m in model_names() if m not in MODELS
 
 
 # ====================================================================== configuration
-#: Above this many scalar parameters a ``--quick`` audit keeps 1000 draws per chain.
+#: The audit's NUTS warm-up per chain, its one NUTS default of its own (every other is
+#: :class:`~crowdrank.inference.nuts.config.NutsConfig`'s): the chains start from draws of
+#: the online posterior (``warm_start``), so half of NutsConfig's 1000 adapts them
+#: (docs/guide.md, the default audit: 4 × (500 + 1000)).
+AUDIT_TUNE = 500
+#: A ``--quick`` audit's warm-up and draws per chain (the ranking and the pair-table
+#: audits); above :data:`QUICK_MANY_PARAMS` scalar parameters it keeps NutsConfig's draws.
+QUICK_TUNE, QUICK_DRAWS = 250, 500
 QUICK_MANY_PARAMS = 300
+#: The fields of :class:`AuditConfig` that are NUTS options (NutsConfig's names).
+NUTS_FIELDS = ("backend", "chains", "tune", "draws", "target_accept", "chain_method",
+               "max_draws")
 
 
 def quick_draws(n_params: int | None) -> int:
@@ -46,7 +57,8 @@ def quick_draws(n_params: int | None) -> int:
     n_params : int or None
         Scalar parameters of the largest audited model.
     """
-    return 1000 if n_params is not None and n_params > QUICK_MANY_PARAMS else 500
+    many = n_params is not None and n_params > QUICK_MANY_PARAMS
+    return nuts_default("draws") if many else QUICK_DRAWS
 
 
 def n_scalar_params(data, models: Sequence[str]) -> int:
@@ -123,12 +135,13 @@ class AuditConfig:
     """
 
     models: tuple[str, ...] = MODELS
-    backend: str = "numpyro"
-    chains: int = 4
-    tune: int = 500
-    draws: int = 1000
-    target_accept: float = 0.8
-    chain_method: str | None = None
+    # NUTS: NutsConfig's defaults and help lines (nuts_field), but the audit's own warm-up
+    backend: str = nuts_field("backend")
+    chains: int = nuts_field("chains")
+    tune: int = nuts_field("tune", AUDIT_TUNE)
+    draws: int = nuts_field("draws")
+    target_accept: float = nuts_field("target_accept")
+    chain_method: str | None = nuts_field("chain_method")
     variants: dict = field(default_factory=dict)   # option -> values to compare
     permutations: int = 5
     seed: int = 0
@@ -146,7 +159,7 @@ class AuditConfig:
     processes: int = 2                     # processes of the bootstrap refits
     max_nuts_minutes: float | None = None  # estimate NUTS's wall time first; refuse beyond
     nuts_subsample: int | None = None      # over budget: NUTS on this many rankings
-    max_draws: int | None = None           # extend sampling in rounds up to this (per chain)
+    max_draws: int | None = nuts_field("max_draws")   # extend sampling in rounds (per chain)
     reference: str = "nuts"                # the reference's sampler: nuts or gibbs
 
     @classmethod
@@ -169,9 +182,26 @@ class AuditConfig:
         **kw
             Fields of :class:`AuditConfig` over the quick defaults.
         """
-        base = {"tune": 250, "draws": quick_draws(n_params), "permutations": 3}
+        base = {"tune": QUICK_TUNE, "draws": quick_draws(n_params), "permutations": 3}
         base.update(kw)
         return cls(**base)
+
+    def nuts_options(self, **over):
+        """The options of the ``nuts`` entry (:class:`~crowdrank.inference.methods.NutsOptions`)
+        from this configuration's NUTS fields (:data:`NUTS_FIELDS`), with ``over`` on top
+        (the backend of a cross-check, the warm start ``init_from``; ``None`` keeps the
+        configuration's value, else NutsConfig's default).
+
+        Parameters
+        ----------
+        **over
+            Fields of ``NutsOptions``.
+        """
+        from crowdrank.inference.methods import get as get_method
+
+        given = {name: getattr(self, name) for name in NUTS_FIELDS}
+        given.update({k: v for k, v in over.items() if v is not None})
+        return get_method("nuts").options(**given)
 
     @property
     def reference_label(self) -> str:

@@ -58,6 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
+from crowdrank.inference.nuts.config import nuts_default
 from crowdrank.models.errors import UsageError
 from crowdrank.models.families import BETA, DIRICHLET, draw_dirichlet  # noqa: F401 (re-exported)
 from crowdrank.models.registry import REGISTRY, get
@@ -133,8 +134,10 @@ DEFAULT_BATCH = 50
 #: Eq. 4 over the ``k!`` orderings of every task, so it runs shorter chains: 4 x (300 +
 #: 500) gives a median smallest bulk ESS of ~800 (measured: ~640 at 4 x 400, ~2,100 at
 #: 4 x 1000), still 8x ``S`` and above the gate's 400 in most replicates (docs/sbc.md).
+#: Any other model: SBC's own warm-up of 500 and NutsConfig's draws (docs/sbc.md: the
+#: suite's SBC defaults 4 × (500 + 1000)).
 NUTS_DEFAULTS = {"couple-normalized": (300, 500)}
-DEFAULT_TUNE_DRAWS = (500, 1000)
+DEFAULT_TUNE_DRAWS = (500, nuts_default("draws"))
 
 
 # ----------------------------------------------------------------------------- config
@@ -160,10 +163,10 @@ class SbcConfig:
     worker_prior: str = "geometric:a0=10,a=6"
     mu0: float = 0.0
     sigma0: float = 1.0
-    chains: int = 4
+    chains: int = nuts_default("chains")
     tune: int | None = None          # None: the model's default (:data:`NUTS_DEFAULTS`)
     draws: int | None = None
-    target_accept: float = 0.8
+    target_accept: float = nuts_default("target_accept")
     n_ranks: int = 100
     online: bool = True
     approx: str = "online"           # the approximation's PIT: a method of the registry
@@ -180,7 +183,7 @@ class SbcConfig:
     pymc_reuse: bool = True
     #: the worker simplex's coordinates of the NUTS fits (``inference.nuts.config.SIMPLEXES``:
     #: the Gamma construction with the boost, or the PPL's own Dirichlet/Beta site)
-    simplex: str = "gamma"
+    simplex: str = nuts_default("simplex")
 
     def __post_init__(self):
         if self.model in PAIRS_EXACT and self.kmax == 2:

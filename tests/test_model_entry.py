@@ -161,6 +161,36 @@ def test_fit_by_nuts_and_by_the_ppl_laplace(sim):
     assert np.all(np.abs(np.asarray(lap.mu) - mean) < 0.5 * sd + 0.05), (lap.mu, mean, sd)
 
 
+@pytest.mark.slow
+def test_cli_simulate_and_fit_a_registered_toy(tmp_path):
+    """With the toy in the registry before the CLI is imported (as an entry written in
+    models/registry.py is), ``crowdrank simulate`` and ``crowdrank fit --method
+    laplace-ppl`` take ``--model pl2`` with no other change (a subprocess: the CLI's
+    choices are read when it is imported)."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import crowdrank.models.registry as R
+import test_model_entry as T
+R.REGISTRY[T.NAME] = T.TOY
+R.MODELS = tuple(R.REGISTRY)
+from crowdrank.reports.cli import main
+out = {str(tmp_path)!r}
+assert main(["simulate", "--model", "pl2", "--items", "5", "--workers", "2", "--tasks", "20",
+             "--kmax", "3", "--out", out + "/sim", "--quiet"]) == 0
+assert main(["fit", out + "/sim/rankings.csv", "--model", "pl2", "--method", "laplace-ppl",
+             "--out", out + "/fit"]) == 0
+"""
+    r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "laplace-ppl [numpyro, pl2]" in r.stdout
+    assert (tmp_path / "fit" / "posterior.nc").exists()
+
+
 # ---------------------------------------------------------------- the exported array forms
 def test_exported_numpyro_and_pymc_forms_are_the_reference(sim):
     """``make_model(NAME)`` (NumPyro) and ``build_data_model(NAME, ...)`` (PyMC), read

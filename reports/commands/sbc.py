@@ -143,6 +143,7 @@ def run(args) -> int:
     # validate the worker prior before any process starts
     from crowdrank.validation.pipelines.sbc import make_priors
     make_priors(cfg.spec(0))
+    from crowdrank.models.errors import UsageError
     from crowdrank.validation.runtime.grid import SchedulerError, resolve_scheduler
     try:
         summary = run_sbc(cfg, args.out, processes=args.processes,

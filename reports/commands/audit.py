@@ -61,9 +61,10 @@ class AuditParser(argparse.ArgumentParser):
         for g in self._action_groups:
             shown = [a for a in g._group_actions if self._shown(a, approx, model)
                      and self.only_for.get(a.dest, ("",))[0] != "approx"]
+            hidden = len(shown) < len(g._group_actions)   # its description says where
             if shown or g.description:
                 formatter.start_section(g.title)
-                formatter.add_text(g.description)
+                formatter.add_text(g.description if hidden or not shown else None)
                 formatter.add_arguments(shown)
                 formatter.end_section()
         placed = set()

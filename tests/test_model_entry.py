@@ -278,6 +278,21 @@ def test_sbc_by_nuts_runs_the_toy(toy):
     assert len(out["rank"]) == 2 * 4 and all(0 <= r <= 20 for r in out["rank"])
 
 
+# ---------------------------------------------------------------- every entry's functions
+def test_every_entry_names_functions_of_the_models_layer():
+    """Every ``"module:function"`` an entry names (ranking and pair-table models alike)
+    resolves, and lives in ``crowdrank.models``: the registry points at no upper layer."""
+    from dataclasses import fields
+
+    for spec in (*registry.REGISTRY.values(), *registry.PAIR_TABLE.values()):
+        for f in fields(spec):
+            value = getattr(spec, f.name)
+            if isinstance(value, str) and ":" in value and value.startswith("crowdrank."):
+                assert value.startswith("crowdrank.models."), (spec.name, f.name, value)
+                assert callable(spec.fn(f.name)), (spec.name, f.name)
+        assert callable(spec.reference_loglik())
+
+
 # ---------------------------------------------------------------- no model-name branches
 #: ``model == "…"``, ``model != "…"``, ``model in ("…", …)``, ``model not in (…)``, on any
 #: variable ending in ``model`` (``args.model``, ``post.model``).

@@ -15,6 +15,24 @@ import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+
+def _use_this_checkout() -> None:
+    """``import crowdrank`` loads the checkout these tests sit in, here and in every process
+    they start (``bench/tools/checkout.py``: a ``crowdrank -> checkout`` link first on
+    ``sys.path`` and ``PYTHONPATH``), not whichever checkout the environment installed; a
+    clone or a worktree sharing the virtual environment needs no manual link
+    (tests/test_checkout.py). Loaded by its path, before anything imports ``crowdrank``."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "tools" / "checkout.py"
+    spec = importlib.util.spec_from_file_location("crowdrank_checkout", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.use()
+
+
+_use_this_checkout()
+
 # One XLA host device per default chain, as the ``crowdrank`` entry point sets up; must run
 # before JAX starts (an explicit call, not an import side effect of inference.nuts).
 from crowdrank.inference.nuts import configure_host_devices

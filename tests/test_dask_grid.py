@@ -90,7 +90,7 @@ def test_real_scheduler_and_worker_resume_a_killed_grid(tmp_path):
     bindir = Path(sys.executable).parent
     port = _free_port()
     addr = f"tcp://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ)     # PYTHONPATH: this checkout (conftest, bench/tools/checkout.py)
     procs = [subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1",
                                "--port", str(port), "--no-dashboard"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]

@@ -34,7 +34,7 @@ def crowdrank_exe() -> str:
 
 
 def run(args, cwd):
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ)     # PYTHONPATH: this checkout (conftest, bench/tools/checkout.py)
     out = subprocess.run([crowdrank_exe(), *args], cwd=cwd, capture_output=True, text=True,
                          timeout=300, env=env, check=False)
     assert out.returncode == 0, f"crowdrank {' '.join(args)}\n{out.stdout}\n{out.stderr}"

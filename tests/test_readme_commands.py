@@ -120,7 +120,7 @@ def run(argv: list[str], cwd: Path, timeout: int = 1200) -> subprocess.Completed
     key = (str(cwd), tuple(argv))
     if key not in _RUNS:
         assert argv[0] == "crowdrank"
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ)     # PYTHONPATH: this checkout (conftest, bench/tools/checkout.py)
         env.pop("CROWDRANK_DEBUG", None)
         _RUNS[key] = subprocess.run([crowdrank_exe(), *argv[1:]], cwd=cwd, env=env,
                                     capture_output=True, text=True, timeout=timeout,

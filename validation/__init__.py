@@ -16,3 +16,10 @@ process pool, Dask).
 - :mod:`crowdrank.validation.prior_predictive`: data sets drawn from the prior predictive of a model
   under a named worker prior, summarised by those statistics.
 """
+
+if __name__ == "validation":      # imported by its bare name, with the repository root on sys.path
+    raise ImportError(
+        "import crowdrank.validation, not validation: the repository root is the package crowdrank "
+        "(pyproject.toml: package-dir), so a bare 'validation' would load a second copy of every "
+        "module (a second registry). Install the checkout (pip install -e .) and import "
+        "crowdrank.validation.")

@@ -361,7 +361,6 @@ def _scale(data) -> str:
 
 def _replicate(data) -> str:
     """A replicated experiment of [Pan18]: its tidy rows (fig7: at 100 % of the samples)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from crowdrank.reports.replicate_html import rows
 
     summ = data["summary"]
@@ -561,4 +560,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import checkout  # crowdrank is this checkout (bench/tools/checkout.py)
+
+    checkout.use()
     sys.exit(main())

@@ -410,4 +410,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import checkout  # crowdrank is this checkout (bench/tools/checkout.py)
+
+    checkout.use()
     sys.exit(main())

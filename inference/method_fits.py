@@ -130,6 +130,20 @@ def fit_online_method(data, model, priors, options, *, seed=0, progress=False,
     return from_online(post, "online")
 
 
+def update_online_method(post: Posterior, data, model, priors, options, *,
+                         seed=0) -> Posterior:
+    """``post`` (a fit of ``online``) continued with ``data``: its saved state resumed,
+    one pass over ``data`` only, as the update runs in production."""
+    from crowdrank.inference.online import fit_online
+
+    if not hasattr(post.native, "extend"):
+        raise UsageError(f"{post.method} fit holds no online state to continue")
+    new = fit_online(data, model, priors, order=options.order, seed=int(seed),
+                     passes=int(options.passes), state=post.native, progress=False,
+                     **update_options(options))
+    return from_online(new, "online")
+
+
 def fit_ep_method(data, model, priors, options, *, seed=0, progress=False, order=None,
                   callback=None) -> Posterior:
     """EP over the one-pass update (``callback(entry)`` after every pass)."""

@@ -245,6 +245,11 @@ class Method:
 
     description : str
         A paragraph for the documentation (optional).
+    update : str or callable, optional
+        ``"module:function"`` ``f(posterior, new_data, model, priors, options, *, seed) ->
+        Posterior``: the fit continued with more rankings, as the method does in
+        production (an online state resumed: no pass over the old data). ``None``: more
+        data means a refit of all of them (posterior SBC's refits).
     """
 
     name: str
@@ -255,6 +260,7 @@ class Method:
     backends: tuple[str, ...] = ()
     reference: bool = False
     description: str = ""
+    update: str | Callable | None = None
 
     def fn(self, role: str = "fit") -> Callable:
         """The function named by ``role`` (``"fit"``), imported on first use.
@@ -357,7 +363,8 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
            f"{_FITS}:fit_gibbs_method", GibbsOptions,
            models=("couple", "crowdbt", "pl", "bt"), reference=True),
     Method("online", "one pass of online moment matching (OnlineGBMM, CrowdBT online, "
-           "Weng–Lin)", f"{_FITS}:fit_online_method", OnlineOptions, models="online"),
+           "Weng–Lin)", f"{_FITS}:fit_online_method", OnlineOptions, models="online",
+           update=f"{_FITS}:update_online_method"),
     Method("ep", "expectation propagation over the online update: passes that revisit every "
            "ranking's contribution", f"{_FITS}:fit_ep_method", EpOptions, models="online"),
     Method("map", "batch MAP (the prior as a ridge) with --intervals laplace or bootstrap; "

@@ -108,3 +108,25 @@ def test_a_run_resumes_and_extends_from_its_cache(planted_methods, tmp_path):
     again = json.loads((tmp_path / "planted-prior-4" / "posterior_sbc.json").read_text())
     assert again["replicates"] == 14
     assert ranks.min() >= 0 and ranks.max() <= again["config"]["ranks"]
+
+
+@pytest.mark.parametrize("model", ["couple", "crowdbt", "pl"])
+def test_the_online_refit_continues_the_state_and_equals_a_pass_over_both(model):
+    """The one-pass update's refit resumes its saved state with y' only: the same posterior
+    as one pass over (y, y') in file order, bit for bit."""
+    from crowdrank.inference import methods
+    from crowdrank.models.priors import build_priors
+
+    sim = simulate(model, n_items=9, n_workers=3, tasks_per_worker=20, seed=1)
+    data, pri = sim.rankings, build_priors(sim.rankings)
+    base = methods.get("online").run(data, model, pri)
+    eta = None if model == "pl" else (sim.eta if model == "couple" else sim.eta[:, 0])
+    extra = psbc.augmentation(model, data, sim.lam, eta, 30, np.random.default_rng(2))
+    cont = psbc.refit(base, data, extra, model, "online", pri, 0)
+    full = methods.get("online").run(psbc.joined(data, extra), model, pri)
+    assert cont.native.n_rankings == data.n_rankings + 30
+    assert base.native.n_rankings == data.n_rankings          # the base is not modified
+    np.testing.assert_array_equal(cont.mu, full.mu)
+    np.testing.assert_array_equal(cont.sigma2, full.sigma2)
+    if model != "pl":
+        np.testing.assert_array_equal(cont.alpha, full.alpha)

@@ -284,9 +284,11 @@ def test_cli_writes_three_files(tmp_path, capsys):
 
 
 def test_cli_bad_model_is_one_line_error(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        main(["sbc", "--model", "peergrader", "--out", str(tmp_path)])
-    capsys.readouterr()
+    # no exact simulator: one line naming those that have one, and --posterior
+    rc = main(["sbc", "--model", "peergrader", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "exact simulator for" in err and "--posterior" in err
+    assert len(err.strip().splitlines()) == 1
     # stagewise COUPLE has an exact simulator on pairs only: beyond them, a one-line refusal
     rc = main(["sbc", "--model", "couple", "--out", str(tmp_path)])
     err = capsys.readouterr().err

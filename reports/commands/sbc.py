@@ -39,16 +39,19 @@ def register(sub) -> None:
                     "likelihood is not normalised, so no simulator matches it (use "
                     "couple-normalized).",
         formatter_class=HelpFormatter)
-    p.add_argument("--model", choices=sbc_models() + PAIRS_EXACT,
-                   default="couple-normalized",
-                   help="the model simulated and fitted (one with an exact simulator)")
+    p.add_argument("--model", default=None, metavar="MODEL",
+                   help="the model simulated and fitted, one with an exact simulator: "
+                        + ", ".join(sbc_models() + PAIRS_EXACT) + " (default "
+                        "couple-normalized); with --posterior any model --method fits "
+                        "(default couple)")
     p.add_argument("--backend", choices=SBC_BACKENDS, default="numpyro",
                    help="NUTS back-end, or 'gibbs' (the collapsed Gibbs sampler: couple on "
                         "pairs, crowdbt, pl, bt; 2 chains x (300 warm-up + 1000) sweeps); "
                         "'prior' is the machinery check: it ignores the data "
                         "and draws the 'posterior' from the prior (the exact posterior given "
                         "no data), so its ranks must come out uniform")
-    p.add_argument("--sims", type=int, default=100, help="number of replicates")
+    p.add_argument("--sims", type=int, default=None,
+                   help="number of replicates (default 100; with --posterior 200)")
     p.add_argument("--out", required=True, help="output folder")
     d = p.add_argument_group("simulated data (per replicate)")
     d.add_argument("--items", type=int, default=10, help="items L")
@@ -111,6 +114,8 @@ def register(sub) -> None:
     t.add_argument("--check", action="store_true",
                    help="exit with status 3 when the NUTS ranks are not calibrated")
     t.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    from crowdrank.reports.commands.sbc_posterior import add_arguments
+    add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -134,16 +139,25 @@ def config_from_args(args):
 def run(args) -> int:
     from pathlib import Path
 
+    from crowdrank.models.errors import UsageError
     from crowdrank.reports.sbc_html import write_sbc_report
-    from crowdrank.validation.pipelines.sbc import run_sbc
+    from crowdrank.validation.pipelines.sbc import PAIRS_EXACT, run_sbc, sbc_models
 
     if args.processes is not None and args.processes < 1:
-        raise ValueError(f"--processes must be >= 1, got {args.processes}")
+        raise UsageError(f"--processes must be >= 1, got {args.processes}")
+    if args.posterior is not None:
+        from crowdrank.reports.commands.sbc_posterior import run as run_posterior
+        return run_posterior(args)
+    args.model = args.model or "couple-normalized"
+    if args.model not in sbc_models() + PAIRS_EXACT:
+        raise UsageError(f"--model {args.model}: prior SBC has an exact simulator for "
+                         f"{', '.join(sbc_models() + PAIRS_EXACT)} only (--posterior DATA "
+                         "checks any model a method fits)")
+    args.sims = 100 if args.sims is None else args.sims
     cfg = config_from_args(args)
     # validate the worker prior before any process starts
     from crowdrank.validation.pipelines.sbc import make_priors
     make_priors(cfg.spec(0))
-    from crowdrank.models.errors import UsageError
     from crowdrank.validation.runtime.grid import SchedulerError, resolve_scheduler
     try:
         summary = run_sbc(cfg, args.out, processes=args.processes,

@@ -362,10 +362,11 @@ def summarise(cfg: PosteriorSbcConfig, ctx: dict, done: list[dict], checks: dict
                              seed=cfg.seed)
     flags = [c["flag"] for c in checks.values() if c.get("flag")]
     calibrated = bool(uni["calibrated"]) and not flags
+    bad = [f for f, v in uni["families"].items() if not v["calibrated"]]
     verdict = ("calibrated: no evidence against uniform ranks, and the fit moves away from "
                "the prior and reproduces the data" if calibrated else
                "NOT calibrated: " + "; ".join(
-                   ([uni["verdict"]] if not uni["calibrated"] else []) + flags))
+                   ([f"ranks not uniform in {', '.join(bad)}"] if bad else []) + flags))
     secs = np.array([r["seconds"] for r in done])
     return {"method": cfg.method, "model": cfg.model, "config": asdict(cfg),
             "data": {"source": str(data.source), "rankings": data.n_rankings,

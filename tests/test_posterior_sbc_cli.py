@@ -1,0 +1,56 @@
+"""What users type for posterior SBC: ``crowdrank sbc --posterior DATA --method M``; the
+files' contents and the printed verdict, and the refusals."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import pytest
+
+from crowdrank.reports.cli import main
+
+
+@pytest.fixture(scope="module")
+def rankings(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sim")
+    assert main(["simulate", "--model", "crowdbt", "--items", "8", "--workers", "3",
+                 "--tasks", "30", "--seed", "3", "--out", str(out)]) == 0
+    return out / "rankings.csv"
+
+
+def test_posterior_sbc_of_the_online_update_writes_its_verdict(rankings, tmp_path, capsys):
+    out = tmp_path / "psbc"
+    capsys.readouterr()
+    rc = main(["sbc", "--posterior", str(rankings), "--model", "crowdbt", "--method",
+               "online", "--sims", "12", "--augment", "0.5", "--processes", "1",
+               "--no-progress", "--check", "--out", str(out)])
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "posterior_sbc.json").read_text())
+    assert rc == (0 if summary["calibrated"] else 3)
+    assert summary["replicates"] == 12 and summary["method"] == "online"
+    assert summary["timing"]["rankings_added"] == 45          # 0.5 x 90 rankings
+    assert f"verdict: {summary['verdict']}" in printed
+    rows = (out / "ranks.csv").read_text().splitlines()
+    assert rows[0].split(",")[1:] == summary["names"] and len(rows) == 13
+    assert set(summary["families"]) == {"lambda_centred", "eta"}
+    page = (out / "posterior_sbc.html").read_text()
+    assert html.escape(summary["verdict"]) in page and "cannot see" in page
+    assert (out / "posterior_sbc_ecdf.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--method", "em", "--model", "couple"], "--method em fits models crowdbt"),
+    (["--method", "online", "--model", "crowdbt", "--method-option", "bogus=1"],
+     "has no option bogus"),
+    (["--method", "online", "--model", "crowdbt", "--augment", "0"], "--augment must be > 0"),
+])
+def test_posterior_sbc_refuses_what_it_cannot_check(rankings, tmp_path, capsys, argv, says):
+    rc = main(["sbc", "--posterior", str(rankings), *argv, "--out", str(tmp_path / "x")])
+    assert rc == 2 and says in capsys.readouterr().err
+
+
+def test_prior_sbc_names_its_models_when_given_another(tmp_path, capsys):
+    rc = main(["sbc", "--model", "couple-stagewise-typo", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "prior SBC has an exact simulator for" in err and "--posterior" in err

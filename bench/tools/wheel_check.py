@@ -7,6 +7,9 @@ default audit), with a JSON record of what was checked (issue 44, item 3).
 
 Checks, each a field of the record:
 
+The wheel is built from the working tree (the record's ``commit`` says ``+dirty`` when it
+differs from ``HEAD``); run the script of a clean ``git worktree`` to check a commit.
+
 - ``wheel``: the wheel's name and size, and its top-level entries (``crowdrank/`` and
   its ``dist-info`` only: no ``tests/``, ``bench/``, ``docs/``);
 - ``modules``: the ``crowdrank`` packages the fresh environment imports (every
@@ -117,7 +120,10 @@ def main(argv=None) -> int:
     tmp = None if a.keep else tempfile.TemporaryDirectory(prefix="crowdrank-wheel-")
     work = Path(a.keep or tmp.name)
     work.mkdir(parents=True, exist_ok=True)
-    rec: dict = {"checkout": str(ROOT)}
+    from stamp import commit  # bench/tools/stamp.py (this script's folder is on sys.path)
+
+    rec: dict = {"checkout": str(ROOT), "commit": commit(ROOT),
+                 "command": " ".join(["bench/tools/wheel_check.py", *sys.argv[1:]])}
     t0 = time.perf_counter()
     wheel = build_wheel(work / "dist", isolation=not a.no_isolation)
     with zipfile.ZipFile(wheel) as z:

@@ -46,18 +46,18 @@ def _log_sigmoid(x):
 
 def pymc_array_models() -> tuple[str, ...]:
     """The registered models with an exported PyMC array form (their spec names
-    ``pymc_array_loglik`` and a NumPy ``redraw``), in the registry's order."""
+    ``array_loglik`` and a NumPy ``redraw``), in the registry's order."""
     return tuple(name for name, spec in REGISTRY.items()
-                 if spec.pymc_array_loglik is not None and spec.redraw is not None)
+                 if spec.array_loglik is not None and spec.redraw is not None)
 
 
 def _rows_fn(model: str):
-    """``model``'s ``pymc_array_loglik``; a ``ValueError`` naming what to add without it."""
+    """``model``'s ``array_loglik``; a ``ValueError`` naming what to add without it."""
     spec = REGISTRY.get(model)
-    f = None if spec is None or spec.redraw is None else spec.fn("pymc_array_loglik")
+    f = None if spec is None or spec.redraw is None else spec.fn("array_loglik")
     if f is None:
         hint = ("" if spec is None else
-                " (its ModelSpec names no pymc_array_loglik or no redraw: add them to the "
+                " (its ModelSpec names no array_loglik or no redraw: add them to the "
                 "model's entry, docs/design.md, \"Adding a model\")")
         raise ValueError(f"no array form of model {model!r}{hint}; expected one of "
                          f"{pymc_array_models()}")
@@ -67,12 +67,13 @@ def _rows_fn(model: str):
 def masked_loglik(model: str, lam, order, workers=None, log_eta=None, K: int | None = None):
     """One log-likelihood per row of the padded orders ``order`` ``(n, K)`` (symbolic);
     ``K`` is the table's static width. The model's own form is its spec's
-    ``pymc_array_loglik`` ``f(x, valid, log_w, K)`` of the gathered scores."""
+    ``array_loglik`` ``f(ops, x, valid, log_w, K)`` (:mod:`crowdrank.models.array_forms`)
+    with ``ops`` :data:`PYTENSOR_OPS`, of the gathered scores."""
     f = _rows_fn(model)
     valid = pt.ge(order, 0)
     x = lam[pt.switch(valid, order, 0)]
     log_w = None if log_eta is None else log_eta[workers]
-    return f(x, valid, log_w, K)
+    return f(PYTENSOR_OPS, x, valid, log_w, K)
 
 
 def _log_normalizer(x, valid, log_w, K):
@@ -82,21 +83,10 @@ def _log_normalizer(x, valid, log_w, K):
     perms, last = padded_orderings(K)
     P = perms.shape[0]
     n = x.shape[0]
-    ll = couple_rows(x[:, perms].reshape((n * P, K)), pt.repeat(valid, P, axis=0),
-                     pt.repeat(log_w, P, axis=0), K).reshape((n, P))
+    ll = _couple_rows(x[:, perms].reshape((n * P, K)), pt.repeat(valid, P, axis=0),
+                      pt.repeat(log_w, P, axis=0), K).reshape((n, P))
     k = pt.sum(valid, axis=1)
     return pt.logsumexp(pt.switch(pt.lt(last[None, :], k[:, None]), ll, -np.inf), axis=1)
-
-
-# ---------------------------------------------------------------- each model's likelihood
-def _pairs(x, valid, log_w, K):
-    """BT (``log_w`` None), or CrowdBT with ``log_w`` = ``[log η, log(1 − η)]``, summed
-    over each row's rank-broken position pairs."""
-    a, b = np.triu_indices(K, 1)
-    d = x[:, a] - x[:, b]
-    ll = _log_sigmoid(d) if log_w is None else _logaddexp(
-        log_w[:, :1] + _log_sigmoid(d), log_w[:, 1:2] + _log_sigmoid(-d))
-    return pt.sum(pt.switch(valid[:, b], ll, 0.0), axis=1)
 
 
 def _stage_lse(x, valid, K):
@@ -109,7 +99,7 @@ def _stage_lse(x, valid, K):
     return lse
 
 
-def pl_rows(x, valid, log_w, K):
+def _pl_rows(x, valid, K):
     """Plackett–Luce's stages ([Pan18], Eq. 1) of each row."""
     lse = _stage_lse(x, valid, K)
     total = 0.0
@@ -119,22 +109,7 @@ def pl_rows(x, valid, log_w, K):
     return total
 
 
-def bt_rows(x, valid, log_w, K):
-    """Bradley–Terry on the rank-broken pairs."""
-    return _pairs(x, valid, None, K)
-
-
-def crowdbt_rows(x, valid, log_w, K):
-    """CrowdBT on the rank-broken pairs [Chen13]."""
-    return _pairs(x, valid, log_w, K)
-
-
-def peergrader_rows(x, valid, log_w, K):
-    """PeerGrader: Plackett–Luce on ``η_g·λ``."""
-    return pl_rows(x * pt.exp(log_w)[:, None], valid, log_w, K)
-
-
-def couple_rows(x, valid, log_w, K):
+def _couple_rows(x, valid, log_w, K):
     """COUPLE's stages ([Pan18], Eq. 3-4) with ``log_w`` = ``log η`` of each row's worker."""
     lse = _stage_lse(x, valid, K)
     total = 0.0
@@ -150,9 +125,12 @@ def couple_rows(x, valid, log_w, K):
     return total
 
 
-def couple_normalized_rows(x, valid, log_w, K):
-    """COUPLE normalised over each row's orderings (:func:`_log_normalizer`)."""
-    return couple_rows(x, valid, log_w, K) - _log_normalizer(x, valid, log_w, K)
+#: The PyTensor array namespace of the models' shared forms
+#: (:mod:`crowdrank.models.array_forms`): elementwise operations and this module's masked
+#: PL, COUPLE and normaliser.
+PYTENSOR_OPS = SimpleNamespace(
+    where=pt.switch, sum=pt.sum, exp=pt.exp, log_sigmoid=_log_sigmoid, logaddexp=_logaddexp,
+    pl=_pl_rows, couple=_couple_rows, normalizer=_log_normalizer)
 
 
 class _VectorLog(pm.distributions.transforms.LogTransform):

@@ -96,19 +96,20 @@ class ModelSpec:
         as a two-item task of that worker, vectorised over draws; the composite pairwise LOO
         unit (:mod:`crowdrank.validation.predictive`) sums it over each ranking's rank-broken pairs.
         ``None``: the model is left out of that comparison.
-    numpyro_array_loglik : str or None
-        JAX ``f(x, valid, log_w) -> (n,)``: the masked log-likelihood of each row of a
+    array_loglik : str or None
+        ``f(ops, x, valid, log_w, K) -> (n,)``: the masked log-likelihood of each row of a
         padded ``(n, K)`` table of orders (``x`` the scores ``λ`` gathered at the orders,
-        ``valid`` the real positions, ``log_w`` the rows' worker table or ``None``), the
-        model's exported form (:func:`crowdrank.models.numpyro.arrays.masked_loglik`,
-        ``make_model``) and the sampler's site under traced orders. ``None``: the model
-        has no function of arrays, and asking for one is a ``ValueError`` that says so.
+        ``valid`` the real positions, ``log_w`` the rows' worker table or ``None``), written
+        once over the PPL's array namespace ``ops`` (:mod:`crowdrank.models.array_forms`):
+        the exported form of both PPLs (:func:`crowdrank.models.numpyro.arrays.masked_loglik`,
+        ``make_model``; :func:`crowdrank.models.pymc_arrays.masked_loglik`,
+        ``build_data_model``) and the sampler's site under traced orders. ``None``: the
+        model has no function of arrays, and asking for one is a ``ValueError`` that says
+        so.
     numpyro_array_draw : str or None
         JAX ``f(key, items, lam, log_w, lengths) -> (n, K)``: new orders of the padded
-        item sets by the generative process (:func:`crowdrank.models.numpyro.arrays.masked_draw`).
-    pymc_array_loglik : str or None
-        PyTensor ``f(x, valid, log_w, K) -> (n,)``: twin of ``numpyro_array_loglik``
-        (:func:`crowdrank.models.pymc_arrays.masked_loglik`, ``build_data_model``).
+        item sets by the generative process (:func:`crowdrank.models.numpyro.arrays.masked_draw`;
+        PyMC's draw is the NumPy ``redraw``).
     order_prob : str or None
         NumPy ``f(lam, [eta_w,] ranking) -> float``: the probability that the generative
         process (``numpyro_draw``, ``redraw``) reports ``ranking`` for a task of its items,
@@ -124,7 +125,7 @@ class ModelSpec:
         ranking layers apply: :data:`REGISTRY`) or ``"pair-table"`` (presented pairs with
         extra columns, :mod:`crowdrank.models.pair_table`: :data:`PAIR_TABLE`).
     table_simulate : str or None
-        A pair-table model's simulator (its own signature, :mod:`crowdrank.reports.commands.simulate`).
+        A pair-table model's simulator (its own signature; ``crowdrank simulate``).
     numpyro_program, pymc_program : str or None
         A pair-table model's NumPyro and PyMC program builders
         (:mod:`crowdrank.inference.nuts.pair_nuts`).
@@ -150,9 +151,8 @@ class ModelSpec:
     pymc_columns: str = "crowdrank.models.pymc_models:ranking_columns"
     sbc_flatten: str | None = None
     pair_loglik: str | None = None
-    numpyro_array_loglik: str | None = None
+    array_loglik: str | None = None
     numpyro_array_draw: str | None = None
-    pymc_array_loglik: str | None = None
     order_prob: str | None = None
     normalized: bool = False
     sbc_hint: str | None = None
@@ -264,21 +264,20 @@ _NP = "crowdrank.models.numpyro_models"
 _PM = "crowdrank.models.pymc_models"
 _LL = "crowdrank.models.likelihood"
 _NA = "crowdrank.models.numpyro.arrays"
-_PA = "crowdrank.models.pymc_arrays"
+_AF = "crowdrank.models.array_forms"
 
 REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec(name="pl", title="Plackett–Luce [Plackett75, Luce59]", exact_simulator=True,
               online="pl", reference="pl_loglik", simulate_report=f"{_SIM}:report_true",
               redraw=f"{_SIM}:redraw_pl", pair_loglik=f"{_LL}:pair_bt",
-              numpyro_array_loglik=f"{_NA}:pl_array", numpyro_array_draw=f"{_NA}:draw_pl_array",
-              pymc_array_loglik=f"{_PA}:pl_rows"),
+              array_loglik=f"{_AF}:pl", numpyro_array_draw=f"{_NA}:draw_pl_array"),
     ModelSpec(name="bt", title="Bradley–Terry on fully rank-broken pairs [BT52]",
               pairwise=True, exact_simulator=True, online="bt", reference="bt_loglik",
               simulate_report=f"{_SIM}:report_true",
               redraw=f"{_SIM}:redraw_pl", numpyro_columns=f"{_NP}:pair_columns",
               pymc_columns=f"{_PM}:pair_columns", pair_loglik=f"{_LL}:pair_bt",
-              numpyro_array_loglik=f"{_NA}:bt_array", numpyro_array_draw=f"{_NA}:draw_pl_array",
-              pymc_array_loglik=f"{_PA}:bt_rows", order_prob=f"{_LL}:pl_order_prob"),
+              array_loglik=f"{_AF}:bt", numpyro_array_draw=f"{_NA}:draw_pl_array",
+              order_prob=f"{_LL}:pl_order_prob"),
     ModelSpec(name="crowdbt",
               title="CrowdBT: Bradley–Terry with a Beta accuracy per worker [Chen13]",
               worker_prior=BETA, pairwise=True, exact_simulator=True, online="crowdbt",
@@ -286,9 +285,8 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               simulate_report=f"{_SIM}:report_stagewise", redraw=f"{_SIM}:redraw_crowdbt",
               numpyro_columns=f"{_NP}:pair_columns", numpyro_draw=f"{_NP}:draw_crowdbt",
               pymc_columns=f"{_PM}:pair_columns", pair_loglik=f"{_LL}:pair_crowdbt",
-              numpyro_array_loglik=f"{_NA}:crowdbt_array",
-              numpyro_array_draw=f"{_NA}:draw_crowdbt_array",
-              pymc_array_loglik=f"{_PA}:crowdbt_rows", order_prob=f"{_LL}:crowdbt_order_prob"),
+              array_loglik=f"{_AF}:crowdbt", numpyro_array_draw=f"{_NA}:draw_crowdbt_array",
+              order_prob=f"{_LL}:crowdbt_order_prob"),
     ModelSpec(name="couple", title="COUPLE: stagewise Plackett–Luce with a Dirichlet "
               "uncertainty vector per worker [Pan18, Eq. 3-4]", worker_prior=DIRICHLET,
               online="couple", audited=True, reference="couple_loglik",
@@ -296,9 +294,8 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               redraw=f"{_SIM}:redraw_couple", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_fast=f"{_NP}:couple_fast", numpyro_draw=f"{_NP}:draw_couple",
               pymc_columns=f"{_PM}:couple_columns", pair_loglik=f"{_LL}:pair_couple",
-              numpyro_array_loglik=f"{_NA}:couple_array",
-              numpyro_array_draw=f"{_NA}:draw_couple_array",
-              pymc_array_loglik=f"{_PA}:couple_rows", order_prob=f"{_LL}:couple_order_prob",
+              array_loglik=f"{_AF}:couple", numpyro_array_draw=f"{_NA}:draw_couple_array",
+              order_prob=f"{_LL}:couple_order_prob",
               sbc_hint="stagewise COUPLE has no normalised generative process, so no "
                        "exact simulator: use couple-normalized"),
     ModelSpec(name="couple-normalized", title="COUPLE normalised over the k! orderings of "
@@ -308,9 +305,8 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               redraw=f"{_SIM}:redraw_normalized", numpyro_columns=f"{_NP}:couple_columns_ad",
               numpyro_draw=f"{_NP}:draw_normalized", pymc_columns=f"{_PM}:couple_columns",
               pair_loglik=f"{_LL}:pair_couple",
-              numpyro_array_loglik=f"{_NA}:couple_normalized_array",
+              array_loglik=f"{_AF}:couple_normalized",
               numpyro_array_draw=f"{_NA}:draw_normalized_array",
-              pymc_array_loglik=f"{_PA}:couple_normalized_rows",
               normalized=True),
     ModelSpec(name="peergrader", title="PeerGrader: Plackett–Luce on reliability-scaled "
               "scores η_g·λ, η_g ~ Gamma [Raman14]", worker_prior=GAMMA,
@@ -318,9 +314,8 @@ REGISTRY: dict[str, ModelSpec] = {spec.name: spec for spec in (
               redraw=f"{_SIM}:redraw_peergrader",
               numpyro_columns=f"{_NP}:scaled_columns", numpyro_draw=f"{_NP}:draw_scaled",
               pymc_columns=f"{_PM}:scaled_columns", pair_loglik=f"{_LL}:pair_scaled",
-              numpyro_array_loglik=f"{_NA}:peergrader_array",
-              numpyro_array_draw=f"{_NA}:draw_scaled_array",
-              pymc_array_loglik=f"{_PA}:peergrader_rows"),
+              array_loglik=f"{_AF}:peergrader",
+              numpyro_array_draw=f"{_NA}:draw_scaled_array"),
 )}
 
 #: Every model name, in the order ``--help`` lists them.

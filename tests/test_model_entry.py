@@ -2,8 +2,8 @@
 
 The toy "pl2" is Plackett–Luce on doubled scores, ``P(order | λ) = PL(order | 2λ)``, and is
 defined here only, as docs/design.md's "Adding a model" says: its functions (each a
-wrapper of PL's, applied to ``2λ``: one definition per role, the PPL forms of both
-NumPyro and PyMC reusing PL's own array form) and one :class:`ModelSpec` naming them.
+wrapper of PL's, applied to ``2λ``: one definition per role, the exported form one
+function for both NumPyro and PyMC) and one :class:`ModelSpec` naming them.
 A fixture adds the spec to the registry; nothing else in the repository names it. The
 tests then run it through the simulator, both fits of the method registry (NUTS and the
 PPL's Laplace), the exported array functions of both PPLs, the audit (NUTS against an
@@ -67,22 +67,16 @@ def pl2_pymc_columns(inputs, lam, log_eta):
     return ranking_columns(inputs, 2.0 * lam, log_eta)
 
 
-def pl2_array(x, valid, log_w=None):
-    from crowdrank.models.numpyro.arrays import pl_array
-
-    return pl_array(2.0 * x, valid)
+def pl2_array(ops, x, valid, log_w, K):
+    """The exported form of both PPLs, written once (``ops``: jax.numpy's or pytensor's
+    namespace, :mod:`crowdrank.models.array_forms`): PL's masked stages of ``2λ``."""
+    return ops.pl(2.0 * x, valid, K)
 
 
 def pl2_array_draw(key, items, lam, log_w=None, lengths=None):
     from crowdrank.models.numpyro.arrays import draw_pl_array
 
     return draw_pl_array(key, items, 2.0 * lam, log_w, lengths)
-
-
-def pl2_pymc_rows(x, valid, log_w, K):
-    from crowdrank.models.pymc_arrays import pl_rows
-
-    return pl_rows(2.0 * x, valid, log_w, K)
 
 
 def pl2_pair(lam, eta, winner, loser, worker):
@@ -94,9 +88,8 @@ def pl2_pair(lam, eta, winner, loser, worker):
 TOY = ModelSpec(name=NAME, title="Plackett–Luce on 2λ (test toy)", exact_simulator=True,
                 reference=pl2_loglik, simulate_report=pl2_report, redraw=pl2_redraw,
                 numpyro_columns=pl2_numpyro_columns, numpyro_draw=pl2_numpyro_draw,
-                pymc_columns=pl2_pymc_columns, numpyro_array_loglik=pl2_array,
-                numpyro_array_draw=pl2_array_draw, pymc_array_loglik=pl2_pymc_rows,
-                pair_loglik=pl2_pair)
+                pymc_columns=pl2_pymc_columns, array_loglik=pl2_array,
+                numpyro_array_draw=pl2_array_draw, pair_loglik=pl2_pair)
 
 
 @pytest.fixture

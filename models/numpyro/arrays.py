@@ -55,6 +55,7 @@ import numpyro
 import numpyro.distributions as dist
 from jax.nn import log_sigmoid
 
+from .. import array_forms
 from ..couple_normalizer import padded_orderings
 from ..registry import REGISTRY, get
 from ..reparam import boost_split, level_log_ratio
@@ -87,12 +88,9 @@ def masked_pl(x, valid):
 
 def masked_pairs(x, valid, log_w=None):
     """BT, or CrowdBT [Chen13] with ``log_w`` ``(n, 2)`` = ``[log η, log(1 − η)]`` of each
-    row's worker, summed over the row's rank-broken pairs (positions ``a < b``)."""
-    a, b = np.triu_indices(x.shape[1], 1)
-    d = x[:, a] - x[:, b]
-    ll = log_sigmoid(d) if log_w is None else jnp.logaddexp(
-        log_w[:, :1] + log_sigmoid(d), log_w[:, 1:2] + log_sigmoid(-d))
-    return jnp.sum(jnp.where(valid[:, b], ll, 0.0), axis=1)
+    row's worker, summed over the row's rank-broken pairs (positions ``a < b``; the form
+    both PPLs share, :func:`crowdrank.models.array_forms.crowdbt`)."""
+    return array_forms._pairs(JAX_OPS, x, valid, log_w, x.shape[1])
 
 
 def masked_couple(x, valid, log_w):
@@ -127,18 +125,26 @@ def masked_log_normalizer(x, valid, log_w):
     return jax.nn.logsumexp(jnp.where(last[None, :] < k[:, None], ll, -jnp.inf), axis=1)
 
 
+#: The JAX array namespace of the models' shared forms (:mod:`crowdrank.models.array_forms`):
+#: elementwise operations and this module's masked PL, COUPLE and normaliser.
+JAX_OPS = SimpleNamespace(
+    where=jnp.where, sum=jnp.sum, exp=jnp.exp, log_sigmoid=log_sigmoid, logaddexp=jnp.logaddexp,
+    pl=lambda x, valid, K: masked_pl(x, valid),
+    couple=lambda x, valid, log_w, K: masked_couple(x, valid, log_w),
+    normalizer=lambda x, valid, log_w, K: masked_log_normalizer(x, valid, log_w))
+
+
 def array_models() -> tuple[str, ...]:
     """The registered models with an exported NumPyro array form (their spec names
-    ``numpyro_array_loglik`` and ``numpyro_array_draw``), in the registry's order."""
+    ``array_loglik`` and ``numpyro_array_draw``), in the registry's order."""
     return tuple(name for name, spec in REGISTRY.items()
-                 if spec.numpyro_array_loglik is not None
-                 and spec.numpyro_array_draw is not None)
+                 if spec.array_loglik is not None and spec.numpyro_array_draw is not None)
 
 
 def array_fn(model: str, role: str):
-    """The function ``role`` (``"numpyro_array_loglik"``, ``"numpyro_array_draw"``) of
-    ``model``'s spec; a ``ValueError`` naming what to add when the model has none (an
-    unknown name or a spec without its array form: never another model's density)."""
+    """The function ``role`` (``"array_loglik"``, ``"numpyro_array_draw"``) of ``model``'s
+    spec; a ``ValueError`` naming what to add when the model has none (an unknown name or
+    a spec without its array form: never another model's density)."""
     spec = REGISTRY.get(model)
     f = None if spec is None else spec.fn(role)
     if f is None:
@@ -154,43 +160,13 @@ def masked_loglik(model: str, lam, order, workers=None, log_eta=None):
     """One log-likelihood per row of the padded orders ``order`` ``(n, K)`` of ``model``,
     traceable in ``order``; ``log_eta`` is the family's table
     (:func:`crowdrank.models.numpyro.program.log_eta_table`). The model's own form is its
-    spec's ``numpyro_array_loglik`` ``f(x, valid, log_w)`` of the gathered scores ``x``
-    ``(n, K)``, the mask of real positions and the rows' worker table."""
-    f = array_fn(model, "numpyro_array_loglik")
+    spec's ``array_loglik`` ``f(ops, x, valid, log_w, K)`` (:mod:`crowdrank.models.array_forms`)
+    with ``ops`` :data:`JAX_OPS`, of the gathered scores ``x`` ``(n, K)``, the mask of real
+    positions and the rows' worker table."""
+    f = array_fn(model, "array_loglik")
     x, valid = _gather(jnp.asarray(lam), jnp.asarray(order))
     log_w = None if log_eta is None else jnp.asarray(log_eta)[jnp.asarray(workers)]
-    return f(x, valid, log_w)
-
-
-# ---------------------------------------------------------------- each model's likelihood
-def pl_array(x, valid, log_w=None):
-    """Plackett–Luce's array form (:func:`masked_pl`)."""
-    return masked_pl(x, valid)
-
-
-def bt_array(x, valid, log_w=None):
-    """Bradley–Terry on the rank-broken pairs (:func:`masked_pairs`)."""
-    return masked_pairs(x, valid)
-
-
-def crowdbt_array(x, valid, log_w):
-    """CrowdBT on the rank-broken pairs (:func:`masked_pairs` with the accuracies)."""
-    return masked_pairs(x, valid, log_w)
-
-
-def couple_array(x, valid, log_w):
-    """Stagewise COUPLE (:func:`masked_couple`)."""
-    return masked_couple(x, valid, log_w)
-
-
-def couple_normalized_array(x, valid, log_w):
-    """COUPLE normalised over each task's orderings (:func:`masked_log_normalizer`)."""
-    return masked_couple(x, valid, log_w) - masked_log_normalizer(x, valid, log_w)
-
-
-def peergrader_array(x, valid, log_w):
-    """PeerGrader: Plackett–Luce on the reliability-scaled scores ``η_g·λ``."""
-    return masked_pl(x * jnp.exp(log_w)[:, None], valid)
+    return f(JAX_OPS, x, valid, log_w, x.shape[1])
 
 
 # ---------------------------------------------------------------- masked draws
@@ -325,7 +301,7 @@ class ArrayRankings(dist.Distribution):
     pytree_aux_fields = ("model", "lengths_key")
 
     def __init__(self, model, items, workers, lam, log_eta=None, validate_args=None):
-        array_fn(model, "numpyro_array_loglik")
+        array_fn(model, "array_loglik")
         array_fn(model, "numpyro_array_draw")
         lengths = task_lengths(items)
         self.lengths_key = None if lengths is None else lengths.astype(np.int64).tobytes()
@@ -472,7 +448,7 @@ def make_model(model: str, *, level: str = "centered", level_sd=None):
     helper values the sampler's magnitude reweighting ``eta_level`` (docs/design.md §5.1)
     as the one site ``eta_aux`` (:class:`LevelGammas`), drawn exactly by ``Predictive``;
     ``eta_g``, ``eta_u``, ``eta_e`` are then its deterministic slices."""
-    array_fn(model, "numpyro_array_loglik")
+    array_fn(model, "array_loglik")
     array_fn(model, "numpyro_array_draw")
     has_eta = get(model).has_eta
 

@@ -175,10 +175,10 @@ class RankingLikelihood(dist.Distribution):
             # form over the padded table, the same values (tests/test_ppl_contract.py)
             from .arrays import masked_loglik
 
-            if get(self.inputs.model).numpyro_array_loglik is None:
+            if get(self.inputs.model).array_loglik is None:
                 raise ValueError(f"RankingLikelihood.log_prob of {self.inputs.model!r} "
                                  "needs concrete orders (its layout is built in NumPy; "
-                                 "its ModelSpec names no numpyro_array_loglik)")
+                                 "its ModelSpec names no array_loglik)")
             out = masked_loglik(self.inputs.model, self.lam, value, self.inputs.obs_worker,
                                 self.log_eta)
             out = out.astype(jnp.float64) if jax.config.jax_enable_x64 else out

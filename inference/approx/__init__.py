@@ -58,7 +58,7 @@ def fit_approx(data, model: str, priors, method: str, *, psis: bool = False,
                **options):
     """Fit ``model`` by ``method`` with ``options`` (fields of its options class), attach
     PSIS k̂; ``psis=True`` returns the importance-resampled draws instead of q's own."""
-    from .entries import check_model
+    from .scope import check_model
 
     check_model(model, ValueError)    # every model of the ranking registry
     mod, fn, _, _ = _entry(method)

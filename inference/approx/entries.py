@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from crowdrank.models.errors import UsageError
 
+from .scope import check_model
+
 
 def opt(default, help: str, **meta):
     """A method option, as :func:`crowdrank.inference.methods.opt` makes one (defined here
@@ -76,24 +78,6 @@ class PathfinderOptions:
     simplex: str = _SIMPLEX
     level: str = _LEVEL
     psis: bool = _PSIS
-
-
-def check_model(model: str, error=UsageError) -> None:
-    """Refuse a model the PPL approximations cannot fit: they fit every model of the
-    ranking registry (:data:`crowdrank.models.registry.REGISTRY`, read now, so that a model
-    added there is fitted without naming it here), each on its sampler's program.
-
-    Parameters
-    ----------
-    model : str
-        The model's name.
-    error : type
-        The exception raised (``UsageError`` at the CLI, ``ValueError`` in Python).
-    """
-    from crowdrank.models.registry import REGISTRY
-
-    if model not in REGISTRY:
-        raise error(f"the PPL approximations fit {', '.join(REGISTRY)}, not {model!r}")
 
 
 def _posterior(fit, options, seconds_key: str = "seconds"):

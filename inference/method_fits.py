@@ -39,8 +39,10 @@ def fit_nuts_method(data, model, priors, options, *, seed=0, progress=False,
         approx = read_posterior(approx)
     if approx is not None:
         approx, init = warm_start(approx, data, str(options.init_from), model)
-    result = nuts.fit_nuts(data, model, priors, options.config(seed), approx=approx,
-                           init=init, progress=progress, **nuts_kw)
+    cfg = options.config(seed)       # every NutsConfig field, by keyword as fit_nuts takes them
+    settings = {name: getattr(cfg, name) for name in cfg.fields()}
+    result = nuts.fit_nuts(data, model, priors, approx=approx, init=init, progress=progress,
+                           **{**settings, **nuts_kw})
     return from_nuts(result, model=model)
 
 

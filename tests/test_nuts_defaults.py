@@ -49,7 +49,9 @@ def surfaces(nuts_options=None, audit_cls=None) -> dict[str, dict]:
     args = _parse("fit", "data.csv", "--out", "o", "--method", "nuts")
     fitted = fit.method_options(methods.get("nuts"), args).config(seed=0)
     audit = audit_cmd.config_from_args(_parse("audit", "--out", "o"))
-    sbc_cfg = sbc_cmd.config_from_args(_parse("sbc", "--out", "o", "--model", "pl"))
+    # --model and --sims named: only the NUTS options are left to their defaults
+    sbc_cfg = sbc_cmd.config_from_args(_parse("sbc", "--out", "o", "--model", "pl",
+                                              "--sims", "100"))
     pairs = audit_pairs.nuts_settings(_parse("audit", "p.csv", "--out", "o",
                                              "--model", "crowdbt-bias"))
     exp = export.nuts_settings(_parse("export", "--out", "o"))

@@ -362,14 +362,22 @@ def _definitions(audits, metrics, subject, cfg, priors) -> Section:
     return defs
 
 
+def _posterior_sbc(metrics: dict, path) -> list:
+    """The verdict without a reference, when the audit ran posterior SBC."""
+    if not metrics.get("posterior_sbc"):
+        return []
+    from crowdrank.reports.posterior_sbc_html import verdict_section
+    return [verdict_section(metrics["posterior_sbc"], Path(path).parent)]
+
+
 def write_audit_report(path, subject, cfg, priors, audits, metrics) -> Path:
     """Assemble the audit page (the report sections of docs/guide.md) from the results of
     :func:`crowdrank.reports.audit.run_audit` and write it to ``path``."""
     args = (audits, metrics, subject, cfg, priors)
     sections = [_summary(*args), _data(*args), _diagnostics(*args), _approximation(*args),
                 _workers(*args), _ranking(*args), _order(*args),
-                *check_sections(metrics.get("checks")), _timings(*args), _variants(*args),
-                _definitions(*args)]
+                *check_sections(metrics.get("checks")), *_posterior_sbc(metrics, path),
+                _timings(*args), _variants(*args), _definitions(*args)]
     return write(path, "crowdrank audit: online moment matching vs NUTS", sections,
                  subtitle=f"{subject.description or subject.data.source} — models "
                           f"{', '.join(cfg.models)}; backend {cfg.backend}")

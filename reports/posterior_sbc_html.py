@@ -88,3 +88,68 @@ def write_posterior_sbc_report(out: str | Path, name: str = "posterior_sbc.html"
     sec.add(H.heading("What the ranks cannot see"))
     sec.add(H.table(_check_rows(summary)))
     return H.write(out / name, f"posterior SBC: {summary['method']}", [sec])
+
+
+def _group_cell(row: dict) -> str:
+    return "; ".join(f"{f}: {'calibrated' if v['calibrated'] else 'NOT calibrated'} "
+                     f"(ECDF p {v['ecdf_p']:.2g}, pot_c p {v['pot_c_p']:.2g})"
+                     for f, v in row["groups"].items())
+
+
+def verdict_rows(psbc: dict) -> list[dict]:
+    """One table row per audited approximation (``metrics.json``'s ``posterior_sbc``)."""
+    rows = []
+    for model, entries in psbc.items():
+        for r in entries:
+            if r.get("skipped"):
+                rows.append({"model": model, "method": r["method"], "variant": r["variant"],
+                             "verdict": f"not checked: {r['skipped']}"})
+                continue
+            rows.append({"model": model, "method": r["method"], "variant": r["variant"],
+                         "verdict": "calibrated" if r["calibrated"] else "NOT calibrated",
+                         "parameter groups": _group_cell(r),
+                         "contraction (median)": ", ".join(
+                             f"{f} {v:.2f}" for f, v in r["contraction"].items()),
+                         "predictive p": r["predictive_p"],
+                         "replicates × rankings added": f"{r['replicates']} × "
+                                                        f"{r['rankings_added']}",
+                         "seconds": r["seconds"]})
+    return rows
+
+
+def verdict_section(psbc: dict, out: str | Path) -> H.Section:
+    """The audit's "verdict without a reference": the table, each method's ECDF figure, and
+    what the check can and cannot see; each method's own page is written beside."""
+    out = Path(out)
+    sec = H.Section("Verdict without a reference: posterior SBC", anchor="posterior-sbc")
+    sec.add(H.paragraph(CANNOT_SEE))
+    sec.add(H.table(verdict_rows(psbc)))
+    for model, entries in psbc.items():
+        for r in entries:
+            if r.get("skipped") or not r.get("folder"):
+                continue
+            write_posterior_sbc_report(out / r["folder"])
+            sec.add(H.figure(ranks_figure(out / r["folder"]),
+                             f"{model}, {r['method']} ({r['variant']}): {r['verdict']} — "
+                             f"page: {r['folder']}/posterior_sbc.html", dpi=80))
+    return sec
+
+
+def write_verdict_report(out: str | Path, metrics: dict, name: str = "report.html") -> Path:
+    """The page of an audit without NUTS (over ``--max-nuts-minutes``): each approximation's
+    PSIS k̂ and its posterior-SBC verdict."""
+    out = Path(out)
+    psbc = {m: [v["posterior_sbc"] for v in d["variants"] if "posterior_sbc" in v]
+            for m, d in metrics["models"].items()}
+    head = H.Section("No reference", anchor="summary")
+    head.add(H.note("NUTS was not run: " + "; ".join(
+        f"{m} estimated {p['estimate_minutes']:.1f} min > {p['budget_minutes']:g} min"
+        for m, p in metrics["budget"]["models"].items()) + ". The verdicts below need no "
+        "reference.", "note"))
+    head.add(H.table([{"model": m, "method": v["variant"].get("method", "online"),
+                       "PSIS k̂": v.get("psis_khat"), "k̂ reads": v.get("psis_label")}
+                      for m, d in metrics["models"].items() for v in d["variants"]]))
+    sections = [head]
+    if any(psbc.values()):
+        sections.append(verdict_section(psbc, out))
+    return H.write(out / name, "crowdrank audit: the verdict without a reference", sections)

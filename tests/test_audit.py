@@ -246,6 +246,17 @@ def test_audit_end_to_end_tiny(tiny_audit):
     for model in ("couple", "crowdbt"):
         assert f"{model}: {metrics['models'][model]['reference_note']}" in page, model
         assert f"{model}: reference trusted" not in page, model
+    # the verdict without a reference: posterior SBC of every audited variant, each one's
+    # verdict on the page and its ranks written beside
+    assert "Verdict without a reference" in page
+    for model in ("couple", "crowdbt"):
+        psbc = metrics["posterior_sbc"][model]
+        labels = [v["variant"] for v in metrics["models"][model]["variants"]]
+        assert [r["variant"] for r in psbc] == labels
+        for r in psbc:
+            assert r["replicates"] == 200 and r["verdict"] in page
+            ranks = (out / r["folder"] / "ranks.csv").read_text().splitlines()
+            assert len(ranks) == 201
 
 
 def test_priors_from_spec_or_file(tmp_path):

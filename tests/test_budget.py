@@ -135,7 +135,17 @@ def test_over_budget_audit_refuses_nuts(tmp_path, monkeypatch, capsys):
     # the online (Weng–Lin) posterior has a density: its k̂ is a number; C's hook labels
     # batch Laplace n/a on BT (its k̂ None), which the refusal carries as it is
     assert rows[0]["psis_khat"] is not None and rows[1]["psis_label"]
-    assert not (out / "bt" / "nuts").exists() and not (out / "report.html").exists()
+    assert not (out / "bt" / "nuts").exists()
+    # the verdict without a reference: posterior SBC of each approximation, printed, in
+    # metrics.json and on the page
+    page = (out / "report.html").read_text()
+    assert "Verdict without a reference" in page and "NUTS was not run" in page
+    for r in rows:
+        ps = r["posterior_sbc"]
+        assert "replicates" in ps, ps
+        assert ps["replicates"] == 200 and set(ps["groups"]) == {"lambda_centred"}
+        assert f"posterior SBC: {ps['verdict']}" in text
+        assert (out / ps["folder"] / "posterior_sbc.html").is_file()
 
 
 @pytest.mark.slow

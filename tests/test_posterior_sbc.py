@@ -130,3 +130,22 @@ def test_the_online_refit_continues_the_state_and_equals_a_pass_over_both(model)
     np.testing.assert_array_equal(cont.sigma2, full.sigma2)
     if model != "pl":
         np.testing.assert_array_equal(cont.alpha, full.alpha)
+
+
+def test_draws_of_a_closed_form_fit_are_those_its_datatree_holds():
+    """The replicates draw from the marginals without building a DataTree: the same
+    numbers, bit for bit, as Posterior.datatree's."""
+    from crowdrank.inference import methods
+    from crowdrank.models.priors import build_priors
+    from crowdrank.validation.pipelines.posterior_sbc_draws import draws_of
+
+    for model in ("couple", "crowdbt", "pl"):
+        sim = simulate(model, n_items=7, n_workers=3, tasks_per_worker=10, seed=2)
+        post = methods.get("online").run(sim.rankings, model, build_priors(sim.rankings))
+        lam, eta = draws_of(post, 9, 3)
+        tree = post.datatree(draws=9, seed=3)["posterior"]
+        np.testing.assert_array_equal(lam, np.asarray(tree["lambda"])[0])
+        if model == "pl":
+            assert eta is None
+        else:
+            np.testing.assert_array_equal(eta, np.asarray(tree["eta"])[0])

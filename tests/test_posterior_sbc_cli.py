@@ -54,3 +54,18 @@ def test_prior_sbc_names_its_models_when_given_another(tmp_path, capsys):
     rc = main(["sbc", "--model", "couple-stagewise-typo", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert rc == 2 and "prior SBC has an exact simulator for" in err and "--posterior" in err
+
+
+def test_an_audit_over_its_posterior_sbc_budget_says_what_it_skipped(rankings, tmp_path,
+                                                                      capsys):
+    out = tmp_path / "audit"
+    rc = main(["audit", str(rankings), "--model", "crowdbt", "--no-checks",
+               "--permutations", "0", "--max-nuts-minutes", "1e-6",
+               "--posterior-sbc-minutes", "0", "--quiet", "--out", str(out)])
+    printed = capsys.readouterr().out
+    metrics = json.loads((out / "metrics.json").read_text())
+    ps = metrics["models"]["crowdbt"]["variants"][0]["posterior_sbc"]
+    assert rc == 0 and ps["skipped"].startswith("estimated")
+    assert f"posterior SBC: not checked: {ps['skipped']}" in printed
+    assert html.escape(f"not checked: {ps['skipped']}") in (out / "report.html").read_text()
+    assert not (out / "posterior_sbc" / "crowdbt" / "default" / "ranks.csv").exists()

@@ -167,6 +167,12 @@ def register(sub) -> None:
                    help="skip PSIS-LOO and the posterior predictive checks")
     c.add_argument("--loo-models", default=None, metavar="M1,M2",
                    help="also fitted by NUTS, for LOO only (default: pl,bt)")
+    from crowdrank.validation.pipelines.audit_config import AuditConfig as _Cfg
+    c.add_argument("--posterior-sbc", type=int, default=None, metavar="N",
+                   help=f"posterior-SBC replicates per approximation, the verdict "
+                        f"without NUTS (0: none; default {_Cfg.posterior_sbc})")
+    c.add_argument("--posterior-sbc-minutes", type=float, default=None, metavar="M",
+                   help=f"skip a method estimated longer (default {_Cfg.posterior_sbc_minutes:g})")
     g = p.add_argument_group("priors (shared by every method)")
     g.add_argument("--prior-mu", type=float, default=0.0, metavar="MU",
                    help="mean of λ ~ Normal")
@@ -232,7 +238,8 @@ def config_from_args(args, data=None):
     if args.quick:
         kw["bootstrap"] = 200
     for name in ("backend", "chains", "tune", "draws", "target_accept", "permutations",
-                 "bootstrap", "nuts_subsample", "max_draws"):      # None: AuditConfig's
+                 "bootstrap", "nuts_subsample", "max_draws", "posterior_sbc",
+                 "posterior_sbc_minutes"):      # None: AuditConfig's
         v = getattr(args, name, None)
         if v is not None:
             kw[name] = v
@@ -304,5 +311,12 @@ def _print_refusal(metrics: dict, out: str) -> int:
             k = v.get("psis_khat")
             print(f"  {v['variant'].get('method', 'online')} {v['variant']}: PSIS k̂ "
                   + ("n/a (no density)" if k is None else f"{k:.2f} ({v.get('psis_label')})"))
-    print(f"metrics: {out}/metrics.json (no report.html: nothing to compare with)")
+            ps = v.get("posterior_sbc")
+            if ps is not None:
+                print("    posterior SBC: " + (f"not checked: {ps['skipped']}"
+                                              if ps.get("skipped") else ps["verdict"]))
+    from crowdrank.reports.posterior_sbc_html import write_verdict_report
+    page = write_verdict_report(out, metrics)
+    print(f"metrics: {out}/metrics.json; report: {page} (no NUTS: the verdict without a "
+          "reference)")
     return 0

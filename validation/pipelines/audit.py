@@ -400,7 +400,7 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
         from crowdrank.validation.pipelines.budget import apply_budget
         plans, subject, budget = apply_budget(
             subject, cfg, priors, log, n_params=n_scalar_params,
-            approx_rows=lambda s, m: _approx_rows(s, m, priors, cfg, log))
+            approx_rows=lambda s, m: _approx_rows(s, m, priors, cfg, log, out))
         if budget is not None:          # over budget: the approximations' own verdict
             (out / "metrics.json").write_text(json.dumps(jsonable(budget), indent=1))
             return jsonable(budget)
@@ -417,6 +417,8 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
         audits, extra = _fits_on_dask(subject, priors, dcfg, extra_models, out, log,
                                       scheduler, processes)
     metrics = build_metrics(subject, cfg, priors, audits, time.perf_counter() - t0)
+    if cfg.posterior_sbc:
+        metrics["posterior_sbc"] = _posterior_sbc(subject.data, priors, audits, cfg, out, log)
     if plans is not None:
         from crowdrank.validation.pipelines.budget import after_sampling
         metrics["budget"] = after_sampling(plans, audits, cfg.draws, log, data.n_rankings
@@ -446,13 +448,32 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     return jsonable(metrics)
 
 
-def _approx_rows(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, log):
-    """Every approximation of ``model`` with its diagnostics, for a refused audit:
-    ``(rows, seconds)``."""
+def _approx_rows(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, log,
+                 out: Path | None = None):
+    """Every approximation of ``model`` with its diagnostics and, with
+    ``cfg.posterior_sbc``, its posterior-SBC verdict, for a refused audit: ``(rows,
+    seconds)``."""
     pri = get_model(model).worker_priors(priors, subject.data)
     variants = model_variants(model, cfg.variants)
     posts, secs = fit_approximations(subject.data, model, pri, variants, cfg, log)
-    return [{"variant": o, **_approx_diagnostics(p)} for o, p in zip(variants, posts)], secs
+    rows = [{"variant": o, **_approx_diagnostics(p)} for o, p in zip(variants, posts)]
+    if cfg.posterior_sbc:
+        from crowdrank.validation.pipelines.audit_psbc import posterior_sbc_rows
+        psbc = posterior_sbc_rows(subject.data, model, pri, variants, posts, cfg, out, log)
+        for r, p in zip(rows, psbc):
+            r["posterior_sbc"] = p
+    return rows, secs
+
+
+def _posterior_sbc(data, priors: Priors, audits, cfg: AuditConfig, out: Path, log) -> dict:
+    """``metrics.json``'s ``posterior_sbc``: every audited approximation's rows by model."""
+    from crowdrank.validation.pipelines.audit_psbc import posterior_sbc_rows
+
+    return {a.model: posterior_sbc_rows(data, a.model,
+                                        get_model(a.model).worker_priors(priors, data),
+                                        a.variant_opts, a.variant_posteriors(), cfg,
+                                        out, log)
+            for a in audits if all(p is not None for p in a.variant_posteriors())}
 
 
 def _checks_fitter(cfg: AuditConfig):

@@ -132,6 +132,11 @@ class AuditConfig:
         ``tune``, ``draws``) or ``gibbs`` (the collapsed Gibbs sampler with its own
         defaults, :class:`crowdrank.inference.methods.GibbsOptions`); the model checks'
         extra fits use the same sampler.
+    posterior_sbc : int
+        Replicates of posterior SBC of every audited approximation (0: none); the verdict
+        without a reference (:mod:`crowdrank.validation.pipelines.audit_psbc`).
+    posterior_sbc_minutes : float
+        Skip (and say so) an approximation whose posterior SBC is estimated to take longer.
     """
 
     models: tuple[str, ...] = MODELS
@@ -161,6 +166,8 @@ class AuditConfig:
     nuts_subsample: int | None = None      # over budget: NUTS on this many rankings
     max_draws: int | None = nuts_field("max_draws")   # extend sampling in rounds (per chain)
     reference: str = "nuts"                # the reference's sampler: nuts or gibbs
+    posterior_sbc: int = 200               # posterior-SBC replicates per approximation
+    posterior_sbc_minutes: float = 5.0     # skip a method estimated to take longer
 
     @classmethod
     def quick(cls, n_params: int | None = None, **kw) -> AuditConfig:

@@ -32,18 +32,19 @@ import numpy as np
 
 from crowdrank.models.data import Rankings
 from crowdrank.models.errors import UsageError
-from crowdrank.models.registry import get as get_model
 from crowdrank.models.simulate import redraw_orders
+from crowdrank.validation.pipelines.posterior_sbc_draws import (
+    GROUPS,
+    draws_of,
+    log_eta_rows,
+    one_draw,
+)
 from crowdrank.validation.pipelines.sbc_ranks import (
     flatten_params,
     parameter_names,
     sbc_ranks,
-    thin_draws,
 )
 
-#: The parameter groups the verdict is given for: the centred scores (the data identify
-#: only differences of λ) and the worker parameters. Raw λ is ranked and reported too.
-GROUPS = ("lambda_centred", "eta")
 #: ``y′`` holds ``augment × N`` rankings by default. The size sets the power against an
 #: over-confident fit (ranks of a fit with variances halved tend to uniform as ``y′``
 #: shrinks): docs/sbc.md, "Posterior SBC", and bench/results/posterior_sbc.json.
@@ -93,50 +94,6 @@ class PosteriorSbcConfig:
             raise UsageError(f"--augment must be > 0, got {self.augment}")
         if self.ranks < 10:
             raise UsageError(f"--ranks must be >= 10, got {self.ranks}")
-
-
-# ====================================================================== draws
-def draws_of(post, n: int, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """``n`` draws ``(λ (n, L), η (n, W[, K]) or None)`` of a posterior: evenly thinned
-    from its draws (a sampler, the PPL approximations; all of them when it has fewer than
-    ``n``), else independent draws from its marginals
-    (:meth:`crowdrank.inference.posterior.Posterior.datatree`)."""
-    if post.has_draws:
-        tree = post.tree["posterior"]
-        n = min(n, int(np.prod(tree["lambda"].shape[:2])))
-        lam = thin_draws(np.asarray(tree["lambda"]), n)
-        eta = thin_draws(np.asarray(tree["eta"]), n) if "eta" in tree else None
-        return lam, eta
-    tree = post.datatree(draws=n, seed=int(seed))["posterior"]
-    lam = np.asarray(tree["lambda"]).reshape((n, -1))
-    eta = None
-    if "eta" in tree:
-        e = np.asarray(tree["eta"])
-        eta = e.reshape((n,) + e.shape[2:])
-    return lam, eta
-
-
-def one_draw(post, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
-    """One draw ``θ′`` of a posterior: a uniformly chosen draw of a sampler's (or
-    approximation's) draws, else an exact draw of its marginals."""
-    if post.has_draws:
-        tree = post.tree["posterior"]
-        lam = np.asarray(tree["lambda"])
-        c, d = rng.integers(lam.shape[0]), rng.integers(lam.shape[1])
-        eta = np.asarray(tree["eta"])[c, d] if "eta" in tree else None
-        return lam[c, d], eta
-    lam, eta = draws_of(post, 1, int(rng.integers(2**31)))
-    return lam[0], None if eta is None else eta[0]
-
-
-def log_eta_rows(model: str, eta: np.ndarray | None) -> np.ndarray | None:
-    """The worker table the simulator reads (``log η`` rows; CrowdBT ``[log η, log(1−η)]``),
-    by the model's worker family."""
-    spec = get_model(model)
-    if eta is None or spec.worker_prior is None:
-        return None
-    return spec.worker_prior.log_table(np.asarray(eta, float), np,
-                                       lambda x: np.log(np.clip(x, 1e-300, None)))
 
 
 # ====================================================================== the augmentation
@@ -270,8 +227,9 @@ def fingerprint(data: Rankings, priors, cfg: PosteriorSbcConfig) -> str:
 
 
 def prepare(data: Rankings, priors, cfg: PosteriorSbcConfig, out: Path, *,
-            progress: bool = True) -> tuple[Path, dict]:
-    """Fit the base (or read it from ``out/cache``) and pickle the replicates' context."""
+            base=None) -> tuple[Path, dict]:
+    """Fit the base (or read it from ``out/cache``; ``base``: the method's fit made by the
+    caller with ``cfg``'s options) and pickle the replicates' context."""
     check(cfg.model, cfg.method)
     method_options(cfg.method, cfg.options)
     key = fingerprint(data, priors, cfg)
@@ -280,9 +238,13 @@ def prepare(data: Rankings, priors, cfg: PosteriorSbcConfig, out: Path, *,
         return path, load_context(str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    base = base_fit(data, cfg.model, cfg.method, priors, cfg.seed, cfg.options)
+    if base is None:
+        base = base_fit(data, cfg.model, cfg.method, priors, cfg.seed, cfg.options)
+        base_s = time.perf_counter() - t0
+    else:
+        base_s = float(base.seconds)
     ctx = {"cfg": cfg, "data": data, "priors": priors, "base": base,
-           "base_s": time.perf_counter() - t0, "key": key}
+           "base_s": base_s, "key": key}
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as fh:
         pickle.dump(ctx, fh)
@@ -292,8 +254,8 @@ def prepare(data: Rankings, priors, cfg: PosteriorSbcConfig, out: Path, *,
 
 
 def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
-                      processes: int | None = 1, scheduler=None, progress: bool = True
-                      ) -> dict:
+                      processes: int | None = 1, scheduler=None, progress: bool = True,
+                      base=None) -> dict:
     """Run (or resume) posterior SBC of ``cfg.method`` on ``data``; write ``ranks.csv``
     and ``posterior_sbc.json`` into ``out`` and return the summary (:func:`summarise`).
 
@@ -313,6 +275,9 @@ def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
         Dask ``distributed`` instead of local processes.
     progress : bool
         Progress lines on stderr.
+    base : Posterior, optional
+        The method's fit to ``data`` with ``cfg``'s options, when the caller has it (the
+        audit's); fitted here otherwise.
     """
     from crowdrank.validation.pipelines.posterior_sbc_checks import companion_checks
     from crowdrank.validation.runtime.grid import GridError, load_cached, run_grid
@@ -320,7 +285,7 @@ def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    path, ctx = prepare(data, priors, cfg, out, progress=progress)
+    path, ctx = prepare(data, priors, cfg, out, base=base)
     specs = [{"kind": "posterior-sbc", "key": ctx["key"], "sim": i,
               "context": str(path.resolve())} for i in range(cfg.sims)]
     failures: dict[str, str] = {}

@@ -52,7 +52,7 @@ def prior_posterior(model: str, data, priors):
 
 def variances(model: str, post, seed: int = 0) -> np.ndarray:
     """Each flattened parameter's variance under ``post`` (:data:`VAR_DRAWS` draws)."""
-    from crowdrank.validation.pipelines.posterior_sbc import draws_of
+    from crowdrank.validation.pipelines.posterior_sbc_draws import draws_of
     from crowdrank.validation.pipelines.sbc_ranks import flatten_params
 
     lam, eta = draws_of(post, VAR_DRAWS, seed)
@@ -123,7 +123,7 @@ def predictive_check(base, data, priors, model: str, draws: int, seed: int = 0) 
     """The fit's posterior predictive p-value of the log-likelihood discrepancy (module
     docstring), over ``draws`` draws of ``base``."""
     from crowdrank.models.simulate import redraw_orders
-    from crowdrank.validation.pipelines.posterior_sbc import draws_of, log_eta_rows
+    from crowdrank.validation.pipelines.posterior_sbc_draws import draws_of, log_eta_rows
 
     rng = np.random.default_rng([seed, 0x9c])
     lam, eta = draws_of(base, draws, int(rng.integers(2**31)))
@@ -146,7 +146,7 @@ def predictive_check(base, data, priors, model: str, draws: int, seed: int = 0) 
 
 def companion_checks(base, data, priors, cfg) -> dict:
     """Both checks, each with its ``flag`` (a sentence, or ``None``)."""
-    from crowdrank.validation.pipelines.posterior_sbc import GROUPS
+    from crowdrank.validation.pipelines.posterior_sbc_draws import GROUPS
     from crowdrank.validation.pipelines.sbc_ranks import parameter_names
 
     K = base.alpha.shape[1] if base.alpha is not None and np.ndim(base.alpha) == 2 else 0

@@ -114,32 +114,43 @@ def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
     return variant_list(keep, ())
 
 
-def fit_variant(data, model: str, priors, opts: dict, *, seed: int = 0,
-                progress: bool = False, order: str | None = None,
-                resamples: int | None = None, processes: int | None = None):
-    """Fit one option set through the method registry: ``opts["method"]`` (default
-    ``online``) names the entry; ``ep_passes`` is EP's ``passes``; the other entries of
-    ``opts`` that the method's options dataclass has are set, the rest ignored (a
-    COUPLE-only option for a batch method); ``order`` (a permutation run), ``resamples``
-    and ``processes`` (the bootstrap's) likewise. Returns a
-    :class:`~crowdrank.inference.posterior.Posterior`."""
+def variant_method(opts: dict, *, order: str | None = None, resamples: int | None = None,
+                   processes: int | None = None) -> tuple[str, dict]:
+    """The registry entry and the options an option set names: ``opts["method"]``
+    (default ``online``); ``ep_passes`` is EP's ``passes``; the other entries of ``opts``
+    that the method's options dataclass has are kept, the rest dropped (a COUPLE-only
+    option for a batch method); ``order`` (a permutation run), ``resamples`` and
+    ``processes`` (the bootstrap's) likewise; ``None`` values are left to the defaults."""
     from dataclasses import fields
 
     from crowdrank.inference.methods import get as get_method
 
     o = dict(opts)
-    if o.get("method", "").startswith("file:"):
-        from crowdrank.validation.pipelines.external import read_external
-        return read_external(o["method"], data, model)
     method = get_method(o.pop("method", "online"))
     passes = o.pop("ep_passes", None)
     # ep_passes is EP's; an online variant beside EP variants carries it too, unused
     o.update(passes=int(passes) if passes is not None and method.name == "ep" else None,
-             order=order,
-             bootstrap=resamples, processes=processes)
+             order=order, bootstrap=resamples, processes=processes)
     known = {f.name for f in fields(method.options_class)}
-    options = method.options(**{k: v for k, v in o.items() if k in known})
-    return method.run(data, model, priors, options, seed=seed, progress=progress)
+    return method.name, {k: v for k, v in o.items() if k in known and v is not None}
+
+
+def fit_variant(data, model: str, priors, opts: dict, *, seed: int = 0,
+                progress: bool = False, order: str | None = None,
+                resamples: int | None = None, processes: int | None = None):
+    """Fit one option set through the method registry (:func:`variant_method`; an
+    external file ``method="file:PATH"`` is read, not fitted). Returns a
+    :class:`~crowdrank.inference.posterior.Posterior`."""
+    from crowdrank.inference.methods import get as get_method
+
+    if opts.get("method", "").startswith("file:"):
+        from crowdrank.validation.pipelines.external import read_external
+        return read_external(opts["method"], data, model)
+    name, options = variant_method(opts, order=order, resamples=resamples,
+                                   processes=processes)
+    method = get_method(name)
+    return method.run(data, model, priors, method.options(**options), seed=seed,
+                      progress=progress)
 
 
 def variant_label(opts: dict) -> str:

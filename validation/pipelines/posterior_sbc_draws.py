@@ -1,0 +1,56 @@
+"""Draws of any fit, as posterior SBC and its companion checks read them
+(:mod:`.posterior_sbc`, :mod:`.posterior_sbc_checks`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crowdrank.models.registry import get as get_model
+from crowdrank.validation.pipelines.sbc_ranks import thin_draws
+
+#: The parameter groups the verdict is given for: the centred scores (the data identify
+#: only differences of λ) and the worker parameters. Raw λ is ranked and reported too.
+GROUPS = ("lambda_centred", "eta")
+
+
+def draws_of(post, n: int, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """``n`` draws ``(λ (n, L), η (n, W[, K]) or None)`` of a posterior: evenly thinned
+    from its draws (a sampler, the PPL approximations; all of them when it has fewer than
+    ``n``), else independent draws from its marginals
+    (:meth:`crowdrank.inference.posterior.Posterior.datatree`)."""
+    if post.has_draws:
+        tree = post.tree["posterior"]
+        n = min(n, int(np.prod(tree["lambda"].shape[:2])))
+        lam = thin_draws(np.asarray(tree["lambda"]), n)
+        eta = thin_draws(np.asarray(tree["eta"]), n) if "eta" in tree else None
+        return lam, eta
+    # the draws Posterior.datatree would hold (to_datatree's construction: λ Gaussian, the
+    # worker family's own draws), without building the tree (the cost of a replicate)
+    rng = np.random.default_rng(int(seed))
+    lam = post.mu + np.sqrt(post.sigma2) * rng.standard_normal((1, n, len(post.items)))
+    family = get_model(post.model).worker_prior
+    eta = None if family is None else family.posterior_draws(rng, post.alpha, (1, n))[0]
+    return lam[0], eta
+
+
+def one_draw(post, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """One draw ``θ′`` of a posterior: a uniformly chosen draw of a sampler's (or
+    approximation's) draws, else an exact draw of its marginals."""
+    if post.has_draws:
+        tree = post.tree["posterior"]
+        lam = np.asarray(tree["lambda"])
+        c, d = rng.integers(lam.shape[0]), rng.integers(lam.shape[1])
+        eta = np.asarray(tree["eta"])[c, d] if "eta" in tree else None
+        return lam[c, d], eta
+    lam, eta = draws_of(post, 1, int(rng.integers(2**31)))
+    return lam[0], None if eta is None else eta[0]
+
+
+def log_eta_rows(model: str, eta: np.ndarray | None) -> np.ndarray | None:
+    """The worker table the simulator reads (``log η`` rows; CrowdBT ``[log η, log(1−η)]``),
+    by the model's worker family."""
+    spec = get_model(model)
+    if eta is None or spec.worker_prior is None:
+        return None
+    return spec.worker_prior.log_table(np.asarray(eta, float), np,
+                                       lambda x: np.log(np.clip(x, 1e-300, None)))

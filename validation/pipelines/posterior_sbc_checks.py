@@ -140,8 +140,22 @@ def predictive_check(base, data, priors, model: str, draws: int, seed: int = 0) 
                                     lam[a:b], e)
         t_rep[a:b] = stacked_loglik(model, data, priors, reps, lam[a:b], e)
     p = float(np.mean(t_rep <= t_obs))
+    # with few draws the smallest p above 0 is 1/draws: a p of 0 is flagged at any number
     return {"p": p, "draws": int(draws), "T_obs_mean": float(t_obs.mean()),
-            "T_rep_mean": float(t_rep.mean()), "ok": bool(p >= MIN_PREDICTIVE_P)}
+            "T_rep_mean": float(t_rep.mean()),
+            "ok": bool(p >= MIN_PREDICTIVE_P and p > 0.0)}
+
+
+#: The fewest draws the predictive check uses on large data (one data set of ``N``
+#: rankings is simulated and scored per draw).
+MIN_PREDICTIVE_DRAWS = 40
+
+
+def predictive_draws(asked: int, n_rankings: int) -> int:
+    """``asked`` draws, fewer on large data: about :data:`STACK_RANKINGS` rankings scored in
+    all, but never fewer than :data:`MIN_PREDICTIVE_DRAWS` (a fit whose draws do not explain
+    the data has ``p = 0`` at any number)."""
+    return int(min(asked, max(MIN_PREDICTIVE_DRAWS, STACK_RANKINGS // max(n_rankings, 1))))
 
 
 def companion_checks(base, data, priors, cfg) -> dict:
@@ -155,7 +169,8 @@ def companion_checks(base, data, priors, cfg) -> dict:
     con = contraction(base, data, priors, cfg.model, [names[j] for j in keep],
                       [fams[j] for j in keep], seed=cfg.seed)
     still = [f for f, v in con.items() if not v["moved"]]
-    pred = predictive_check(base, data, priors, cfg.model, cfg.predictive_draws, cfg.seed)
+    pred = predictive_check(base, data, priors, cfg.model,
+                            predictive_draws(cfg.predictive_draws, data.n_rankings), cfg.seed)
     return {
         "contraction": {"groups": con, "threshold": MIN_CONTRACTION,
                         "flag": (f"no contraction from the prior in {', '.join(still)} "

@@ -128,9 +128,9 @@ class NutsConfig:
     max_tree_depth: int = _f(10, "NUTS's tree depth limit", metavar="D")
     prior_only: bool = _f(False, "sample the prior alone (the data give only the shapes)")
     dense_mass: bool = _f(False, "adapt a dense mass matrix instead of a diagonal one")
-    max_draws: int | None = _f(None, "NumPyro: while the gate fails on R-hat or ESS alone, "
-                               "extend every chain by --draws, up to D draws per chain "
-                               "(default: no extension)", type=int, metavar="D")
+    max_draws: int | None = _f(None, "NumPyro: extend chains by --draws up to D while R-hat/ESS "
+                               "alone fail the gate (default: no extension)", type=int,
+                               metavar="D")
     profile: bool = _f(False, "NumPyro: also compile and time the potential and its "
                        "gradient alone (timings gradient_compile, gradient_ms)")
 

@@ -152,10 +152,9 @@ def register(sub) -> None:
     add_nuts_options(n, AuditConfig, [f for f in NUTS_FIELDS if f != "chain_method"],
                      notes={"tune": f"{QUICK_TUNE} with --quick",
                             "draws": f"{QUICK_DRAWS} with --quick",
-                            "max_draws": "4 × draws, cut to the budget"})
+                            "max_draws": "4 × draws"})
     n.add_argument("--max-nuts-minutes", type=float, default=30.0, metavar="M",
-                   help="over an estimated M minutes, no NUTS: the approximations' "
-                        "PSIS k̂ only (0: no limit)")
+                   help="skip NUTS when it is estimated over M minutes (0: no limit)")
     n.add_argument("--nuts-subsample", type=int, default=None, metavar="N",
                    help="over --max-nuts-minutes: audit N seeded rankings")
     n.add_argument("--check-backends", action="store_true",

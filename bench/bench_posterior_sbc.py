@@ -117,9 +117,74 @@ def run_cost(args, base: dict) -> list[dict]:
     return recs
 
 
+#: The approximation study's rows (bench_approx_study.py): label -> (method, options).
+STUDY_METHODS = {"one-pass": ("online", {}),
+                 "ep5 damping=0": ("ep", {"passes": 5, "damping": 0.0}),
+                 **{m: (m, {}) for m in ("advi", "fullrank-advi", "lowrank-advi",
+                                         "pathfinder", "laplace-ppl")}}
+
+
+def study_rows() -> dict:
+    """``{(subject, label): row}`` of the latest approximation study (box verdict, k̂)."""
+    study = json.loads((ROOT / "bench" / "results" / "approx_study.json").read_text())
+    return {(s["name"], m["label"]): {**m, "model": s["model"], "trusted": s["trusted"],
+                                      "study_commit": study["commit"]}
+            for s in study["subjects"] for m in s["methods"]}
+
+
+def run_validate(args, base: dict) -> list[dict]:
+    """Posterior SBC of each (subject, method) row beside its box verdict and k̂."""
+    from fidelity_core import subjects
+
+    from crowdrank.validation.pipelines.posterior_sbc import PosteriorSbcConfig, run_posterior_sbc
+
+    rows = study_rows()
+    subj = subjects()
+    recs = []
+    for name in args.subjects.split(","):
+        load, model, _ = subj[name]
+        data, pri = load()
+        for label in args.labels.split(","):
+            method, opts = STUDY_METHODS[label]
+            row = rows.get((name, label))
+            if row is None:
+                continue
+            t0, c0 = time.perf_counter(), cpu_seconds()
+            cfg = PosteriorSbcConfig(method=method, model=model, sims=args.sims,
+                                     augment=args.augment, options=opts)
+            out = Path(args.out) / "validate" / name / label.replace(" ", "_")
+            summ = run_posterior_sbc(data, pri, cfg, out, processes=args.processes,
+                                     progress=False)
+            rec = {**base, "kind": "validate", "subject": name, "model": model,
+                   "label": label, "method": method, "options": opts, "sims": args.sims,
+                   "augment": cfg.augment, "calibrated": summ["calibrated"],
+                   "verdict": summ["verdict"],
+                   "ranks_calibrated": summ["ranks"]["calibrated"],
+                   "families": {f: {k: v[k] for k in ("ecdf_p_combined", "pot_c_p_combined",
+                                                       "calibrated")}
+                                for f, v in summ["ranks"]["families"].items()},
+                   "predictive_p": summ["checks"]["predictive"]["p"],
+                   "contraction": {f: v["median"] for f, v in
+                                   summ["checks"]["contraction"]["groups"].items()},
+                   "inside_box": row["inside_box"], "box_distance": row.get("box_distance"),
+                   "khat": row.get("khat"), "method_cpu_s": row.get("cpu_s"),
+                   "reference_cpu_s": row.get("reference_cpu_s"),
+                   "study_commit": row["study_commit"], "timing": summ["timing"],
+                   "wall_s": time.perf_counter() - t0, "cpu_s": cpu_seconds() - c0}
+            recs.append(rec)
+            append([{**rec, "load_after": [round(x, 2) for x in os.getloadavg()]}])
+            print(name, label, rec["calibrated"], row["inside_box"], round(rec["wall_s"]),
+                  file=sys.stderr)
+    return []
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("power", "cost"))
+    p.add_argument("what", choices=("power", "cost", "validate"))
+    p.add_argument("--subjects", default="default-couple,default-crowdbt,medium-expert,"
+                   "medium-amateur,medium-spammer,medium-malicious,babyface-couple,"
+                   "readlevel-couple,readlevel-crowdbt")
+    p.add_argument("--labels", default="one-pass,ep5 damping=0")
     p.add_argument("--augments", default="0.25,0.5,1,2")
     p.add_argument("--augment", type=float, default=None)
     p.add_argument("--seeds", type=int, default=10)
@@ -133,7 +198,8 @@ def main(argv=None) -> int:
         from crowdrank.validation.pipelines.posterior_sbc import DEFAULT_AUGMENT
         args.augment = DEFAULT_AUGMENT
     base = stamp(script=__file__, argv=argv, speed=False)
-    recs = {"power": run_power, "cost": run_cost}[args.what](args, base)
+    recs = {"power": run_power, "cost": run_cost, "validate": run_validate}[args.what](
+        args, base)
     for r in recs:
         r["load_after"] = [round(x, 2) for x in os.getloadavg()]
     append(recs)

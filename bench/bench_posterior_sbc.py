@@ -164,6 +164,7 @@ def run_validate(args, base: dict) -> list[dict]:
                                                        "calibrated")}
                                 for f, v in summ["ranks"]["families"].items()},
                    "predictive_p": summ["checks"]["predictive"]["p"],
+                   "size": summ["size"],
                    "contraction": {f: v["median"] for f, v in
                                    summ["checks"]["contraction"]["groups"].items()},
                    "inside_box": row["inside_box"], "box_distance": row.get("box_distance"),

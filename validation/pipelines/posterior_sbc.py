@@ -338,11 +338,31 @@ def summarise(cfg: PosteriorSbcConfig, ctx: dict, done: list[dict], checks: dict
                      "items": data.n_items, "workers": data.n_workers},
             "replicates": len(done), "calibrated": calibrated, "verdict": verdict,
             "ranks": uni, "checks": checks,
+            "size": miscalibration(ranks[:, keep], [fams[j] for j in keep], cfg.ranks),
             "names": [names[j] for j in keep], "families": [fams[j] for j in keep],
             "columns": keep,
             "timing": {"base_fit_s": ctx["base_s"], "replicate_s_mean": float(secs.mean()),
                        "replicate_s_total": float(secs.sum()),
                        "rankings_added": int(done[0]["rankings_added"])}}
+
+
+def miscalibration(ranks: np.ndarray, families: list[str], S: int) -> dict:
+    """How far from calibrated, per group, in the units of the fidelity box: each
+    parameter's ranks as normal scores ``Φ⁻¹((rank + ½)/(S + 1))``, whose mean is 0 and sd 1
+    for a calibrated fit; the medians over the group's parameters of ``|mean|`` (an
+    off-centre fit) and of the sd (above 1: too narrow; below: too wide), and the share of
+    parameters whose sd is outside ``[0.9, 1.1]``. Not a test: the size of what the test
+    finds, for reading it beside a tolerance."""
+    from scipy.stats import norm
+
+    z = norm.ppf((ranks + 0.5) / (S + 1))
+    out = {}
+    for f in dict.fromkeys(families):
+        cols = [j for j, g in enumerate(families) if g == f]
+        m, sd = np.abs(z[:, cols].mean(axis=0)), z[:, cols].std(axis=0, ddof=1)
+        out[f] = {"median_abs_mean": float(np.median(m)), "median_sd": float(np.median(sd)),
+                  "share_sd_outside_0.9_1.1": float(np.mean((sd < 0.9) | (sd > 1.1)))}
+    return out
 
 
 def write_outputs(out: Path, summary: dict, done: list[dict]) -> None:

@@ -16,6 +16,9 @@ Subcommands, each appending records to ``bench/results/posterior_sbc.json``:
 ``validate``
     The verdict for (subject, method) rows of the approximation study with a trusted
     reference, beside the box verdict and k̂ of ``bench/results/approx_study.json``.
+``paper``
+    ``crowdrank audit`` with its default budget on 450,000 simulated rankings (the paper's
+    settings and prior): the approximations' posterior-SBC verdicts and the wall time.
 
 Every record carries date, commit, command and load (``bench/tools/stamp.py``).
 """
@@ -179,9 +182,44 @@ def run_validate(args, base: dict) -> list[dict]:
     return []
 
 
+def run_paper(args, base: dict) -> list[dict]:
+    """``crowdrank audit`` with its default budget on 450,000 simulated rankings (the
+    paper's settings and prior, COUPLE): NUTS is over the budget, so the verdict is the
+    approximations' posterior SBC; wall time of the whole command."""
+    import subprocess
+
+    from crowdrank.models.io import write_rankings
+    from crowdrank.models.simulate import simulate_paper_scale
+
+    work = Path(args.out) / "paper"
+    work.mkdir(parents=True, exist_ok=True)
+    data_file = work / "rankings.csv"
+    if not data_file.exists():
+        write_rankings(simulate_paper_scale("couple", "amateur", seed=0).rankings, data_file)
+    out = work / "audit"
+    if out.exists():
+        import shutil
+        shutil.rmtree(out)
+    cmd = [sys.executable, "-m", "crowdrank", "audit", str(data_file), "--model", "couple",
+           "--worker-prior", "geometric:a0=10,a=6", "--variants", f"method={args.methods}",
+           "--quiet", "--out", str(out)]
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    m = json.loads((out / "metrics.json").read_text()) if (out / "metrics.json").exists() \
+        else {}
+    rows = [v for d in m.get("models", {}).values() for v in d.get("variants", [])]
+    return [{**base, "kind": "paper", "command_run": " ".join(cmd[2:]), "rc": proc.returncode,
+             "stdout": proc.stdout[-3000:], "stderr": proc.stderr[-2000:], "wall_s": wall,
+             "cpu_s": cpu_seconds() - c0, "budget": m.get("budget"),
+             "methods": [{"method": r["variant"].get("method", "online"),
+                          "khat": r.get("psis_khat"), "posterior_sbc": r.get("posterior_sbc")}
+                         for r in rows]}]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("power", "cost", "validate"))
+    p.add_argument("what", choices=("power", "cost", "validate", "paper"))
     p.add_argument("--subjects", default="default-couple,default-crowdbt,medium-expert,"
                    "medium-amateur,medium-spammer,medium-malicious,babyface-couple,"
                    "readlevel-couple,readlevel-crowdbt")
@@ -191,6 +229,7 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--sims", type=int, default=200)
     p.add_argument("--method", default="online")
+    p.add_argument("--methods", default="online,ep", help="paper: the audited methods")
     p.add_argument("--models", default="couple,crowdbt")
     p.add_argument("--processes", type=int, default=1)
     p.add_argument("--out", default=str(ROOT / "out" / "posterior-sbc-bench"))
@@ -199,8 +238,8 @@ def main(argv=None) -> int:
         from crowdrank.validation.pipelines.posterior_sbc import DEFAULT_AUGMENT
         args.augment = DEFAULT_AUGMENT
     base = stamp(script=__file__, argv=argv, speed=False)
-    recs = {"power": run_power, "cost": run_cost, "validate": run_validate}[args.what](
-        args, base)
+    recs = {"power": run_power, "cost": run_cost, "validate": run_validate,
+            "paper": run_paper}[args.what](args, base)
     for r in recs:
         r["load_after"] = [round(x, 2) for x in os.getloadavg()]
     append(recs)

@@ -157,9 +157,11 @@ def test_fit_by_nuts_and_by_the_ppl_laplace(sim):
 @pytest.mark.slow
 def test_cli_simulate_and_fit_a_registered_toy(tmp_path):
     """With the toy in the registry before the CLI is imported (as an entry written in
-    models/registry.py is), ``crowdrank simulate`` and ``crowdrank fit --method
-    laplace-ppl`` take ``--model pl2`` with no other change (a subprocess: the CLI's
-    choices are read when it is imported)."""
+    models/registry.py is), ``crowdrank simulate``, ``crowdrank fit --method
+    laplace-ppl`` and ``crowdrank audit --approx laplace-ppl`` take ``--model pl2`` with
+    no other change; the audit without ``--approx`` refuses it (no online update), in
+    one line naming the approximations that fit it (a subprocess: the CLI's choices are
+    read when it is imported)."""
     import subprocess
     import sys
 
@@ -176,12 +178,20 @@ assert main(["simulate", "--model", "pl2", "--items", "5", "--workers", "2", "--
              "--kmax", "3", "--out", out + "/sim", "--quiet"]) == 0
 assert main(["fit", out + "/sim/rankings.csv", "--model", "pl2", "--method", "laplace-ppl",
              "--out", out + "/fit"]) == 0
+audit = ["audit", out + "/sim/rankings.csv", "--model", "pl2", "--chains", "2", "--tune",
+         "100", "--draws", "100", "--permutations", "0", "--no-checks", "--posterior-sbc",
+         "0", "--max-nuts-minutes", "0", "--quiet"]
+assert main(audit + ["--out", out + "/refused"]) == 2     # no online update, no --approx
+assert main(audit + ["--approx", "laplace-ppl", "--out", out + "/audit"]) == 0
 """
     r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "laplace-ppl [numpyro, pl2]" in r.stdout
     assert (tmp_path / "fit" / "posterior.nc").exists()
+    assert "--model pl2 has no online update to audit" in r.stderr
+    assert (tmp_path / "audit" / "report.html").exists()
+    assert (tmp_path / "audit" / "pl2").is_dir()
 
 
 # ---------------------------------------------------------------- the exported array forms

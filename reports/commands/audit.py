@@ -17,9 +17,25 @@ from crowdrank.models.registry import PAIR_MODELS, get, names
 
 
 def audit_models() -> tuple[str, ...]:
-    """The ranking models the audit takes: those with an online update to start NUTS from
-    and to compare (``ModelSpec.online``; normalised COUPLE has none of its own)."""
+    """The ranking models the audit takes with no ``--approx``: those with an online update
+    to start NUTS from and to compare (``ModelSpec.online``; normalised COUPLE has none of
+    its own). Every other registered model is audited against an ``--approx`` method that
+    fits it (:func:`check_audited_model`)."""
     return tuple(m for m in names() if get(m).online and not get(m).normalized)
+
+
+def check_audited_model(model: str, approx: str | None) -> None:
+    """Refuse a ranking model that neither the online update nor any ``--approx`` method
+    fits (a :class:`UsageError` naming the methods that would)."""
+    if model in audit_models():
+        return
+    asked = [methods.resolve(n.strip(), model) for n in (approx or "").split(",")
+             if n.strip() and not n.strip().startswith("file:")]
+    if any(n in methods.REGISTRY and methods.REGISTRY[n].fits(model) for n in asked):
+        return
+    fit = [n for n in methods.approximations() if methods.REGISTRY[n].fits(model)]
+    raise UsageError(f"--model {model} has no online update to audit: name an approximation "
+                     f"that fits it with --approx ({', '.join(fit) or 'none registered'})")
 
 
 class AuditParser(argparse.ArgumentParser):
@@ -115,14 +131,15 @@ def register(sub) -> None:
         formatter_class=HelpFormatter)
     p.__class__ = AuditParser      # as fit's FitParser: help only, no state at construction
     ranking = ", ".join(audit_models())
+    others = [m for m in names() if m not in audit_models()]
     p.add_argument("data", nargs="?", default=None,
                    help="rankings file or shared data set (babyface, ...); default: a "
                         "seeded simulation, truth known")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    p.add_argument("--model", choices=audit_models() + ("all",) + PAIR_MODELS,
+    p.add_argument("--model", choices=names() + ("all",) + PAIR_MODELS,
                    default="all", metavar="MODEL",
-                   help=f"all (couple, crowdbt; the default) or {ranking}, or a "
-                        "pair-table model (below)")
+                   help=f"all (couple, crowdbt; the default) or {ranking}; "
+                        f"{', '.join(others)} with --approx; or a pair-table model (below)")
     p.add_argument("--approx", default=None, metavar="M1,M2",
                    help="approximations to audit beside online (crowdrank fit --help "
                         "lists them); --approx M --help: how it runs")
@@ -263,6 +280,8 @@ def run(args) -> int:
         return audit_pairs.run(args)
     from crowdrank.reports.audit import Log, Subject, default_subject, run_audit
 
+    if args.model != "all":
+        check_audited_model(args.model, args.approx)
     config_from_args(args)          # option errors before the data are read
     if args.data is None:
         if args.truth:

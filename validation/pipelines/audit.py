@@ -37,6 +37,7 @@ from crowdrank.models.data import Rankings
 from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import Priors
 from crowdrank.models.registry import get as get_model
+from crowdrank.models.registry import names as model_names
 from crowdrank.validation.pipelines.audit_config import (  # noqa: F401  (re-exported)
     AUDITABLE,
     DEFAULT_SIMULATION,
@@ -385,8 +386,10 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     out.mkdir(parents=True, exist_ok=True)
     data = subject.data
     for m in cfg.models:
-        if m not in AUDITABLE:
-            raise ValueError(f"audit supports models {AUDITABLE}, got {m!r}")
+        if m not in model_names():      # refused by model_variants when nothing fits it
+            raise ValueError(f"audit supports the registered models {model_names()} "
+                             f"(with no online update: an approximation that fits it), "
+                             f"got {m!r}")
     if cfg.reference not in ("nuts", "gibbs"):
         raise UsageError(f"the reference is sampled by nuts or gibbs, not {cfg.reference!r}")
     if cfg.reference == "gibbs" and cfg.check_backends:

@@ -27,9 +27,11 @@ DEFAULT_SIMULATION = {"n_items": 40, "n_workers": 6, "tasks_per_worker": 100, "k
                       "setting": "amateur", "seed": 2026, "gold_per_worker": 10}
 
 MODELS = model_names(audited=True)    # the models with a worker-quality parameter
-#: Every model the audit accepts: those with an online update (the warm start of NUTS and
-#: the default approximation; normalised COUPLE has none of its own) — the default ones,
-#: and BT/PL (Weng–Lin's update, and the batch point methods).
+#: The models the audit takes with no approximation named: those with an online update (the
+#: warm start of NUTS and the default approximation; normalised COUPLE has none of its own)
+#: — the default ones, and BT/PL (Weng–Lin's update, and the batch point methods). Any other
+#: registered model is audited against the approximations named for it that fit it
+#: (:func:`~crowdrank.validation.pipelines.variants.model_variants` refuses it otherwise).
 AUDITABLE = MODELS + tuple(m for m in model_names() if m not in MODELS
                            and get_model(m).online and not get_model(m).normalized)
 

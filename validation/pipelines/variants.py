@@ -111,7 +111,17 @@ def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
         taylor = [t for t in variants.get("taylor", ()) if t in CROWDBT_TAYLOR]
         if any(t != "paper" for t in taylor):
             keep["taylor"] = taylor
-    return variant_list(keep, ())
+    combos = variant_list(keep, ())
+    if get_method("online").fits(model):
+        return combos
+    # no online update: the approximations asked for stand in for it (the first one is
+    # the default, NUTS's warm start)
+    combos = [c for c in combos if c.get("method", "online") != "online"]
+    if not combos:
+        fit = [m for m in variant_choices()["method"] if get_method(m).fits(model)]
+        raise DataError(f"{model} has no online update to audit: name an approximation "
+                        f"that fits it ({', '.join(fit) or 'none registered'})", "--approx")
+    return combos
 
 
 def variant_method(opts: dict, *, order: str | None = None, resamples: int | None = None,

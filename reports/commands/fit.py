@@ -425,12 +425,20 @@ def run_nuts(args, options) -> int:
     return 0
 
 
-#: ``crowdrank fit``'s own writers, by method name (``module:function(args, options)``).
+def _approx_names() -> tuple[str, ...]:
+    """The PPL approximations' names, from their entries of the method registry."""
+    from crowdrank.inference.approx.entries import method_entries
+
+    return tuple(e["name"] for e in method_entries())
+
+
+#: ``crowdrank fit``'s own writers, by method name (``module:function(args, options)``);
+#: every PPL approximation (:func:`crowdrank.inference.approx.entries.method_entries`)
+#: is written by ``fit_approx``.
 RUNNERS = {"nuts": "crowdrank.reports.commands.fit:run_nuts",
            "online": "crowdrank.reports.commands.fit_online:run_method",
            "ep": "crowdrank.reports.commands.fit_ep:run_method",
            "map": "crowdrank.reports.commands.fit_batch:run_method",
            "ml": "crowdrank.reports.commands.fit_batch:run_method",
            "trueskill": "crowdrank.reports.commands.fit_batch:run_trueskill",
-           **{m: "crowdrank.reports.commands.fit_approx:run_method" for m in
-              ("advi", "fullrank-advi", "lowrank-advi", "laplace-ppl", "pathfinder")}}
+           **{m: "crowdrank.reports.commands.fit_approx:run_method" for m in _approx_names()}}

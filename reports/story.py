@@ -35,10 +35,10 @@ from crowdrank.models.likelihood import (
 )
 from crowdrank.models.registry import get
 from crowdrank.models.simulate import (
-    SIM_MODELS,
     WORKER_TYPES,
     couple_normalized_report,
     pl_true_order,
+    sim_models,
     simulate,
     worker_alpha0,
 )
@@ -127,8 +127,8 @@ def tell(model: str = "couple", setting: str = "amateur", seed: int = 0, *,
     prior predictive checks of the inference priors, and writes
     ``out/prior_predictive.{json,csv}``.
     """
-    if model not in SIM_MODELS:
-        raise UsageError(f"unknown model {model!r}; expected one of {SIM_MODELS}")
+    if model not in sim_models():
+        raise UsageError(f"unknown model {model!r}; expected one of {sim_models()}")
     if setting not in WORKER_TYPES:
         raise UsageError(f"unknown worker type {setting!r}; expected one of "
                          f"{tuple(WORKER_TYPES)}")

@@ -29,7 +29,7 @@ import pandas as pd
 
 from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import Priors
-from crowdrank.models.registry import MODELS, get
+from crowdrank.models.registry import get, names
 from crowdrank.models.simulate import WORKER_TYPES, simulate
 from crowdrank.validation.predictive_stats import order_by_scores, summarise
 
@@ -100,8 +100,8 @@ def prior_predictive(model: str, priors: Priors, *, n_draws: int = 100, n_items:
     - per draw: ``first_choice``, ``pair_agreement``, ``tau_mean`` and ``stage{i}`` rates
       against the true order, and ``first_choice_lambda``, ``pair_agreement_lambda``.
     """
-    if model not in MODELS:
-        raise UsageError(f"unknown model {model!r}; expected one of {MODELS}")
+    if model not in names():
+        raise UsageError(f"unknown model {model!r}; expected one of {names()}")
     pairwise = get(model).pairwise
     k = (2 if pairwise else priors.K) if k is None else int(k)
     if pairwise and k != 2:

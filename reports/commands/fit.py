@@ -29,8 +29,8 @@ from typing import NamedTuple
 from crowdrank.inference import methods
 from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import DEFAULT_WORKER_PRIOR, Priors, build_priors
-from crowdrank.models.registry import MODELS
 from crowdrank.models.registry import get as get_model
+from crowdrank.models.registry import names as model_names
 
 #: the line the short help ends the list of methods with
 METHOD_HELP_LINE = "crowdrank fit --method M --help shows M's options"
@@ -188,8 +188,9 @@ def register(sub) -> None:
     p.add_argument("data", help="rankings file (rankings CSV, pairwise CSV, PrefLib, ...) or "
                                 "a shared data set name (babyface, readlevel, ...)")
     from crowdrank.reports.commands.fit_pairs import PAIR_MODELS
-    p.add_argument("--model", choices=MODELS + PAIR_MODELS, default="couple", metavar="MODEL",
-                   help=f"one of {', '.join(MODELS + PAIR_MODELS)}; the pair-table "
+    models = model_names() + PAIR_MODELS        # the registry as the parser is built
+    p.add_argument("--model", choices=models, default="couple", metavar="MODEL",
+                   help=f"one of {', '.join(models)}; the pair-table "
                         "models contextual-bt, crowdbt-bias, crowdbt-domain read a pairwise "
                         "CSV with extra columns (--covariates, --category): see docs/guide.md")
     p.add_argument("--method", choices=tuple(methods.REGISTRY), default="online",

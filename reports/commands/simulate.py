@@ -31,7 +31,7 @@ import numpy as np
 
 from crowdrank.models.errors import UsageError
 from crowdrank.models.registry import PAIR_MODELS, get
-from crowdrank.models.simulate import PAPER_SCALE, SIM_MODELS, WORKER_TYPES
+from crowdrank.models.simulate import PAPER_SCALE, WORKER_TYPES, sim_models
 from crowdrank.reports.help import HelpFormatter
 
 
@@ -52,7 +52,7 @@ def register(sub) -> None:
                "and the options of the 'pair-table models' group, not --setting, --tasks, "
                "--kmax, --gold, --paper-scale or --format.",
         formatter_class=HelpFormatter)
-    p.add_argument("--model", choices=SIM_MODELS + PAIR_MODELS, default="couple",
+    p.add_argument("--model", choices=sim_models() + PAIR_MODELS, default="couple",
                    help="the model whose generative process draws the data")
     # no parser default, so that a --setting given to a pair-table model is seen (refused)
     p.add_argument("--setting", choices=tuple(WORKER_TYPES), default=argparse.SUPPRESS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from crowdrank.models.errors import UsageError
-from crowdrank.models.simulate import SIM_MODELS, WORKER_TYPES
+from crowdrank.models.simulate import WORKER_TYPES, sim_models
 from crowdrank.reports.help import HelpFormatter
 from crowdrank.validation.prior_predictive import PRIOR_KINDS
 
@@ -26,7 +26,7 @@ def register(sub) -> None:
                     "model's simulator, summarised by the predictive-check statistics, in "
                     "DIR/prior_predictive.{json,csv} and section 8 of the page.",
         formatter_class=HelpFormatter)
-    p.add_argument("--model", choices=SIM_MODELS, default="couple",
+    p.add_argument("--model", choices=sim_models(), default="couple",
                    help="the model whose story is told")
     p.add_argument("--setting", choices=tuple(WORKER_TYPES), default="amateur",
                    help="the featured worker's type")

@@ -19,9 +19,8 @@ Plain Python and NumPy only: importing this module pulls in neither JAX nor PyTe
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import MappingProxyType
 
 import numpy as np
 
@@ -173,20 +172,6 @@ class ModelSpec:
     def eta_scalar(self) -> bool:
         """One number per worker (Beta accuracy, Gamma reliability), not a row."""
         return self.worker_prior is not None and self.worker_prior.scalar
-
-    @property
-    def extra(self) -> Mapping:
-        """Read-only view of the settings the untyped ``extra`` dict used to hold
-        (``normalized``, ``sbc_hint``; for a pair-table model ``data``, ``simulate``,
-        ``numpyro``, ``pymc``, ``approx``), for callers not yet reading the typed fields."""
-        out = {"normalized": True} if self.normalized else {}
-        if self.sbc_hint is not None:
-            out["sbc_hint"] = self.sbc_hint
-        if self.data != "rankings":
-            out.update(data=self.data, simulate=self.table_simulate,
-                       numpyro=self.numpyro_program, pymc=self.pymc_program,
-                       approx=self.approx)
-        return MappingProxyType(out)
 
     @property
     def has_simulator(self) -> bool:

@@ -280,6 +280,18 @@ def test_sbc_runs_the_toy(toy):
     assert all(0 <= r <= 20 for r in out["rank"])
 
 
+def test_sbc_refusal_reads_the_typed_hint():
+    """SBC refuses a model without an exact simulator with the entry's ``sbc_hint`` (a
+    typed field: the specs have no ``extra`` dict or view)."""
+    from crowdrank.models.errors import UsageError
+    from crowdrank.validation.pipelines.sbc import SbcConfig
+
+    spec = next(s for s in registry.REGISTRY.values() if s.sbc_hint)
+    with pytest.raises(UsageError, match=re.escape(spec.sbc_hint)):
+        SbcConfig(model=spec.name)
+    assert not hasattr(spec, "extra")
+
+
 @pytest.mark.slow
 def test_sbc_by_nuts_runs_the_toy(toy):
     """An SBC replicate of the toy by NUTS: truth from the prior, data from the toy's

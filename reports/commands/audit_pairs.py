@@ -37,12 +37,12 @@ from crowdrank.models.registry import PAIR_MODELS, PAIR_TABLE
 
 def pair_approx(model: str) -> str:
     """The method-registry name of the approximation a pair-table model is audited with:
-    its spec's ``extra["approx"]`` (models never import inference), read through
+    its spec's ``approx`` (models never import inference), read through
     :mod:`crowdrank.inference.methods` here, where the audit is dispatched (an unknown
     name is a :class:`UsageError` naming the registry's choices)."""
     from crowdrank.inference import methods
 
-    return methods.get(PAIR_TABLE[model].extra["approx"]).name
+    return methods.get(PAIR_TABLE[model].approx).name
 
 
 APPROX = {name: pair_approx(name) for name in PAIR_MODELS}

@@ -189,7 +189,7 @@ class SbcConfig:
         if self.model in PAIRS_EXACT and self.kmax == 2:
             pass
         elif self.model not in sbc_models():
-            hint = REGISTRY[self.model].extra.get("sbc_hint") if self.model in REGISTRY else None
+            hint = REGISTRY[self.model].sbc_hint if self.model in REGISTRY else None
             extra = f" ({hint})" if hint else ""
             raise UsageError(f"SBC model must be one of {sbc_models()}, got {self.model!r}"
                              + extra)

@@ -188,8 +188,11 @@ def _point(data, model, priors, options, estimate, intervals, seed, progress) ->
 
 
 def fit_map(data, model, priors, options, *, seed=0, progress=False) -> Posterior:
-    """MAP of BT/PL with ``options.intervals``; CrowdBT's MAP by EM (Laplace only)."""
-    if model == "crowdbt":
+    """MAP of BT/PL with ``options.intervals``; CrowdBT's MAP by EM (Laplace only): the
+    models the ``em`` entry fits are fitted by it."""
+    from crowdrank.inference.methods import get as get_method
+
+    if get_method("em").fits(model):
         if options.intervals != "laplace":
             raise UsageError("CrowdBT by EM reports Laplace intervals only (no bootstrap "
                              "yet)")

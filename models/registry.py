@@ -132,6 +132,16 @@ class ModelSpec:
         A pair-table model's point method that the audit compares with NUTS: a method name
         of :mod:`crowdrank.inference.methods` (the inference side registers its function by
         the model's name, :mod:`crowdrank.inference.batch.pair_fits`).
+    covariates : bool
+        A pair-table model that reads item covariates of each pair (``--covariates``;
+        simulated with ``--n-covariates``, its coefficients ``γ`` written to
+        ``coefficients.csv``).
+    category : bool
+        A pair-table model that needs each pair's category column (``--category``): its
+        worker accuracies are per category.
+    worker_bias : bool
+        A pair-table model with a per-worker bias towards the item shown first (simulated
+        workers' ``η`` and ``β`` written to ``workers.csv``).
     """
 
     name: str
@@ -160,6 +170,9 @@ class ModelSpec:
     numpyro_program: str | None = None
     pymc_program: str | None = None
     approx: str | None = None
+    covariates: bool = False
+    category: bool = False
+    worker_bias: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "worker_prior", family(self.worker_prior))
@@ -350,18 +363,31 @@ PAIR_TABLE: dict[str, ModelSpec] = {spec.name: spec for spec in (
               "shown first [Chen13]", worker_prior=BETA, pairwise=True, exact_simulator=True,
               reference=f"{_CBX}:loglik", data="pair-table", table_simulate=f"{_CBX}:simulate",
               numpyro_program=f"{_CBX}:numpyro_model", pymc_program=f"{_CBX}:pymc_model",
-              approx="em"),
+              approx="em", worker_bias=True),
     ModelSpec(name="crowdbt-domain", title="CrowdBT with an accuracy per worker and category "
               "ρ_{w,c} [Chen13]", worker_prior=BETA, pairwise=True, exact_simulator=True,
               reference=f"{_CBX}:loglik", data="pair-table", table_simulate=f"{_CBX}:simulate",
               numpyro_program=f"{_CBX}:numpyro_model", pymc_program=f"{_CBX}:pymc_model",
-              approx="em"),
+              approx="em", category=True),
     ModelSpec(name="contextual-bt", title="Contextual Bradley–Terry: (λ_i − λ_j) + "
               "x·(γ_i − γ_j) [Chiang24]", pairwise=True, exact_simulator=True,
               reference=f"{_CTX}:loglik", data="pair-table", table_simulate=f"{_CTX}:simulate",
               numpyro_program=f"{_CTX}:numpyro_model", pymc_program=f"{_CTX}:pymc_model",
-              approx="map"),
+              approx="map", covariates=True),
 )}
 
 #: The pair-table model names (``crowdrank fit``/``audit --model``).
 PAIR_MODELS: tuple[str, ...] = tuple(PAIR_TABLE)
+
+
+def pair_names(**where) -> tuple[str, ...]:
+    """Pair-table model names whose spec has every given attribute value, e.g.
+    ``pair_names(covariates=True)`` (as :func:`names` for :data:`REGISTRY`).
+
+    Parameters
+    ----------
+    **where
+        Attribute values of :class:`ModelSpec` every returned model has.
+    """
+    return tuple(n for n, s in PAIR_TABLE.items()
+                 if all(getattr(s, k) == v for k, v in where.items()))

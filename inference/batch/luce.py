@@ -66,11 +66,18 @@ class Stages:
         return int(self.cand.shape[0])
 
 
+#: The models the batch PL/BT fits cover (their stages: PL's, or BT's rank-broken pairs
+#: for a ``pairwise`` spec); the ``ml``/``laplace``/``bootstrap`` entries of
+#: :mod:`crowdrank.inference.methods` fit these.
+BATCH_MODELS = ("pl", "bt")
+
+
 def stages(data: Rankings, model: str) -> Stages:
     """The stages of ``data`` under ``model``: PL's ``k − 1`` stages per ranking, or BT's one
     stage per rank-broken pair."""
-    if model not in ("pl", "bt"):
-        raise ValueError(f"batch fitting covers models 'pl' and 'bt', got {model!r}")
+    if model not in BATCH_MODELS:
+        raise ValueError(f"batch fitting covers models "
+                         f"{' and '.join(repr(m) for m in BATCH_MODELS)}, got {model!r}")
     if data.n_rankings == 0:
         raise DataError("no rankings to fit", data.source)
     units = np.unique(data.origin, return_inverse=True)[1].astype(np.int64)

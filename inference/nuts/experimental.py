@@ -152,8 +152,8 @@ class ExperimentalRoute(NutsRoute):
                                            or cfg.simplex != "gamma"):
             raise UsageError("worker_level='approx' needs backend='numpyro', "
                              "simplex='gamma' and approx=")
-        if x.refine_eta and (approx is None or model != "couple"):
-            raise UsageError("refine_eta needs model='couple' and approx=")
+        if x.refine_eta and (approx is None or model not in EXPERIMENT_MODELS):
+            raise UsageError(f"refine_eta needs model={_models()} and approx=")
         if self.gibbs:
             _check_gibbs(model, cfg, x)
         if x.gibbs_mode_jump and approx is None:
@@ -237,16 +237,28 @@ class ExperimentalRoute(NutsRoute):
                 "gibbs_mode_jump": int(self.mode_center is not None)}
 
 
+#: The models the experiments are written for (``refine_eta``, ``eta_update="gibbs"``):
+#: COUPLE's stagewise mixture.
+EXPERIMENT_MODELS = ("couple",)
+
+
+def _models() -> str:
+    """:data:`EXPERIMENT_MODELS` as the refusals name them (``'couple'``)."""
+    return " or ".join(repr(m) for m in EXPERIMENT_MODELS)
+
+
 def _check_gibbs(model: str, cfg: NutsConfig, x: ExperimentalConfig) -> None:
     """Reject the combinations the Gibbs route does not support, saying why."""
     if cfg.backend != "numpyro":
         raise UsageError("eta_update='gibbs' needs backend='numpyro' (numpyro.infer.HMCGibbs; "
                          "PyMC has no such step here)")
-    if model != "couple":
+    if model not in EXPERIMENT_MODELS:
+        from crowdrank.models.registry import REGISTRY
+        normalized = model in REGISTRY and REGISTRY[model].normalized
         why = (" (its k!-ordering normaliser is not a product of stagewise mixtures, so "
-               "the offset/slack augmentation is not exact)" if model == "couple-normalized"
+               "the offset/slack augmentation is not exact)" if normalized
                else " (the augmentation is COUPLE's stagewise mixture)")
-        raise UsageError(f"eta_update='gibbs' supports model='couple' only, got "
+        raise UsageError(f"eta_update='gibbs' supports model={_models()} only, got "
                          f"{model!r}{why}")
     if cfg.simplex != "gamma" or x.worker_level != "fixed" or x.adapt != "windowed":
         raise UsageError("eta_update='gibbs' holds the worker table in its own site: leave "

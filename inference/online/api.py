@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -128,13 +128,16 @@ def _wl_kernel(kern):
 
 @dataclass(frozen=True)
 class OnlineAlgorithm:
-    """One online method: ``options(**kw) -> dict``, ``kernel(opts, ...)``, and
-    ``pairwise(opts)`` (a pass runs on the fully rank-broken pairs)."""
+    """One online method: ``options(**kw) -> dict``, ``kernel(opts, ...)``,
+    ``pairwise(opts)`` (a pass runs on the fully rank-broken pairs), and
+    ``saved_defaults``: the values of options added after states were first saved, which
+    a saved state without them was made with (checked when resuming)."""
 
     name: str
     options: Callable[..., dict]
     kernel: Callable[..., int]
     pairwise: Callable[[dict], bool] = lambda opts: False
+    saved_defaults: dict = field(default_factory=dict)
 
 
 #: Online model name → its algorithm.
@@ -142,7 +145,9 @@ ONLINE: dict[str, OnlineAlgorithm] = {a.name: a for a in (
     OnlineAlgorithm("pl", _wl_pl_options, _wl_kernel(kernels.pl_kernel)),
     OnlineAlgorithm("bt", _wl_bt_options, _wl_kernel(kernels.bt_kernel),
                     lambda opts: opts.get("bt_breaking") == "pairs"),
-    OnlineAlgorithm("crowdbt", _crowdbt_options, _crowdbt_kernel, lambda opts: True),
+    # a CrowdBT state saved before its ``taylor`` option existed was made with "paper"
+    OnlineAlgorithm("crowdbt", _crowdbt_options, _crowdbt_kernel, lambda opts: True,
+                    saved_defaults={"taylor": "paper"}),
     OnlineAlgorithm("couple", _gbmm_options, _gbmm_kernel),
 )}
 
@@ -287,8 +292,8 @@ def _start_state(data, model, priors, state, opts) -> OnlinePosterior:
         if state.model != model:
             raise DataError(f"the saved state is for model {state.model!r}, not {model!r}",
                             "state")
-        # a CrowdBT state saved before its ``taylor`` option existed was made with "paper"
-        saved = {"taylor": "paper", **state.options} if model == "crowdbt" else state.options
+        # a state saved before an option existed was made with its algorithm's old value
+        saved = {**online_algorithm(model).saved_defaults, **state.options}
         differ = {k: (saved.get(k), v) for k, v in opts.items() if saved.get(k) != v}
         if differ:
             raise DataError("the saved state was made with other options: " + ", ".join(

@@ -120,12 +120,17 @@ def _bt_game(mu_g, s2_g, beta, kappa, tau, gamma, counts, strict, where):
     return mu_new, s2_new
 
 
+#: Weng–Lin's game per model: PL's k-player game, or BT's game of rank-broken pairs
+#: (:func:`wl_pass_python`).
+GAMES = {"pl": pl_game, "bt": bt_game}
+
+
 def wl_pass_python(model, order, lengths, seq, mu, sigma2, *, beta, kappa=1e-4, tau=0.0,
                    gamma="sigma/c", strict=False, counts=None):
     """The reference pass (``model`` ``"pl"`` or ``"bt"``), updating ``mu``, ``sigma2``."""
     if counts is None:
         counts = empty_counts()
-    game = pl_game if model == "pl" else bt_game
+    game = GAMES[model]
     for n in seq:
         r = [int(order[p, n]) for p in range(int(lengths[n]))]
         m2, s2 = game([float(mu[i]) for i in r], [float(sigma2[i]) for i in r], beta=beta,

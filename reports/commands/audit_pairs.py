@@ -123,7 +123,7 @@ def run(args) -> int:
             "seed": args.seed, "log": log, "warm_start": not args.cold_start}
     mu0, s0 = args.prior_mu, args.prior_sigma
     try:
-        if args.model == "contextual-bt":
+        if PAIR_TABLE[args.model].covariates:
             from crowdrank.models.contextual import encode_covariates, parse_spec
             from crowdrank.reports.commands.fit_pairs import _worker_ab
             spec = parse_spec(args.covariates)
@@ -139,8 +139,8 @@ def run(args) -> int:
         else:
             from crowdrank.models.crowdbt_ext import structure
             from crowdrank.reports.commands.fit_pairs import _worker_ab
-            if args.model == "crowdbt-domain" and not args.category:
-                raise UsageError("--model crowdbt-domain needs --category COLUMN")
+            if PAIR_TABLE[args.model].category and not args.category:
+                raise UsageError(f"--model {args.model} needs --category COLUMN")
             table = read_pair_table(args.data, (args.category,) if args.category else ())
             st = structure(table, args.model, args.category)
             wab = _worker_ab(args, st.workers)

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from crowdrank.models.errors import DataError, UsageError
-from crowdrank.models.registry import PAIR_MODELS
+from crowdrank.models.registry import PAIR_MODELS, PAIR_TABLE, pair_names
 
 
 def add_arguments(p) -> None:
@@ -104,10 +104,11 @@ def _check(args) -> None:
                          f"{args.method!r}")
     if not (args.tau > 0 and args.bias_sd > 0 and args.prior_sigma > 0):
         raise UsageError("--tau, --bias-sd and --prior-sigma must be > 0")
-    if args.covariates and args.model != "contextual-bt":
-        raise UsageError("--covariates is for --model contextual-bt")
-    if args.category and args.model != "crowdbt-domain":
-        raise UsageError("--category is for --model crowdbt-domain")
+    spec = PAIR_TABLE[args.model]
+    if args.covariates and not spec.covariates:
+        raise UsageError(f"--covariates is for --model {', '.join(pair_names(covariates=True))}")
+    if args.category and not spec.category:
+        raise UsageError(f"--category is for --model {', '.join(pair_names(category=True))}")
 
 
 def _nuts_options(args):
@@ -158,11 +159,11 @@ def run(args) -> int:
     _check(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if args.model == "contextual-bt":
+    if PAIR_TABLE[args.model].covariates:
         return run_contextual(args, out)
     extra = (args.category,) if args.category else ()
-    if args.model == "crowdbt-domain" and not args.category:
-        raise UsageError("--model crowdbt-domain needs --category COLUMN")
+    if PAIR_TABLE[args.model].category and not args.category:
+        raise UsageError(f"--model {args.model} needs --category COLUMN")
     table = read_pair_table(args.data, extra)
     return run_crowdbt_ext(args, table, out)
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from crowdrank.models.errors import UsageError
-from crowdrank.models.registry import PAIR_MODELS, get
+from crowdrank.models.registry import PAIR_MODELS, PAIR_TABLE, get
 from crowdrank.models.simulate import PAPER_SCALE, WORKER_TYPES, sim_models
 from crowdrank.reports.help import HelpFormatter
 
@@ -262,7 +262,7 @@ def run_pairs(args) -> int:
     t0 = time.perf_counter()
     params: dict = {"n_items": L, "n_workers": W, "n_pairs": S}
     files = ["pairs.csv", "truth.csv"]
-    if args.model == "contextual-bt":
+    if PAIR_TABLE[args.model].covariates:
         from crowdrank.inference.batch.contextual import simulate_contextual
         from crowdrank.models.contextual import table_from_simulation
 
@@ -290,7 +290,7 @@ def run_pairs(args) -> int:
                                     bias_sd=bsd, seed=args.seed)
         lam = truth["lambda"]
         params.update(eta_beta=list(ab))
-        if args.model == "crowdbt-bias":
+        if PAIR_TABLE[args.model].worker_bias:
             _write_csv(out / "workers.csv", ["worker", "eta", "beta"],
                        ((w, repr(float(truth["eta"][k])), repr(float(truth["beta"][k])))
                         for k, w in enumerate(table.workers)))

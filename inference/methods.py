@@ -86,7 +86,13 @@ class NutsOptions:
 
     def config(self, seed: int = 0):
         """The :class:`~crowdrank.inference.nuts.config.NutsConfig` of these options and
-        ``seed`` (every shared field, by name)."""
+        ``seed`` (every shared field, by name).
+
+        Parameters
+        ----------
+        seed : int
+            The sampler's seed.
+        """
         from crowdrank.inference.nuts.config import NutsConfig
 
         return NutsConfig(seed=int(seed), **{f.name: getattr(self, f.name)

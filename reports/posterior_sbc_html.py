@@ -117,11 +117,33 @@ def verdict_rows(psbc: dict) -> list[dict]:
     return rows
 
 
+def recommendation(psbc: dict) -> str:
+    """One sentence: the calibrated method to use (the quickest to check, by its posterior
+    SBC's seconds), or that none is calibrated, and for which parameter groups."""
+    lines = []
+    for model, entries in psbc.items():
+        ok = [r for r in entries if not r.get("skipped") and r["calibrated"]]
+        if ok:
+            best = min(ok, key=lambda r: r["seconds"])
+            lines.append(f"{model}: use {best['method']} ({best['variant']}), calibrated by "
+                         "posterior SBC")
+            continue
+        bad = [f"{r['method']} ({', '.join(f for f, g in r['groups'].items() if not g['calibrated']) or 'companion checks'})"
+               for r in entries if not r.get("skipped")]
+        skipped = [r["method"] for r in entries if r.get("skipped")]
+        lines.append(f"{model}: no checked method is calibrated"
+                     + (f" — not calibrated: {'; '.join(bad)}" if bad else "")
+                     + (f"; not checked (over the time budget): {', '.join(skipped)}"
+                        if skipped else ""))
+    return ". ".join(lines) + "."
+
+
 def verdict_section(psbc: dict, out: str | Path) -> H.Section:
     """The audit's "verdict without a reference": the table, each method's ECDF figure, and
     what the check can and cannot see; each method's own page is written beside."""
     out = Path(out)
     sec = H.Section("Verdict without a reference: posterior SBC", anchor="posterior-sbc")
+    sec.add(H.note(recommendation(psbc), "note"))
     sec.add(H.paragraph(CANNOT_SEE))
     sec.add(H.table(verdict_rows(psbc)))
     for model, entries in psbc.items():

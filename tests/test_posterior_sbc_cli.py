@@ -69,3 +69,20 @@ def test_an_audit_over_its_posterior_sbc_budget_says_what_it_skipped(rankings, t
     assert f"posterior SBC: not checked: {ps['skipped']}" in printed
     assert html.escape(f"not checked: {ps['skipped']}") in (out / "report.html").read_text()
     assert not (out / "posterior_sbc" / "crowdbt" / "default" / "ranks.csv").exists()
+
+
+def test_the_recommendation_names_a_calibrated_method_or_says_none_is():
+    from crowdrank.reports.posterior_sbc_html import recommendation
+
+    def r(method, ok, secs, groups=("lambda_centred", "eta"), bad=()):
+        return {"method": method, "variant": "default", "calibrated": ok, "seconds": secs,
+                "groups": {g: {"calibrated": g not in bad} for g in groups}}
+
+    two_ok = {"couple": [r("online", True, 9.0), r("ep", True, 3.0), r("advi", False, 1.0,
+                                                                        bad=("eta",))]}
+    assert recommendation(two_ok) == "couple: use ep (default), calibrated by posterior SBC."
+    none = {"crowdbt": [r("online", False, 2.0, bad=("eta",)),
+                        {"method": "ep", "variant": "method=ep", "skipped": "estimated 9 min"}]}
+    text = recommendation(none)
+    assert text.startswith("crowdbt: no checked method is calibrated")
+    assert "online (eta)" in text and "not checked (over the time budget): ep" in text

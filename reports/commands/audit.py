@@ -333,7 +333,11 @@ def _print_refusal(metrics: dict, out: str) -> int:
             if ps is not None:
                 print("    posterior SBC: " + (f"not checked: {ps['skipped']}"
                                               if ps.get("skipped") else ps["verdict"]))
-    from crowdrank.reports.posterior_sbc_html import write_verdict_report
+    from crowdrank.reports.posterior_sbc_html import recommendation, write_verdict_report
+    psbc = {m: [v["posterior_sbc"] for v in d["variants"] if "posterior_sbc" in v]
+            for m, d in metrics["models"].items()}
+    if any(psbc.values()):
+        print("recommendation: " + recommendation(psbc))
     page = write_verdict_report(out, metrics)
     print(f"metrics: {out}/metrics.json; report: {page} (no NUTS: the verdict without a "
           "reference)")

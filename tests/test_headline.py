@@ -169,6 +169,7 @@ AS_WRITTEN = {
     "gibbs real": "beside NUTS's",
     "gibbs sbc": "COUPLE and CrowdBT calibrated, 200 replicates each",
     "gibbs audit": "≤ 30 s, trusted",
+    "gibbs 45m": "measure a sweep there and say what a trusted run would take on N workers",
     "warm start": "{n} of {n}",
     "nuts medium": "both back-ends, side by side",
     "sbc": "all, 200 replicates, ≤ 30 min",

@@ -120,6 +120,8 @@ GOALS: dict[str, Goal] = {
                 {"models": 1, "calibrated": 1, "min_reps": 200}),
         meets=({"models": 2, "calibrated": 2, "min_reps": 200},)),
     "gibbs audit": _run_within(30.0),
+    "gibbs 45m": Goal("measure a sweep there and say what a trusted run would take on N "
+                      "workers", None),
     "warm start": Goal(
         "{n} of {n}", lambda v: v["n"] > 0 and v["fewer"] == v["n"],
         misses=({"n": 2, "fewer": 1}, {"n": 0, "fewer": 0}), meets=({"n": 2, "fewer": 2},)),

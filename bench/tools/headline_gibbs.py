@@ -1,7 +1,8 @@
 """The collapsed Gibbs sampler's rows of the headline table (``bench/results/gibbs.json``,
 written by ``bench/bench_gibbs.py``); their goals are in ``headline.GOALS``: the medium
 scale against NUTS (in the README: its ESS per CPU second, the goal's count), SBC and the
-audit with ``--reference gibbs`` (docs/results.md only: the README keeps to one screen).
+audit with ``--reference gibbs``, the pairs against NUTS in PyMC and the sweep at 45 M
+rankings (docs/results.md only: the README keeps to one screen).
 The paper-scale run is a route of ``headline.paper_row``."""
 
 from __future__ import annotations
@@ -19,9 +20,20 @@ Z_AGREE = 4.5
 CPU_SHARE = 0.2
 
 
-def _medium(d: Path) -> list[dict]:
-    recs = [r for r in (load(d, "gibbs.json") or []) if r.get("what") == "medium"]
-    return list(latest_by(recs, lambda r: r["setting"]).values())
+def _backend(r: dict) -> str:
+    """The PPL of a pair's NUTS reference (the first records, before ``--nuts-backend``,
+    are NumPyro's)."""
+    return r["nuts"].get("backend", "numpyro")
+
+
+def _medium(d: Path, backend: str = "numpyro") -> list[dict]:
+    """Each worker type's latest pair against NUTS in ``backend``, in the issue's order."""
+    recs = [r for r in (load(d, "gibbs.json") or [])
+            if r.get("what") == "medium" and _backend(r) == backend]
+    runs = list(latest_by(recs, lambda r: r["setting"]).values())
+    order = ("expert", "amateur", "spammer", "malicious")
+    runs.sort(key=lambda r: order.index(r["setting"]) if r["setting"] in order else 9)
+    return runs
 
 
 def medium_rows(d: Path) -> list[Row]:
@@ -29,8 +41,6 @@ def medium_rows(d: Path) -> list[Row]:
     runs = _medium(d)
     if not runs:
         return []
-    order = ("expert", "amateur", "spammer", "malicious")
-    runs.sort(key=lambda r: order.index(r["setting"]) if r["setting"] in order else 9)
 
     def ok(r):
         return (r["gibbs"]["trusted"] and r["nuts"]["trusted"]
@@ -57,6 +67,29 @@ def medium_rows(d: Path) -> list[Row]:
                 + ess)]
 
 
+def medium_pymc_rows(d: Path) -> list[Row]:
+    """The same pairs against NUTS in PyMC (the issue's "equality with trusted NUTS in both
+    PPLs"): trusted by both, the agreement and the CPU seconds (docs/results.md only)."""
+    runs = _medium(d, "pymc")
+    if not runs:
+        return []
+    both = [r for r in runs if r["gibbs"]["trusted"] and r["nuts"]["trusted"]]
+    agree = [r for r in both if r["agreement"]["z_abs_max"] <= Z_AGREE]
+    parts = [f"{r['setting']} {r['gibbs']['cpu_s']:.0f} / {r['nuts']['cpu_s']:.0f} CPU s, "
+             f"max |z| {r['agreement']['z_abs_max']:.2f} ({r['agreement']['n_z_over_4']} of "
+             f"{r['agreement']['n_params']} above 4)"
+             + ("" if r["gibbs"]["trusted"] else ", Gibbs NOT trusted")
+             + ("" if r["nuts"]["trusted"] else ", NUTS NOT trusted") for r in runs]
+    return [Row("collapsed Gibbs against NUTS in PyMC, medium",
+                f"{len(agree)} of {len(runs)} equal within MC error", "gibbs real", {},
+                "gibbs.json", runs,
+                f"{len(both)} of {len(runs)} worker types trusted by both samplers; equal: "
+                f"every posterior mean within |z| {Z_AGREE} (COUPLE, L=100, W=50, 5,000 "
+                "rankings, geometric prior; Gibbs 2 chains, NUTS (PyMC) 4 chains with the "
+                "draws of the NumPyro references); Gibbs CPU s / NUTS CPU s: "
+                + "; ".join(parts), headline=False)]
+
+
 def real_rows(d: Path) -> list[Row]:
     """The default audit data and the real sets (BabyFace, read-level): each pair's CPU
     seconds, trusted or not, and the agreement (docs/results.md only)."""
@@ -71,7 +104,8 @@ def real_rows(d: Path) -> list[Row]:
     both = [r for r in runs if r["gibbs"]["trusted"] and r["nuts"]["trusted"]]
     return [Row("collapsed Gibbs against NUTS: default and real data",
                 f"{len(both)} of {len(runs)} pairs trusted", "gibbs real", {}, "gibbs.json",
-                runs, "Gibbs CPU s / NUTS CPU s (NumPyro, 4 chains, 1000 draws): "
+                runs, "Gibbs CPU s / NUTS CPU s (4 chains, 1000 draws; NumPyro, PyMC where "
+                "the subject ends -pymc): "
                 + "; ".join(parts), headline=False)]
 
 
@@ -110,5 +144,37 @@ def audit_rows(d: Path) -> list[Row]:
                 headline=False)]
 
 
+def sweep_rows(d: Path) -> list[Row]:
+    """The largest size ``bench_gibbs.py sweep45m`` measured: one chain's sweep on one core
+    and the projection of a trusted run there; a size that did not fit says so
+    (docs/results.md only)."""
+    recs = [r for r in (load(d, "gibbs.json") or []) if r.get("what") == "sweep45m"]
+    by = latest_by(recs, lambda r: r["N"])
+    fit = sorted((r for r in by.values() if r.get("fits")), key=lambda r: r["N"])
+    if not fit:
+        return []
+    big = fit[-1]
+    skipped = [r for r in by.values() if not r.get("fits") and r["N"] > big["N"]]
+    proj = big["projection"]
+    walls = "; ".join(f"{k}: {v:.1f} h" for k, v in proj["wall_h"].items())
+    sizes = ", ".join(f"{r['N'] / 1e6:g} M {r['sweep_ms'] / 1000:.2f} s" for r in fit)
+    return [Row(f"collapsed Gibbs: a sweep at {big['N'] / 1e6:g} M rankings",
+                f"{big['sweep_ms'] / 1000:.1f} CPU s", "gibbs 45m", {}, "gibbs.json",
+                [big, *skipped],
+                f"one chain on one core, the paper-scale run's sweep (step size "
+                f"{big['eps']}, {big['walk_steps']} walk steps, {big['jumps']} jump); "
+                f"{big['stages']:,} stages, {big['layout_bytes_per_stage']:g} + "
+                f"{big['state_bytes_per_stage']:g} bytes each (layout + chain state), peak "
+                f"RSS {big['peak_rss_bytes'] / 2 ** 30:.1f} GiB; CPU s per sweep: {sizes} "
+                f"(wall {big['sweep_wall_ms'] / 1000:.0f} s at {big['N'] / 1e6:g} M on the "
+                f"shared machine); "
+                + "".join(f"{r['N'] / 1e6:g} M not built ({r['note']}); " for r in skipped)
+                + f"projected, not measured (a trusted run if the same sweeps per chain "
+                f"reach the gate as in {proj['basis']}; each chain a Dask task on a machine "
+                f"of its own, more chains splitting the kept draws): {walls}",
+                headline=False)]
+
+
 def gibbs_rows(d: Path) -> list[Row]:
-    return medium_rows(d) + real_rows(d) + sbc_rows(d) + audit_rows(d)
+    return (medium_rows(d) + medium_pymc_rows(d) + real_rows(d) + sbc_rows(d)
+            + audit_rows(d) + sweep_rows(d))

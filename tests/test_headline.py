@@ -170,6 +170,11 @@ AS_WRITTEN = {
     "gibbs sbc": "COUPLE and CrowdBT calibrated, 200 replicates each",
     "gibbs audit": "≤ 30 s, trusted",
     "gibbs 45m": "measure a sweep there and say what a trusted run would take on N workers",
+    # issue 42's goals for posterior SBC
+    "psbc validation": "≥ 90 % agree; ≥ 3 of 4 in-box calibrated",
+    "psbc power": "flagged in 10 of 10 seeds",
+    "psbc cost": "≤ 60 s",
+    "psbc paper": "≤ 10 min; the audit as a whole ≤ 15 min",
     "warm start": "{n} of {n}",
     "nuts medium": "both back-ends, side by side",
     "sbc": "all, 200 replicates, ≤ 30 min",
@@ -213,6 +218,11 @@ MISSES = {
     "suite": {"minutes": 11.2, "passed": 1591, "failed": 1, "errors": 0},
     "stream identical": {"checked": 0, "same": True},
     "mutation": {"n": 10, "current": 9, "low": 0},
+    "psbc validation": {"rows": 63, "measured": 63, "agree": 56, "inside": 4,
+                        "inside_calibrated": 3},
+    "psbc power": {"seeds": 10, "over": 8, "prior": 10},
+    "psbc cost": {"wall_s": 61.0},
+    "psbc paper": {"rc": 0, "psbc_s": 650.0, "audit_s": 800.0},
 }
 
 

@@ -6,6 +6,7 @@ cache. The exact posterior is importance resampling on tiny PL data
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -102,9 +103,9 @@ def test_a_run_resumes_and_extends_from_its_cache(planted_methods, tmp_path):
     assert len(before) == 10 and len(after) == 14
     assert all(after[k] == v for k, v in before.items())      # none recomputed
     assert second["replicates"] == 14 and first["replicates"] == 10
-    rows = (tmp_path / "planted-prior-4" / "ranks.csv").read_text().splitlines()
-    assert rows[0].split(",")[1:] == second["names"] and len(rows) == 15
-    ranks = np.array([[int(v) for v in r.split(",")[1:]] for r in rows[1:11]])
+    rows = list(csv.reader((tmp_path / "planted-prior-4" / "ranks.csv").open(newline="")))
+    assert rows[0][1:] == second["names"] and len(rows) == 15
+    ranks = np.array([[int(v) for v in r[1:]] for r in rows[1:11]])
     again = json.loads((tmp_path / "planted-prior-4" / "posterior_sbc.json").read_text())
     assert again["replicates"] == 14
     assert ranks.min() >= 0 and ranks.max() <= again["config"]["ranks"]

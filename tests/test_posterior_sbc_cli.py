@@ -3,6 +3,7 @@ files' contents and the printed verdict, and the refusals."""
 
 from __future__ import annotations
 
+import csv
 import html
 import json
 
@@ -31,8 +32,8 @@ def test_posterior_sbc_of_the_online_update_writes_its_verdict(rankings, tmp_pat
     assert summary["replicates"] == 12 and summary["method"] == "online"
     assert summary["timing"]["rankings_added"] == 45          # 0.5 x 90 rankings
     assert f"verdict: {summary['verdict']}" in printed
-    rows = (out / "ranks.csv").read_text().splitlines()
-    assert rows[0].split(",")[1:] == summary["names"] and len(rows) == 13
+    rows = list(csv.reader((out / "ranks.csv").open(newline="")))
+    assert rows[0][1:] == summary["names"] and len(rows) == 13
     assert set(summary["families"]) == {"lambda_centred", "eta"}
     page = (out / "posterior_sbc.html").read_text()
     assert html.escape(summary["verdict"]) in page and "cannot see" in page

@@ -21,6 +21,7 @@ and skip when ``../shared/datasets`` is absent.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -356,6 +357,18 @@ def _check_stories(d, results):
     assert _csv(d / "story-pp/prior_predictive.csv")
 
 
+def _check_posterior_sbc(d, results):
+    """20 replicates of the one-pass update on data.csv: the printed verdict is the stored
+    one, ranks.csv has a row per replicate and a column per checked parameter."""
+    res = next(iter(results.values()))
+    s = json.loads((d / "psbc" / "posterior_sbc.json").read_text())
+    assert (s["method"], s["model"], s["replicates"]) == ("online", "couple", 20)
+    assert f"  verdict: {s['verdict']}" in res.stdout
+    rows = list(csv.reader((d / "psbc" / "ranks.csv").open(newline="")))
+    assert rows[0][1:] == s["names"] and len(rows) == 21    # COUPLE's names hold commas
+    assert s["timing"]["rankings_added"] == s["data"]["rankings"]
+
+
 def _check_sbc(d, results):
     """Each backend's study: 2 replicates of 100 thinned draws (2 chains × 50), ranks in
     0..100 for every parameter, every replicate failing the gate (2 × 50 draws cannot
@@ -473,6 +486,9 @@ RECIPES: dict[str, Recipe] = {
                  "--out sbc-crowdbt-pymc")],
                check=_check_sbc, slow=True,
                note=f"--sims 2, scaled by {SCALE_SBC}"),
+    "crowdrank sbc --posterior data.csv --model couple --method online --out psbc": Recipe(
+        [("crowdrank sbc --posterior data.csv --model couple --method online --sims 20 "
+          "--processes 1 --out psbc")], check=_check_posterior_sbc, note="--sims 20"),
     "crowdrank audit --out audit-out": Recipe(
         ["crowdrank audit --out audit-out"], check=_check_audit("audit-out", trusted=True),
         slow=True,

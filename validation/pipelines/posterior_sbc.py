@@ -368,13 +368,15 @@ def miscalibration(ranks: np.ndarray, families: list[str], S: int) -> dict:
 def write_outputs(out: Path, summary: dict, done: list[dict]) -> None:
     """``ranks.csv`` (one row per replicate, a column per checked parameter) and
     ``posterior_sbc.json``."""
+    import csv
+
     from crowdrank.validation.pipelines.sbc_ranks import _jsonable
 
     cols = summary["columns"]
-    with (out / "ranks.csv").open("w") as fh:
-        fh.write("replicate," + ",".join(summary["names"]) + "\n")
+    with (out / "ranks.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)             # quotes names with a comma (COUPLE's eta[w0,1])
+        w.writerow(["replicate", *summary["names"]])
         for r in sorted(done, key=lambda r: r["sim"]):
-            fh.write(f"{r['sim']}," + ",".join(str(int(r["rank"][j])) for j in cols)
-                     + "\n")
+            w.writerow([r["sim"], *(int(r["rank"][j]) for j in cols)])
     with (out / "posterior_sbc.json").open("w") as fh:
         json.dump(_jsonable(summary), fh, indent=1)

@@ -52,6 +52,9 @@ def run_power(args, base: dict) -> list[dict]:
     from crowdrank.validation.pipelines.posterior_sbc import PosteriorSbcConfig, run_posterior_sbc
 
     out = Path(args.out)
+    if args.prior_draws is not None:      # a more exact "exact" method (importance draws)
+        P.PRIOR_DRAWS = int(args.prior_draws)
+        out = out / f"is{args.prior_draws}"
     recs = []
     with P.registered():
         for aug in [float(a) for a in args.augments.split(",")]:
@@ -63,7 +66,7 @@ def run_power(args, base: dict) -> list[dict]:
                     cfg = PosteriorSbcConfig(method=m, model="pl", sims=args.sims,
                                              augment=aug, seed=seed)
                     s = run_posterior_sbc(data, pri, cfg, out / f"{m}-{aug}-{seed}",
-                                          processes=1, progress=False)
+                                          processes=args.processes, progress=False)
                     fam = s["ranks"]["families"]["lambda_centred"]
                     rows[m].append({
                         "seed": seed, "calibrated": s["calibrated"],
@@ -74,6 +77,7 @@ def run_power(args, base: dict) -> list[dict]:
                         "predictive_p": s["checks"]["predictive"]["p"]})
                     print(aug, seed, m, s["calibrated"], file=sys.stderr)
             recs.append({**base, "kind": "power", "augment": aug, "sims": args.sims,
+                         "prior_draws": P.PRIOR_DRAWS,
                          "seeds": args.seeds,
                          "data": "tiny PL: 5 items, 40 rankings of 3, λ ~ N(0, 1) per seed",
                          "flagged": {m: sum(not r["calibrated"] for r in v)
@@ -227,6 +231,9 @@ def main(argv=None) -> int:
     p.add_argument("--augments", default="0.25,0.5,1,2")
     p.add_argument("--augment", type=float, default=None)
     p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--prior-draws", type=int, default=None,
+                   help="power: importance draws of the planted exact posterior (default "
+                        "posterior_sbc_planted.PRIOR_DRAWS)")
     p.add_argument("--sims", type=int, default=200)
     p.add_argument("--method", default="online")
     p.add_argument("--methods", default="online,ep", help="paper: the audited methods")

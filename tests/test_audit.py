@@ -153,7 +153,7 @@ def tiny_audit(tmp_path_factory):
                "--tune", "60", "--draws", "60", "--max-draws", "60", "--permutations", "2",
                "--quiet",
                "--variants", "taylor=paper,plugin,quadrature", "--variants", "method=online,ep",
-               "--out", str(out), "--loo-models", ""])
+               "--posterior-sbc", "40", "--out", str(out), "--loo-models", ""])
     return rc, sim, out
 
 
@@ -254,9 +254,9 @@ def test_audit_end_to_end_tiny(tiny_audit):
         labels = [v["variant"] for v in metrics["models"][model]["variants"]]
         assert [r["variant"] for r in psbc] == labels
         for r in psbc:
-            assert r["replicates"] == 200 and r["verdict"] in page
+            assert r["replicates"] == 40 and r["verdict"] in page
             ranks = (out / r["folder"] / "ranks.csv").read_text().splitlines()
-            assert len(ranks) == 201
+            assert len(ranks) == 41
 
 
 def test_priors_from_spec_or_file(tmp_path):

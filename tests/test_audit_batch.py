@@ -74,7 +74,8 @@ def test_audit_laplace_and_bootstrap_against_nuts(tmp_path):
     sim = simulate("bt", n_items=8, n_workers=4, tasks_per_worker=60, seed=5)
     cfg = AuditConfig(models=("bt",), chains=2, tune=300, draws=600, permutations=0,
                       variants={"method": ["online", "laplace", "bootstrap"]},
-                      bootstrap=200, processes=1, checks=False)  # approximations vs NUTS only
+                      bootstrap=200, processes=1, checks=False,  # approximations vs NUTS only
+                      posterior_sbc=0)                           # (tested in test_budget)
     m = run_audit(Subject(sim.rankings, truth=sim.lam), tmp_path, cfg, log=lambda _: None)
     variants = {v["variant"]: v["aggregates"]["lambda"] for v in m["models"]["bt"]["variants"]}
     lap, boot = variants["method=laplace"], variants["method=bootstrap"]
@@ -100,7 +101,7 @@ def test_audit_crowdbt_em_and_trueskill_run_as_approximations(tmp_path):
     # approximations against NUTS only: no model checks (their LOO-only NUTS fits of PL
     # and BT cost more than the audit itself; tests/test_audit.py runs the checks)
     cfg = AuditConfig(models=("crowdbt",), chains=2, tune=300, draws=500, permutations=0,
-                      variants={"method": ["online", "em"]}, checks=False)
+                      variants={"method": ["online", "em"]}, checks=False, posterior_sbc=0)
     m = run_audit(subject, tmp_path / "c", cfg, log=lambda _: None)
     v = {x["variant"]: x["aggregates"] for x in m["models"]["crowdbt"]["variants"]}
     assert v["method=em"]["lambda"]["median_abs_z"] < 0.5
@@ -112,7 +113,8 @@ def test_audit_crowdbt_em_and_trueskill_run_as_approximations(tmp_path):
     # program, which the run's compilation cache then loads instead of compiling again
     sim = simulate("bt", n_items=8, n_workers=4, tasks_per_worker=60, seed=5)
     cfg = AuditConfig(models=("bt",), chains=2, tune=300, draws=600, permutations=0,
-                      variants={"method": ["online", "trueskill"]}, checks=False)
+                      variants={"method": ["online", "trueskill"]}, checks=False,
+                      posterior_sbc=0)
     m = run_audit(Subject(sim.rankings, truth=sim.lam), tmp_path / "b", cfg,
                   log=lambda _: None)
     names = [x["variant"] for x in m["models"]["bt"]["variants"]]

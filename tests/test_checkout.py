@@ -42,11 +42,13 @@ def test_a_bare_subpackage_name_is_refused_from_the_root(name):
 
 
 def test_the_editable_install_offers_only_the_listed_packages():
+    # the checkout's folders that are not packages (out/ exists only after a run made it)
+    folders = tuple(n for n in ("tests", "bench", "docs", "out") if (ROOT / n).is_dir())
     code = ("import importlib, json, pkgutil, crowdrank\n"
             "pk = ['crowdrank'] + [m.name for m in pkgutil.walk_packages(crowdrank.__path__, "
             "'crowdrank.') if m.ispkg]\n"
             "bad = []\n"
-            "for n in ('tests', 'bench', 'docs', 'out'):\n"
+            f"for n in {folders!r}:\n"
             "    try:\n"
             "        importlib.import_module('crowdrank.' + n); bad.append(n)\n"
             "    except ModuleNotFoundError as e:\n"

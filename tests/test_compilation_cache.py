@@ -73,16 +73,18 @@ def test_a_second_process_loads_what_the_first_compiled(tmp_path):
 
 def test_an_online_fit_from_the_command_line_loads_no_sampler(tmp_path):
     """The entry point sets JAX's variables (crowdrank.inference.xla_setup) without
-    importing the NUTS package, so ``fit --method online`` loads neither it, JAX nor the
+    importing the NUTS sampler, so ``fit --method online`` loads neither it, JAX nor the
     PPLs (0.1-0.2 s of a 450,000-ranking fit's 2.5-2.9 s whole command, alternating runs)
-    — and still sets them."""
+    — and still sets them. The package's own ``__init__`` and ``config`` (NutsConfig, the
+    defaults the method registry reads; no JAX) may load: its runners are imported lazily."""
     from crowdrank.models.io import write_rankings
     from crowdrank.models.simulate import simulate
 
     data = tmp_path / "data.csv"
     write_rankings(simulate("couple", n_items=6, n_workers=2, tasks_per_worker=5, kmax=3,
                             seed=0).rankings, data)
-    heavy = ("crowdrank.inference.nuts", "jax", "numpyro", "pymc", "pytensor")
+    heavy = ("crowdrank.inference.nuts.fit", "crowdrank.inference.nuts.numpyro",
+             "crowdrank.inference.nuts.pymc", "jax", "numpyro", "pymc", "pytensor")
     code = ("import os, sys; from crowdrank.reports.cli import main; "
             f"rc = main(['fit', {str(data)!r}, '--model', 'couple', '--method', 'online', "
             f"'--out', {str(tmp_path / 'out')!r}, '--no-progress']); "

@@ -547,7 +547,7 @@ def test_audit_reports_model_checks(tmp_path):
 
     sim = simulate("couple", n_items=6, n_workers=2, tasks_per_worker=6, kmax=3, seed=4)
     cfg = AuditConfig(models=("couple",), chains=2, tune=60, draws=60, permutations=0,
-                      loo_models=("pl",))
+                      loo_models=("pl",), posterior_sbc=0)
     run_audit(Subject(sim.rankings, truth=sim.lam), tmp_path, cfg, log=lambda m: None)
     m = json.loads((tmp_path / "metrics.json").read_text())["checks"]
     all_, pairs, composite = m["loo"]["tables"]

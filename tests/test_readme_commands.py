@@ -486,9 +486,9 @@ RECIPES: dict[str, Recipe] = {
                  "--out sbc-crowdbt-pymc")],
                check=_check_sbc, slow=True,
                note=f"--sims 2, scaled by {SCALE_SBC}"),
-    "crowdrank sbc --posterior data.csv --model couple --method online --out psbc": Recipe(
-        [("crowdrank sbc --posterior data.csv --model couple --method online --sims 20 "
-          "--processes 1 --out psbc")], check=_check_posterior_sbc, note="--sims 20"),
+    "crowdrank sbc --posterior data.csv --model couple --method online [--sims 200] --out psbc":
+        Recipe([("crowdrank sbc --posterior data.csv --model couple --method online --sims 20 "
+                 "--out psbc")], check=_check_posterior_sbc, note="--sims 20"),
     "crowdrank audit --out audit-out": Recipe(
         ["crowdrank audit --out audit-out"], check=_check_audit("audit-out", trusted=True),
         slow=True,

@@ -157,12 +157,18 @@ def verdict_section(psbc: dict, out: str | Path) -> H.Section:
     return sec
 
 
+def refusal_rows(metrics: dict) -> dict:
+    """An audit without NUTS: its posterior-SBC rows by model (``metrics.json`` keeps them
+    with each variant), in the layout of a full audit's ``posterior_sbc``."""
+    return {m: [v["posterior_sbc"] for v in d["variants"] if "posterior_sbc" in v]
+            for m, d in metrics["models"].items()}
+
+
 def write_verdict_report(out: str | Path, metrics: dict, name: str = "report.html") -> Path:
     """The page of an audit without NUTS (over ``--max-nuts-minutes``): each approximation's
     PSIS k̂ and its posterior-SBC verdict."""
     out = Path(out)
-    psbc = {m: [v["posterior_sbc"] for v in d["variants"] if "posterior_sbc" in v]
-            for m, d in metrics["models"].items()}
+    psbc = refusal_rows(metrics)
     head = H.Section("No reference", anchor="summary")
     head.add(H.note("NUTS was not run: " + "; ".join(
         f"{m} estimated {p['estimate_minutes']:.1f} min > {p['budget_minutes']:g} min"

@@ -333,9 +333,12 @@ def _print_refusal(metrics: dict, out: str) -> int:
             if ps is not None:
                 print("    posterior SBC: " + (f"not checked: {ps['skipped']}"
                                               if ps.get("skipped") else ps["verdict"]))
-    from crowdrank.reports.posterior_sbc_html import recommendation, write_verdict_report
-    psbc = {m: [v["posterior_sbc"] for v in d["variants"] if "posterior_sbc" in v]
-            for m, d in metrics["models"].items()}
+    from crowdrank.reports.posterior_sbc_html import (
+        recommendation,
+        refusal_rows,
+        write_verdict_report,
+    )
+    psbc = refusal_rows(metrics)
     if any(psbc.values()):
         print("recommendation: " + recommendation(psbc))
     page = write_verdict_report(out, metrics)

@@ -15,15 +15,19 @@ from crowdrank.validation.pipelines.variants import variant_label, variant_metho
 
 
 def pilot_seconds(data, priors, pcfg, folder: Path, base) -> float:
-    """Wall seconds of one replicate (θ′, y′, the refit, the ranks), timed once."""
-    import time
+    """Wall seconds of one replicate (θ′, y′, the refit, the ranks), timed once: replicate
+    0, run and cached as the full run would, which then reuses it."""
+    from crowdrank.validation.pipelines.posterior_sbc import (
+        prepare,
+        replicate_job,
+        replicate_specs,
+    )
+    from crowdrank.validation.runtime.grid import run_grid
 
-    from crowdrank.validation.pipelines.posterior_sbc import prepare, replicate
-
-    _, ctx = prepare(data, priors, pcfg, folder, base=base)
-    t0 = time.perf_counter()
-    replicate(ctx, 0)
-    return time.perf_counter() - t0
+    path, ctx = prepare(data, priors, pcfg, folder, base=base)
+    first = run_grid(replicate_specs(path, ctx, 1), replicate_job, folder / "cache",
+                     processes=1, progress=False).results[0]
+    return float(first["seconds"])
 
 
 def row(model: str, opts: dict, summary: dict | None, *, skipped: str | None = None,

@@ -34,14 +34,13 @@ from crowdrank.models.data import Rankings
 from crowdrank.models.errors import UsageError
 from crowdrank.models.simulate import redraw_orders
 from crowdrank.validation.pipelines.posterior_sbc_draws import (
-    GROUPS,
+    checked_parameters,
     draws_of,
     log_eta_rows,
     one_draw,
 )
 from crowdrank.validation.pipelines.sbc_ranks import (
     flatten_params,
-    parameter_names,
     sbc_ranks,
 )
 
@@ -169,7 +168,7 @@ def refit(base, data: Rankings, extra: Rankings, model: str, method: str, priors
 
     m = get_method(method)
     opts = method_options(method, options)
-    update = m.fn("update") if getattr(m, "update", None) is not None else None
+    update = m.fn("update")             # None: the method has no continuation
     if update is not None:
         return update(base, extra, model, priors, opts, seed=int(seed))
     return m.run(joined(data, extra), model, priors, opts, seed=int(seed))
@@ -253,6 +252,13 @@ def prepare(data: Rankings, priors, cfg: PosteriorSbcConfig, out: Path, *,
     return path, ctx
 
 
+def replicate_specs(path: Path, ctx: dict, n: int) -> list[dict]:
+    """The grid specs of replicates ``0..n-1`` (their cache keys) of the context pickled at
+    ``path``."""
+    return [{"kind": "posterior-sbc", "key": ctx["key"], "sim": i,
+             "context": str(Path(path).resolve())} for i in range(n)]
+
+
 def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
                       processes: int | None = 1, scheduler=None, progress: bool = True,
                       base=None) -> dict:
@@ -286,8 +292,7 @@ def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     path, ctx = prepare(data, priors, cfg, out, base=base)
-    specs = [{"kind": "posterior-sbc", "key": ctx["key"], "sim": i,
-              "context": str(path.resolve())} for i in range(cfg.sims)]
+    specs = replicate_specs(path, ctx, cfg.sims)
     failures: dict[str, str] = {}
     try:
         run_grid(specs, replicate_job, out / "cache", processes=processes,
@@ -311,19 +316,16 @@ def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
 
 def summarise(cfg: PosteriorSbcConfig, ctx: dict, done: list[dict], checks: dict) -> dict:
     """The ranks' uniformity per parameter family, the companion checks, and the verdict:
-    calibrated when every group of :data:`GROUPS` passes the tail-sensitive test and no
+    calibrated when every group of :data:`.posterior_sbc_draws.GROUPS` passes the tail-sensitive test and no
     companion check flags the fit."""
     from crowdrank.validation.pipelines.sbc_uniformity import uniformity_summary
 
-    data, base = ctx["data"], ctx["base"]
-    K = base.alpha.shape[1] if base.alpha is not None and base.alpha.ndim == 2 else 0
-    names, fams = parameter_names(cfg.model, data.n_items, data.n_workers, K)
+    data = ctx["data"]
+    names, fams, keep, total = checked_parameters(cfg.model, data, ctx["base"])
     ranks = np.array([r["rank"] for r in sorted(done, key=lambda r: r["sim"])], float)
-    if ranks.shape[1] != len(names):
-        raise ValueError(f"{ranks.shape[1]} ranks per replicate for {len(names)} parameters")
-    keep = [j for j, f in enumerate(fams) if f in GROUPS]
-    uni = uniformity_summary(ranks[:, keep], [names[j] for j in keep],
-                             [fams[j] for j in keep], cfg.ranks + 1, alpha=cfg.alpha,
+    if ranks.shape[1] != total:
+        raise ValueError(f"{ranks.shape[1]} ranks per replicate for {total} parameters")
+    uni = uniformity_summary(ranks[:, keep], names, fams, cfg.ranks + 1, alpha=cfg.alpha,
                              seed=cfg.seed)
     flags = [c["flag"] for c in checks.values() if c.get("flag")]
     calibrated = bool(uni["calibrated"]) and not flags
@@ -338,8 +340,8 @@ def summarise(cfg: PosteriorSbcConfig, ctx: dict, done: list[dict], checks: dict
                      "items": data.n_items, "workers": data.n_workers},
             "replicates": len(done), "calibrated": calibrated, "verdict": verdict,
             "ranks": uni, "checks": checks,
-            "size": miscalibration(ranks[:, keep], [fams[j] for j in keep], cfg.ranks),
-            "names": [names[j] for j in keep], "families": [fams[j] for j in keep],
+            "size": miscalibration(ranks[:, keep], fams, cfg.ranks),
+            "names": names, "families": fams,
             "columns": keep,
             "timing": {"base_fit_s": ctx["base_s"], "replicate_s_mean": float(secs.mean()),
                        "replicate_s_total": float(secs.sum()),

@@ -59,13 +59,10 @@ def variances(model: str, post, seed: int = 0) -> np.ndarray:
     return flatten_params(model, lam, eta).var(axis=0)
 
 
-def contraction(base, data, priors, model: str, names, families, seed: int = 0) -> dict:
-    """Per group: the median and the range of ``1 − Var_q / Var_prior``."""
-    from crowdrank.validation.pipelines.sbc_ranks import parameter_names
-
-    K = base.alpha.shape[1] if base.alpha is not None and np.ndim(base.alpha) == 2 else 0
-    all_names, _ = parameter_names(model, data.n_items, data.n_workers, K)
-    idx = [all_names.index(n) for n in names]
+def contraction(base, data, priors, model: str, columns, families, seed: int = 0) -> dict:
+    """Per group: the median and the range of ``1 − Var_q / Var_prior`` over the flattened
+    parameters ``columns`` (their ``families``)."""
+    idx = list(columns)
     vq = variances(model, base, seed)[idx]
     vp = variances(model, prior_posterior(model, data, priors), seed + 1)[idx]
     c = 1.0 - vq / np.where(vp > 0, vp, np.nan)
@@ -160,14 +157,10 @@ def predictive_draws(asked: int, n_rankings: int) -> int:
 
 def companion_checks(base, data, priors, cfg) -> dict:
     """Both checks, each with its ``flag`` (a sentence, or ``None``)."""
-    from crowdrank.validation.pipelines.posterior_sbc_draws import GROUPS
-    from crowdrank.validation.pipelines.sbc_ranks import parameter_names
+    from crowdrank.validation.pipelines.posterior_sbc_draws import checked_parameters
 
-    K = base.alpha.shape[1] if base.alpha is not None and np.ndim(base.alpha) == 2 else 0
-    names, fams = parameter_names(cfg.model, data.n_items, data.n_workers, K)
-    keep = [j for j, f in enumerate(fams) if f in GROUPS]
-    con = contraction(base, data, priors, cfg.model, [names[j] for j in keep],
-                      [fams[j] for j in keep], seed=cfg.seed)
+    _, fams, cols, _ = checked_parameters(cfg.model, data, base)
+    con = contraction(base, data, priors, cfg.model, cols, fams, seed=cfg.seed)
     still = [f for f, v in con.items() if not v["moved"]]
     pred = predictive_check(base, data, priors, cfg.model,
                             predictive_draws(cfg.predictive_draws, data.n_rankings), cfg.seed)

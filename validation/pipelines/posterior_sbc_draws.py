@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from crowdrank.models.registry import get as get_model
-from crowdrank.validation.pipelines.sbc_ranks import thin_draws
+from crowdrank.validation.pipelines.sbc_ranks import parameter_names, thin_draws
 
 #: The parameter groups the verdict is given for: the centred scores (the data identify
 #: only differences of λ) and the worker parameters. Raw λ is ranked and reported too.
@@ -54,3 +54,14 @@ def log_eta_rows(model: str, eta: np.ndarray | None) -> np.ndarray | None:
         return None
     return spec.worker_prior.log_table(np.asarray(eta, float), np,
                                        lambda x: np.log(np.clip(x, 1e-300, None)))
+
+
+def checked_parameters(model: str, data, base) -> tuple[list[str], list[str], list[int], int]:
+    """``(names, families, columns, total)`` of the parameters the verdict checks (the
+    groups of :data:`GROUPS`): their names and families, their columns among the ``total``
+    flattened parameters (:func:`crowdrank.validation.pipelines.sbc_ranks.flatten_params`)."""
+    alpha = base.alpha
+    K = alpha.shape[1] if alpha is not None and np.ndim(alpha) == 2 else 0
+    names, fams = parameter_names(model, data.n_items, data.n_workers, K)
+    cols = [j for j, f in enumerate(fams) if f in GROUPS]
+    return [names[j] for j in cols], [fams[j] for j in cols], cols, len(names)

@@ -33,7 +33,7 @@ import numpy as np
 
 from .data import DataError, Rankings
 from .priors import Priors
-from .registry import MODELS, get, names  # noqa: F401  (MODELS re-exported)
+from .registry import MODELS, ModelSpec, as_spec, get, names  # noqa: F401  (MODELS re-exported)
 from .reparam import (  # noqa: F401  (the model inputs' names, re-exported)
     BOOST_BELOW,
     INFORMED_ALPHA,
@@ -111,6 +111,14 @@ class ModelInputs:
     groups: tuple = ()
     order: np.ndarray | None = None
     obs_worker: np.ndarray | None = None
+    #: The model's :class:`~crowdrank.models.registry.ModelSpec`, carried so that the
+    #: programs traced from these inputs read it instead of looking ``model`` up again
+    #: (looked up here when only the name is given).
+    spec: ModelSpec | None = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.spec is None:
+            object.__setattr__(self, "spec", get(self.model))
 
     @property
     def K(self) -> int:
@@ -120,19 +128,14 @@ class ModelInputs:
     def has_eta(self) -> bool:
         return self.alpha is not None
 
-    @property
-    def spec(self):
-        """The model's :class:`~crowdrank.models.registry.ModelSpec`."""
-        return get(self.model)
 
-
-def model_inputs(model: str, data: Rankings, priors: Priors) -> ModelInputs:
-    """Build the arrays of ``model`` for ``data`` under ``priors``.
+def model_inputs(model: str | ModelSpec, data: Rankings, priors: Priors) -> ModelInputs:
+    """Build the arrays of ``model`` (a name or its spec) for ``data`` under ``priors``.
 
     Worker priors are re-ordered to ``data.workers`` (:meth:`Priors.for_data`), which also
     raises a :class:`DataError` when a worker has no prior or the prior is too short.
     """
-    spec = get(model)
+    spec = as_spec(model)
     if data.n_rankings == 0:
         raise DataError("no rankings to fit", data.source)
     # A fresh origin 0..N-1: the pointwise log-lik is indexed by this data set's rankings,
@@ -142,15 +145,16 @@ def model_inputs(model: str, data: Rankings, priors: Priors) -> ModelInputs:
     # the family reads its own parameters: Dirichlet α[:, :K], Beta (a, b), Gamma (shape, rate)
     alpha = None if fam is None else fam.table(spec.worker_priors(priors, data), data.K)
     return ModelInputs(
-        model=model, n_items=data.n_items, n_workers=data.n_workers, n_obs=data.n_rankings,
-        alpha=None if alpha is None else np.asarray(alpha, float),
-        mu0=float(priors.mu0), sigma0=float(priors.sigma0), **_layout(model, fresh))
+        model=spec.name, n_items=data.n_items, n_workers=data.n_workers,
+        n_obs=data.n_rankings, alpha=None if alpha is None else np.asarray(alpha, float),
+        mu0=float(priors.mu0), sigma0=float(priors.sigma0), spec=spec,
+        **_layout(spec, fresh))
 
 
-def _layout(model: str, data: Rankings) -> dict:
-    """The column layout of ``model`` for ``data`` (origin ``0..N-1``): the fields of
-    :class:`ModelInputs` that depend on the observed orders."""
-    if get(model).pairwise:
+def _layout(spec: ModelSpec, data: Rankings) -> dict:
+    """The column layout of the model ``spec`` for ``data`` (origin ``0..N-1``): the
+    fields of :class:`ModelInputs` that depend on the observed orders."""
+    if spec.pairwise:
         pairs = data.rank_break()
         index, mask = pairs.positions()
         worker, origin = pairs.worker, pairs.origin
@@ -167,7 +171,6 @@ def _layout(model: str, data: Rankings) -> dict:
         sel = np.flatnonzero(lengths == k)
         blocks.append((int(k), int(sel[0]), int(sel[-1]) + 1))
     groups = ()
-    spec = get(model)
     if spec.normalized:
         # the model divides Eq. 4 by its sum over the k! orderings of each task
         if data.K > MAX_K_NORMALIZED:
@@ -199,12 +202,12 @@ def with_orders(inputs: ModelInputs, order) -> ModelInputs:
                     workers=[str(w) for w in range(inputs.n_workers)],
                     order=order.T, lengths=(order >= 0).sum(axis=1),
                     worker=inputs.obs_worker, source="<orders>")
-    return dataclasses.replace(inputs, **_layout(inputs.model, data))
+    return dataclasses.replace(inputs, **_layout(inputs.spec, data))
 
 
 def eta_site_shape(inputs: ModelInputs) -> tuple[int, ...] | None:
     """Shape of the ``eta`` parameter: ``(W, K)`` COUPLE, ``(W,)`` CrowdBT, ``None``."""
-    spec = get(inputs.model)
+    spec = inputs.spec
     if spec.eta_scalar:
         return (inputs.n_workers,)
     if spec.has_eta:

@@ -28,7 +28,6 @@ from pytensor.gradient import zero_grad
 from .couple_normalizer import ordering_stage_product
 from .model_inputs import ModelInputs, PermGroup
 from .pymc_ops import safe_log as _safe_log
-from .registry import get
 
 
 def _lse_rows(rows):
@@ -95,7 +94,7 @@ def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):
     if log_eta is not None:
         return pt.as_tensor_variable(log_eta)
     # the family's layout: Beta [log η, log(1 − η)]; COUPLE rows and PeerGrader's (W,) in log
-    return get(inputs.model).worker_prior.log_table(pt.as_tensor_variable(eta), pt, _safe_log)
+    return inputs.spec.worker_prior.log_table(pt.as_tensor_variable(eta), pt, _safe_log)
 
 
 def _cumlogsumexp(x, K):
@@ -138,7 +137,7 @@ def couple_log_normalizer_gathered(lam, log_eta, log_cum, index, worker, group):
 
 def column_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     """Log-likelihood of each column of the (length-sorted) layout: rankings, or pairs."""
-    spec = get(inputs.model)
+    spec = inputs.spec
     log_eta = log_eta_table(inputs, eta, log_eta) if spec.has_eta else None
     return spec.fn("pymc_columns")(inputs, lam, log_eta)
 
@@ -203,7 +202,7 @@ def item_scores(inputs: ModelInputs, level: str = "centered"):
 def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None):
     """The worker parameters (Marsaglia–Tsang Gammas, or PyMC's Dirichlet/Beta/Gamma): the
     worker family's sites (:meth:`crowdrank.models.families.WorkerFamily.pymc_log_eta`)."""
-    return get(inputs.model).worker_prior.pymc_log_eta(inputs, simplex, boost)
+    return inputs.spec.worker_prior.pymc_log_eta(inputs, simplex, boost)
 
 
 def build_model(inputs: ModelInputs, items=None, workers=None, *, simplex: str = "gamma",

@@ -334,6 +334,31 @@ def get(name: str) -> ModelSpec:
         raise UsageError(f"unknown model {name!r}; expected one of {MODELS}") from None
 
 
+def as_spec(model: str | ModelSpec) -> ModelSpec:
+    """``model``'s spec: a :class:`ModelSpec` as it is, a name looked up (:func:`get`).
+
+    The layers take either, so that a name is looked up once, where the user's name
+    enters (a CLI command, a public function), and the spec travels down from there.
+
+    Parameters
+    ----------
+    model : str or ModelSpec
+        A model's name (``--model``) or its spec.
+    """
+    return model if isinstance(model, ModelSpec) else get(model)
+
+
+def name_of(model: str | ModelSpec) -> str:
+    """``model``'s name, from a name or a spec (no lookup).
+
+    Parameters
+    ----------
+    model : str or ModelSpec
+        A model's name or its spec.
+    """
+    return model.name if isinstance(model, ModelSpec) else model
+
+
 def names(**where) -> tuple[str, ...]:
     """Model names whose spec has every given attribute value, e.g. ``names(pairwise=True)``
     or ``names(audited=True)``.

@@ -141,7 +141,6 @@ def online_log_ratios(post, data, model: str, priors, n: int = 1000, seed: int =
 
     from crowdrank.models import numpyro_models as npm
     from crowdrank.models.model_inputs import model_inputs
-    from crowdrank.models.registry import get as get_model
 
     from .target import _chunks, draws_per_batch, x64
 
@@ -149,7 +148,7 @@ def online_log_ratios(post, data, model: str, priors, n: int = 1000, seed: int =
     item_pos = {str(i): k for k, i in enumerate(spec_items)}
     order = np.array([item_pos[str(i)] for i in data.items])
     inputs = model_inputs(model, data, priors)
-    beta = get_model(model).eta_scalar        # a Beta accuracy per worker, not Dirichlet rows
+    beta = inputs.spec.eta_scalar        # a Beta accuracy per worker, not Dirichlet rows
     d = online_draws(post, n, seed, K=inputs.K, beta=beta, cov=cov)
     lam = d["lambda"][:, order]
     log_p = stats.norm.logpdf(lam, inputs.mu0, inputs.sigma0).sum(axis=1)

@@ -157,9 +157,7 @@ def mirror_symmetric(inputs) -> bool:
     extensions, COUPLE when every ranking has two items; docs/design.md). Only the prior
     on ``η`` tells the two modes apart. (PeerGrader's ``η`` is a precision, not a simplex:
     no mirror.)"""
-    from crowdrank.models.registry import get
-
-    spec = get(inputs.model)
+    spec = inputs.spec
     return bool(spec.has_eta and spec.worker_prior.simplex_coordinates
                 and (spec.pairwise or inputs.K == 2))
 

@@ -10,7 +10,6 @@ import numpyro
 import numpyro.distributions as dist
 
 from ..model_inputs import ModelInputs
-from ..registry import get
 from .blocks import _safe_log
 from .dists import LogGamma  # noqa: F401  (the program's names, re-exported)
 from .scores import item_scores
@@ -26,7 +25,7 @@ def log_eta_table(inputs: ModelInputs, eta=None, log_eta=None):
     if log_eta is not None:
         return jnp.asarray(log_eta)
     # the family's layout: Beta [log η, log(1 − η)]; Dirichlet rows and Gamma (W,) in log
-    return get(inputs.model).worker_prior.log_table(jnp.asarray(eta), jnp, _safe_log)
+    return inputs.spec.worker_prior.log_table(jnp.asarray(eta), jnp, _safe_log)
 
 # ---------------------------------------------------------------- whole data
 def column_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
@@ -38,7 +37,7 @@ def column_loglik(inputs: ModelInputs, lam, eta=None, *, log_eta=None):
     # init_to_value hands back the caller's NumPy arrays: make them JAX arrays before
     # they are indexed with traced indices
     lam = jnp.asarray(lam)
-    spec = get(inputs.model)
+    spec = inputs.spec
     log_eta = log_eta_table(inputs, eta, log_eta) if spec.has_eta else None
     return spec.fn("numpyro_columns")(inputs, lam, log_eta)
 
@@ -57,7 +56,7 @@ def worker_log_eta(inputs: ModelInputs, simplex: str = "gamma", boost=None, leve
     ``log g = log u − e/α`` and ``log η = log_softmax(log g)``; ``"dirichlet"``: NumPyro's
     Dirichlet (COUPLE) or Beta (CrowdBT) site ``eta``; ``"gibbs"``: COUPLE's ``eta_log_g``.
     """
-    return get(inputs.model).worker_prior.numpyro_log_eta(inputs, simplex, boost, level_sd)
+    return inputs.spec.worker_prior.numpyro_log_eta(inputs, simplex, boost, level_sd)
 
 
 def model(inputs: ModelInputs, *, simplex: str = "gamma", level: str = "centered",
@@ -175,7 +174,7 @@ class RankingLikelihood(dist.Distribution):
             # form over the padded table, the same values (tests/test_ppl_contract.py)
             from .arrays import masked_loglik
 
-            if get(self.inputs.model).array_loglik is None:
+            if self.inputs.spec.array_loglik is None:
                 raise ValueError(f"RankingLikelihood.log_prob of {self.inputs.model!r} "
                                  "needs concrete orders (its layout is built in NumPy; "
                                  "its ModelSpec names no array_loglik)")
@@ -184,7 +183,7 @@ class RankingLikelihood(dist.Distribution):
             out = out.astype(jnp.float64) if jax.config.jax_enable_x64 else out
             return jnp.sum(out) if self.reduce else out
         inp = with_orders(self.inputs, value)
-        fast = get(inp.model).fn("numpyro_fast") if self.fast else None
+        fast = inp.spec.fn("numpyro_fast") if self.fast else None
         if fast is not None and self.reduce:
             return fast(inp, self.lam, self.log_eta, True)
         if fast is not None:
@@ -204,7 +203,7 @@ class RankingLikelihood(dist.Distribution):
         import numpy as np
 
         inp = self.inputs
-        draw = get(inp.model).fn("numpyro_draw")
+        draw = inp.spec.fn("numpyro_draw")
         lengths = (inp.order >= 0).sum(axis=1)
         out = jnp.full(inp.order.shape, -1, jnp.int32)
         for k, key_k in zip(sorted(set(lengths.tolist())),

@@ -52,8 +52,10 @@ def run_power(args, base: dict) -> list[dict]:
     from crowdrank.validation.pipelines.posterior_sbc import PosteriorSbcConfig, run_posterior_sbc
 
     out = Path(args.out)
+    prior_draws = P.PRIOR_DRAWS if args.prior_draws is None else int(args.prior_draws)
+    # the default leaves the options empty, so earlier runs' caches still match
+    opts = {} if args.prior_draws is None else {"prior_draws": prior_draws}
     if args.prior_draws is not None:      # a more exact "exact" method (importance draws)
-        P.PRIOR_DRAWS = int(args.prior_draws)
         out = out / f"is{args.prior_draws}"
     recs = []
     with P.registered():
@@ -64,9 +66,10 @@ def run_power(args, base: dict) -> list[dict]:
                 data, pri = P.tiny_pl(seed)
                 for m in P.NAMES:
                     cfg = PosteriorSbcConfig(method=m, model="pl", sims=args.sims,
-                                             augment=aug, seed=seed)
+                                             augment=aug, seed=seed, options=opts)
                     s = run_posterior_sbc(data, pri, cfg, out / f"{m}-{aug}-{seed}",
-                                          processes=args.processes, progress=False)
+                                          processes=args.processes, progress=False,
+                                          setup=P.SETUP)
                     fam = s["ranks"]["families"]["lambda_centred"]
                     rows[m].append({
                         "seed": seed, "calibrated": s["calibrated"],
@@ -77,7 +80,7 @@ def run_power(args, base: dict) -> list[dict]:
                         "predictive_p": s["checks"]["predictive"]["p"]})
                     print(aug, seed, m, s["calibrated"], file=sys.stderr)
             recs.append({**base, "kind": "power", "augment": aug, "sims": args.sims,
-                         "prior_draws": P.PRIOR_DRAWS,
+                         "prior_draws": prior_draws, "processes": args.processes,
                          "seeds": args.seeds,
                          "data": "tiny PL: 5 items, 40 rankings of 3, λ ~ N(0, 1) per seed",
                          "flagged": {m: sum(not r["calibrated"] for r in v)

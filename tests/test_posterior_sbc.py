@@ -150,3 +150,23 @@ def test_draws_of_a_closed_form_fit_are_those_its_datatree_holds():
             assert eta is None
         else:
             np.testing.assert_array_equal(eta, np.asarray(tree["eta"])[0])
+
+
+def test_replicates_in_spawned_processes_see_the_planted_methods_and_their_option(
+        planted_methods, tmp_path):
+    """A spawned process starts with the built-in registry: the run's setup registers the
+    planted methods there, and their option reaches them (the replicates' ranks equal those
+    of the same run in this process; other importance draws give other ranks)."""
+    data, pri = planted.tiny_pl(5)
+
+    def run(where, processes, draws):
+        cfg = PosteriorSbcConfig(method="planted-exact", model="pl", sims=4, seed=5,
+                                 predictive_draws=20, options={"prior_draws": draws})
+        run_posterior_sbc(data, pri, cfg, tmp_path / where, processes=processes,
+                          progress=False, setup=planted.SETUP)
+        rows = list(csv.reader((tmp_path / where / "ranks.csv").open(newline="")))
+        return [r[1:] for r in rows[1:]]
+
+    here = run("here", 1, 12_000)
+    assert run("spawned", 2, 12_000) == here
+    assert run("other-draws", 1, 15_000) != here

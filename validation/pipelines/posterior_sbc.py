@@ -199,11 +199,24 @@ _CONTEXTS: dict[str, dict] = {}
 
 
 def load_context(path: str) -> dict:
-    """The pickled base (data, priors, fit, config), read once per process."""
+    """The pickled base (data, priors, fit, config), read once per process; its ``setup``
+    (``"module:function"``) is called then, before any replicate of this process."""
     if path not in _CONTEXTS:
         with open(path, "rb") as fh:
-            _CONTEXTS[path] = pickle.load(fh)
+            ctx = pickle.load(fh)
+        call_setup(ctx.get("setup"))
+        _CONTEXTS[path] = ctx
     return _CONTEXTS[path]
+
+
+def call_setup(setup: str | None) -> None:
+    """Call ``"module:function"`` (e.g. one that registers methods outside the built-in
+    registry, which a spawned process or a Dask worker does not have)."""
+    if setup:
+        import importlib
+
+        module, _, name = setup.partition(":")
+        getattr(importlib.import_module(module), name)()
 
 
 def replicate_job(spec: dict) -> dict:
@@ -226,15 +239,21 @@ def fingerprint(data: Rankings, priors, cfg: PosteriorSbcConfig) -> str:
 
 
 def prepare(data: Rankings, priors, cfg: PosteriorSbcConfig, out: Path, *,
-            base=None) -> tuple[Path, dict]:
+            base=None, setup: str | None = None) -> tuple[Path, dict]:
     """Fit the base (or read it from ``out/cache``; ``base``: the method's fit made by the
-    caller with ``cfg``'s options) and pickle the replicates' context."""
+    caller with ``cfg``'s options) and pickle the replicates' context, with ``setup`` for
+    the processes that read it (:func:`load_context`)."""
+    call_setup(setup)
     check(cfg.model, cfg.method)
     method_options(cfg.method, cfg.options)
     key = fingerprint(data, priors, cfg)
     path = out / "cache" / f"base-{key}.pkl"
     if path.exists():
-        return path, load_context(str(path))
+        ctx = load_context(str(path))
+        if ctx.get("setup") != setup:          # the setup is not part of the cache key
+            ctx["setup"] = setup
+            _dump(path, ctx)
+        return path, ctx
     path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     if base is None:
@@ -243,13 +262,17 @@ def prepare(data: Rankings, priors, cfg: PosteriorSbcConfig, out: Path, *,
     else:
         base_s = float(base.seconds)
     ctx = {"cfg": cfg, "data": data, "priors": priors, "base": base,
-           "base_s": base_s, "key": key}
+           "base_s": base_s, "key": key, "setup": setup}
+    _dump(path, ctx)
+    _CONTEXTS[str(path)] = ctx
+    return path, ctx
+
+
+def _dump(path: Path, ctx: dict) -> None:
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as fh:
         pickle.dump(ctx, fh)
     tmp.replace(path)
-    _CONTEXTS[str(path)] = ctx
-    return path, ctx
 
 
 def replicate_specs(path: Path, ctx: dict, n: int) -> list[dict]:
@@ -261,7 +284,7 @@ def replicate_specs(path: Path, ctx: dict, n: int) -> list[dict]:
 
 def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
                       processes: int | None = 1, scheduler=None, progress: bool = True,
-                      base=None) -> dict:
+                      base=None, setup: str | None = None) -> dict:
     """Run (or resume) posterior SBC of ``cfg.method`` on ``data``; write ``ranks.csv``
     and ``posterior_sbc.json`` into ``out`` and return the summary (:func:`summarise`).
 
@@ -284,6 +307,10 @@ def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
     base : Posterior, optional
         The method's fit to ``data`` with ``cfg``'s options, when the caller has it (the
         audit's); fitted here otherwise.
+    setup : str, optional
+        ``"module:function"`` called here and in every process that runs replicates,
+        before the first: a method registered at run time (the planted methods of
+        :mod:`.posterior_sbc_planted`) is not in a spawned process's registry.
     """
     from crowdrank.validation.pipelines.posterior_sbc_checks import companion_checks
     from crowdrank.validation.runtime.grid import GridError, load_cached, run_grid
@@ -291,7 +318,7 @@ def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    path, ctx = prepare(data, priors, cfg, out, base=base)
+    path, ctx = prepare(data, priors, cfg, out, base=base, setup=setup)
     specs = replicate_specs(path, ctx, cfg.sims)
     failures: dict[str, str] = {}
     try:

@@ -13,12 +13,15 @@ entries are made from it:
 
 They are registered by :func:`registered` (a context manager) for the test and the
 benchmark that choose the augmentation's default size; they are not part of the suite's
-registry otherwise.
+registry otherwise. Replicates run in other processes call :func:`register` there (the
+``setup`` of :func:`~crowdrank.validation.pipelines.posterior_sbc.run_posterior_sbc`):
+spawned processes start with the built-in registry only.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,21 +33,42 @@ PRIOR_DRAWS = 12_000
 NAMES = ("planted-exact", "planted-overconfident", "planted-prior")
 
 
+@dataclass(frozen=True)
+class PlantedOptions:
+    """The planted methods' one setting. An option, not a module constant, so that it
+    reaches the replicates' processes and keys their cache."""
+
+    prior_draws: int = field(default=PRIOR_DRAWS, metadata={
+        "help": "importance draws of the exact posterior (its error shrinks as "
+                "1/sqrt(ESS))"})
+
+
 def pl_loglik_draws(order: np.ndarray, lengths: np.ndarray, lam: np.ndarray) -> np.ndarray:
     """``log p(y | λ_s)`` of Plackett–Luce for every draw: ``order`` ``(K, N)`` (``-1``
     padding), ``lam`` ``(S, L)``; returns ``(S,)``. Each stage ``p`` of a ranking of
-    length ``k`` adds ``λ_{o_p} − log Σ_{q ≥ p} exp λ_{o_q}`` (``p < k − 1``)."""
+    length ``k`` adds ``λ_{o_p} − log Σ_{q ≥ p} exp λ_{o_q}`` (``p < k − 1``). Summed over
+    the data, that is ``λ · c`` (``c``: how often each item is chosen at a stage) minus
+    ``Σ_T n_T log Σ_{i ∈ T} exp λ_i`` over the distinct item sets ``T`` left at a stage
+    (``n_T`` times): at most ``2^L`` sets however many rankings, so the importance
+    sampler's ``10^5`` draws cost a matrix product, not an ``(S, N, K)`` array."""
     order = np.asarray(order)
-    K = order.shape[0]
-    mask = order >= 0
-    g = np.where(mask[:, :, None], lam.T[np.where(mask, order, 0)], -np.inf)   # (K, N, S)
-    # log Σ_{q ≥ p} exp g_q, position by position from the end (K is small)
-    tail = np.empty_like(g)
-    tail[-1] = g[-1]
-    for p in range(K - 2, -1, -1):
-        tail[p] = np.logaddexp(g[p], tail[p + 1])
-    stage = np.arange(K)[:, None] < (np.asarray(lengths)[None, :] - 1)          # (K, N)
-    return np.where(stage[:, :, None], g - tail, 0.0).sum(axis=(0, 1))
+    lengths = np.asarray(lengths)
+    lam = np.asarray(lam, float)
+    L = lam.shape[1]
+    chosen = np.zeros(L)
+    sets: dict[tuple, int] = {}
+    for n in range(order.shape[1]):
+        o = order[: int(lengths[n]), n]
+        for p in range(len(o) - 1):
+            chosen[o[p]] += 1
+            key = tuple(sorted(int(i) for i in o[p:]))
+            sets[key] = sets.get(key, 0) + 1
+    member = np.zeros((L, len(sets)))
+    for j, key in enumerate(sets):
+        member[list(key), j] = 1.0
+    top = lam.max(axis=1, keepdims=True)            # exp without overflow
+    log_sums = np.log(np.exp(lam - top) @ member) + top
+    return lam @ chosen - log_sums @ np.fromiter(sets.values(), float, len(sets))
 
 
 def _weights(lw: np.ndarray) -> tuple[np.ndarray, float]:
@@ -53,7 +77,7 @@ def _weights(lw: np.ndarray) -> tuple[np.ndarray, float]:
     return w, float(1.0 / np.sum(w**2))
 
 
-def exact_draws(data, priors, seed: int) -> np.ndarray:
+def exact_draws(data, priors, seed: int, prior_draws: int = PRIOR_DRAWS) -> np.ndarray:
     """``(DRAWS, L)`` draws of the exact PL posterior by importance resampling: a pilot
     from the prior gives the mean and covariance of a Gaussian proposal with the
     covariance doubled (heavier than the posterior), whose weights
@@ -62,19 +86,20 @@ def exact_draws(data, priors, seed: int) -> np.ndarray:
 
     rng = np.random.default_rng([int(seed), 0x15])
     L = data.n_items
-    lam = rng.normal(priors.mu0, priors.sigma0, size=(PRIOR_DRAWS, L))
+    n = int(prior_draws)
+    lam = rng.normal(priors.mu0, priors.sigma0, size=(n, L))
     w, _ = _weights(pl_loglik_draws(data.order, data.lengths, lam))
     m = w @ lam
     cov = np.cov(lam.T, aweights=w) + 1e-9 * np.eye(L)
     prop = stats.multivariate_normal(m, 2.0 * cov)
-    lam = prop.rvs(size=PRIOR_DRAWS, random_state=rng).reshape(PRIOR_DRAWS, L)
+    lam = prop.rvs(size=n, random_state=rng).reshape(n, L)
     lw = (pl_loglik_draws(data.order, data.lengths, lam)
           + stats.norm.logpdf(lam, priors.mu0, priors.sigma0).sum(axis=1) - prop.logpdf(lam))
     w, ess = _weights(lw)
     if ess < 2 * DRAWS:
         raise UsageError(f"importance sampling ESS {ess:.0f} < {2 * DRAWS}: the planted "
                          "exact method is for tiny data only")
-    return lam[rng.choice(PRIOR_DRAWS, size=DRAWS, p=w)]
+    return lam[rng.choice(n, size=DRAWS, p=w)]
 
 
 def _posterior(data, name: str, lam: np.ndarray):
@@ -84,11 +109,12 @@ def _posterior(data, name: str, lam: np.ndarray):
 
 
 def fit_exact(data, model, priors, options, *, seed=0, progress=False):
-    return _posterior(data, "planted-exact", exact_draws(data, priors, seed))
+    return _posterior(data, "planted-exact",
+                      exact_draws(data, priors, seed, options.prior_draws))
 
 
 def fit_overconfident(data, model, priors, options, *, seed=0, progress=False):
-    lam = exact_draws(data, priors, seed)
+    lam = exact_draws(data, priors, seed, options.prior_draws)
     m = lam.mean(axis=0)
     return _posterior(data, "planted-overconfident", m + (lam - m) / np.sqrt(2.0))
 
@@ -99,27 +125,34 @@ def fit_prior(data, model, priors, options, *, seed=0, progress=False):
     return _posterior(data, "planted-prior", lam)
 
 
-@contextmanager
-def registered():
-    """The three planted methods in the method registry for the ``with`` block."""
-    from dataclasses import dataclass
+TITLES = {"planted-exact": "the exact PL posterior (importance resampling)",
+          "planted-overconfident": "the exact PL posterior, variances halved",
+          "planted-prior": "the prior, whatever the data"}
 
+
+def register() -> tuple[str, ...]:
+    """Add the three planted methods to the method registry of this process."""
     from crowdrank.inference import methods
-
-    @dataclass(frozen=True)
-    class NoOptions:
-        """The planted methods take no options."""
 
     fits = {"planted-exact": fit_exact, "planted-overconfident": fit_overconfident,
             "planted-prior": fit_prior}
-    titles = {"planted-exact": "the exact PL posterior (importance resampling)",
-              "planted-overconfident": "the exact PL posterior, variances halved",
-              "planted-prior": "the prior, whatever the data"}
+    for n in NAMES:
+        methods.register(methods.Method(n, TITLES[n], fits[n], PlantedOptions,
+                                        models=("pl",)), replace_existing=True)
+    return NAMES
+
+
+#: What a posterior-SBC run of a planted method names as its ``setup``.
+SETUP = f"{__name__}:register"
+
+
+@contextmanager
+def registered():
+    """The three planted methods in the method registry for the ``with`` block."""
+    from crowdrank.inference import methods
+
     try:
-        for n in NAMES:
-            methods.register(methods.Method(n, titles[n], fits[n], NoOptions, models=("pl",)),
-                             replace_existing=True)
-        yield NAMES
+        yield register()
     finally:
         for n in NAMES:
             methods.unregister(n)

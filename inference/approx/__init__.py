@@ -1,6 +1,7 @@
 """The PPLs' own approximations of the posterior: ADVI (mean-field, full-rank, low-rank),
-Laplace at the mode and multi-path Pathfinder, each fitted on the model's NumPyro (or PyMC)
-program, with PSIS k̂ for every approximation that has a density (``docs/fidelity.md``,
+Laplace at the mode, multi-path Pathfinder, and the non-Gaussian guides (structured and
+coupled VI on the worker simplex, normalising flows), each fitted on the model's NumPyro
+(or PyMC) program, with PSIS k̂ for every approximation that has a density (``docs/fidelity.md``,
 "The PPLs' approximations").
 
 One module per family, one result type (:class:`ApproxFit`: draws written as NUTS writes
@@ -39,7 +40,17 @@ METHODS = {
     "pathfinder": ("pathfinder", "fit_pathfinder", "PathfinderOptions",
                    ("multi-path Pathfinder with PSIS resampling (blackjax on the NumPyro "
                    "density)")),
+    "structured-vi": ("structured", "fit_structured", "StructuredOptions",
+                      ("a full-rank Gaussian on the scores times a Dirichlet/Beta per "
+                       "worker (NumPyro guide)")),
+    "coupled-vi": ("structured", "fit_coupled", "StructuredOptions",
+                   ("structured-vi with each worker's concentrations an affine function "
+                    "of the scores it ranked")),
+    "flow-vi": ("flow", "fit_flow", "FlowOptions",
+                "a normalising flow (NumPyro AutoIAFNormal / AutoBNAFNormal)"),
 }
+#: the modules whose fits take ``psis`` themselves (they resample a larger pool of q)
+_POOLED = ("structured", "flow")
 
 
 def options_class(method: str):
@@ -66,6 +77,8 @@ def fit_approx(data, model: str, priors, method: str, *, psis: bool = False,
     seed = options.get("seed", 0)
     if mod == "vi":
         fit = f(data, model, priors, method, **options)
+    elif mod in _POOLED:
+        fit = f(data, model, priors, psis=psis, **options)
     else:
         fit = f(data, model, priors, **options)
     return fit.with_psis(resample=psis, seed=seed + 7)

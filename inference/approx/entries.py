@@ -80,6 +80,51 @@ class PathfinderOptions:
     psis: bool = _PSIS
 
 
+_NUMPYRO = opt("numpyro", "the PPL that fits it (a NumPyro guide)", choices=("numpyro",))
+_POOL = opt(4000, "with --psis: draws of q importance-weighted, of which --draws are "
+            "resampled")
+
+
+@dataclass(frozen=True)
+class StructuredViOptions:
+    backend: str = _NUMPYRO
+    max_steps: int = opt(10000, "the most Adam steps")
+    learning_rate: float = opt(0.01, "Adam's first step size (decays to 1/10 at "
+                               "--max-steps)")
+    window: int = opt(500, "steps per window of the ELBO stopping rule")
+    elbo_tol: float = opt(1e-3, "stop when the window-mean ELBO changes by less than this "
+                          "(relative)")
+    particles: int = opt(1, "Monte Carlo draws per ELBO gradient")
+    covariance: str = opt("full", "the scores' Gaussian: full-rank or low-rank plus "
+                          "diagonal", choices=("full", "lowrank"))
+    rank: int | None = opt(None, "--covariance lowrank: rank of its low-rank part (default "
+                           "ceil(sqrt(L)))", type=int)
+    draws: int = _DRAWS
+    pool: int = _POOL
+    psis: bool = _PSIS
+
+
+@dataclass(frozen=True)
+class FlowViOptions:
+    backend: str = _NUMPYRO
+    flow: str = opt("iaf", "NumPyro's AutoIAFNormal or AutoBNAFNormal", choices=("iaf", "bnaf"))
+    num_flows: int = opt(2, "stacked autoregressive transforms")
+    hidden: int = opt(0, "hidden units per layer (IAF; 0: the dimension) or per dimension "
+                      "(BNAF; 0: 8)")
+    max_steps: int = opt(10000, "the most Adam steps")
+    learning_rate: float = opt(0.005, "Adam's first step size (decays to 1/10 at "
+                               "--max-steps)")
+    window: int = opt(500, "steps per window of the ELBO stopping rule")
+    elbo_tol: float = opt(1e-3, "stop when the window-mean ELBO changes by less than this "
+                          "(relative)")
+    particles: int = opt(1, "Monte Carlo draws per ELBO gradient")
+    draws: int = _DRAWS
+    pool: int = _POOL
+    simplex: str = _SIMPLEX
+    level: str = _LEVEL
+    psis: bool = _PSIS
+
+
 def _posterior(fit, options, seconds_key: str = "seconds"):
     import numpy as np
 
@@ -176,6 +221,65 @@ def fit_pathfinder(data, model, priors, options, *, seed=0, progress=False):
     return _posterior(fit, options)
 
 
+def _svi_kw(options):
+    if options.max_steps < options.window or options.window < 1:
+        raise UsageError("need --window >= 1 and --max-steps >= --window")
+    if options.draws < 10 or options.pool < 10:
+        raise UsageError("--draws and --pool must be >= 10 (PSIS needs the draws)")
+    if options.particles < 1 or not options.learning_rate > 0:
+        raise UsageError("need --particles >= 1 and --learning-rate > 0")
+    return {"max_steps": int(options.max_steps), "learning_rate": float(options.learning_rate),
+            "window": int(options.window), "elbo_tol": float(options.elbo_tol),
+            "particles": int(options.particles), "draws": int(options.draws),
+            "pool": int(options.pool)}
+
+
+def _fit_structured(method, data, model, priors, options, seed, progress):
+    from . import fit_approx
+
+    if options.covariance == "lowrank" and options.rank is not None and options.rank < 1:
+        raise UsageError("--rank must be >= 1")
+    try:
+        fit = fit_approx(data, model, priors, method, psis=bool(options.psis),
+                         seed=int(seed), progress=progress, covariance=options.covariance,
+                         rank=options.rank, **_svi_kw(options))
+    except ValueError as e:     # a model without a Dirichlet/Beta worker factor
+        raise UsageError(str(e)) from None
+    return _posterior(fit, options)
+
+
+def fit_structured_vi(data, model, priors, options, *, seed=0, progress=False):
+    """Structured VI: a full-rank Gaussian on the scores × a Dirichlet (COUPLE) or Beta
+    (CrowdBT) per worker (:mod:`crowdrank.inference.approx.structured`)."""
+    return _fit_structured("structured-vi", data, model, priors, options, seed, progress)
+
+
+def fit_coupled_vi(data, model, priors, options, *, seed=0, progress=False):
+    """Coupled VI: structured VI whose worker concentrations are an affine function of
+    the scores the worker ranked (:mod:`crowdrank.inference.approx.structured`, (C1))."""
+    return _fit_structured("coupled-vi", data, model, priors, options, seed, progress)
+
+
+def fit_flow_vi(data, model, priors, options, *, seed=0, progress=False):
+    """Flow VI: NumPyro's ``AutoIAFNormal``/``AutoBNAFNormal``
+    (:mod:`crowdrank.inference.approx.flow`)."""
+    from . import fit_approx
+
+    if options.num_flows < 1 or options.hidden < 0:
+        raise UsageError("need --num-flows >= 1 and --hidden >= 0")
+    check_model(model)
+    fit = fit_approx(data, model, priors, "flow-vi", psis=bool(options.psis), seed=int(seed),
+                     progress=progress, flow=options.flow, num_flows=int(options.num_flows),
+                     hidden=int(options.hidden), simplex=options.simplex,
+                     level=options.level, **_svi_kw(options))
+    return _posterior(fit, options)
+
+
+#: The models the structured guides have a worker factor for (a Dirichlet or Beta worker
+#: prior; ``structured.worker_family`` checks the registry itself).
+STRUCTURED_MODELS = ("couple", "couple-normalized", "crowdbt")
+
+
 def method_entries():
     """This package's entries of the method registry, as keyword arguments of
     :class:`~crowdrank.inference.methods.Method` (the registry builds them: this module
@@ -198,6 +302,14 @@ def method_entries():
         _entry("pathfinder", "multi-path Pathfinder (blackjax on the NumPyro density), PSIS "
                "resampling and k̂", f"{here}:fit_pathfinder", PathfinderOptions,
                backends=("numpyro",)),
+        _entry("structured-vi", "full-rank Gaussian scores × Dirichlet/Beta workers, k̂",
+               f"{here}:fit_structured_vi", StructuredViOptions, backends=("numpyro",),
+               models=STRUCTURED_MODELS),
+        _entry("coupled-vi", "structured-vi, worker factor a function of its scores",
+               f"{here}:fit_coupled_vi", StructuredViOptions, backends=("numpyro",),
+               models=STRUCTURED_MODELS),
+        _entry("flow-vi", "normalising-flow guide (NumPyro IAF or BNAF), k̂",
+               f"{here}:fit_flow_vi", FlowViOptions, backends=("numpyro",)),
     )
 
 

@@ -59,6 +59,20 @@ def _logsumexp(x):
     return m + np.log(np.sum(np.exp(x - m)))
 
 
+def resample_pool(log_p, log_q, n: int, seed: int = 0) -> tuple[float, np.ndarray]:
+    """``(k̂, indices)``: ``n`` draws, with replacement, of a pool of draws of ``q`` with
+    their Pareto-smoothed importance weights ``p/q`` (sampling-importance resampling), and
+    the pool's k̂. A draw whose ``log p`` is not finite has weight 0."""
+    lp = np.asarray(log_p, float)
+    lq = np.asarray(log_q, float)
+    ok = np.isfinite(lp) & np.isfinite(lq)
+    khat, lw = psis_diagnostic(np.where(ok, lp, -np.inf), np.where(ok, lq, 0.0))
+    w = np.exp(lw - lw.max())
+    idx = np.random.default_rng(seed).choice(lw.size, size=int(n), replace=True,
+                                             p=w / w.sum())
+    return khat, idx
+
+
 def label(khat: float | None) -> str:
     """``"good"``, ``"ok"``, ``"not reliable"`` or ``"n/a"``."""
     if khat is None:

@@ -125,7 +125,11 @@ def _check_finite(method: str, means: list[float], params: dict, steps: int,
     """A diverged optimisation (a window's mean loss or a variational parameter not finite)
     is an error that says where it happened and what to change, not draws of a
     ``NaN``-located Gaussian (NumPyro then fails on the guide's invalid ``loc``)."""
-    bad = [k for k, v in params.items() if not np.all(np.isfinite(np.asarray(v)))]
+    import jax
+
+    # a flow's parameters are nested (its networks' layers): every leaf is checked
+    bad = [k for k, v in params.items()
+           if not all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(v))]
     if np.isfinite(means[-1]) and not bad:
         return
     ok = [i for i, m in enumerate(means) if np.isfinite(m)]
@@ -137,11 +141,58 @@ def _check_finite(method: str, means: list[float], params: dict, steps: int,
         + f" (learning rate {o.learning_rate:g}); try a smaller --learning-rate")
 
 
-def _fit_numpyro(data, model, priors, method, o: VIOptions) -> ApproxFit:
+def run_svi(model, guide, o, desc: str):
+    """Maximise the ELBO of ``guide`` for ``model`` (NumPyro callables without arguments)
+    with the schedule and stopping rule of the module docstring; ``o`` carries
+    ``max_steps``, ``learning_rate``, ``decay``, ``window``, ``elbo_tol``, ``particles``,
+    ``seed`` and ``progress``. Returns ``(params, diagnostics)`` (``converged``, ``steps``,
+    ``final_elbo``, ``elbo_trace``, ``stopping_rule``); a diverged run is a
+    :class:`UsageError` (:func:`_check_finite`). Shared by every SVI method of this package
+    (the structured and flow guides too), so they stop by one rule."""
     import jax
     import numpyro
+    from jax.example_libraries.optimizers import exponential_decay
     from numpyro.infer import SVI, Trace_ELBO
     from tqdm.auto import tqdm
+
+    # an exponentially decaying step size: Adam's stationary noise shrinks with it
+    step = exponential_decay(o.learning_rate, o.max_steps, o.decay)
+    # gradients clipped to [-10, 10] (NumPyro's ClippedAdam): a one-draw gradient far
+    # in a Gamma coordinate's tail must not throw the fit out of the bulk
+    svi = SVI(model, guide, numpyro.optim.ClippedAdam(step, clip_norm=10.0),
+              Trace_ELBO(num_particles=o.particles))
+    state = svi.init(jax.random.PRNGKey(o.seed))
+
+    @jax.jit
+    def chunk(state):
+        return jax.lax.scan(lambda s, _: svi.update(s), state, None, length=o.window)
+
+    means, trace, steps, converged = [], [], 0, False
+    bar = tqdm(total=o.max_steps, disable=not o.progress, desc=desc, unit="step")
+    while steps < o.max_steps:
+        state, losses = chunk(state)
+        losses = np.asarray(losses)
+        steps += o.window
+        means.append(float(np.mean(losses)))
+        trace.append(-means[-1])
+        bar.update(o.window)
+        bar.set_postfix(elbo=f"{-means[-1]:.4g}")
+        if not np.isfinite(means[-1]):
+            break
+        if _stop(means, o.elbo_tol):
+            converged = True
+            break
+    bar.close()
+    params = svi.get_params(state)
+    _check_finite(desc, means, params, steps, o)
+    diag = {"converged": converged, "steps": steps, "final_elbo": trace[-1] if trace else None,
+            "elbo_trace": trace, "stopping_rule": f"relative change of {o.window}-step mean "
+            f"ELBO < {o.elbo_tol:g}, at most {o.max_steps} steps"}
+    return params, diag
+
+
+def _fit_numpyro(data, model, priors, method, o: VIOptions) -> ApproxFit:
+    import jax
 
     from crowdrank.models import numpyro_models as npm
 
@@ -155,46 +206,12 @@ def _fit_numpyro(data, model, priors, method, o: VIOptions) -> ApproxFit:
             npm.model(inputs, pointwise=False, **target.param)
 
         guide = _guide(method, prog, o)
-        # an exponentially decaying step size: Adam's stationary noise shrinks with it
-        from jax.example_libraries.optimizers import exponential_decay
-
-        step = exponential_decay(o.learning_rate, o.max_steps, o.decay)
-        # gradients clipped to [-10, 10] (NumPyro's ClippedAdam): a one-draw gradient far
-        # in a Gamma coordinate's tail must not throw the fit out of the bulk
-        svi = SVI(prog, guide, numpyro.optim.ClippedAdam(step, clip_norm=10.0),
-                  Trace_ELBO(num_particles=o.particles))
-        state = svi.init(jax.random.PRNGKey(o.seed))
-
-        @jax.jit
-        def chunk(state):
-            return jax.lax.scan(lambda s, _: svi.update(s), state, None, length=o.window)
-
-        means, trace, steps, converged = [], [], 0, False
-        bar = tqdm(total=o.max_steps, disable=not o.progress, desc=method, unit="step")
-        while steps < o.max_steps:
-            state, losses = chunk(state)
-            losses = np.asarray(losses)
-            steps += o.window
-            means.append(float(np.mean(losses)))
-            trace.append(-means[-1])
-            bar.update(o.window)
-            bar.set_postfix(elbo=f"{-means[-1]:.4g}")
-            if not np.isfinite(means[-1]):
-                break
-            if _stop(means, o.elbo_tol):
-                converged = True
-                break
-        bar.close()
-        params = svi.get_params(state)
-        _check_finite(method, means, params, steps, o)
+        params, diag = run_svi(prog, guide, o, method)
         z, log_q = _draw_q(method, guide, params, target, jax.random.PRNGKey(o.seed + 1),
                            o.draws)
         log_p = target.log_p_draws(z)
         cons = target.constrain_draws(z)
-    diag = {"converged": converged, "steps": steps, "final_elbo": trace[-1] if trace else None,
-            "elbo_trace": trace, "stopping_rule": f"relative change of {o.window}-step mean "
-            f"ELBO < {o.elbo_tol:g}, at most {o.max_steps} steps",
-            "seconds": time.perf_counter() - t0, "dim": target.dim}
+    diag.update(seconds=time.perf_counter() - t0, dim=target.dim)
     return ApproxFit(method=method, model=model, backend="numpyro", lam=cons["lambda"],
                      eta=cons.get("eta"), items=list(data.items), workers=list(data.workers),
                      z=z, log_q=log_q, log_p=log_p, diagnostics=diag)

@@ -38,11 +38,12 @@ def test_audit_on_a_local_cluster_equals_the_audit_in_process(tmp_path, worker_c
 
     # BT audited, PL for the checks only: the cheapest models to compile and sample
     # (each of the three processes compiles its own), on the same code paths as COUPLE's
+    # posterior SBC with 20 replicates: enough to compare its Dask route with the local one
     sim = simulate("couple", n_items=8, n_workers=3, tasks_per_worker=25, kmax=2,
                    setting="amateur", seed=3)
     subject = Subject(sim.rankings, truth=sim.lam)
     cfg = AuditConfig(models=("bt",), chains=2, tune=100, draws=100, permutations=2,
-                      loo_models=("pl",), seed=4)
+                      loo_models=("pl",), seed=4, posterior_sbc=20)
     local = run_audit(subject, tmp_path / "local", cfg, log=lambda _: None)
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        dashboard_address=None)

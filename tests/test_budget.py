@@ -165,7 +165,7 @@ def test_within_budget_audit_extends_in_rounds(tmp_path):
     out = tmp_path / "out"
     assert cli.main(["audit", str(f), "--model", "bt", "--no-checks", "--permutations", "0",
                      "--chains", "2", "--tune", "200", "--draws", "100", "--out", str(out),
-                     "--quiet", "--max-nuts-minutes", "30"]) == 0
+                     "--quiet", "--max-nuts-minutes", "30", "--posterior-sbc", "0"]) == 0
     m = json.loads((out / "metrics.json").read_text())
     plan = m["budget"]["models"]["bt"]
     assert m["budget"]["verdict"] == "within budget" and plan["max_draws"] == 400

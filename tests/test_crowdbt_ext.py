@@ -482,7 +482,7 @@ def test_audit_cli_writes_the_comparison(tmp_path):
     assert main(["audit", str(f), "--model", "crowdbt-bias", "--approx", "em",
                  "--backend", "pymc",
                  "--eta-beta", "4,1.5", "--chains", "2", "--tune", "100", "--draws", "100",
-                 "--out", str(out)]) == 0
+                 "--posterior-sbc", "0", "--out", str(out)]) == 0
     rep = json.loads((out / "metrics.json").read_text())
     assert set(rep["families"]) >= {"lambda", "eta", "beta", "eta_joint"}
     par = pd.read_csv(out / "parameters.csv")

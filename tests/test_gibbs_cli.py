@@ -56,8 +56,8 @@ def test_fit_gibbs_refuses_a_model_it_does_not_fit(sim_dir, tmp_path, capsys):
 def test_audit_with_the_gibbs_reference(sim_dir, tmp_path):
     out = tmp_path / "audit"
     assert main(["audit", str(sim_dir / "rankings.csv"), "--model", "couple", "--reference",
-                 "gibbs", "--no-checks", "--permutations", "0", "--quiet",
-                 "--out", str(out)]) == 0
+                 "gibbs", "--no-checks", "--permutations", "0", "--posterior-sbc", "0",
+                 "--quiet", "--out", str(out)]) == 0
     m = json.loads((out / "metrics.json").read_text())
     assert m["config"]["reference"] == "gibbs"
     gate = m["models"]["couple"]["gate"]

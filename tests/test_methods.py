@@ -205,7 +205,7 @@ def test_toy_method_through_the_audit(toy_method, tmp_path):
     out = tmp_path / "audit"
     assert main(["audit", str(f), "--model", "bt", "--approx", "prior", "--chains", "2",
                  "--tune", "30", "--draws", "30", "--permutations", "0", "--no-checks",
-                 "--quiet", "--out", str(out)]) == 0
+                 "--posterior-sbc", "0", "--quiet", "--out", str(out)]) == 0
     m = json.loads((out / "metrics.json").read_text())["models"]["bt"]
     assert [v["variant"] for v in m["variants"]] == ["default", "method=prior"]
     table = pd.read_csv(out / "parameters.csv")

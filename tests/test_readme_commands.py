@@ -416,8 +416,10 @@ SCALE_NUTS = "--chains 2 --tune 30 --draws 30"
 # the audit would extend it in rounds up to 4 x draws, sampling each round with the poorly
 # adapted kernel of a 30-iteration warm-up (the BabyFace audit: 96 s with the rounds, 54 s
 # without, one run each)
+# --posterior-sbc 40: the verdict's section with a fifth of the default replicates (the
+# read-level audit spent 14 of its 74 s on 200)
 SCALE_AUDIT = ("--chains 2 --tune 30 --draws 30 --max-draws 30 --permutations 2 "
-               "--loo-models ''")
+               "--loo-models '' --posterior-sbc 40")
 SCALE_SBC = "--chains 2 --tune 30 --draws 50"      # 2 × 50 draws: the default 100 ranks
 NUTS_README = ("crowdrank fit data.csv --method nuts --model couple --backend {numpyro,pymc} "
                "--out fit-nuts")

@@ -252,7 +252,10 @@ def _composite_table(fits: dict, data: Rankings, whole: dict) -> LooTable:
     if not ok:
         t.note = "no model with a pair likelihood"
         return t
-    loos = {m: composite_loo(fits[m], data, m, own=whole.get(m)) for m in ok}
+    # a pairwise model's likelihood of a ranking is the sum over its rank-broken pairs
+    # (tests/test_loo_pairs.py), so its composite LOO is its own: reused, not recomputed
+    loos = {m: whole[m] if m in whole and get_model(m).pairwise
+            else composite_loo(fits[m], data, m, own=whole.get(m)) for m in ok}
     t.pareto = {m: _loo_pareto(v) for m, v in loos.items()}
     if len(ok) < 2:
         t.note = "fewer than two comparable models"

@@ -158,6 +158,19 @@ def fit_ep_method(data, model, priors, options, *, seed=0, progress=False, order
     return from_online(post, "ep")
 
 
+def fit_ep_exact_method(data, model, priors, options, *, seed=0, progress=False,
+                        order=None, callback=None) -> Posterior:
+    """EP with exact worker moments (:mod:`crowdrank.inference.online.ep_exact`)."""
+    from crowdrank.inference.online.ep_exact import fit_ep_exact
+
+    post = fit_ep_exact(data, model, priors, passes=int(options.passes),
+                        damping=float(options.damping), tol=float(options.ep_tol),
+                        order=order or options.order, seed=int(seed),
+                        scores=options.scores, callback=callback,
+                        **update_options(options))
+    return from_online(post, "ep-exact")
+
+
 # ====================================================================== batch
 def _processes(options) -> int:
     p = options.processes if options.processes is not None else min(2, os.cpu_count() or 1)

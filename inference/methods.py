@@ -178,6 +178,16 @@ class EpOptions(UpdateOptions):
 
 
 @dataclass(frozen=True)
+class EpExactOptions(EpOptions):
+    """The options of ``ep-exact``: ``ep``'s, and which score part a site update takes
+    (:mod:`crowdrank.inference.online.ep_exact`)."""
+
+    scores: str = opt("ep", "a site's score part: EP's stage updates (ep), or the tilted "
+                      "Gaussian's moments on the worker integral's grid (exact; COUPLE)",
+                      choices=("ep", "exact"))
+
+
+@dataclass(frozen=True)
 class LaplaceOptions:
     """The options of ``laplace``: the batch MAP solver behind Laplace's intervals."""
 
@@ -373,6 +383,9 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
            update=f"{_FITS}:update_online_method"),
     Method("ep", "expectation propagation over the online update: passes that revisit every "
            "ranking's contribution", f"{_FITS}:fit_ep_method", EpOptions, models="online"),
+    Method("ep-exact", "EP whose site updates integrate the worker's η exactly (COUPLE: "
+           "over the simplex, rankings of at most 4 items; CrowdBT: over the Beta)",
+           f"{_FITS}:fit_ep_exact_method", EpExactOptions, models=("couple", "crowdbt")),
     Method("map", "batch MAP (the prior as a ridge) with --intervals laplace or bootstrap; "
            "CrowdBT's MAP by EM", f"{_FITS}:fit_map", PointOptions,
            models=("bt", "pl", "crowdbt")),

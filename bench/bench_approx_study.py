@@ -78,6 +78,9 @@ for _cfg in REFERENCE_CONFIGS.values():
     _cfg.update(pointwise=False, predictive=False)
 PPL_METHODS = ("advi", "fullrank-advi", "lowrank-advi", "pathfinder", "laplace-ppl")
 CONTEXT = ("one-pass", "ep5 damping=0")     # labels of bench_fidelity.variants()
+#: EP with exact worker moments: EP's score part, and the exact one (labels, options)
+EP_EXACT = (("ep-exact", {"method": "ep-exact"}),
+            ("ep-exact scores=exact", {"method": "ep-exact", "scores": "exact"}))
 Z_BOX, SD_BOX = 0.1, (0.9, 1.1)
 
 
@@ -91,11 +94,18 @@ def cpu_seconds() -> float:
 
 def method_plan(model: str) -> list[tuple[str, dict]]:
     """(label, fit_variant options) of every method studied on ``model``."""
+    from approx_study_merge import NEW_METHODS
+
+    from crowdrank.inference.methods import REGISTRY
     from crowdrank.inference.methods import get as get_method
 
     ctx = dict(fid.variants(model))
     out = [(lab, ctx[lab]) for lab in CONTEXT if lab in ctx]
-    return out + [(m, {"method": m}) for m in PPL_METHODS if get_method(m).fits(model)]
+    out += [(m, {"method": m}) for m in PPL_METHODS if get_method(m).fits(model)]
+    out += [(lab, o) for lab, o in EP_EXACT if get_method("ep-exact").fits(model)]
+    # the structured and flow guides, where the registry has them
+    return out + [(m, {"method": m}) for m in NEW_METHODS
+                  if m in REGISTRY and REGISTRY[m].fits(model)]
 
 
 # ------------------------------------------------------------------ the reference
@@ -223,7 +233,7 @@ def gradient_evals(post, opts: dict) -> dict:
     Laplace's Hessian); the online and EP updates take no gradients of log p."""
     d = post.diagnostics or {}
     m = opts.get("method", "online")
-    if m in ("online", "ep"):
+    if m in ("online", "ep", "ep-exact"):
         return {"grad_evals": 0, "grad_evals_kind": "none (closed-form updates)"}
     if m.endswith("advi"):
         if d.get("steps") is None:
@@ -247,7 +257,7 @@ def run_method(d, model, pri, label, opts, ref, log) -> dict:
     t, c = time.perf_counter(), cpu_seconds()
     post = fit_variant(d, model, pri, opts, progress=False)
     cpu, wall = cpu_seconds() - c, time.perf_counter() - t
-    res = (fid.compare_variant(post, ref) if post.method in ("online", "ep")
+    res = (fid.compare_variant(post, ref) if post.method in ("online", "ep", "ep-exact")
            else compare_draws(post, ref))
     k = posterior_khat(post, d, model, pri, seed=0)
     diag = post.diagnostics or {}
@@ -652,12 +662,21 @@ def main(argv=None) -> int:
                     "as not run with --skip-why")
     ap.add_argument("--skip-why", default="--skip", help="the reason --skip records")
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--methods", default=None, metavar="LABEL,...",
+                    help="run only these labels of the plan and merge their rows into the "
+                    "record's subjects, beside the rows measured before "
+                    "(bench/approx_study_merge.py; --cache may be out/gibbs-nuts)")
     args = ap.parse_args(argv)
     skip = {tuple(x.split(":", 1)): args.skip_why for x in args.skip}
     names = list(SUBJECTS) if args.only is None else args.only.split(",")
     bad = [n for n in names if n not in SUBJECTS]
     if bad:
         ap.error(f"unknown subject(s) {bad}; expected {list(SUBJECTS)}")
+    if args.step == "run" and args.methods:
+        from approx_study_merge import merge_run
+        merge_run(sys.modules[__name__], names, args.methods.split(","), Path(args.cache),
+                  Path(args.out), argv)
+        return 0
     if args.step == "run":
         run(names, Path(args.cache), args.stop_at, Path(args.out), argv,
             args.last_reference_at, args.resume, skip)

@@ -93,6 +93,30 @@ def test_couple_site_against_importance_sampling(a):
     np.testing.assert_array_equal(a_ep, a_new)       # the worker part is the same
 
 
+def test_short_ranking_projection_against_importance_sampling():
+    """A ranking of 2 items by a worker with K = 4: ``projection="full"`` is Eq. 10 on the
+    tilted moments of the whole η (which the oracle draws), ``"sub"`` on those of
+    ``η_{1..2}`` renormalised."""
+    a = np.array([1.7, 0.6, 0.4, 0.3])
+    mc, vc = np.array([0.4, -0.3]), np.array([0.6, 0.5])
+    rng = np.random.default_rng(4)
+    est = []
+    for _ in range(10):
+        lam = mc + np.sqrt(vc) * rng.standard_normal((200_000, 2))
+        eta = rng.dirichlet(a, 200_000)
+        w = _stage_like(lam, eta, [0, 1])
+        w = w / w.sum()
+        sub = eta[:, :2] / eta[:, :2].sum(1, keepdims=True)
+        est.append(np.concatenate([X.alpha_from_moments(w @ eta, w @ eta ** 2)[:2],
+                                   X.alpha_from_moments(w @ sub, w @ sub ** 2)]))
+    mean, se = _batches(est)
+    full = X.couple_site_python(mc, vc, a, projection="full")[2]
+    sub = X.couple_site_python(mc, vc, a, projection="sub")[2]
+    got = np.concatenate([full[:2], sub[:2]])
+    assert np.all(np.abs(got - mean) < 5 * se + 1e-4 * np.abs(mean)), (got, mean, se)
+    assert np.max(np.abs(full[:2] - sub[:2])) > 20 * se.max()   # the two differ here
+
+
 def test_couple_site_short_ranking_keeps_the_other_entries():
     a = np.array([2.0, 0.7, 0.3, 0.1])
     _, _, a_new = X.couple_site_python(np.array([0.2, -0.1]), np.array([0.4, 0.6]), a)
@@ -107,15 +131,17 @@ def _tiny(model="couple", n=60):
     return d, get_model(model).worker_priors(build_priors(d), d)
 
 
-@pytest.mark.parametrize("model,scores", [("couple", "ep"), ("couple", "exact"),
-                                          ("crowdbt", "ep")])
-def test_numba_pass_equals_specification(model, scores):
+@pytest.mark.parametrize("model,scores,projection", [
+    ("couple", "ep", "full"), ("couple", "exact", "full"), ("couple", "ep", "sub"),
+    ("crowdbt", "ep", "full")])
+def test_numba_pass_equals_specification(model, scores, projection):
     d, pri = _tiny(model)
     st = [X.ep_exact_init(d, model, pri) for _ in range(2)]
     for python, s in zip((False, True), st):
         seq = np.arange(s.src.n_rankings)
         for _ in range(3):
-            X.ep_exact_pass(s, seq, 0.3, scores=scores, python=python)
+            X.ep_exact_pass(s, seq, 0.3, scores=scores, projection=projection,
+                            python=python)
     a, b = st
     for x, y in ((a.post.mu, b.post.mu), (a.post.sigma2, b.post.sigma2),
                  (a.post.alpha, b.post.alpha), (a.site_alpha, b.site_alpha),

@@ -24,9 +24,13 @@ The likelihood depends on ``η`` only through ``η̃ = η_{1..k} / Σ_{t≤k} η
 ``E[η̃_t]``, ``E[η̃_t²]`` — is a polynomial of degree ≤ ``k + 1 ≤ 5`` in each ``u_i``, so a
 3-node Gauss–Jacobi rule per ``u_i`` ([Golub69]) integrates it exactly
 (:func:`dirichlet_product_moments`), however close to a corner ``a`` puts the mass. The
-projection matches the moments the one-pass update matches, ``E[η̃_t]`` and ``E[η̃_t²]`` per
-component ([Pan18], Eq. 10): ``α_t = (E1_t − E2_t) E1_t / (E2_t − E1_t²)``, ``t ≤ k``; the
-entries beyond ``k`` keep the cavity's.
+projection matches the moments the one-pass update matches, the first two per component
+([Pan18], Eq. 10): ``α_t = (E1_t − E2_t) E1_t / (E2_t − E1_t²)``, ``t ≤ k``, with ``E1_t``,
+``E2_t`` those of ``η_t = S_k η̃_t`` (``S_k = Σ_{t≤k} η_t``, independent of ``η̃``, which the
+site does not inform; :func:`project_worker`, ``projection="full"``) or of ``η̃_t`` as the
+one-pass update takes a stage's renormalised sub-vector (``"sub"``); the two agree when
+``k = K``, and measured they differ by ≤ 0.02 in any box figure. The entries beyond ``k``
+keep the cavity's.
 
 The *score part* is EP's: the one-pass stage updates on the cavity (``scores="ep"``, the
 default), or, with ``scores="exact"``, the tilted Gaussian's marginal moments from the same
@@ -66,6 +70,7 @@ from .gbmm import gauss_hermite, ranking_update
 from .state import CLAMP_KEYS, empty_counts
 
 SCORES = ("ep", "exact")
+PROJECTIONS = ("full", "sub")
 #: Gauss–Jacobi nodes per nested Beta variable (exact for degree ≤ 5; module docstring).
 JACOBI_NODES = 3
 
@@ -151,9 +156,28 @@ def alpha_from_moments(E1, E2) -> np.ndarray:
     return (E1 - E2) * E1 / (E2 - E1 * E1)
 
 
-def couple_site_python(mc, vc, a_c, *, scores="ep", opts=None):
+def project_worker(a_c, E1, E2, projection="full") -> np.ndarray:
+    """The cavity row ``a_c`` with its first ``k = len(E1)`` entries from Eq. 10.
+
+    ``"full"``: Eq. 10 on the moments of ``η_t`` itself, ``η_t = S_k η̃_t`` with ``S_k =
+    Σ_{t≤k} η_t ~ Beta(A_k, S − A_k)`` independent of ``η̃`` and left as it was by the
+    site (aggregation, [Ng11]): ``E[η_t] = (A_k/S) E[η̃_t]``, ``E[η_t²] = A_k(A_k+1)/(S(S+1))
+    E[η̃_t²]`` (``A_k = Σ_{t≤k} a_t``, ``S = Σ a``); for ``k = K`` the two agree.
+    ``"sub"``: Eq. 10 on ``η̃``'s moments, as the one-pass update treats a stage's
+    renormalised sub-vector."""
+    a_c = np.asarray(a_c, float)
+    k = len(E1)
+    A, S = a_c[:k].sum(), a_c.sum()
+    s1, s2 = (A / S, A * (A + 1.0) / (S * (S + 1.0))) if projection == "full" else (1.0, 1.0)
+    out = a_c.copy()
+    out[:k] = alpha_from_moments(s1 * np.asarray(E1), s2 * np.asarray(E2))
+    return out
+
+
+def couple_site_python(mc, vc, a_c, *, scores="ep", projection="full", opts=None):
     """One COUPLE site update on the cavity ``N(mc, vc)``, ``Dir(a_c)`` (``a_c`` the
-    worker's full row; ``k = len(mc)``): returns ``(m', v', α')`` before damping."""
+    worker's full row; ``k = len(mc)``): returns ``(m', v', α')`` before damping;
+    ``projection`` as :func:`project_worker`."""
     k = len(mc)
     if k > K_MAX:
         raise UsageError(f"ep-exact integrates a worker's simplex for rankings of at most "
@@ -164,8 +188,7 @@ def couple_site_python(mc, vc, a_c, *, scores="ep", opts=None):
     D = {c: float(wts @ np.array([stage_weights(p, k, c) for p in pts])) for c in combos(k)}
     M, tilted = softmax_product_moments(mc, vc, D if scores == "exact" else None)
     _, E1, E2 = dirichlet_product_moments(ak, M)
-    a_new = a_c.copy()
-    a_new[:k] = alpha_from_moments(E1, E2)
+    a_new = project_worker(a_c, E1, E2, projection)
     o = opts or {}
     kappa = float(o.get("kappa", 1e-4))
     if scores == "exact":
@@ -194,7 +217,7 @@ def crowdbt_worker_python(a: float, b: float, c1: float) -> tuple[float, float]:
 
 # ------------------------------------------------------------------ the passes
 def ep_exact_pass_python(state: _ep.EPState, seq: np.ndarray, damping: float, *,
-                         scores: str = "ep") -> dict:
+                         scores: str = "ep", projection: str = "full") -> dict:
     """One pass, readable (the specification of :mod:`.ep_exact_kernel`'s loops): the
     cavity, the exact site update (:func:`couple_site_python`, or for CrowdBT the
     quadrature scores and :func:`crowdbt_worker_python`), damping, as :mod:`.ep`."""
@@ -221,7 +244,7 @@ def ep_exact_pass_python(state: _ep.EPState, seq: np.ndarray, damping: float, *,
         mc, vc = (mu[it].copy(), s2[it].copy()) if first else (nu_c / tau_c, 1.0 / tau_c)
         if state.model == "couple":
             m_new, v_new, a_new = couple_site_python(mc, vc, a_c, scores=scores,
-                                                     opts=state.opts)
+                                                     projection=projection, opts=state.opts)
         else:
             S0, S1, S2 = difference_moments(mc[0], mc[1], vc[0], vc[1])
             m_new = np.empty(2)
@@ -246,12 +269,13 @@ def ep_exact_pass_python(state: _ep.EPState, seq: np.ndarray, damping: float, *,
 
 
 def ep_exact_pass(state: _ep.EPState, seq: np.ndarray, damping: float, *,
-                  scores: str = "ep", python: bool = False) -> dict:
+                  scores: str = "ep", projection: str = "full", python: bool = False) -> dict:
     """One pass in place (numba; ``python=True``: :func:`ep_exact_pass_python`)."""
     if not 0.0 <= damping < 1.0:
         raise UsageError(f"damping must be in [0, 1), got {damping!r}")
     if python:
-        return ep_exact_pass_python(state, seq, damping, scores=scores)
+        return ep_exact_pass_python(state, seq, damping, scores=scores,
+                                    projection=projection)
     post, o = state.post, state.opts
     mu0, s20, a0 = post.mu.copy(), post.sigma2.copy(), post.alpha.copy()
     first = state.passes_done == 0
@@ -265,6 +289,7 @@ def ep_exact_pass(state: _ep.EPState, seq: np.ndarray, damping: float, *,
         bad = ep_exact_couple_pass(
             first, d, seq, state.ordr, state.lengths, state.wk, post.mu, post.sigma2,
             post.alpha, state.site_tau, state.site_nu, state.site_alpha, scores == "exact",
+            projection == "full",
             kernels.TAYLOR_CODES.get(o.get("taylor", "paper"), 0),
             o.get("score_alpha", "updated") == "prior", float(o.get("kappa", 1e-4)),
             float(o.get("kappa2", 1e-4)), state.strict, counts, err, out)
@@ -300,13 +325,16 @@ def ep_exact_init(data: Rankings, model: str, priors: Priors, **kw) -> _ep.EPSta
 def fit_ep_exact(data: Rankings, model: str, priors: Priors, *, passes: int = _ep.EP_PASSES,
                  damping: float = _ep.EP_DAMPING, tol: float = _ep.EP_TOL,
                  order: str = "file", seed: int = 0, strict: bool = False,
-                 scores: str = "ep", callback=None, **alg):
+                 scores: str = "ep", projection: str = "full", callback=None, **alg):
     """EP with exact worker moments (module docstring): passes as :func:`.ep.fit_ep`
     (stopping once :func:`.ep.converged`); ``scores`` is ``"ep"`` (the stage updates) or
-    ``"exact"`` (COUPLE: the tilted Gaussian's moments on the same grid); ``alg`` the
-    one-pass options of the score part. Returns an ``OnlinePosterior``."""
+    ``"exact"`` (COUPLE: the tilted Gaussian's moments on the same grid); ``projection``
+    as :func:`project_worker`; ``alg`` the one-pass options of the score part. Returns an
+    ``OnlinePosterior``."""
     if scores not in SCORES:
         raise UsageError(f"scores must be one of {SCORES}, got {scores!r}")
+    if projection not in PROJECTIONS:
+        raise UsageError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
     if not (isinstance(passes, (int, np.integer)) and passes >= 1):
         raise UsageError(f"passes must be an integer >= 1, got {passes!r}")
     if not tol > 0:
@@ -319,14 +347,14 @@ def fit_ep_exact(data: Rankings, model: str, priors: Priors, *, passes: int = _e
     for rseq in pass_orders(data.n_rankings, order, seed, passes):
         seq = pairs_sequence(data.lengths, rseq) if state.pairwise else rseq
         entry = ep_exact_pass(state, seq, _ep.pass_damping(damping, state.log),
-                              scores=scores)
+                              scores=scores, projection=projection)
         if callback is not None:
             callback(entry)
         if state.passes_done > 1 and _ep.converged(entry, tol):
             break
     post = _ep.ep_export(state, tol=tol, order=order, seed=seed, damping=damping,
                          max_passes=passes)
-    post.options["ep"].update(worker_moments="exact", scores=scores,
+    post.options["ep"].update(worker_moments="exact", scores=scores, projection=projection,
                               gh_points={str(k): v for k, v in GH_POINTS.items()},
                               jacobi_nodes=JACOBI_NODES)
     return post

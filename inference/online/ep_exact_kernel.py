@@ -161,7 +161,7 @@ def _softmax_moments(mc, vc, k, exact_scores, D, M, G, H, lam, p, idx, prod):
 
 
 @njit(cache=True, error_model="numpy")
-def worker_alpha(a, k, M, out, e, f):
+def worker_alpha(a, k, M, out, e, f, full):
     """The exact tilted Dirichlet's ``α`` of the first ``k`` components (Eq. 9–10 on
     the whole ranking): ``E[η̃_t]``, ``E[η̃_t²]`` under ``Dir(a) Σ_c M[c] Π_s η̄^{(s)}_{t_s}``
     and ``α_t = (E1 − E2) E1 / (E2 − E1²)`` into ``out``. Returns the evidence ``Σ_c M_c D_c``."""
@@ -186,16 +186,26 @@ def worker_alpha(a, k, M, out, e, f):
                     E1[t] += v
                 else:
                     E2[t] += v
+    # full: the moments of η_t = S_k η̃_t, S_k = Σ_{t≤k} η_t ~ Beta(A_k, S − A_k) independent
+    # of η̃ and untouched by the site (aggregation); else those of η̃ itself
+    A = 0.0
+    S = 0.0
+    for t in range(a.shape[0]):
+        S += a[t]
+        if t < k:
+            A += a[t]
+    s1 = A / S if full else 1.0
+    s2 = A * (A + 1.0) / (S * (S + 1.0)) if full else 1.0
     for t in range(k):
-        m1, m2 = E1[t] / Z, E2[t] / Z
+        m1, m2 = s1 * E1[t] / Z, s2 * E2[t] / Z
         out[t] = (m1 - m2) * m1 / (m2 - m1 * m1)
     return Z
 
 
 @njit(cache=True, error_model="numpy")
 def ep_exact_couple_pass(first, d, seq, ordr, lengths, wk, mu, s2, alpha, site_tau, site_nu,
-                         site_alpha, exact_scores, taylor, score_prior, kappa, kappa2, strict,
-                         counts, err, out):
+                         site_alpha, exact_scores, full, taylor, score_prior, kappa, kappa2,
+                         strict, counts, err, out):
     """:func:`.ep_exact.ep_exact_pass_python` for COUPLE as one numba loop. ``out[0]``
     receives the improper cavities; returns ``-1`` or the position of a strict failure."""
     K = ordr.shape[0]
@@ -257,7 +267,7 @@ def ep_exact_couple_pass(first, d, seq, ordr, lengths, wk, mu, s2, alpha, site_t
         Z = _softmax_moments(mc, vc, k, exact_scores, D, M, G, H, lam, p, idx, prod)
         for t in range(Ka):
             a_new[t] = a_c[t]
-        worker_alpha(a_c, k, M, a_new, e, f)
+        worker_alpha(a_c, k, M, a_new, e, f, full)
         fail = False
         for t in range(k):
             val, bad = kernels._positive(a_new[t], a_c[t], counts, 0, strict)

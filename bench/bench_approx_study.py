@@ -102,7 +102,9 @@ def method_plan(model: str) -> list[tuple[str, dict]]:
     ctx = dict(fid.variants(model))
     out = [(lab, ctx[lab]) for lab in CONTEXT if lab in ctx]
     out += [(m, {"method": m}) for m in PPL_METHODS if get_method(m).fits(model)]
-    out += [(lab, o) for lab, o in EP_EXACT if get_method("ep-exact").fits(model)]
+    # the exact score part is COUPLE's (CrowdBT's scores are the quadrature's either way)
+    out += [(lab, o) for lab, o in EP_EXACT if get_method("ep-exact").fits(model)
+            and (model == "couple" or "scores" not in o)]
     # the structured and flow guides, where the registry has them
     return out + [(m, {"method": m}) for m in NEW_METHODS
                   if m in REGISTRY and REGISTRY[m].fits(model)]

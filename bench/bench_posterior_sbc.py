@@ -19,6 +19,13 @@ Subcommands, each appending records to ``bench/results/posterior_sbc.json``:
 ``paper``
     ``crowdrank audit`` with its default budget on 450,000 simulated rankings (the paper's
     settings and prior): the approximations' posterior-SBC verdicts and the wall time.
+``floor``
+    Posterior SBC of an exact sampler where the simulator is not the model: stagewise
+    COUPLE's generative story is not its likelihood's distribution for ``k ≥ 3``, so even
+    the exact posterior's ranks move. ``--floor-runs`` ``model:method:kmax``, by default
+    the collapsed Gibbs sampler on small COUPLE data with ``k = 2..4`` (the mismatch) and
+    on the same design with pairs only (``k = 2``: the story is exact, the control); each
+    run extends its replicates in chunks until ``--sims`` or ``--budget-s``.
 
 Every record carries date, commit, command and load (``bench/tools/stamp.py``).
 """
@@ -224,9 +231,66 @@ def run_paper(args, base: dict) -> list[dict]:
                          for r in rows]}]
 
 
+#: The floor's data: the prior-SBC studies' size (10 items, 4 workers × 25 tasks), the
+#: paper's amateur workers; ``kmax`` per run.
+FLOOR_DATA = {"n_items": 10, "n_workers": 4, "tasks_per_worker": 25, "setting": "amateur",
+              "seed": 2026}
+#: Options of the floor's samplers: chains in this process (a replicate's refit is one
+#: fit; spawning its chains would cost more than they run); Gibbs's 2 × 500 kept sweeps
+#: (ESS ~400 on such data) give the 100 thinned draws the ranks need at half the default's
+#: cost. The sampler's own error shows in the ``k = 2`` control, whose simulator is exact.
+FLOOR_OPTIONS = {"gibbs": {"processes": 1, "warmup": 300, "draws": 500},
+                 "nuts": {"chain_method": "sequential"}}
+
+
+def run_floor(args, base: dict) -> list[dict]:
+    """Posterior SBC of exact samplers on COUPLE data from the generative story: how far
+    the model–simulator mismatch alone moves the ranks (module docstring)."""
+    from crowdrank.models.simulate import simulate
+    from crowdrank.validation.pipelines.audit_config import AuditConfig, make_priors
+    from crowdrank.validation.pipelines.posterior_sbc import PosteriorSbcConfig, run_posterior_sbc
+
+    recs = []
+    for run in args.floor_runs.split(","):
+        model, method, kmax = run.split(":")
+        kw = dict(FLOOR_DATA, kmax=int(kmax))
+        # the data y: the story's (stagewise COUPLE) for every run, so that normalised
+        # COUPLE is checked on the same rankings as stagewise COUPLE
+        data = simulate("couple", **kw).rankings
+        pri = make_priors(data, AuditConfig())
+        opts = FLOOR_OPTIONS.get(method, {})
+        out = Path(args.out) / "floor" / run.replace(":", "-")
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        n, summ = 0, None
+        while n < args.sims and (summ is None or time.perf_counter() - t0 < args.budget_s):
+            n = min(args.sims, n + args.chunk)
+            cfg = PosteriorSbcConfig(method=method, model=model, sims=n, augment=args.augment,
+                                     options=opts)
+            summ = run_posterior_sbc(data, pri, cfg, out, processes=args.processes,
+                                     progress=False)
+            print(run, n, round(time.perf_counter() - t0), summ["verdict"], file=sys.stderr)
+        rec = {**base, "kind": "floor", "model": model, "method": method, "options": opts,
+               "data": {**kw, "rankings": data.n_rankings, "story": "couple (stagewise)"},
+               "simulator_exact": model == "couple-normalized" or int(kmax) == 2,
+               "sims": summ["replicates"], "sims_asked": args.sims, "budget_s": args.budget_s,
+               "augment": args.augment, "calibrated": summ["calibrated"],
+               "verdict": summ["verdict"], "ranks_calibrated": summ["ranks"]["calibrated"],
+               "families": {f: {k: v[k] for k in ("ecdf_p_combined", "pot_c_p_combined",
+                                                   "calibrated")}
+                            for f, v in summ["ranks"]["families"].items()},
+               "size": summ["size"], "predictive_p": summ["checks"]["predictive"]["p"],
+               "contraction": {f: v["median"] for f, v in
+                               summ["checks"]["contraction"]["groups"].items()},
+               "timing": summ["timing"], "wall_s": time.perf_counter() - t0,
+               "cpu_s": cpu_seconds() - c0}
+        recs.append(rec)
+        append([{**rec, "load_after": [round(x, 2) for x in os.getloadavg()]}])
+    return []
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("power", "cost", "validate", "paper"))
+    p.add_argument("what", choices=("power", "cost", "validate", "paper", "floor"))
     p.add_argument("--subjects", default="default-couple,default-crowdbt,medium-expert,"
                    "medium-amateur,medium-spammer,medium-malicious,babyface-couple,"
                    "readlevel-couple,readlevel-crowdbt")
@@ -242,6 +306,11 @@ def main(argv=None) -> int:
     p.add_argument("--methods", default="online,ep", help="paper: the audited methods")
     p.add_argument("--models", default="couple,crowdbt")
     p.add_argument("--processes", type=int, default=1)
+    p.add_argument("--floor-runs", default="couple:gibbs:4,couple:gibbs:2",
+                   help="floor: model:method:kmax runs")
+    p.add_argument("--budget-s", type=float, default=450.0,
+                   help="floor: wall seconds per run after which no chunk is started")
+    p.add_argument("--chunk", type=int, default=25, help="floor: replicates per chunk")
     p.add_argument("--out", default=str(ROOT / "out" / "posterior-sbc-bench"))
     args = p.parse_args(argv)
     if args.augment is None:
@@ -249,7 +318,7 @@ def main(argv=None) -> int:
         args.augment = DEFAULT_AUGMENT
     base = stamp(script=__file__, argv=argv, speed=False)
     recs = {"power": run_power, "cost": run_cost, "validate": run_validate,
-            "paper": run_paper}[args.what](args, base)
+            "paper": run_paper, "floor": run_floor}[args.what](args, base)
     for r in recs:
         r["load_after"] = [round(x, 2) for x in os.getloadavg()]
     append(recs)

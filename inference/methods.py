@@ -308,31 +308,32 @@ class Method:
                              f"{', '.join(sorted(known))}")
         return self.options_class(**{k: v for k, v in given.items() if v is not None})
 
-    def fits(self, model: str) -> bool:
+    def fits(self, model) -> bool:
         """Whether this method fits ``model``.
 
         Parameters
         ----------
-        model : str
-            A name of the model registry (``crowdrank.models.registry``).
+        model : str or ModelSpec
+            A name of the model registry (``crowdrank.models.registry``), or its spec.
         """
+        from crowdrank.models.registry import as_spec, name_of
         if self.models == "online":
-            from crowdrank.models.registry import get as get_model
-            spec = get_model(model)
+            spec = as_spec(model)
             return spec.online is not None and not spec.normalized
-        return not self.models or model in self.models
+        return not self.models or name_of(model) in self.models
 
-    def check_model(self, model: str) -> None:
+    def check_model(self, model) -> None:
         """Refuse (:class:`UsageError`) a model this method does not fit.
 
         Parameters
         ----------
-        model : str
-            A name of the model registry (``crowdrank.models.registry``).
+        model : str or ModelSpec
+            A name of the model registry (``crowdrank.models.registry``), or its spec.
         """
         if not self.fits(model):
+            from crowdrank.models.registry import name_of
             raise UsageError(f"method {self.name} fits models "
-                             f"{', '.join(self.model_names())}, not {model!r}")
+                             f"{', '.join(self.model_names())}, not {name_of(model)!r}")
 
     def model_names(self) -> tuple[str, ...]:
         """The registered models it fits (in the entry's own order when it lists them)."""
@@ -342,7 +343,7 @@ class Method:
             return tuple(m for m in self.models if m in known)
         return tuple(m for m in known if self.fits(m))
 
-    def run(self, data, model: str, priors, options=None, *, seed: int = 0,
+    def run(self, data, model, priors, options=None, *, seed: int = 0,
             progress: bool = False):
         """Check the model, fill the default options, and fit: a ``Posterior``.
 
@@ -350,8 +351,9 @@ class Method:
         ----------
         data : Rankings
             The data.
-        model : str
-            A name of the model registry (``crowdrank.models.registry``).
+        model : str or ModelSpec
+            A name of the model registry (``crowdrank.models.registry``), or its spec;
+            the fit function is handed the name (its own API).
         priors : Priors
             The priors, shared with every other method.
         options : dataclass, optional
@@ -366,7 +368,9 @@ class Method:
         if not isinstance(options, self.options_class):
             raise UsageError(f"method {self.name} takes {self.options_class.__name__}, got "
                              f"{type(options).__name__}")
-        return self.fn("fit")(data, model, priors, options, seed=seed, progress=progress)
+        from crowdrank.models.registry import name_of
+        return self.fn("fit")(data, name_of(model), priors, options, seed=seed,
+                              progress=progress)
 
 
 _FITS = "crowdrank.inference.method_fits"
@@ -427,8 +431,8 @@ def resolve(name: str, model: str) -> str:
     ----------
     name : str
         A method name as the user typed it.
-    model : str
-        A name of the model registry (``crowdrank.models.registry``).
+    model : str or ModelSpec
+        A name of the model registry (``crowdrank.models.registry``), or its spec.
     """
     alt = FALLBACKS.get(name)
     if name in REGISTRY and not REGISTRY[name].fits(model) and alt in REGISTRY \

@@ -63,7 +63,7 @@ import numpy as np
 import pandas as pd
 
 from crowdrank.models.data import Rankings
-from crowdrank.models.registry import get as get_model
+from crowdrank.models.registry import ModelSpec, as_spec, name_of
 from crowdrank.validation.predictive_stats import (
     first_choice_by_stage,
     order_by_scores,
@@ -77,10 +77,10 @@ PARETO_K_BAD = 0.7
 
 
 # ====================================================================== observation units
-def normalised_for(model: str, k: int) -> bool:
-    """Whether ``model``'s per-ranking likelihood is a probability over the ``k!``
-    orderings of a task of length ``k`` (module docstring)."""
-    spec = get_model(model)
+def normalised_for(model: str | ModelSpec, k: int) -> bool:
+    """Whether ``model``'s (a name or its spec) per-ranking likelihood is a probability
+    over the ``k!`` orderings of a task of length ``k`` (module docstring)."""
+    spec = as_spec(model)
     if k <= 2:
         return True
     # rank-broken pairs: a composite likelihood; stagewise COUPLE: Eq. 4 is not normalised
@@ -139,14 +139,16 @@ def _subset_tree(idata, rows: np.ndarray):
     return xr.DataTree.from_dict({"posterior": post, "log_likelihood": ll})
 
 
-def composite_pair_loglik(model: str, data: Rankings, lam, eta=None) -> np.ndarray:
+def composite_pair_loglik(model: str | ModelSpec, data: Rankings, lam,
+                          eta=None) -> np.ndarray:
     """``c_n(θ)`` of every ranking of ``data`` (module docstring) for draws ``lam``
     ``(..., L)`` and ``eta`` ``(..., W)`` / ``(..., W, K)`` (None without a worker
     parameter), in ``data``'s item and worker order: ``(..., N)``, the sum of the model's
     ``pair_loglik`` over each ranking's rank-broken pairs."""
-    f = get_model(model).fn("pair_loglik")
+    f = as_spec(model).fn("pair_loglik")
     if f is None:
-        raise ValueError(f"model {model!r} has no pair likelihood (registry pair_loglik)")
+        raise ValueError(f"model {name_of(model)!r} has no pair likelihood (registry "
+                         "pair_loglik)")
     pairs = dataclasses.replace(data, origin=None).rank_break()
     lp = np.asarray(f(lam, eta, pairs.order[0], pairs.order[1], pairs.worker))
     flat = lp.reshape(-1, lp.shape[-1])
@@ -155,7 +157,7 @@ def composite_pair_loglik(model: str, data: Rankings, lam, eta=None) -> np.ndarr
     return out.reshape(lp.shape[:-1] + (data.n_rankings,))
 
 
-def composite_loo(idata, data: Rankings, model: str, own=None):
+def composite_loo(idata, data: Rankings, model: str | ModelSpec, own=None):
     """PSIS-LOO of the composite pairwise unit for one fit (module docstring): weights and
     Pareto ``k̂`` from the fit's own per-ranking log-likelihood, expected score ``c_n``.
     ``own``: that fit's PSIS-LOO over all its rankings when already computed (ArviZ
@@ -170,22 +172,27 @@ def composite_loo(idata, data: Rankings, model: str, own=None):
                       var_name="rankings")
     post = idata["posterior"].to_dataset()
     lam = post["lambda"].values
-    eta = post["eta"].values if "eta" in post and get_model(model).has_eta else None
+    spec = as_spec(model)
+    eta = post["eta"].values if "eta" in post and spec.has_eta else None
     ll = idata["log_likelihood"].to_dataset()["rankings"]
-    comp = ll.copy(data=composite_pair_loglik(model, data, lam, eta))
+    comp = ll.copy(data=composite_pair_loglik(spec, data, lam, eta))
     tree = xr.DataTree.from_dict({"posterior": post,
                                   "log_likelihood": xr.Dataset({"rankings": comp})})
     return azs.loo(tree, pointwise=True, var_name="rankings", log_weights=own.log_weights,
                    pareto_k=own.pareto_k)
 
 
-def loo_compare(fits: dict, lengths, data: Rankings | None = None) -> LooComparison:
+def loo_compare(fits: dict, lengths, data: Rankings | None = None, *,
+                specs: dict | None = None) -> LooComparison:
     """PSIS-LOO of each fit (``{model: DataTree}`` with a ``log_likelihood`` group, all on
     the same rankings, whose lengths are ``lengths``) on the observation units of the
     module docstring, compared with ArviZ (``arviz_stats.loo`` / ``compare``). With
-    ``data`` (the rankings the fits are on) the composite pairwise unit is added."""
+    ``data`` (the rankings the fits are on) the composite pairwise unit is added.
+    ``specs``: the models' specs by name where the caller has them (the others are
+    looked up once, here)."""
     import arviz_stats as azs
 
+    specs = _Specs(specs or {})
     lengths = np.asarray(lengths)
     units = [("k=2", lengths == 2,
               "rankings of two items (pairs): every model gives log P(order of the pair)")]
@@ -203,11 +210,11 @@ def loo_compare(fits: dict, lengths, data: Rankings | None = None) -> LooCompari
         for m, dt in fits.items():
             if "log_likelihood" not in dt.children:
                 refused[m] = "no pointwise log-likelihood stored (pointwise=False)"
-            elif any(not normalised_for(m, k) for k in ks):
-                bad = [k for k in ks if not normalised_for(m, k)]
+            elif any(not normalised_for(specs[m], k) for k in ks):
+                bad = [k for k in ks if not normalised_for(specs[m], k)]
                 refused[m] = (f"its likelihood of a ranking with k = {', '.join(map(str, bad))}"
                               " is not a probability over orderings "
-                              + ("(rank-broken pairs)" if get_model(m).pairwise
+                              + ("(rank-broken pairs)" if specs[m].pairwise
                                  else "(Eq. 4 is not normalised)"))
             else:
                 ok.append(m)
@@ -230,18 +237,27 @@ def loo_compare(fits: dict, lengths, data: Rankings | None = None) -> LooCompari
         t.table = azs.compare(loos, round_to="none")
         out.append(t)
     if data is not None:
-        out.append(_composite_table(fits, data, whole))
+        out.append(_composite_table(fits, data, whole, specs))
     return LooComparison(out)
 
 
-def _composite_table(fits: dict, data: Rankings, whole: dict) -> LooTable:
+class _Specs(dict):
+    """Models' specs by name: those given, and each other one looked up on its first use
+    (once; a fit refused before its spec is read needs none)."""
+
+    def __missing__(self, name):
+        spec = self[name] = as_spec(name)
+        return spec
+
+
+def _composite_table(fits: dict, data: Rankings, whole: dict, specs: dict) -> LooTable:
     import arviz_stats as azs
 
     ok, refused = [], {}
     for m, dt in fits.items():
         if "log_likelihood" not in dt.children:
             refused[m] = "no pointwise log-likelihood stored (pointwise=False)"
-        elif get_model(m).pair_loglik is None:
+        elif specs[m].pair_loglik is None:
             refused[m] = "no pair likelihood in its registry spec (pair_loglik)"
         else:
             ok.append(m)
@@ -254,8 +270,8 @@ def _composite_table(fits: dict, data: Rankings, whole: dict) -> LooTable:
         return t
     # a pairwise model's likelihood of a ranking is the sum over its rank-broken pairs
     # (tests/test_loo_pairs.py), so its composite LOO is its own: reused, not recomputed
-    loos = {m: whole[m] if m in whole and get_model(m).pairwise
-            else composite_loo(fits[m], data, m, own=whole.get(m)) for m in ok}
+    loos = {m: whole[m] if m in whole and specs[m].pairwise
+            else composite_loo(fits[m], data, specs[m], own=whole.get(m)) for m in ok}
     t.pareto = {m: _loo_pareto(v) for m, v in loos.items()}
     if len(ok) < 2:
         t.note = "fewer than two comparable models"
@@ -372,24 +388,26 @@ class ModelChecks:
 
 
 def model_checks(data: Rankings, priors, fits: dict, extra_models=(), *, out=None,
-                 log=None, fit=None, **nuts_kw) -> ModelChecks:
+                 log=None, fit=None, specs: dict | None = None, **nuts_kw) -> ModelChecks:
     """LOO comparison and posterior predictive checks of ``fits`` (``{model: DataTree}``)
     and of ``extra_models`` fitted here by NUTS (``nuts_kw`` for
     :func:`crowdrank.inference.nuts.fit_nuts`), or by ``fit(data, model, priors)`` (a
     result with ``idata`` and ``gate``, e.g. the collapsed Gibbs sampler's) when given;
     written to ``out/checks/<model>/`` when ``out`` is given. All fits are on ``data``,
-    under ``priors``."""
+    under ``priors``. ``specs``: the models' specs by name where the caller has them (the
+    others are looked up once, here)."""
     from pathlib import Path
 
     from crowdrank.inference.nuts import fit_nuts, write_nuts
 
     log = log or (lambda msg: None)
     fits = dict(fits)
+    specs = _Specs(specs or {})
     files = {}
     for m in extra_models:
         if m in fits:
             continue
-        pri = get_model(m).worker_priors(priors, data)
+        pri = specs[m].worker_priors(priors, data)
         if fit is not None:
             log(f"checks: the reference sampler for {m} (for the LOO comparison)")
             res = fit(data, m, pri)
@@ -402,6 +420,6 @@ def model_checks(data: Rankings, priors, fits: dict, extra_models=(), *, out=Non
             write_nuts(res, d)
             files[m] = f"checks/{m}/posterior.nc"
     log(f"checks: PSIS-LOO of {', '.join(fits)}; posterior predictive checks")
-    loo = loo_compare(fits, data.lengths, data)
+    loo = loo_compare(fits, data.lengths, data, specs=specs)
     checks = {m: ppc_from_idata(data, dt, m) for m, dt in fits.items()}
     return ModelChecks(loo, checks, files)

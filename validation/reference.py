@@ -316,15 +316,16 @@ def tail_visits(eta: np.ndarray, alpha: np.ndarray, *, prior_below: float = 0.5,
                       for i in order[:n_worst]]}
 
 
-def tail_visits_of(idata, model: str, priors) -> dict | None:
+def tail_visits_of(idata, model, priors) -> dict | None:
     """:func:`tail_visits` of a fit's worker simplexes: COUPLE's ``η_w ~ Dirichlet(α_w)``,
     CrowdBT's ``η_w ~ Beta(a_w, b_w)`` as the two-entry simplex ``[η, 1 − η]``; ``None``
-    for models without one (or a posterior without ``eta``)."""
+    for models without one (or a posterior without ``eta``). ``model``: a name or its
+    spec."""
     from crowdrank.models.errors import UsageError
-    from crowdrank.models.registry import get
+    from crowdrank.models.registry import as_spec
 
     try:
-        family = get(model).worker_prior
+        family = as_spec(model).worker_prior
     except UsageError:                  # a model outside the registry (the pair extensions)
         return None
     if (family is None or idata is None or "posterior" not in idata

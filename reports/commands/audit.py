@@ -13,7 +13,7 @@ import argparse
 
 from crowdrank.inference import methods
 from crowdrank.models.errors import UsageError
-from crowdrank.models.registry import PAIR_MODELS, get, names
+from crowdrank.models.registry import PAIR_MODELS, REGISTRY, get, names
 
 
 def audit_models() -> tuple[str, ...]:
@@ -21,7 +21,7 @@ def audit_models() -> tuple[str, ...]:
     to start NUTS from and to compare (``ModelSpec.online``; normalised COUPLE has none of
     its own). Every other registered model is audited against an ``--approx`` method that
     fits it (:func:`check_audited_model`)."""
-    return tuple(m for m in names() if get(m).online and not get(m).normalized)
+    return tuple(m for m, spec in REGISTRY.items() if spec.online and not spec.normalized)
 
 
 def check_audited_model(model: str, approx: str | None) -> None:
@@ -29,11 +29,12 @@ def check_audited_model(model: str, approx: str | None) -> None:
     fits (a :class:`UsageError` naming the methods that would)."""
     if model in audit_models():
         return
-    asked = [methods.resolve(n.strip(), model) for n in (approx or "").split(",")
+    spec = get(model)             # the user's name, looked up once
+    asked = [methods.resolve(n.strip(), spec) for n in (approx or "").split(",")
              if n.strip() and not n.strip().startswith("file:")]
-    if any(n in methods.REGISTRY and methods.REGISTRY[n].fits(model) for n in asked):
+    if any(n in methods.REGISTRY and methods.REGISTRY[n].fits(spec) for n in asked):
         return
-    fit = [n for n in methods.approximations() if methods.REGISTRY[n].fits(model)]
+    fit = [n for n in methods.approximations() if methods.REGISTRY[n].fits(spec)]
     raise UsageError(f"--model {model} has no online update to audit: name an approximation "
                      f"that fits it with --approx ({', '.join(fit) or 'none registered'})")
 

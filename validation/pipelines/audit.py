@@ -36,7 +36,7 @@ import pandas as pd
 from crowdrank.models.data import Rankings
 from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import Priors
-from crowdrank.models.registry import get as get_model
+from crowdrank.models.registry import ModelSpec, as_spec, name_of
 from crowdrank.models.registry import names as model_names
 from crowdrank.validation.pipelines.audit_config import (  # noqa: F401  (re-exported)
     AUDITABLE,
@@ -97,7 +97,7 @@ class ModelAudit:
     Attributes
     ----------
     model : str
-        The model.
+        The model's name.
     nuts : NutsResult
         The reference's own result.
     online : Posterior
@@ -118,6 +118,8 @@ class ModelAudit:
         The other PPL's fit, when checked.
     posteriors : list of Posterior
         Every variant's posterior, the default first.
+    spec : ModelSpec or None
+        The model's spec (``None``: an audit assembled from its parts, read by name).
     """
 
     model: str
@@ -131,6 +133,7 @@ class ModelAudit:
     agreement: object = None           # validation.reference.Agreement, when checked
     other_nuts: object = None          # the other PPL's NutsResult, when checked
     posteriors: list = field(default_factory=list)   # every variant's Posterior, default first
+    spec: ModelSpec | None = None
 
     def variant_posteriors(self) -> list:
         """One Posterior per comparison, in its order; ``None`` each for an audit assembled
@@ -138,7 +141,7 @@ class ModelAudit:
         return self.posteriors or [None] * len(self.comparisons)
 
 
-def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
+def audit_model(subject: Subject, model: str | ModelSpec, priors: Priors, cfg: AuditConfig,
                 out: Path | None, log: Callable[[str], None] | None = None, *,
                 variants: list[dict] | None = None) -> ModelAudit:
     """Fit ``model`` by NUTS and by every online variant, compare, and write the fits into
@@ -149,8 +152,8 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     ----------
     subject : Subject
         The data audited, with its truth where known.
-    model : str
-        A name of the model registry.
+    model : str or ModelSpec
+        A name of the model registry (looked up here), or its spec.
     priors : Priors
         The one prior object every fit reads (:func:`make_priors`).
     cfg : AuditConfig
@@ -169,18 +172,20 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
         order_sensitivity,
     )
 
+    spec = as_spec(model)
+    model = spec.name          # the name where a name is written: logs, tables, files
     log = log or (lambda msg: None)
     data = subject.data
-    pri = get_model(model).worker_priors(priors, data)
+    pri = spec.worker_priors(priors, data)
     if variants is None:
-        variants = model_variants(model, cfg.variants)
-    posts, secs = fit_approximations(data, model, pri, variants, cfg, log)
+        variants = model_variants(spec, cfg.variants)
+    posts, secs = fit_approximations(data, spec, pri, variants, cfg, log)
     if cfg.reference == "gibbs":
         log(f"{model}: the reference by collapsed Gibbs")
     else:
         log(f"{model}: NUTS ({cfg.backend}, {cfg.chains} chains × {cfg.tune} tune + "
             f"{cfg.draws} draws)")
-    ref = reference_fit(data, model, pri, cfg, cfg.backend, cfg.seed,
+    ref = reference_fit(data, spec, pri, cfg, cfg.backend, cfg.seed,
                         posts[0] if cfg.warm_start else None)
     nuts = ref.native
     log(f"{model}: {cfg.reference_label} done in "
@@ -190,7 +195,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
         from crowdrank.validation.reference import backend_agreement
         other = "pymc" if cfg.backend == "numpyro" else "numpyro"
         log(f"{model}: NUTS with {other} as well, to compare the two PPLs")
-        alt = reference_fit(data, model, pri, cfg, other, cfg.seed + 1,
+        alt = reference_fit(data, spec, pri, cfg, other, cfg.seed + 1,
                             posts[0] if cfg.warm_start else None, chain_method=False).native
         agreement = backend_agreement(nuts.idata, alt.idata, labels=(cfg.backend, other))
         agreement.other_gate = alt.gate
@@ -215,7 +220,7 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
     if cfg.permutations >= 2:
         log(f"{model}: order sensitivity over {cfg.permutations} seeded permutations")
         lam = comps[0].parameters[comps[0].parameters.kind == "lambda"]
-        perm = np.stack([align(fit_variant(data, model, pri, variants[0], order="shuffle",
+        perm = np.stack([align(fit_variant(data, spec, pri, variants[0], order="shuffle",
                                            seed=cfg.seed + 1 + p, progress=False).mu,
                                posts[0].items, items)
                          for p in range(cfg.permutations)])
@@ -225,14 +230,14 @@ def audit_model(subject: Subject, model: str, priors: Priors, cfg: AuditConfig,
           if k in ("compile", "warmup", "sampling", "total")]
     tm += [{"label": f"{model} online {k} (wall)", "seconds": v["wall"]} for k, v in secs.items()]
     audit = ModelAudit(model, nuts, posts[0], comps, variants, order, tm, secs, agreement,
-                       alt, posts)
+                       alt, posts, spec)
     if out is not None:
         write_model_fits(audit, out, cfg)
     return audit
 
 
-def fit_approximations(data, model: str, pri, variants: list[dict], cfg: AuditConfig,
-                       log) -> tuple[list, dict]:
+def fit_approximations(data, model: str | ModelSpec, pri, variants: list[dict],
+                       cfg: AuditConfig, log) -> tuple[list, dict]:
     """Fit every option set (:func:`fit_variant`) with its PSIS k̂: ``(posteriors,
     seconds by label)``.
 
@@ -240,8 +245,8 @@ def fit_approximations(data, model: str, pri, variants: list[dict], cfg: AuditCo
     ----------
     data : Rankings
         The data.
-    model : str
-        A name of the model registry.
+    model : str or ModelSpec
+        A name of the model registry, or its spec.
     pri : Priors
         The priors.
     variants : list of dict
@@ -253,23 +258,26 @@ def fit_approximations(data, model: str, pri, variants: list[dict], cfg: AuditCo
     """
     from crowdrank.inference.approx.psis import posterior_khat
 
+    spec = as_spec(model)
+    model = spec.name
     posts, secs = [], {}
     for opts in variants:
         label = variant_label(opts)
         log(f"{model}: online pass ({label})")
         t = time.perf_counter()
-        post = fit_variant(data, model, pri, opts, progress=cfg.progress_bars,
+        post = fit_variant(data, spec, pri, opts, progress=cfg.progress_bars,
                            seed=cfg.seed, resamples=cfg.bootstrap, processes=cfg.processes)
         secs[label] = {"wall": time.perf_counter() - t, "updates": float(post.seconds)}
         # PSIS k̂ of every approximation with a density ("not reliable" above 0.7)
-        post.diagnostics.update(posterior_khat(post, data, model, pri, seed=cfg.seed))
+        post.diagnostics.update(posterior_khat(post, data, spec, pri, seed=cfg.seed))
         if "assumed_family" in post.diagnostics:      # an external file's stated family
             log(f"{model}: {label} read as {post.diagnostics['assumed_family']}")
         posts.append(post)
     return posts, secs
 
 
-def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed: int,
+def reference_fit(data, model: str | ModelSpec, priors, cfg: AuditConfig, backend: str,
+                  seed: int,
                   approx=None, *, chain_method: bool = True):
     """The reference through the method registry: the ``nuts`` entry with the audit's
     sampler settings (``approx``: the warm start), or with ``cfg.reference == "gibbs"`` the
@@ -281,8 +289,8 @@ def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed
     ----------
     data : Rankings
         The data.
-    model : str
-        A name of the model registry.
+    model : str or ModelSpec
+        A name of the model registry, or its spec (the method is handed the name).
     priors : Priors
         The one prior object every fit reads (:func:`make_priors`).
     cfg : AuditConfig
@@ -304,10 +312,11 @@ def reference_fit(data, model: str, priors, cfg: AuditConfig, backend: str, seed
     m.check_model(model)
     options = cfg.nuts_options(backend=backend, init_from=approx,
                                chain_method=cfg.chain_method if chain_method else None)
-    return m.fn("fit")(data, model, priors, options, seed=seed, progress=cfg.progress_bars)
+    return m.fn("fit")(data, name_of(model), priors, options, seed=seed,
+                       progress=cfg.progress_bars)
 
 
-def _gibbs_reference(data, model: str, priors, cfg: AuditConfig, seed: int):
+def _gibbs_reference(data, model: str | ModelSpec, priors, cfg: AuditConfig, seed: int):
     """:func:`reference_fit` by the collapsed Gibbs sampler (its own defaults), with the
     pointwise log-likelihood and predictive draws the model checks read (``cfg.checks``)."""
     from crowdrank.inference.methods import get as get_method
@@ -316,7 +325,8 @@ def _gibbs_reference(data, model: str, priors, cfg: AuditConfig, seed: int):
     m.check_model(model)
     options = m.options(pointwise=cfg.checks, predictive=cfg.checks,
                         processes=min(cfg.processes, 2))
-    return m.fn("fit")(data, model, priors, options, seed=seed, progress=cfg.progress_bars)
+    return m.fn("fit")(data, name_of(model), priors, options, seed=seed,
+                       progress=cfg.progress_bars)
 
 
 def write_model_fits(audit: ModelAudit, out: Path, cfg: AuditConfig) -> None:
@@ -390,6 +400,7 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
             raise ValueError(f"audit supports the registered models {model_names()} "
                              f"(with no online update: an approximation that fits it), "
                              f"got {m!r}")
+    specs = {m: as_spec(m) for m in cfg.models}     # each name looked up once, here
     if cfg.reference not in ("nuts", "gibbs"):
         raise UsageError(f"the reference is sampled by nuts or gibbs, not {cfg.reference!r}")
     if cfg.reference == "gibbs" and cfg.check_backends:
@@ -403,15 +414,16 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
         from crowdrank.validation.pipelines.budget import apply_budget
         plans, subject, budget = apply_budget(
             subject, cfg, priors, log, n_params=n_scalar_params,
-            approx_rows=lambda s, m: _approx_rows(s, m, priors, cfg, log, out))
+            approx_rows=lambda s, m: _approx_rows(s, specs[m], priors, cfg, log, out),
+            specs=specs)
         if budget is not None:          # over budget: the approximations' own verdict
             (out / "metrics.json").write_text(json.dumps(jsonable(budget), indent=1))
             return jsonable(budget)
         data = subject.data
     extra_models = [m for m in cfg.loo_models if m not in cfg.models] if cfg.checks else []
     extra = {}
-    if scheduler is None:
-        audits = [audit_model(subject, m, priors, cfg if plans is None else
+    if scheduler is None:       # (a Dask task is handed the name: its process looks it up)
+        audits = [audit_model(subject, specs[m], priors, cfg if plans is None else
                               replace(cfg, max_draws=plans[m].max_draws), out, log)
                   for m in cfg.models]
     else:
@@ -431,8 +443,9 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
         fits = {a.model: a.nuts.idata for a in audits}
         fits.update({m: r.idata for m, r in extra.items()})
         checks = model_checks(
-            data, priors, fits, cfg.loo_models, out=out,
-            log=log, fit=_checks_fitter(cfg), **_checks_nuts_kw(cfg))
+            data, priors, fits, cfg.loo_models, out=out, log=log, fit=_checks_fitter(cfg),
+            specs={a.model: a.spec for a in audits if a.spec is not None},
+            **_checks_nuts_kw(cfg))
         checks.extra_fits.update({m: f"checks/{m}/posterior.nc" for m in extra})
         metrics["checks"] = checks.to_dict()
     tables = pd.concat([c.parameters for a in audits for c in a.comparisons],
@@ -451,18 +464,19 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
     return jsonable(metrics)
 
 
-def _approx_rows(subject: Subject, model: str, priors: Priors, cfg: AuditConfig, log,
-                 out: Path | None = None):
+def _approx_rows(subject: Subject, model: str | ModelSpec, priors: Priors,
+                 cfg: AuditConfig, log, out: Path | None = None):
     """Every approximation of ``model`` with its diagnostics and, with
     ``cfg.posterior_sbc``, its posterior-SBC verdict, for a refused audit: ``(rows,
     seconds)``."""
-    pri = get_model(model).worker_priors(priors, subject.data)
-    variants = model_variants(model, cfg.variants)
-    posts, secs = fit_approximations(subject.data, model, pri, variants, cfg, log)
+    spec = as_spec(model)
+    pri = spec.worker_priors(priors, subject.data)
+    variants = model_variants(spec, cfg.variants)
+    posts, secs = fit_approximations(subject.data, spec, pri, variants, cfg, log)
     rows = [{"variant": o, **_approx_diagnostics(p)} for o, p in zip(variants, posts)]
     if cfg.posterior_sbc:
         from crowdrank.validation.pipelines.audit_psbc import posterior_sbc_rows
-        psbc = posterior_sbc_rows(subject.data, model, pri, variants, posts, cfg, out, log)
+        psbc = posterior_sbc_rows(subject.data, spec.name, pri, variants, posts, cfg, out, log)
         for r, p in zip(rows, psbc):
             r["posterior_sbc"] = p
     return rows, secs
@@ -473,7 +487,7 @@ def _posterior_sbc(data, priors: Priors, audits, cfg: AuditConfig, out: Path, lo
     from crowdrank.validation.pipelines.audit_psbc import posterior_sbc_rows
 
     return {a.model: posterior_sbc_rows(data, a.model,
-                                        get_model(a.model).worker_priors(priors, data),
+                                        as_spec(a.spec or a.model).worker_priors(priors, data),
                                         a.variant_opts, a.variant_posteriors(), cfg,
                                         out, log)
             for a in audits if all(p is not None for p in a.variant_posteriors())}
@@ -541,7 +555,7 @@ def checks_fit_task(data: Rankings, model: str, priors: Priors, cfg: AuditConfig
     from crowdrank.inference.nuts import configure_host_devices, fit_nuts
 
     configure_host_devices()
-    return fit_nuts(data, model, get_model(model).worker_priors(priors, data),
+    return fit_nuts(data, model, as_spec(model).worker_priors(priors, data),
                     pointwise=True, predictive=True, **_checks_nuts_kw(cfg))
 
 

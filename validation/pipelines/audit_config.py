@@ -13,6 +13,7 @@ import numpy as np
 from crowdrank.inference.nuts.config import nuts_default, nuts_field
 from crowdrank.models.data import Rankings
 from crowdrank.models.priors import Priors, build_priors
+from crowdrank.models.registry import as_spec
 from crowdrank.models.registry import get as get_model
 from crowdrank.models.registry import names as model_names
 
@@ -71,12 +72,12 @@ def n_scalar_params(data, models: Sequence[str]) -> int:
     ----------
     data : Rankings
         The data.
-    models : sequence of str
-        Names of the model registry.
+    models : sequence of str or ModelSpec
+        Names of the model registry, or their specs.
     """
     most = 0
     for m in models:
-        spec = get_model(m)
+        spec = as_spec(m)
         per_worker = 0 if not spec.has_eta else 1 if spec.eta_scalar else spec.prior_K(data.K)
         most = max(most, data.n_items + data.n_workers * per_worker)
     return most

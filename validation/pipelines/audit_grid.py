@@ -26,11 +26,12 @@ def audit_job(spec: dict) -> dict:
     cfg = AuditConfig(models=(model,), seed=spec["seed"], permutations=0,
                       **{k: spec[k] for k in ("chains", "tune", "draws", "backend")
                          if k in spec})
+    mspec = get_model(model)          # the grid point's name, looked up once
     subject = Subject(data, truth=sim.lam,
-                      truth_eta1=(sim.eta[:, 0] if get_model(model).has_eta
-                                  and not get_model(model).eta_scalar else None))
+                      truth_eta1=(sim.eta[:, 0] if mspec.has_eta
+                                  and not mspec.eta_scalar else None))
     variant = dict(spec.get("variant", {}))
-    a = audit_model(subject, model, priors, cfg, None, variants=[variant])
+    a = audit_model(subject, mspec, priors, cfg, None, variants=[variant])
     cmp = a.comparisons[0]
     out = cmp.to_dict()
     out["timings"] = {"online": a.online_seconds, "nuts": dict(a.nuts.timings)}

@@ -101,7 +101,7 @@ def build_metrics(subject: Subject, cfg: AuditConfig, priors: Priors,
             "online_clamped": dict(as_posterior(a.online).diagnostics.get("clamped") or {}),
             # informational, not a gate criterion: how many independent upper-tail visits
             # the means of prior-dominated simplex entries rest on (docs/design.md §5.1)
-            "tail_visits": tail_visits_of(a.nuts.idata, a.model, priors),
+            "tail_visits": tail_visits_of(a.nuts.idata, a.spec or a.model, priors),
             "backend_agreement": None if a.agreement is None else {
                 **a.agreement.to_dict(),
                 "other_gate": _gate_dict(getattr(a.agreement, "other_gate", None))},

@@ -190,17 +190,18 @@ def stop_reason(gate, kept_draws: int, draws: int, max_draws: int | None) -> str
 # ====================================================================== the audit's use
 # The audit's own helpers come in as arguments (``n_params``, ``approx_rows``): this
 # module sits below crowdrank.validation.pipelines.audit, which calls it.
-def plan_audit(subject, cfg, priors, log, n_params) -> dict:
+def plan_audit(subject, cfg, priors, log, n_params, specs: dict | None = None) -> dict:
     """Every audited model's :class:`Plan` under ``cfg.max_nuts_minutes`` (each model's
-    gradient timed on the subject's data; ``n_params(data, models)`` counts the gate's
-    parameters), logged."""
-    from crowdrank.models.registry import get as get_model
+    gradient timed on the subject's data; ``n_params(data, specs)`` counts the gate's
+    parameters), logged. ``specs``: the models' specs by name (else looked up here)."""
+    from crowdrank.models.registry import as_spec
 
     plans = {}
     for m in cfg.models:
-        pri = get_model(m).worker_priors(priors, subject.data)
+        spec = specs[m] if specs else as_spec(m)
+        pri = spec.worker_priors(priors, subject.data)
         plans[m] = plan_model(subject.data, m, pri, chains=cfg.chains, tune=cfg.tune,
-                              draws=cfg.draws, n_params=n_params(subject.data, (m,)),
+                              draws=cfg.draws, n_params=n_params(subject.data, (spec,)),
                               budget_minutes=cfg.max_nuts_minutes, max_draws=cfg.max_draws)
         log(plans[m].line())
     return plans
@@ -256,19 +257,20 @@ def budget_dict(plans: dict, verdict: str, stopped: dict | None = None,
                        for m, p in plans.items()}}
 
 
-def apply_budget(subject, cfg, priors, log, *, n_params, approx_rows):
+def apply_budget(subject, cfg, priors, log, *, n_params, approx_rows,
+                 specs: dict | None = None):
     """Plan the NUTS runs: ``(plans, subject, refusal)``; over budget, NUTS runs on
     ``cfg.nuts_subsample`` rankings when asked (re-planned on them) and otherwise
     ``refusal`` is the approximations-only ``metrics.json`` (:func:`refuse`;
-    ``approx_rows(subject, model)``)."""
-    plans = plan_audit(subject, cfg, priors, log, n_params)
+    ``approx_rows(subject, model)``). ``specs``: the models' specs by name."""
+    plans = plan_audit(subject, cfg, priors, log, n_params, specs)
     if all(p.within_budget for p in plans.values()):
         return plans, subject, None
     if cfg.nuts_subsample:
         part = subsample(subject, cfg.nuts_subsample, cfg.seed)
         log(f"over budget: auditing on {part.data.n_rankings} rankings "
             f"(--nuts-subsample, seed {cfg.seed})")
-        plans = plan_audit(part, cfg, priors, log, n_params)
+        plans = plan_audit(part, cfg, priors, log, n_params, specs)
         if all(p.within_budget for p in plans.values()):
             return plans, part, None
     # the approximations' verdict on the whole data

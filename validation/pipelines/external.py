@@ -92,18 +92,20 @@ def read_marginals_csv(path, items) -> tuple[np.ndarray, np.ndarray]:
     return ms[:, 0], ms[:, 1]
 
 
-def read_external(method: str, data, model: str):
+def read_external(method: str, data, model):
     """The :class:`~crowdrank.inference.posterior.Posterior` of ``file:PATH`` for
-    ``model`` on ``data`` (module docstring)."""
+    ``model`` (a name or its spec) on ``data`` (module docstring)."""
     from crowdrank.inference.posterior import Posterior
-    from crowdrank.models.registry import get as get_model
+    from crowdrank.models.registry import as_spec
 
+    spec = as_spec(model)
+    model = spec.name
     path = Path(method[len(PREFIX):] if is_external(method) else method)
     if not path.exists():
         raise DataError("no such file (--approx file:PATH)", str(path))
     if path.suffix == ".nc":
         return _read_tree(path, data, model)
-    if get_model(model).has_eta:
+    if spec.has_eta:
         raise DataError(f"a CSV of item marginals cannot audit {model} (its worker "
                         "parameters have no family in the file): give a NetCDF of draws, "
                         "or audit --model bt or pl", str(path))

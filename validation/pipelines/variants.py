@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Sequence
 
 from crowdrank.models.data import DataError
-from crowdrank.models.registry import get as get_model
+from crowdrank.models.registry import ModelSpec, as_spec
 
 #: Online variants that can be compared (OnlineGBMM, docs/design.md, Online); the first value of
 #: each is the default. ``method`` names any approximation of the method registry
@@ -86,23 +86,27 @@ def variant_list(variants: dict[str, list[str]], base: Sequence[str] = BASE_VARI
     return combos
 
 
-def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
-    """The option sets for ``model``: every requested option for COUPLE; for CrowdBT
-    :data:`GENERIC_VARIANTS` and the ``taylor`` values its update has (``paper``,
-    ``quadrature``); only :data:`GENERIC_VARIANTS` for the others (no Taylor or α choice)."""
+def model_variants(model: str | ModelSpec, variants: dict[str, list[str]]) -> list[dict]:
+    """The option sets for ``model`` (a name or its spec): every requested option for
+    COUPLE; for CrowdBT :data:`GENERIC_VARIANTS` and the ``taylor`` values its update has
+    (``paper``, ``quadrature``); only :data:`GENERIC_VARIANTS` for the others (no Taylor or
+    α choice)."""
     from crowdrank.inference.methods import get as get_method
     from crowdrank.inference.methods import resolve
 
+    spec = as_spec(model)
+    model = spec.name
+
     if "method" in variants:        # "laplace" is the PPL's Laplace where the batch one is not
         variants = {**variants, "method": list(dict.fromkeys(
-            resolve(m, model) for m in variants["method"]))}
+            resolve(m, spec) for m in variants["method"]))}
     bad = [m for m in variants.get("method", ())
-           if not m.startswith("file:") and not get_method(m).fits(model)]
+           if not m.startswith("file:") and not get_method(m).fits(spec)]
     if bad:
         raise DataError(f"method={bad[0]} fits models "
                         f"{', '.join(get_method(bad[0]).model_names())}, not {model}",
                         "--variants")
-    online = get_model(model).online
+    online = spec.online
     if online == "couple":     # OnlineGBMM's Taylor and α options
         return variant_list(variants)
     keep = {k: v for k, v in variants.items() if k in GENERIC_VARIANTS}
@@ -112,13 +116,13 @@ def model_variants(model: str, variants: dict[str, list[str]]) -> list[dict]:
         if any(t != "paper" for t in taylor):
             keep["taylor"] = taylor
     combos = variant_list(keep, ())
-    if get_method("online").fits(model):
+    if get_method("online").fits(spec):
         return combos
     # no online update: the approximations asked for stand in for it (the first one is
     # the default, NUTS's warm start)
     combos = [c for c in combos if c.get("method", "online") != "online"]
     if not combos:
-        fit = [m for m in variant_choices()["method"] if get_method(m).fits(model)]
+        fit = [m for m in variant_choices()["method"] if get_method(m).fits(spec)]
         raise DataError(f"{model} has no online update to audit: name an approximation "
                         f"that fits it ({', '.join(fit) or 'none registered'})", "--approx")
     return combos
@@ -145,7 +149,7 @@ def variant_method(opts: dict, *, order: str | None = None, resamples: int | Non
     return method.name, {k: v for k, v in o.items() if k in known and v is not None}
 
 
-def fit_variant(data, model: str, priors, opts: dict, *, seed: int = 0,
+def fit_variant(data, model: str | ModelSpec, priors, opts: dict, *, seed: int = 0,
                 progress: bool = False, order: str | None = None,
                 resamples: int | None = None, processes: int | None = None):
     """Fit one option set through the method registry (:func:`variant_method`; an

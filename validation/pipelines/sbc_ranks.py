@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from crowdrank.models.families import BETA, DIRICHLET
-from crowdrank.models.registry import get
+from crowdrank.models.registry import ModelSpec, as_spec, get
 
 
 def sbc_ranks(draws: np.ndarray, truth: np.ndarray, rng: np.random.Generator | None = None
@@ -51,14 +51,14 @@ def thin_draws(x: np.ndarray, n: int) -> np.ndarray:
     return flat[idx]
 
 
-def parameter_names(model: str, n_items: int, n_workers: int, K: int
+def parameter_names(model: str | ModelSpec, n_items: int, n_workers: int, K: int
                     ) -> tuple[list[str], list[str]]:
     """Names and families of every scalar parameter SBC ranks, in a fixed order."""
     names = [f"lambda[i{r}]" for r in range(n_items)]
     fams = ["lambda"] * n_items
     names += [f"lambda_c[i{r}]" for r in range(n_items)]
     fams += ["lambda_centred"] * n_items
-    spec = get(model)
+    spec = as_spec(model)
     if spec.eta_scalar:
         names += [f"eta[w{w}]" for w in range(n_workers)]
         fams += ["eta"] * n_workers
@@ -68,13 +68,13 @@ def parameter_names(model: str, n_items: int, n_workers: int, K: int
     return names, fams
 
 
-def flatten_params(model: str, lam: np.ndarray, eta: np.ndarray | None) -> np.ndarray:
+def flatten_params(model: str | ModelSpec, lam: np.ndarray, eta: np.ndarray | None) -> np.ndarray:
     """``(..., P)``: λ, centred λ (``λ_r − mean λ``, identified by the data alone;
     docs/design.md, Validation) and the η entries in :func:`parameter_names` order. ``lam`` is
     ``(..., L)``; ``eta`` ``(..., W)`` (CrowdBT accuracy) or ``(..., W, K)``. The model's
     ``sbc_flatten`` (models.registry) does the work when it names one; otherwise the
     worker family flattens η (:meth:`crowdrank.models.families.WorkerFamily.flatten`)."""
-    spec = get(model)
+    spec = as_spec(model)
     fn = spec.fn("sbc_flatten")
     if fn is not None:
         return fn(lam, eta)
@@ -109,7 +109,7 @@ def flatten_simplex(lam, eta) -> np.ndarray:
     return _with_eta(lam, DIRICHLET.flatten(eta))
 
 
-def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
+def online_pit(model: str | ModelSpec, post, truth: np.ndarray) -> np.ndarray:
     """PIT ``F_q(θ̃)`` of every parameter under the online marginals (docs/design.md, Validation):
     ``N(μ_r, σ_r²)`` for λ; for centred λ the mean-field Gaussian of ``λ_r − mean λ``
     (mean ``μ_r − μ̄``, variance ``σ_r²(1 − 2/L) + Σσ²/L²``); Beta marginals of the
@@ -127,21 +127,21 @@ def online_pit(model: str, post, truth: np.ndarray) -> np.ndarray:
     out[: 2 * L] = stats.norm.cdf(truth[: 2 * L], loc, scale)
     if P > 2 * L:
         # the family's exact Beta marginal of each flattened entry
-        a, b = get(model).worker_prior.beta_marginals(np.asarray(post.alpha, float))
+        a, b = as_spec(model).worker_prior.beta_marginals(np.asarray(post.alpha, float))
         out[2 * L:] = stats.beta.cdf(truth[2 * L:], a, b)
     if not np.all(np.isfinite(out)):
         raise ValueError("non-finite PIT from the online posterior")
     return out
 
 
-def draw_truth(model: str, priors, n_items: int, rng: np.random.Generator
+def draw_truth(model: str | ModelSpec, priors, n_items: int, rng: np.random.Generator
                ) -> tuple[np.ndarray, np.ndarray]:
     """``(λ, η)`` from the prior the fit uses: ``λ_r ~ N(mu0, sigma0²)``; CrowdBT
     ``η_w ~ Beta(a_w, b_w)`` (stored as ``(η, 1 − η)``, the simulator's layout); normalised
     COUPLE ``η_w ~ Dir(α_w)``; PL/BT perfect workers ``e_1``."""
     lam = rng.normal(priors.mu0, priors.sigma0, size=int(n_items))
     W, K = priors.alpha.shape
-    family = get(model).worker_prior
+    family = as_spec(model).worker_prior
     if family is None:
         eta = np.zeros((W, K))
         eta[:, 0] = 1.0

@@ -52,13 +52,13 @@ def _prepare(spec: dict) -> dict:
     rng_data, nuts_seed, rng_ties = _seeds(spec["seed"], spec["sim"])
     priors = make_priors(spec)
     L = int(spec["n_items"])
-    lam, eta = draw_truth(model, priors, L, rng_data)
-    mspec = get(model)
+    mspec = get(model)            # the replicate's name, looked up once
+    lam, eta = draw_truth(mspec, priors, L, rng_data)
     K = mspec.prior_K(int(spec["kmax"])) or 2
-    names, fams = parameter_names(model, L, int(spec["n_workers"]), K)
+    names, fams = parameter_names(mspec, L, int(spec["n_workers"]), K)
     eta_true = None if not mspec.has_eta else (eta[:, 0] if mspec.eta_scalar else eta)
-    prep = {"spec": spec, "model": model, "priors": priors, "lam": lam, "eta": eta,
-            "eta_true": eta_true, "truth": flatten_params(model, lam, eta_true),
+    prep = {"spec": spec, "model": model, "mspec": mspec, "priors": priors, "lam": lam,
+            "eta": eta, "eta_true": eta_true, "truth": flatten_params(mspec, lam, eta_true),
             "names": names, "families": fams, "nuts_seed": nuts_seed, "rng_ties": rng_ties,
             "data": None}
     if spec["backend"] != "prior":
@@ -80,7 +80,7 @@ def _posterior_flat(prep: dict, lam_post: np.ndarray, eta_post) -> np.ndarray:
     lam_draws = thin_draws(np.asarray(lam_post, float), S)
     eta_thin = (None if prep["eta_true"] is None or eta_post is None
                 else thin_draws(np.asarray(eta_post, float), S))
-    return flatten_params(prep["model"], lam_draws, eta_thin)
+    return flatten_params(prep["mspec"], lam_draws, eta_thin)
 
 
 def _finish(prep: dict, flat: np.ndarray, gate: dict, timings: dict) -> dict:
@@ -98,12 +98,12 @@ def _finish(prep: dict, flat: np.ndarray, gate: dict, timings: dict) -> dict:
     ranks = sbc_ranks(flat, truth, prep["rng_ties"])
     out.update(rank=ranks.tolist(), n_draws=int(flat.shape[0]), gate=_jsonable(gate))
 
-    if spec.get("online", True) and get(model).online is not None:
+    if spec.get("online", True) and prep["mspec"].online is not None:
         from crowdrank.inference.online.api import algorithm_options
         from crowdrank.inference.online.state import OnlinePosterior
         from crowdrank.validation.pipelines.sbc_approx import fit as fit_approx
 
-        omodel = get(model).online
+        omodel = prep["mspec"].online
         t = time.perf_counter()
         if data is None:   # the oracle: the online state given no data is the prior state
             on = OnlinePosterior.from_priors(
@@ -114,7 +114,7 @@ def _finish(prep: dict, flat: np.ndarray, gate: dict, timings: dict) -> dict:
             on = fit_approx(model, spec.get("approx", "online"), data, priors,
                             prep["nuts_seed"])
         out["timings"]["online"] = time.perf_counter() - t
-        out["online_pit"] = online_pit(model, on, truth).tolist()
+        out["online_pit"] = online_pit(prep["mspec"], on, truth).tolist()
         clamped = getattr(on, "clamped", None) or on.diagnostics.get("clamped") or {}
         out["online_clamped"] = {k: int(v) for k, v in clamped.items()}
     return out
@@ -126,16 +126,16 @@ def sbc_job(spec: dict) -> dict:
     in worker processes. Returns a JSON-able dict."""
     t0, c0 = time.perf_counter(), time.process_time()
     prep = _prepare(spec)
-    model, priors, data = prep["model"], prep["priors"], prep["data"]
+    model, mspec, priors, data = prep["model"], prep["mspec"], prep["priors"], prep["data"]
     timings: dict = {}
     S = int(spec["n_ranks"])
     if spec["backend"] == "prior":
         # The exact posterior given no data is the prior: draw S times from it.
         draws = []
         for _ in range(S):
-            lam_s, eta_s = draw_truth(model, priors, prep["lam"].size, prep["rng_ties"])
-            draws.append(flatten_params(model, lam_s, None if prep["eta_true"] is None else
-                                        (eta_s[:, 0] if get(model).eta_scalar else eta_s)))
+            lam_s, eta_s = draw_truth(mspec, priors, prep["lam"].size, prep["rng_ties"])
+            draws.append(flatten_params(mspec, lam_s, None if prep["eta_true"] is None else
+                                        (eta_s[:, 0] if mspec.eta_scalar else eta_s)))
         flat = np.array(draws)
         gate = {"trusted": True, "reasons": [], "divergences": 0, "ess_bulk_min": math.nan}
     elif spec["backend"] == "gibbs":
@@ -209,7 +209,7 @@ def _fit_pymc_reused(prep: dict, spec: dict) -> tuple[dict, dict, dict]:
     from crowdrank.models.model_inputs import model_inputs
 
     t0 = time.perf_counter()
-    inputs = model_inputs(prep["model"], prep["data"], prep["priors"])
+    inputs = model_inputs(prep["mspec"], prep["data"], prep["priors"])
     sampler, cached = reused_nuts(inputs, simplex=spec.get("simplex", "gamma"))
     post, stats, tim = sampler.fit(inputs, chains=int(spec["chains"]), tune=int(spec["tune"]),
                                    draws=int(spec["draws"]),

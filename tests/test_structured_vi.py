@@ -12,8 +12,8 @@ Oracles, none of them our own output:
   the reference implementation (``crowdrank.models.likelihood``) at a few draws.
 
 The method fits are compared in posterior sds (the fidelity box's units): a VI fit's
-means within 0.25 sd and sds within [0.75, 1.25] of the exact ones, the PSIS-resampled
-ones within 0.15 sd and [0.85, 1.15].
+means within 0.25 sd and sds within [0.75, 1.25] of the exact ones, a PSIS resample whose
+k̂ is at most 0.7 within 0.15 sd and [0.85, 1.15].
 """
 
 from __future__ import annotations
@@ -230,12 +230,16 @@ CASES = [(m, meth, psis) for m in ("couple", "crowdbt")
 @pytest.mark.slow
 @pytest.mark.parametrize(("model", "method", "psis"), CASES)
 def test_each_method_matches_the_exact_posterior(subjects, model, method, psis):
-    from crowdrank.inference.approx import fit_approx
+    from crowdrank.inference.approx import KHAT_RELIABLE, fit_approx
 
     data, pri, exact = subjects[model]
     fit = fit_approx(data, model, pri, method, psis=psis, seed=1, **FIT)
     z, r = _errors(fit, model, exact)
-    tol, (lo, hi) = (IS_TOL, IS_SD) if psis else (VI_TOL, VI_SD)
+    # the resample corrects q only where the weights have a usable tail (k̂ ≤ 0.7,
+    # [Vehtari24]); above it the fit is held to the VI tolerances (structured-vi on COUPLE:
+    # k̂ 0.74 at seed 1, its q missing the scores' coupling to η)
+    tight = psis and fit.khat <= KHAT_RELIABLE
+    tol, (lo, hi) = (IS_TOL, IS_SD) if tight else (VI_TOL, VI_SD)
     assert np.max(np.abs(z)) < tol, (z, r, fit.khat)
     assert np.all((r > lo) & (r < hi)), (z, r, fit.khat)
     assert fit.khat is not None and np.isfinite(fit.khat)

@@ -147,7 +147,8 @@ def merge_run(study, names: list[str], labels: list[str], cache: Path, path: Pat
             try:
                 row = study.run_method(d, model, pri, lab, opts, ref, log)
             except Exception as exc:  # noqa: BLE001  (a failed method is a result)
-                row = {"label": lab, "options": opts,
+                row = {"label": lab, "options": opts, "inside_box": None,
+                       "box_distance": None,
                        "status": f"failed: {type(exc).__name__}: {str(exc)[:300]}"}
                 log(f"  {lab}: {row['status']}")
             row.update(commit=when["commit"], date=fid.env()["date"],

@@ -601,7 +601,7 @@ iterations, a lower bound). The machine's 2 cores were shared with other work (l
 JSON): CPU seconds are less inflated by that than wall seconds, not immune.
 Frontier figures: x CPU seconds (log; below 0.01 drawn at 0.01), y distance to the box;
 filled markers k̂ ≤ 0.7, the line joins the methods no other beats on both; vertical
-lines: the reference's CPU s and 1/5 of it."""
+lines: the reference's CPU s, 1/5 and 1/10 of it."""
 
 
 def render_section(rec: dict) -> str:
@@ -652,6 +652,7 @@ def frontier_figure(subj: dict, path: Path) -> None:
     ref = subj["reference"]["cpu_s"]
     ax.axvline(ref, color="k", lw=1, label=f"NUTS reference ({ref:.0f} CPU s)")
     ax.axvline(ref / COST_GOAL, color="k", lw=1, ls="--", label="1/5 of it")
+    ax.axvline(ref / COST_GOAL_TENTH, color="k", lw=1, ls=":", label="1/10 of it")
     ax.set_xscale("log")
     ax.set_xlabel("CPU seconds of one fit (log)")
     ax.set_ylabel("distance to the box")

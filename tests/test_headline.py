@@ -182,6 +182,9 @@ AS_WRITTEN = {
     "babyface ep": "≤ 0.5×",
     "ppl in the box": "one method inside the box per medium worker type at ≤ 1/5 of NUTS's CPU",
     "ppl paper scale": "a method reliable (k̂ ≤ 0.7) in 20 min",
+    # the simplex-following approximations' goals
+    "simplex in the box": "one each: medium ×4, BabyFace, default COUPLE",
+    "simplex distance": "best new method ≤ today's best distance, every subject",
     "online kernel": "≥ 3 M/s",
     "online end to end": "≥ 3 M/s",
     "pl vs openskill": "≥ 150×",
@@ -222,6 +225,8 @@ MISSES = {
                         "inside_calibrated": 3},
     "psbc power": {"seeds": 10, "over": 8, "prior": 10},
     "psbc cost": {"wall_s": 61.0},
+    "simplex in the box": {"n": 6, "inside": 2, "open": 0},
+    "simplex distance": {"n": 6, "ok": 3, "open": 0},
     "psbc paper": {"rc": 0, "psbc_s": 650.0, "audit_s": 800.0},
 }
 

@@ -69,6 +69,10 @@ from .ep_exact_kernel import GH_POINTS, K_MAX, ep_exact_couple_pass, ep_exact_cr
 from .gbmm import gauss_hermite, ranking_update
 from .state import CLAMP_KEYS, empty_counts
 
+#: the models ep-exact fits and how each worker's parameter is integrated: COUPLE's η over
+#: the K-simplex (nested Betas), CrowdBT's accuracy over [0, 1] (Gauss–Jacobi)
+WORKER_PART = {"couple": "simplex", "crowdbt": "beta"}
+
 SCORES = ("ep", "exact")
 PROJECTIONS = ("full", "sub")
 #: Gauss–Jacobi nodes per nested Beta variable (exact for degree ≤ 5; module docstring).
@@ -242,7 +246,7 @@ def ep_exact_pass_python(state: _ep.EPState, seq: np.ndarray, damping: float, *,
             improper += 1
             continue
         mc, vc = (mu[it].copy(), s2[it].copy()) if first else (nu_c / tau_c, 1.0 / tau_c)
-        if state.model == "couple":
+        if WORKER_PART[state.model] == "simplex":
             m_new, v_new, a_new = couple_site_python(mc, vc, a_c, scores=scores,
                                                      projection=projection, opts=state.opts)
         else:
@@ -285,7 +289,7 @@ def ep_exact_pass(state: _ep.EPState, seq: np.ndarray, damping: float, *,
     out = np.zeros(1, dtype=np.int64)
     seq = np.asarray(seq, dtype=np.int64)
     t0 = time.perf_counter()
-    if state.model == "couple":
+    if WORKER_PART[state.model] == "simplex":
         bad = ep_exact_couple_pass(
             first, d, seq, state.ordr, state.lengths, state.wk, post.mu, post.sigma2,
             post.alpha, state.site_tau, state.site_nu, state.site_alpha, scores == "exact",
@@ -308,16 +312,16 @@ def ep_exact_pass(state: _ep.EPState, seq: np.ndarray, damping: float, *,
 def ep_exact_init(data: Rankings, model: str, priors: Priors, **kw) -> _ep.EPState:
     """:func:`.ep.ep_init` for COUPLE or CrowdBT, refusing rankings longer than
     :data:`K_MAX` (COUPLE) with a clear message."""
-    if model not in ("couple", "crowdbt"):
-        raise UsageError(f"ep-exact fits couple and crowdbt (a worker parameter to "
+    if model not in WORKER_PART:
+        raise UsageError(f"ep-exact fits {' and '.join(WORKER_PART)} (a worker parameter to "
                          f"integrate), not {model!r}")
-    if model == "couple" and data.n_rankings and int(data.lengths.max()) > K_MAX:
+    if WORKER_PART[model] == "simplex" and data.n_rankings and int(data.lengths.max()) > K_MAX:
         raise UsageError(
             f"ep-exact integrates each worker's η exactly over the simplex for rankings of "
             f"at most {K_MAX} items (K ≤ {K_MAX}: k! stage combinations and a k-dimensional "
             f"Gauss–Hermite grid per ranking); these data have rankings of "
             f"{int(data.lengths.max())} items: use ep")
-    if model == "crowdbt":
+    if WORKER_PART[model] == "beta":
         kw["taylor"] = "quadrature"                 # the scores' exact moments
     return _ep.ep_init(data, model, priors, **kw)
 

@@ -83,7 +83,12 @@ CONTEXT = ("one-pass", "ep5 damping=0")     # labels of bench_fidelity.variants(
 EP_LONG = ("ep200 damping=0", {"method": "ep", "ep_passes": "200", "damping": 0.0})
 #: EP with exact worker moments: EP's score part, and the exact one (labels, options)
 EP_EXACT = (("ep-exact", {"method": "ep-exact"}),
-            ("ep-exact scores=exact", {"method": "ep-exact", "scores": "exact"}))
+            ("ep-exact scores=exact", {"method": "ep-exact", "scores": "exact"}),
+            ("ep-exact workers=joint", {"method": "ep-exact", "workers": "joint"}),
+            ("ep-exact workers=joint scores=exact",
+             {"method": "ep-exact", "workers": "joint", "scores": "exact"}),
+            ("ep-exact workers=joint lam=plugin",
+             {"method": "ep-exact", "workers": "joint", "lam": "plugin"}))
 Z_BOX, SD_BOX = 0.1, (0.9, 1.1)
 
 
@@ -107,7 +112,7 @@ def method_plan(model: str) -> list[tuple[str, dict]]:
     out += [(m, {"method": m}) for m in PPL_METHODS if get_method(m).fits(model)]
     # the exact score part is COUPLE's (CrowdBT's scores are the quadrature's either way)
     out += [(lab, o) for lab, o in EP_EXACT if get_method("ep-exact").fits(model)
-            and (model == "couple" or "scores" not in o)]
+            and (model == "couple" or ("scores" not in o and "workers" not in o))]
     # the structured and flow guides, where the registry has them
     return out + [(m, {"method": m}) for m in NEW_METHODS
                   if m in REGISTRY and REGISTRY[m].fits(model)]

@@ -166,7 +166,8 @@ def fit_ep_exact_method(data, model, priors, options, *, seed=0, progress=False,
     post = fit_ep_exact(data, model, priors, passes=int(options.passes),
                         damping=float(options.damping), tol=float(options.ep_tol),
                         order=order or options.order, seed=int(seed),
-                        scores=options.scores, callback=callback,
+                        scores=options.scores, workers=options.workers,
+                        sweeps=int(options.sweeps), lam=options.lam, callback=callback,
                         **update_options(options))
     return from_online(post, "ep-exact")
 

@@ -185,6 +185,13 @@ class EpExactOptions(EpOptions):
     scores: str = opt("ep", "a site's score part: EP's stage updates (ep), or the tilted "
                       "Gaussian's moments on the worker integral's grid (exact; COUPLE)",
                       choices=("ep", "exact"))
+    workers: str = opt("site", "a worker's η: from each ranking's site (site), or from all "
+                       "its rankings at once on a simplex grid, alternated with score "
+                       "passes (joint; COUPLE)", choices=("site", "joint"))
+    sweeps: int = opt(2, "joint: worker-factor / score-pass alternations after the passes")
+    lam: str = opt("gh", "joint: the scores in a worker's factor, integrated on the "
+                   "Gauss-Hermite grid (gh) or at their means (plugin)",
+                   choices=("gh", "plugin"))
 
 
 @dataclass(frozen=True)

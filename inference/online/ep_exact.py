@@ -75,6 +75,7 @@ WORKER_PART = {"couple": "simplex", "crowdbt": "beta"}
 
 SCORES = ("ep", "exact")
 PROJECTIONS = ("full", "sub")
+WORKERS = ("site", "joint")
 #: Gauss–Jacobi nodes per nested Beta variable (exact for degree ≤ 5; module docstring).
 JACOBI_NODES = 3
 
@@ -326,17 +327,45 @@ def ep_exact_init(data: Rankings, model: str, priors: Priors, **kw) -> _ep.EPSta
     return _ep.ep_init(data, model, priors, **kw)
 
 
+def _joint_sweeps(state, data, priors, sweeps, lam, damping, scores, projection):
+    """Alternate the joint worker factor and a score pass; the workers' EP sites are set to
+    equal shares of (joint − prior), so the pass's cavities stay positive (each is
+    ``a⁰/N_w + (1 − 1/N_w)·joint``) and end on the joint workers."""
+    from .ep_joint import joint_worker_update
+
+    post = state.post
+    a0 = post.alpha.copy()                          # the prior: α minus the worker sites
+    np.add.at(a0, state.wk, -state.site_alpha)
+    nw = np.bincount(state.wk, minlength=len(a0))
+    for sweep in range(sweeps + 1):
+        joint = joint_worker_update(a0, post.mu, post.sigma2, state.ordr, state.lengths,
+                                    state.wk, lam, (state.site_tau, state.site_nu))
+        post.alpha[:] = joint
+        state.site_alpha[:] = (joint - a0)[state.wk] / np.maximum(nw[state.wk], 1)[:, None]
+        if sweep == sweeps:
+            break
+        seq = np.arange(data.n_rankings)
+        ep_exact_pass(state, seq, _ep.pass_damping(damping, state.log), scores=scores,
+                      projection=projection)
+
+
 def fit_ep_exact(data: Rankings, model: str, priors: Priors, *, passes: int = _ep.EP_PASSES,
                  damping: float = _ep.EP_DAMPING, tol: float = _ep.EP_TOL,
                  order: str = "file", seed: int = 0, strict: bool = False,
-                 scores: str = "ep", projection: str = "full", callback=None, **alg):
+                 scores: str = "ep", projection: str = "full", workers: str = "site",
+                 sweeps: int = 2, lam: str = "gh", callback=None, **alg):
     """EP with exact worker moments (module docstring): passes as :func:`.ep.fit_ep`
     (stopping once :func:`.ep.converged`); ``scores`` is ``"ep"`` (the stage updates) or
     ``"exact"`` (COUPLE: the tilted Gaussian's moments on the same grid); ``projection``
-    as :func:`project_worker`; ``alg`` the one-pass options of the score part. Returns an
+    as :func:`project_worker`; ``alg`` the one-pass options of the score part.
+    ``workers="joint"`` (COUPLE): after the passes, ``sweeps`` times each worker's η from
+    all its rankings at once (:mod:`.ep_joint`, ``lam`` its score integral) and one more
+    pass for the scores with those workers, ending on the joint workers. Returns an
     ``OnlinePosterior``."""
     if scores not in SCORES:
         raise UsageError(f"scores must be one of {SCORES}, got {scores!r}")
+    if workers not in WORKERS or (workers == "joint" and model != "couple"):
+        raise UsageError(f"workers must be one of {WORKERS} (joint: COUPLE), got {workers!r}")
     if projection not in PROJECTIONS:
         raise UsageError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
     if not (isinstance(passes, (int, np.integer)) and passes >= 1):
@@ -356,9 +385,12 @@ def fit_ep_exact(data: Rankings, model: str, priors: Priors, *, passes: int = _e
             callback(entry)
         if state.passes_done > 1 and _ep.converged(entry, tol):
             break
+    if workers == "joint":
+        _joint_sweeps(state, data, priors, sweeps, lam, damping, scores, projection)
     post = _ep.ep_export(state, tol=tol, order=order, seed=seed, damping=damping,
                          max_passes=passes)
     post.options["ep"].update(worker_moments="exact", scores=scores, projection=projection,
                               gh_points={str(k): v for k, v in GH_POINTS.items()},
-                              jacobi_nodes=JACOBI_NODES)
+                              jacobi_nodes=JACOBI_NODES, workers=workers,
+                              **({"sweeps": sweeps, "lam": lam} if workers == "joint" else {}))
     return post

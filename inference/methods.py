@@ -192,6 +192,13 @@ class EpExactOptions(EpOptions):
     lam: str = opt("gh", "joint: the scores in a worker's factor, integrated on the "
                    "Gauss-Hermite grid (gh) or at their means (plugin)",
                    choices=("gh", "plugin"))
+    # BT's pairing and Weng–Lin's constants: not read by COUPLE's or CrowdBT's update, the
+    # only models ep-exact fits, so not offered on its command line
+    bt_breaking: str = opt("game", "unused by ep-exact", cli=False)
+    wl_beta: float | None = opt(None, "unused by ep-exact", cli=False)
+    wl_kappa: float | None = opt(None, "unused by ep-exact", cli=False)
+    wl_tau: float | None = opt(None, "unused by ep-exact", cli=False)
+    wl_gamma: str | None = opt(None, "unused by ep-exact", cli=False)
 
 
 @dataclass(frozen=True)

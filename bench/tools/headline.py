@@ -714,8 +714,8 @@ def replicate_rows(d: Path) -> list[Row]:
 
 
 def approx_study_rows(d: Path) -> list[Row]:
-    """The PPL approximations at medium scale: a method inside the box (centred and η¹)
-    at ≤ 1/5 of the trusted reference's CPU seconds, per worker type; a setting whose
+    """The approximations at medium scale (any method of the study): one inside the box
+    (centred and η¹) at ≤ 1/5 of the trusted reference's CPU seconds, per worker type; a setting whose
     reference is untrusted or that did not run leaves the goal open."""
     st = load(d, "approx_study.json")
     if not st:
@@ -740,7 +740,7 @@ def approx_study_rows(d: Path) -> list[Row]:
     figure = f"{len(met)} of {len(med)}" + (f", {len(open_)} open" if open_ else "")
     # what keeps the methods out of the box was diagnosed afterwards (approx_diagnose.json,
     # its own section of docs/results.md): that is no method inside, and not read here
-    return [Row("PPL approximation in the box, medium scale", figure, "ppl in the box",
+    return [Row("an approximation inside the box, medium scale", figure, "ppl in the box",
                 {"n": len(med), "inside": len(met), "open": len(open_)}, "approx_study.json",
                 st, "one setting per worker type; " + detail)]
 

@@ -17,9 +17,18 @@ def _recs(d: Path, kind: str) -> list[dict]:
 
 
 def validation_rows(d: Path) -> list[Row]:
-    """The verdict beside the box on every measured (subject, method) row."""
-    recs = list(latest_by(_recs(d, "validate"),
+    """The verdict beside the box on every (subject, method) row measured at the default
+    augmentation (a row measured only at another size is counted as not measured)."""
+    from crowdrank.validation.pipelines.posterior_sbc import DEFAULT_AUGMENT
+
+    every = list(latest_by(_recs(d, "validate"),
+                           lambda r: (r["subject"], r["label"])).values())
+    recs = list(latest_by([r for r in _recs(d, "validate")
+                           if r.get("augment") == DEFAULT_AUGMENT],
                           lambda r: (r["subject"], r["label"])).values())
+    elsewhere = sorted(f"{r['subject']} {r['label']}" for r in every
+                       if (r["subject"], r["label"]) not in
+                       {(x["subject"], x["label"]) for x in recs})
     study = load(d, "approx_study.json")
     if not recs or study is None:
         return []
@@ -45,7 +54,10 @@ def validation_rows(d: Path) -> list[Row]:
     return [Row("posterior SBC vs the fidelity box",
                 f"{agree} of {len(recs)} rows agree", "psbc validation",
                 values, "posterior_sbc.json", recs,
-                f"{in_cal} of the {len(inside)} rows inside the box called calibrated; "
+                f"augment R = {DEFAULT_AUGMENT:g} (the default); "
+                + (f"measured only at another R, so not counted: {', '.join(elsewhere)}; "
+                   if elsewhere else "")
+                + f"{in_cal} of the {len(inside)} rows inside the box called calibrated; "
                 f"methods measured: {', '.join(labels)} ({len(recs)} rows, {in_measured} of "
                 f"the {len(inside)} inside the box; the PPL approximations' rows need a refit "
                 f"of 10–2,300 CPU s per replicate and were not run); of the {n_out} measured rows "
@@ -63,7 +75,10 @@ def power_rows(d: Path) -> list[Row]:
 
     by = {r["augment"]: r for r in recs}
     default = by.get(DEFAULT_AUGMENT)
-    parts = "; ".join(f"R = {a:g}: over-confident {r['flagged']['planted-overconfident']}, "
+    parts = "; ".join(f"R = {a:g}"
+                      + (f" with {r['prior_draws']:,} importance draws of the exact posterior"
+                         if r.get("prior_draws") else "")
+                      + f": over-confident {r['flagged']['planted-overconfident']}, "
                       f"prior-only {r['flagged']['planted-prior']}, exact "
                       f"{r['flagged']['planted-exact']} of {r['seeds']}"
                       for a, r in sorted(by.items()))
@@ -85,7 +100,10 @@ def power_rows(d: Path) -> list[Row]:
 
 def cost_rows(d: Path) -> list[Row]:
     """200 replicates of the one-pass update on the audit's default data."""
-    recs = [r for r in _recs(d, "cost") if r["method"] == "online" and r["sims"] >= 200]
+    from crowdrank.validation.pipelines.posterior_sbc import DEFAULT_AUGMENT
+
+    recs = [r for r in _recs(d, "cost") if r["method"] == "online" and r["sims"] >= 200
+            and r.get("augment") == DEFAULT_AUGMENT]
     by = latest_by(recs, lambda r: r["model"])
     if not by:
         return []

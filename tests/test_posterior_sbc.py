@@ -170,3 +170,20 @@ def test_replicates_in_spawned_processes_see_the_planted_methods_and_their_optio
     here = run("here", 1, 12_000)
     assert run("spawned", 2, 12_000) == here
     assert run("other-draws", 1, 15_000) != here
+
+
+def test_a_crowdbt_accuracy_of_one_simulates_pairs_in_the_scores_order_without_warning():
+    """A Beta accuracy drawn as exactly 1.0 (float64 rounding of a sharp posterior): the
+    worker never flips a pair, so y′ puts every pair in the order of the scores — with no
+    divide-by-zero warning from log(1 − η) and no NaN."""
+    import warnings
+
+    sim = simulate("crowdbt", n_items=6, n_workers=2, tasks_per_worker=30, seed=3)
+    lam = np.array([3.0, 2.0, 1.0, 0.0, -1.0, -2.0]) * 20     # no doubt left in the scores
+    eta = np.array([1.0, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        extra = psbc.augmentation("crowdbt", sim.rankings, lam, eta, 200,
+                                  np.random.default_rng(0))
+    first, second = np.asarray(extra.order)[0], np.asarray(extra.order)[1]
+    assert np.all(lam[first] > lam[second])

@@ -52,8 +52,12 @@ def log_eta_rows(model: str, eta: np.ndarray | None) -> np.ndarray | None:
     spec = get_model(model)
     if eta is None or spec.worker_prior is None:
         return None
-    return spec.worker_prior.log_table(np.asarray(eta, float), np,
-                                       lambda x: np.log(np.clip(x, 1e-300, None)))
+    # a Beta accuracy drawn as 1.0 in float64 has log(1 − η) = −inf: a worker who never
+    # flips a pair, which the simulator reads exactly (exp(−inf) = 0), so numpy's
+    # divide-by-zero warning is silenced rather than the draw moved
+    with np.errstate(divide="ignore"):
+        return spec.worker_prior.log_table(np.asarray(eta, float), np,
+                                           lambda x: np.log(np.clip(x, 1e-300, None)))
 
 
 def checked_parameters(model: str, data, base) -> tuple[list[str], list[str], list[int], int]:

@@ -742,7 +742,10 @@ def approx_study_rows(d: Path) -> list[Row]:
     # its own section of docs/results.md): that is no method inside, and not read here
     return [Row("an approximation inside the box, medium scale", figure, "ppl in the box",
                 {"n": len(med), "inside": len(met), "open": len(open_)}, "approx_study.json",
-                st, "one setting per worker type; " + detail)]
+                # the study's first run and the runs of some methods merged into it since
+                [{k: st[k] for k in ("date", "commit", "command") if k in st},
+                 *st.get("merged_runs", [])],
+                "one setting per worker type; " + detail)]
 
 
 def approx_audit_row(d: Path) -> list[Row]:

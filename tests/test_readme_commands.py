@@ -366,7 +366,11 @@ def _check_posterior_sbc(d, results):
     assert f"  verdict: {s['verdict']}" in res.stdout
     rows = list(csv.reader((d / "psbc" / "ranks.csv").open(newline="")))
     assert rows[0][1:] == s["names"] and len(rows) == 21    # COUPLE's names hold commas
-    assert s["timing"]["rankings_added"] == s["data"]["rankings"]
+    # the default augmentation: R times the data's rankings per replicate
+    from crowdrank.validation.pipelines.posterior_sbc import DEFAULT_AUGMENT
+
+    assert s["config"]["augment"] == DEFAULT_AUGMENT
+    assert s["timing"]["rankings_added"] == round(DEFAULT_AUGMENT * s["data"]["rankings"])
 
 
 def _check_sbc(d, results):

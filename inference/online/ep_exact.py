@@ -67,6 +67,7 @@ from . import ep as _ep
 from . import kernels
 from .ep_exact_kernel import GH_POINTS, K_MAX, ep_exact_couple_pass, ep_exact_crowdbt_pass
 from .gbmm import gauss_hermite, ranking_update
+from .simplex_moments import alpha_from_moments, combos
 from .state import CLAMP_KEYS, empty_counts
 
 #: the models ep-exact fits and how each worker's parameter is integrated: COUPLE's η over
@@ -119,11 +120,6 @@ def stage_weights(eta: np.ndarray, k: int, combo) -> float:
     return out
 
 
-def combos(k: int) -> list[tuple]:
-    """The ``k!`` combinations ``(t_0, …, t_{k−2})``, ``t_s < k − s``."""
-    return list(product(*[range(k - s) for s in range(k - 1)]))
-
-
 def dirichlet_product_moments(a, M: dict) -> tuple[float, np.ndarray, np.ndarray]:
     """Evidence, ``E[η̃_t]`` and ``E[η̃_t²]`` under ``Dir(a) Σ_c M[c] Π_s η̄^{(s)}_{t_s}``
     (Eq. E1's η-marginal), by :func:`simplex_rule`."""
@@ -153,12 +149,6 @@ def softmax_product_moments(mc, vc, D: dict | None = None):
         return M, None
     wF = wts * sum(D[c] * prods[c] for c in prods)
     return M, (wF.sum(), wF @ grid, wF @ (grid ** 2 - 1.0))
-
-
-def alpha_from_moments(E1, E2) -> np.ndarray:
-    """[Pan18], Eq. 10: ``α_t = (E1_t − E2_t) E1_t / (E2_t − E1_t²)``."""
-    E1, E2 = np.asarray(E1), np.asarray(E2)
-    return (E1 - E2) * E1 / (E2 - E1 * E1)
 
 
 def project_worker(a_c, E1, E2, projection="full") -> np.ndarray:
@@ -364,7 +354,7 @@ def fit_ep_exact(data: Rankings, model: str, priors: Priors, *, passes: int = _e
     ``OnlinePosterior``."""
     if scores not in SCORES:
         raise UsageError(f"scores must be one of {SCORES}, got {scores!r}")
-    if workers not in WORKERS or (workers == "joint" and model != "couple"):
+    if workers not in WORKERS or (workers == "joint" and WORKER_PART.get(model) != "simplex"):
         raise UsageError(f"workers must be one of {WORKERS} (joint: COUPLE), got {workers!r}")
     if projection not in PROJECTIONS:
         raise UsageError(f"projection must be one of {PROJECTIONS}, got {projection!r}")

@@ -28,7 +28,7 @@ it. The likelihood's log is accumulated in float64 over the rankings (``M @ W``,
 combinations' stage weights ``W`` on the grid: a matrix product, BLAS, no numba loop).
 
 **Projection.** ``E[η_t]`` and ``E[η_t²]`` on the grid, then [Pan18], Eq. 10 (as
-:func:`.ep_exact.alpha_from_moments`). The Dirichlet keeps ``E[η_t]`` and ``Var[η_t]``
+:func:`.simplex_moments.alpha_from_moments`). The Dirichlet keeps ``E[η_t]`` and ``Var[η_t]``
 of one chosen ``t`` exactly only when ``K = 2``; for ``K > 2`` Eq. 10 averages the
 per-entry concentrations, so ``E[η¹]`` is kept and its sd is the Dirichlet's.
 """
@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ep_exact import alpha_from_moments, combos
 from .ep_exact_kernel import GH_POINTS
 from .gbmm import gauss_hermite
+from .simplex_moments import alpha_from_moments, combos
 
 #: the coarse partition of each stick coordinate's logit: cell edges
 COARSE = np.linspace(-12.0, 12.0, 25)

@@ -384,6 +384,17 @@ def ep_export(state: EPState, *, tol: float = EP_TOL, order: str = "file", seed:
     return post
 
 
+def check_pass_options(passes, tol, damping) -> None:
+    """EP's pass count, tolerance and damping, or a :class:`UsageError` naming the bad one
+    (shared by :func:`fit_ep` and ep-exact's fit)."""
+    if not (isinstance(passes, (int, np.integer)) and passes >= 1):
+        raise UsageError(f"passes must be an integer >= 1, got {passes!r}")
+    if not tol > 0:
+        raise UsageError(f"tol must be > 0, got {tol!r}")
+    if not 0.0 <= damping < 1.0:
+        raise UsageError(f"damping must be in [0, 1), got {damping!r}")
+
+
 def fit_ep(data: Rankings, model: str, priors: Priors, *, passes: int = EP_PASSES,
            damping: float = EP_DAMPING, tol: float = EP_TOL, order: str = "file",
            seed: int = 0, strict: bool = False, progress: bool = True,
@@ -403,12 +414,7 @@ def fit_ep(data: Rankings, model: str, priors: Priors, *, passes: int = EP_PASSE
     alg : the one-pass options (``taylor``, ``score_alpha``, ``kappa``, ``kappa2``,
         ``wl_params``, ``bt_breaking``).
     """
-    if not (isinstance(passes, (int, np.integer)) and passes >= 1):
-        raise UsageError(f"passes must be an integer >= 1, got {passes!r}")
-    if not tol > 0:
-        raise UsageError(f"tol must be > 0, got {tol!r}")
-    if not 0.0 <= damping < 1.0:
-        raise UsageError(f"damping must be in [0, 1), got {damping!r}")
+    check_pass_options(passes, tol, damping)
     state = ep_init(data, model, priors, strict=strict, **alg)
     seqs = pass_orders(data.n_rankings, order, seed, passes)
     from tqdm.auto import tqdm

@@ -358,12 +358,7 @@ def fit_ep_exact(data: Rankings, model: str, priors: Priors, *, passes: int = _e
         raise UsageError(f"workers must be one of {WORKERS} (joint: COUPLE), got {workers!r}")
     if projection not in PROJECTIONS:
         raise UsageError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
-    if not (isinstance(passes, (int, np.integer)) and passes >= 1):
-        raise UsageError(f"passes must be an integer >= 1, got {passes!r}")
-    if not tol > 0:
-        raise UsageError(f"tol must be > 0, got {tol!r}")
-    if not 0.0 <= damping < 1.0:
-        raise UsageError(f"damping must be in [0, 1), got {damping!r}")
+    _ep.check_pass_options(passes, tol, damping)
     state = ep_exact_init(data, model, priors, strict=strict, **alg)
     from .api import pairs_sequence, pass_orders
 

@@ -38,6 +38,7 @@ from crowdrank.validation.pipelines.posterior_sbc_draws import (
     draws_of,
     log_eta_rows,
     one_draw,
+    refit_moments,
 )
 from crowdrank.validation.pipelines.sbc_ranks import (
     flatten_params,
@@ -50,6 +51,10 @@ from crowdrank.validation.pipelines.sbc_ranks import (
 #: seeds and the exact posterior in 0 of 10; at 1 the over-confident one in 8 of 10
 #: (docs/sbc.md, "Posterior SBC"; bench/results/posterior_sbc.json, kind "power").
 DEFAULT_AUGMENT = 2.0
+
+#: What a cached replicate holds; part of the cache key, so a cache written without the
+#: standardised errors ``z`` the tolerance verdict reads is not mistaken for one with them.
+REPLICATE_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -192,8 +197,11 @@ def replicate(ctx: dict, sim: int) -> dict:
     lam_d, eta_d = draws_of(post, cfg.ranks, int(rng.integers(2**31)))
     truth = flatten_params(cfg.model, lam, eta)
     draws = flatten_params(cfg.model, lam_d, eta_d)
+    mean, sd = refit_moments(cfg.model, post, draws)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (truth - mean) / sd          # a refit with sd 0 gives ±inf or NaN: kept, counted
     return {"sim": int(sim), "rank": sbc_ranks(draws, truth, rng).tolist(),
-            "rankings_added": int(m), "refit_s": t1 - t0,
+            "z": [float(v) for v in z], "rankings_added": int(m), "refit_s": t1 - t0,
             "seconds": time.perf_counter() - t0}
 
 
@@ -237,6 +245,7 @@ def fingerprint(data: Rankings, priors, cfg: PosteriorSbcConfig) -> str:
     h.update(pickle.dumps(priors))
     setting = {k: v for k, v in asdict(cfg).items() if k != "sims"}
     h.update(json.dumps(setting, sort_keys=True).encode())
+    h.update(f"replicate format {REPLICATE_FORMAT}".encode())
     return h.hexdigest()[:16]
 
 

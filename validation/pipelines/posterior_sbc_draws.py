@@ -69,3 +69,51 @@ def checked_parameters(model: str, data, base) -> tuple[list[str], list[str], li
     names, fams = parameter_names(model, data.n_items, data.n_workers, K)
     cols = [j for j, f in enumerate(fams) if f in GROUPS]
     return [names[j] for j in cols], [fams[j] for j in cols], cols, len(names)
+
+
+#: Draws of a sampler's (or an approximation's) refit its moments are read from, at most.
+MOMENT_DRAWS = 4000
+
+
+def refit_moments(model: str, post, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean, sd)`` of every flattened parameter
+    (:func:`crowdrank.validation.pipelines.sbc_ranks.flatten_params`) under a refit, for the
+    standardised error ``z = (θ′ − mean) / sd`` (docs/sbc.md, "The tolerance verdict").
+
+    Exact where the fit is closed-form: Gaussian ``λ`` from ``(μ, σ²)``, the centred scores
+    ``λ_r − λ̄`` of independent Gaussians (mean ``μ_r − μ̄``, variance
+    ``σ_r²(1 − 2/L) + Σσ²/L²``), and a worker family's Beta marginals (mean ``a/(a+b)``,
+    variance ``ab/((a+b)²(a+b+1))``). A fit with draws is read from up to
+    :data:`MOMENT_DRAWS` of them (more than the ``draws`` it is ranked among, so the moments'
+    own Monte Carlo error is small beside the replicates'); ``draws`` ``(S, P)``, the flattened
+    draws the ranks use, serve only a worker family without Beta marginals."""
+    from crowdrank.models.errors import UsageError
+    from crowdrank.validation.pipelines.sbc_ranks import flatten_params
+
+    spec = get_model(model)
+    if post.has_draws or spec.fn("sbc_flatten") is not None:
+        tree = post.tree["posterior"] if post.has_draws else None
+        if tree is None:
+            flat = np.asarray(draws, float)
+        else:
+            n = min(MOMENT_DRAWS, int(np.prod(tree["lambda"].shape[:2])))
+            lam = thin_draws(np.asarray(tree["lambda"]), n)
+            eta = thin_draws(np.asarray(tree["eta"]), n) if "eta" in tree else None
+            flat = flatten_params(model, lam, eta)
+        return flat.mean(axis=0), flat.std(axis=0, ddof=1)
+    mu = np.asarray(post.mu, float)
+    s2 = np.asarray(post.sigma2, float)
+    L = mu.size
+    means = [mu, mu - mu.mean()]
+    vars_ = [s2, s2 * (1.0 - 2.0 / L) + s2.sum() / L**2]
+    if spec.worker_prior is not None and post.alpha is not None:
+        try:
+            a, b = spec.worker_prior.beta_marginals(post.alpha)
+            a, b = np.asarray(a, float), np.asarray(b, float)
+            means.append(a / (a + b))
+            vars_.append(a * b / ((a + b) ** 2 * (a + b + 1.0)))
+        except UsageError:          # a family without Beta marginals: its draws
+            eta = np.asarray(draws, float)[:, 2 * L:]
+            means.append(eta.mean(axis=0))
+            vars_.append(eta.var(axis=0, ddof=1))
+    return np.concatenate(means), np.sqrt(np.concatenate(vars_))

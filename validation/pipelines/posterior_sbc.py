@@ -53,8 +53,9 @@ from crowdrank.validation.pipelines.sbc_ranks import (
 DEFAULT_AUGMENT = 2.0
 
 #: What a cached replicate holds; part of the cache key, so a cache written without the
-#: standardised errors ``z`` the tolerance verdict reads is not mistaken for one with them.
-REPLICATE_FORMAT = 2
+#: standardised errors ``z`` and variance ratios the tolerance verdict reads is not mistaken
+#: for one with them.
+REPLICATE_FORMAT = 3
 
 
 @dataclass(frozen=True)
@@ -200,9 +201,23 @@ def replicate(ctx: dict, sim: int) -> dict:
     mean, sd = refit_moments(cfg.model, post, draws)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (truth - mean) / sd          # a refit with sd 0 gives ±inf or NaN: kept, counted
+        shrink = (sd / base_sd(ctx)) ** 2
     return {"sim": int(sim), "rank": sbc_ranks(draws, truth, rng).tolist(),
-            "z": [float(v) for v in z], "rankings_added": int(m), "refit_s": t1 - t0,
+            "z": [float(v) for v in z], "var_ratio": [float(v) for v in shrink],
+            "rankings_added": int(m), "refit_s": t1 - t0,
             "seconds": time.perf_counter() - t0}
+
+
+def base_sd(ctx: dict) -> np.ndarray:
+    """Every flattened parameter's sd under the base fit (computed once per process): the
+    refit's variance over it, ``1/(1 + R_eff)``, says how much information ``y′`` added
+    (:mod:`.posterior_sbc_tolerance`)."""
+    if "base_sd" not in ctx:
+        cfg = ctx["cfg"]
+        lam_d, eta_d = draws_of(ctx["base"], cfg.ranks, cfg.seed)
+        ctx["base_sd"] = refit_moments(cfg.model, ctx["base"],
+                                       flatten_params(cfg.model, lam_d, eta_d))[1]
+    return ctx["base_sd"]
 
 
 _CONTEXTS: dict[str, dict] = {}
@@ -353,30 +368,43 @@ def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
 
 
 def summarise(cfg: PosteriorSbcConfig, ctx: dict, done: list[dict], checks: dict) -> dict:
-    """The ranks' uniformity per parameter family, the companion checks, and the verdict:
-    calibrated when every group of :data:`.posterior_sbc_draws.GROUPS` passes the tail-sensitive test and no
-    companion check flags the fit."""
+    """The verdict and its figures. **Calibrated** when every group of
+    :data:`.posterior_sbc_draws.GROUPS` is within the fidelity box's tolerance
+    (:func:`.posterior_sbc_tolerance.tolerance_summary`: not confidently outside it) and no
+    companion check flags the fit. Beside it, the strict figure: the ranks' tail-sensitive
+    uniformity test per group (``ranks``; ``strict_calibrated`` when it passes and no
+    companion check flags), which detects any miscalibration given enough replicates."""
+    from crowdrank.validation.pipelines.posterior_sbc_tolerance import tolerance_summary
     from crowdrank.validation.pipelines.sbc_uniformity import uniformity_summary
 
     data = ctx["data"]
     names, fams, keep, total = checked_parameters(cfg.model, data, ctx["base"])
-    ranks = np.array([r["rank"] for r in sorted(done, key=lambda r: r["sim"])], float)
+    done = sorted(done, key=lambda r: r["sim"])
+    ranks = np.array([r["rank"] for r in done], float)
     if ranks.shape[1] != total:
         raise ValueError(f"{ranks.shape[1]} ranks per replicate for {total} parameters")
+    z = np.array([r["z"] for r in done], float)[:, keep]
+    shrink = np.array([r["var_ratio"] for r in done], float)[:, keep]
     uni = uniformity_summary(ranks[:, keep], names, fams, cfg.ranks + 1, alpha=cfg.alpha,
                              seed=cfg.seed)
+    tol = tolerance_summary(z, shrink, names, fams, alpha=cfg.alpha)
     flags = [c["flag"] for c in checks.values() if c.get("flag")]
-    calibrated = bool(uni["calibrated"]) and not flags
+    calibrated = bool(tol["within_tolerance"]) and not flags
+    strict = bool(uni["calibrated"]) and not flags
+    out_box = [f"{g} outside the box's tolerance ({'; '.join(v['reasons'])})"
+               for g, v in tol["groups"].items() if v["outside"]]
     bad = [f for f, v in uni["families"].items() if not v["calibrated"]]
-    verdict = ("calibrated: no evidence against uniform ranks, and the fit moves away from "
-               "the prior and reproduces the data" if calibrated else
-               "NOT calibrated: " + "; ".join(
-                   ([f"ranks not uniform in {', '.join(bad)}"] if bad else []) + flags))
+    strict_note = ("; strict test: ranks uniform in every group" if not bad else
+                   f"; strict test: ranks not uniform in {', '.join(bad)}")
+    verdict = ("calibrated within the fidelity box's tolerance: no group confidently outside "
+               "it, and the fit moves away from the prior and reproduces the data"
+               if calibrated else "NOT calibrated: " + "; ".join(out_box + flags)) + strict_note
     secs = np.array([r["seconds"] for r in done])
     return {"method": cfg.method, "model": cfg.model, "config": asdict(cfg),
             "data": {"source": str(data.source), "rankings": data.n_rankings,
                      "items": data.n_items, "workers": data.n_workers},
             "replicates": len(done), "calibrated": calibrated, "verdict": verdict,
+            "tolerance": tol, "strict_calibrated": strict,
             "ranks": uni, "checks": checks,
             "size": miscalibration(ranks[:, keep], fams, cfg.ranks),
             "names": names, "families": fams,

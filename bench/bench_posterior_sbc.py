@@ -78,9 +78,14 @@ def run_power(args, base: dict) -> list[dict]:
                                           processes=args.processes, progress=False,
                                           setup=P.SETUP)
                     fam = s["ranks"]["families"]["lambda_centred"]
+                    tol = s["tolerance"]["groups"]["lambda_centred"]
                     rows[m].append({
                         "seed": seed, "calibrated": s["calibrated"],
+                        "strict_calibrated": s["strict_calibrated"],
                         "ranks_calibrated": s["ranks"]["calibrated"],
+                        "sd_ratio": tol["sd_ratio"],
+                        "sd_ratio_bounds": [tol["sd_ratio_lo"], tol["sd_ratio_hi"]],
+                        "abs_z": tol["abs_z"], "abs_z_bounds": [tol["abs_z_lo"], tol["abs_z_hi"]],
                         "ecdf_p": fam["ecdf_p_combined"], "pot_c_p": fam["pot_c_p_combined"],
                         "contraction": s["checks"]["contraction"]["groups"]
                         ["lambda_centred"]["median"],
@@ -90,8 +95,11 @@ def run_power(args, base: dict) -> list[dict]:
                          "prior_draws": prior_draws, "processes": args.processes,
                          "seeds": args.seeds,
                          "data": "tiny PL: 5 items, 40 rankings of 3, λ ~ N(0, 1) per seed",
+                         "verdict_rule": "tolerance (posterior_sbc_tolerance) and companions",
                          "flagged": {m: sum(not r["calibrated"] for r in v)
                                      for m, v in rows.items()},
+                         "flagged_strict": {m: sum(not r["strict_calibrated"] for r in v)
+                                            for m, v in rows.items()},
                          "rows": rows, "wall_s": time.perf_counter() - t0,
                          "cpu_s": cpu_seconds() - c0})
     return recs
@@ -122,7 +130,8 @@ def run_cost(args, base: dict) -> list[dict]:
                      "method": args.method, "sims": args.sims, "augment": cfg.augment,
                      "processes": args.processes, "wall_s": time.perf_counter() - t0,
                      "cpu_s": cpu_seconds() - c0, "verdict": summ["verdict"],
-                     "calibrated": summ["calibrated"], "timing": summ["timing"],
+                     "calibrated": summ["calibrated"], **tolerance_fields(summ),
+                     "timing": summ["timing"],
                      "families": {f: {k: v[k] for k in ("ecdf_p_combined",
                                                          "pot_c_p_combined", "calibrated")}
                                   for f, v in summ["ranks"]["families"].items()},
@@ -132,6 +141,16 @@ def run_cost(args, base: dict) -> list[dict]:
                                                 .items()}}})
         print(model, recs[-1]["wall_s"], summ["verdict"], file=sys.stderr)
     return recs
+
+
+def tolerance_fields(summ: dict) -> dict:
+    """The tolerance verdict's figures per group and the strict verdict, for a record."""
+    keys = ("abs_z", "abs_z_lo", "abs_z_hi", "sd_ratio", "sd_ratio_lo", "sd_ratio_hi",
+            "R_eff_median", "outside", "reasons")
+    return {"strict_calibrated": summ["strict_calibrated"],
+            "verdict_rule": "tolerance (posterior_sbc_tolerance) and companions",
+            "tolerance": {g: {k: v[k] for k in keys}
+                          for g, v in summ["tolerance"]["groups"].items()}}
 
 
 #: The approximation study's rows (bench_approx_study.py): label -> (method, options).
@@ -175,7 +194,7 @@ def run_validate(args, base: dict) -> list[dict]:
             rec = {**base, "kind": "validate", "subject": name, "model": model,
                    "label": label, "method": method, "options": opts, "sims": args.sims,
                    "augment": cfg.augment, "calibrated": summ["calibrated"],
-                   "verdict": summ["verdict"],
+                   "verdict": summ["verdict"], **tolerance_fields(summ),
                    "ranks_calibrated": summ["ranks"]["calibrated"],
                    "families": {f: {k: v[k] for k in ("ecdf_p_combined", "pot_c_p_combined",
                                                        "calibrated")}
@@ -274,7 +293,8 @@ def run_floor(args, base: dict) -> list[dict]:
                "simulator_exact": model == "couple-normalized" or int(kmax) == 2,
                "sims": summ["replicates"], "sims_asked": args.sims, "budget_s": args.budget_s,
                "augment": args.augment, "calibrated": summ["calibrated"],
-               "verdict": summ["verdict"], "ranks_calibrated": summ["ranks"]["calibrated"],
+               "verdict": summ["verdict"], **tolerance_fields(summ),
+               "ranks_calibrated": summ["ranks"]["calibrated"],
                "families": {f: {k: v[k] for k in ("ecdf_p_combined", "pot_c_p_combined",
                                                    "calibrated")}
                             for f, v in summ["ranks"]["families"].items()},

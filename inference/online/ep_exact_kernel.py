@@ -9,7 +9,8 @@ The readable specification is :func:`crowdrank.inference.online.ep_exact.site_up
   (p+q)_{e+f}`` (rising factorials; [Ng11]), from the exponent tables that
   :func:`.ep_exact.combo_tables` builds — both are exact for these polynomials, so they
   agree to rounding;
-- the tensor Gauss–Hermite grid is walked as a mixed-radix counter instead of built.
+- the tensor Gauss–Hermite grid is walked as a mixed-radix counter instead of built, and
+  the stages' softmaxes at a node share one exponential per item (suffix sums).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ K_MAX = 4
 #: Gauss–Hermite nodes per item over the cavity, by ranking length k (``n^k`` nodes a
 #: site: 400, 1000, 1296): product rules of degree ``2n − 1`` per item.
 GH_POINTS = {2: 20, 3: 10, 4: 6}
+#: a stage whose exponentials, shifted by the ranking's largest λ, sum below this is
+#: recomputed shifted by its own largest λ (:func:`_softmax_moments`)
+EXP_FLOOR = 1e-200
 
 
 def combo_tables():
@@ -122,21 +126,41 @@ def _softmax_moments(mc, vc, k, exact_scores, D, M, G, H, lam, p, idx, prod):
     total = 1
     for j in range(k):
         total *= n
+    sd = np.empty(k)
+    e = np.empty(k)
+    for j in range(k):
+        sd[j] = math.sqrt(vc[j])
     for _ in range(total):
         wt = 1.0
+        top = -np.inf
         for j in range(k):
             wt *= GH_W[k, idx[j]]
-            lam[j] = mc[j] + math.sqrt(vc[j]) * GH_Z[k, idx[j]]
-        for s in range(k - 1):             # stage s: the items s..k−1, softmax shifted
-            top = -np.inf
-            for t in range(s, k):
-                top = max(top, lam[t])
-            tot = 0.0
-            for t in range(s, k):
-                p[s, t - s] = math.exp(lam[t] - top)
-                tot += p[s, t - s]
-            for t in range(k - s):
-                p[s, t] /= tot
+            lam[j] = mc[j] + sd[j] * GH_Z[k, idx[j]]
+            top = max(top, lam[j])
+        # the stages' softmaxes share one exponential per item (stage s: the items s..k−1,
+        # normalised by their suffix sum): k exponentials a node, not k(k+1)/2 − 1; a stage
+        # whose shifted exponentials sum below EXP_FLOOR (its items far below the ranking's
+        # top) is shifted by its own largest λ instead, so no stage underflows
+        for j in range(k):
+            e[j] = math.exp(lam[j] - top)
+        tot = 0.0
+        for s in range(k - 1, -1, -1):
+            tot += e[s]
+            if s == k - 1:
+                continue
+            if tot > EXP_FLOOR:
+                for t in range(s, k):
+                    p[s, t - s] = e[t] / tot
+            else:
+                stop = -np.inf
+                for t in range(s, k):
+                    stop = max(stop, lam[t])
+                st = 0.0
+                for t in range(s, k):
+                    p[s, t - s] = math.exp(lam[t] - stop)
+                    st += p[s, t - s]
+                for t in range(k - s):
+                    p[s, t] /= st
         F = 0.0
         for c in range(nc):
             pr = 1.0

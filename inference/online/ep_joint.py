@@ -25,7 +25,8 @@ weights sum to one and the prior's spikes at the simplex's faces (``a_t < 1``: t
 (:data:`COARSE`) gives each ``x_i``'s posterior mean and sd over the interior cells, and a
 partition refined to :data:`FINE_CELLS` cells over mean ± :data:`FINE_SDS` sd is added to
 it. The likelihood's log is accumulated in float64 over the rankings (``M @ W``, the
-combinations' stage weights ``W`` on the grid: a matrix product, BLAS, no numba loop).
+combinations' stage weights ``W`` on the grid; :mod:`.ep_joint_kernel` runs it and the
+Gauss–Hermite integrals as numba loops, tested equal to the readable functions here).
 
 **Projection.** ``E[η_t]`` and ``E[η_t²]`` on the grid, then [Pan18], Eq. 10 (as
 :func:`.simplex_moments.alpha_from_moments`). The Dirichlet keeps ``E[η_t]`` and ``Var[η_t]``
@@ -35,9 +36,12 @@ per-entry concentrations, so ``E[η¹]`` is kept and its sd is the Dirichlet's.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .ep_exact_kernel import GH_POINTS
+from .ep_joint_kernel import add_log_likelihood, ranking_moments_gh
 from .gbmm import gauss_hermite
 from .simplex_moments import alpha_from_moments, combos
 
@@ -45,6 +49,9 @@ from .simplex_moments import alpha_from_moments, combos
 COARSE = np.linspace(-12.0, 12.0, 25)
 FINE_CELLS, FINE_SDS = 16, 6.0
 TAIL_X = 40.0
+#: a ranking's likelihood is floored here before its log (it is at least the smallest of
+#: its M_{n,c}, the stage weights of a point summing to one: in practice never reached)
+FLOOR = 1e-300
 LAMS = ("gh", "plugin")
 
 
@@ -58,18 +65,32 @@ def _softmax_stages(lam: np.ndarray, k: int) -> list[np.ndarray]:
     return out
 
 
-def ranking_moments(mu, s2, items: np.ndarray, lam: str = "gh", chunk: int = 256):
+@functools.cache
+def _gh_grid(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The tensor Gauss–Hermite rule of ``k`` items: nodes ``(n^k, k)`` and weights."""
+    z1, w1 = gauss_hermite(GH_POINTS[k])
+    grid = np.stack(np.meshgrid(*([z1] * k), indexing="ij"), -1).reshape(-1, k)
+    wts = np.prod(np.stack(np.meshgrid(*([w1] * k), indexing="ij"), -1).reshape(-1, k), 1)
+    grid.flags.writeable = wts.flags.writeable = False
+    return grid, wts
+
+
+def ranking_moments(mu, s2, items: np.ndarray, lam: str = "gh", chunk: int = 256,
+                    python: bool = False):
     """``M`` ``(N, k!)`` of (J1) for ``N`` rankings of ``k`` items (rows of ``items``, best
-    first), under ``N(μ, σ²)`` by the tensor Gauss–Hermite rule or at the means."""
+    first), under ``N(μ, σ²)`` by the tensor Gauss–Hermite rule or at the means; ``"gh"``
+    runs :func:`.ep_joint_kernel.ranking_moments_gh` unless ``python`` (this readable
+    specification, tested equal)."""
     N, k = items.shape
     cs = combos(k)
+    if lam == "gh" and not python:
+        return ranking_moments_gh(np.asarray(mu, float), np.asarray(s2, float),
+                                  np.ascontiguousarray(items, dtype=np.int64))
     m, v = np.asarray(mu, float)[items], np.asarray(s2, float)[items]
     if lam == "plugin":
         ps = _softmax_stages(m, k)
         return np.stack([np.prod([ps[s][:, t] for s, t in enumerate(c)], 0) for c in cs], 1)
-    z1, w1 = gauss_hermite(GH_POINTS[k])
-    grid = np.stack(np.meshgrid(*([z1] * k), indexing="ij"), -1).reshape(-1, k)
-    wts = np.prod(np.stack(np.meshgrid(*([w1] * k), indexing="ij"), -1).reshape(-1, k), 1)
+    grid, wts = _gh_grid(k)
     out = np.empty((N, len(cs)))
     for a in range(0, N, chunk):
         lam_ = m[a:a + chunk, None, :] + np.sqrt(v[a:a + chunk, None, :]) * grid
@@ -115,35 +136,70 @@ def combo_weights(eta: np.ndarray, k: int) -> np.ndarray:
     return np.stack([np.prod([bars[s][:, t] for s, t in enumerate(c)], 0) for c in combos(k)])
 
 
-def log_posterior(a0, M_by_k: dict, edges) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Grid points, normalised log weights of (J1) and the logit coordinates."""
-    eta, lp, x = simplex_grid(a0, edges)
+def log_likelihood_python(eta: np.ndarray, M: np.ndarray, k: int) -> np.ndarray:
+    """``Σ_n log Σ_c M_{n,c} W_c(η)`` at every grid point (the readable specification of
+    :func:`.ep_joint_kernel.add_log_likelihood`)."""
+    W = combo_weights(eta, k)
+    out = np.zeros(eta.shape[0])
+    for a in range(0, eta.shape[0], 32768):
+        out[a:a + 32768] = np.log(np.maximum(M @ W[:, a:a + 32768], FLOOR)).sum(0)
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _coarse_grid(a: tuple):
+    """:func:`simplex_grid` of ``Dir(a)`` on the coarse partitions, kept: the workers
+    share their prior row, and every update starts from it."""
+    out = simplex_grid(np.array(a), [COARSE] * (len(a) - 1))
+    for v in out:
+        v.flags.writeable = False
+    return out
+
+
+def log_posterior(a0, M_by_k: dict, edges=None, python: bool = False):
+    """Grid points, normalised weights of (J1) and the logit coordinates (``edges=None``:
+    the coarse partitions); the likelihood by :func:`.ep_joint_kernel.add_log_likelihood`
+    unless ``python``."""
+    if edges is None:
+        eta, lp, x = _coarse_grid(tuple(float(v) for v in a0))
+        lp = lp.copy()
+    else:
+        eta, lp, x = simplex_grid(a0, edges)
     for k, M in M_by_k.items():
-        W = combo_weights(eta, k)
-        for a in range(0, eta.shape[0], 32768):
-            lp[a:a + 32768] += np.log(np.maximum(M @ W[:, a:a + 32768], 1e-300)).sum(0)
+        if python:
+            lp += log_likelihood_python(eta, M, k)
+        else:
+            add_log_likelihood(eta, np.ascontiguousarray(M, dtype=float), lp, FLOOR)
     lp -= lp.max()
     w = np.exp(lp)
     return eta, w / w.sum(), x
 
 
-def worker_moments(a0, M_by_k: dict) -> tuple[np.ndarray, np.ndarray]:
+def worker_moments(a0, M_by_k: dict, python: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``E[η_t]``, ``E[η_t²]`` of (J1) by the two-stage grid (module docstring)."""
     K = len(a0)
-    eta, w, x = log_posterior(a0, M_by_k, [COARSE] * (K - 1))
+    eta, w, x = log_posterior(a0, M_by_k, None, python)
     edges = []
     for i in range(K - 1):
         inner = np.abs(x[:, i]) < TAIL_X / 2
         mass = w[inner].sum()
         e = COARSE
         if mass > 1e-12:
-            xm = w[inner] @ x[inner, i] / mass
-            sd = np.sqrt(max(w[inner] @ (x[inner, i] - xm) ** 2 / mass, 1e-6))
+            wi, xi = w[inner], x[inner, i]
+            xm = _wsum(wi, xi) / mass
+            sd = np.sqrt(max(_wsum(wi, (xi - xm) ** 2) / mass, 1e-6))
             fine = np.linspace(xm - FINE_SDS * sd, xm + FINE_SDS * sd, FINE_CELLS + 1)
             e = np.union1d(COARSE, fine[(fine > COARSE[0]) & (fine < COARSE[-1])])
         edges.append(e)
-    eta, w, _ = log_posterior(a0, M_by_k, edges)
-    return w @ eta, w @ eta ** 2
+    eta, w, _ = log_posterior(a0, M_by_k, edges, python)
+    return _wsum(w[:, None], eta, 0), _wsum(w[:, None], eta ** 2, 0)
+
+
+def _wsum(w, x, axis=None):
+    """``Σ w x`` elementwise, not a BLAS dot: a threaded BLAS's workers spin on the other
+    cores for these short vectors (measured: a 16,000-long dot cost 2.8 ms of process CPU
+    through ``@`` on two busy cores, 10 µs as a product and a sum)."""
+    return (w * x).sum(axis)
 
 
 def worker_cavities(mu, s2, ordr, lengths, wk, site_tau, site_nu, w):
@@ -161,10 +217,11 @@ def worker_cavities(mu, s2, ordr, lengths, wk, site_tau, site_nu, w):
 
 
 def joint_worker_update(alpha0: np.ndarray, mu, s2, ordr, lengths, wk, lam: str = "gh",
-                        sites=None):
+                        sites=None, python: bool = False):
     """``α`` ``(W, K)``: every worker's (J1) projected by [Pan18], Eq. 10; workers without
     rankings keep the prior. ``sites = (site_tau, site_nu)``: integrate each worker's
-    rankings under its cavity :func:`worker_cavities` rather than the marginals."""
+    rankings under its cavity :func:`worker_cavities` rather than the marginals;
+    ``python``: the readable specifications instead of :mod:`.ep_joint_kernel`."""
     out = np.array(alpha0, float, copy=True)
     lengths, wk = np.asarray(lengths), np.asarray(wk)
     for w in np.unique(wk):
@@ -175,13 +232,14 @@ def joint_worker_update(alpha0: np.ndarray, mu, s2, ordr, lengths, wk, lam: str 
             if k < 2:
                 continue
             idx = np.flatnonzero((lengths == k) & (wk == w))
-            M_by_k[int(k)] = ranking_moments(m, v, ordr[:k, idx].T, lam)
+            M_by_k[int(k)] = ranking_moments(m, v, ordr[:k, idx].T, lam, python=python)
         if not M_by_k:
             continue
-        E1, E2 = worker_moments(alpha0[w], M_by_k)
+        E1, E2 = worker_moments(alpha0[w], M_by_k, python)
         out[w] = alpha_from_moments(E1, E2)
     return out
 
 
-__all__ = ["LAMS", "joint_worker_update", "ranking_moments", "simplex_grid", "stick_rule",
+__all__ = ["FLOOR", "LAMS", "add_log_likelihood", "joint_worker_update",
+           "log_likelihood_python", "ranking_moments", "simplex_grid", "stick_rule",
            "worker_cavities", "worker_moments"]

@@ -139,6 +139,13 @@ def merge_run(study, names: list[str], labels: list[str], cache: Path, path: Pat
         subj.setdefault("data", d.summary())
         subj.setdefault("reference", ref_rec)
         subj.setdefault("trusted", ref_rec["trusted"])
+        # every reference an added run compared with, by folder: the rows of earlier runs
+        # keep naming theirs
+        refs = subj.setdefault("added_references", {})
+        prev = subj.get("reference_for_added_rows")
+        if prev and prev.get("folder") not in refs:
+            refs[prev["folder"]] = prev
+        refs[ref_rec["folder"]] = ref_rec
         subj["reference_for_added_rows"] = ref_rec
         if old is None:
             rec["subjects"].append(subj)

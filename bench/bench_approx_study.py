@@ -88,7 +88,17 @@ EP_EXACT = (("ep-exact", {"method": "ep-exact"}),
             ("ep-exact workers=joint scores=exact",
              {"method": "ep-exact", "workers": "joint", "scores": "exact"}),
             ("ep-exact workers=joint lam=plugin",
-             {"method": "ep-exact", "workers": "joint", "lam": "plugin"}))
+             {"method": "ep-exact", "workers": "joint", "lam": "plugin"}),
+            # run to convergence (tol 1e-3) or 200 passes, as ep200 (BabyFace's EP
+            # converges slowly)
+            ("ep-exact passes=200", {"method": "ep-exact", "ep_passes": "200"}),
+            # importance-corrected: the fit's factorised density resampled by PSIS
+            # against the exact log joint (PSIS_POOL draws, PSIS_DRAWS kept; the VI
+            # methods' --psis defaults), k̂ the pool's
+            ("ep-exact workers=joint psis",
+             {"method": "ep-exact", "workers": "joint", "psis": True}))
+#: the pool and the resample of a ``psis`` row (the VI methods' ``--pool``, ``--draws``)
+PSIS_POOL, PSIS_DRAWS = 4000, 1000
 Z_BOX, SD_BOX = 0.1, (0.9, 1.1)
 
 
@@ -208,9 +218,14 @@ def aligned_draws(post, ref):
 
 def compare_draws(post, ref) -> dict:
     """Raw, centred and ``η^1`` figures of a draw-based posterior, from its draws."""
+    return draw_figures(*aligned_draws(post, ref), ref)
+
+
+def draw_figures(lam, e, ref) -> dict:
+    """Raw, centred and ``η^1`` figures of draws ``lam`` ``(S, L)`` and ``e`` ``(S, W)``
+    (or ``None``) in the reference's item and worker order."""
     from crowdrank.validation import metrics as M
 
-    lam, e = aligned_draws(post, ref)
     cen = lam - lam.mean(1, keepdims=True)
 
     def fig(x, target):
@@ -234,6 +249,24 @@ def box_figures(res: dict) -> dict:
         excess += [z - Z_BOX, SD_BOX[0] - s, s - SD_BOX[1]]
     dist = max(0.0, *excess)
     return {"inside_box": bool(dist == 0.0), "box_distance": round(float(dist), 4)}
+
+
+def psis_figures(post, d, model, pri, ref) -> tuple[dict, dict]:
+    """The figures of ``post``'s factorised density importance-resampled against the exact
+    log joint (:func:`~crowdrank.inference.approx.psis.online_log_ratios` draws the pool and
+    scores it, :func:`~crowdrank.inference.approx.psis.resample_pool` resamples it, as the
+    VI methods' ``--psis``), and the pool's k̂."""
+    from crowdrank.inference.approx.psis import label, online_log_ratios, resample_pool
+
+    r = online_log_ratios(post, d, model, pri, n=PSIS_POOL, seed=0)
+    khat, idx = resample_pool(r["log_p"], r["log_q"], PSIS_DRAWS, seed=1)
+    items = [str(i) for i in d.items]               # the pool is in the data's order
+    lam = r["lambda"][idx][:, [items.index(i) for i in ref.items]]
+    e = None
+    if ref.eta1 is not None and r["eta"] is not None:
+        ws = [str(w) for w in d.workers]
+        e = r["eta"][idx][:, [ws.index(w) for w in ref.workers], 0]
+    return draw_figures(lam, e, ref), {"psis_khat": khat, "psis_label": label(khat)}
 
 
 def gradient_evals(post, opts: dict) -> dict:
@@ -264,12 +297,16 @@ def run_method(d, model, pri, label, opts, ref, log) -> dict:
     from crowdrank.validation.pipelines.variants import fit_variant
 
     load0 = round(os.getloadavg()[0], 2)
+    fit_opts = {k: v for k, v in opts.items() if k != "psis"}
     t, c = time.perf_counter(), cpu_seconds()
-    post = fit_variant(d, model, pri, opts, progress=False)
+    post = fit_variant(d, model, pri, fit_opts, progress=False)
+    if opts.get("psis"):
+        res, k = psis_figures(post, d, model, pri, ref)
     cpu, wall = cpu_seconds() - c, time.perf_counter() - t
-    res = (fid.compare_variant(post, ref) if post.method in ("online", "ep", "ep-exact")
-           else compare_draws(post, ref))
-    k = posterior_khat(post, d, model, pri, seed=0)
+    if not opts.get("psis"):
+        res = (fid.compare_variant(post, ref) if post.method in ("online", "ep", "ep-exact")
+               else compare_draws(post, ref))
+        k = posterior_khat(post, d, model, pri, seed=0)
     diag = post.diagnostics or {}
     row = {"label": label, "options": opts, "status": "done", "cpu_s": round(cpu, 4),
            "wall_s": round(wall, 2), "load_1min": load0,
@@ -499,19 +536,24 @@ def subject_section(subj: dict) -> list[str]:
     if "reference" not in subj:
         return [head, "", f"{subj['status']}: no row of this subject was measured.", ""]
     out = [head, "", _ref_line(subj), ""]
-    add = subj.get("reference_for_added_rows")
-    if add:
+    adds = list((subj.get("added_references") or {}).values()) or \
+        [a for a in [subj.get("reference_for_added_rows")] if a]
+    for add in adds:
         cfg = (f"{add['backend']}, 4 chains × ({add['tune']} + {add['draws']})")
         diff = ("the study's configuration" if add.get("config_matches") else
                 "differs from the study's: " + "; ".join(add.get("config_differences", [])))
         labels = sorted({m["label"] for m in subj["methods"]
                          if m.get("reference_folder") == add["folder"]})
+        if not labels:
+            continue
         out += [(f"Rows {', '.join(labels)} compare with `{add['folder']}` ({cfg}, "
                  f"{'trusted' if add['trusted'] else 'NOT trusted'}: {add['gate']}; {diff}; "
                  f"sampled {add.get('date')} at {add.get('commit')}, "
                  f"{add.get('cpu_s_this_reference')} CPU s); × reference uses "
-                 f"{add['cpu_s']} CPU s ({add.get('cpu_s_source')}). The other rows compare "
-                 "with the reference above, a different run of NUTS."), ""]
+                 f"{add['cpu_s']} CPU s ({add.get('cpu_s_source')})."), ""]
+    if adds:
+        out += ["The other rows compare with the reference above, a different run of NUTS.",
+                ""]
     if (FIGURES / f"approx_frontier_{subj['name']}.png").is_file():
         out += [(f"![accuracy-cost frontier, {subj['name']}]"
                 f"(figures/approx_frontier_{subj['name']}.png)"), ""]

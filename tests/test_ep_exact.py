@@ -272,3 +272,13 @@ def test_registry_entry_fits_through_the_method_table():
     assert post.method == "ep-exact"
     assert post.options["ep"]["worker_moments"] == "exact"
     assert np.all(np.isfinite(post.mu)) and np.all(post.alpha > 0)
+
+
+def test_ep_passes_reaches_ep_exact():
+    """An option set's ``ep_passes`` is ep-exact's ``passes`` too (the study's
+    ``ep-exact passes=200`` row), not dropped as for the one-pass update."""
+    from crowdrank.validation.pipelines.variants import variant_method
+
+    assert variant_method({"method": "ep-exact", "ep_passes": "200"}) == \
+        ("ep-exact", {"passes": 200})
+    assert variant_method({"method": "online", "ep_passes": "200"}) == ("online", {})

@@ -131,10 +131,11 @@ def model_variants(model: str | ModelSpec, variants: dict[str, list[str]]) -> li
 def variant_method(opts: dict, *, order: str | None = None, resamples: int | None = None,
                    processes: int | None = None) -> tuple[str, dict]:
     """The registry entry and the options an option set names: ``opts["method"]``
-    (default ``online``); ``ep_passes`` is EP's ``passes``; the other entries of ``opts``
-    that the method's options dataclass has are kept, the rest dropped (a COUPLE-only
-    option for a batch method); ``order`` (a permutation run), ``resamples`` and
-    ``processes`` (the bootstrap's) likewise; ``None`` values are left to the defaults."""
+    (default ``online``); ``ep_passes`` is EP's and ep-exact's ``passes``; the other
+    entries of ``opts`` that the method's options dataclass has are kept, the rest dropped
+    (a COUPLE-only option for a batch method); ``order`` (a permutation run),
+    ``resamples`` and ``processes`` (the bootstrap's) likewise; ``None`` values are left
+    to the defaults."""
     from dataclasses import fields
 
     from crowdrank.inference.methods import get as get_method
@@ -142,8 +143,10 @@ def variant_method(opts: dict, *, order: str | None = None, resamples: int | Non
     o = dict(opts)
     method = get_method(o.pop("method", "online"))
     passes = o.pop("ep_passes", None)
-    # ep_passes is EP's; an online variant beside EP variants carries it too, unused
-    o.update(passes=int(passes) if passes is not None and method.name == "ep" else None,
+    # ep_passes is EP's and ep-exact's; an online variant beside EP variants carries it
+    # too, unused
+    o.update(passes=(int(passes) if passes is not None and method.name in ("ep", "ep-exact")
+                     else None),
              order=order, bootstrap=resamples, processes=processes)
     known = {f.name for f in fields(method.options_class)}
     return method.name, {k: v for k, v in o.items() if k in known and v is not None}

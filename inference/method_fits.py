@@ -1,9 +1,12 @@
 """The ``fit`` functions of :mod:`crowdrank.inference.methods`' entries.
 
-Each is ``f(data, model, priors, options, *, seed=0, progress=False) -> Posterior``: it
-checks the options a user can get wrong (a :class:`UsageError` naming the option), calls
-the method's own module through its public function, and wraps the result with the
-adapters of :mod:`crowdrank.inference.posterior`. The method's defaults live in its
+Each is ``f(data, model, priors, options, *, seed=0, progress=False) -> Posterior``, with
+``model`` a name or a spec (:meth:`Method.run <crowdrank.inference.methods.Method.run>`
+hands the spec): it checks the options a user can get wrong (a :class:`UsageError` naming
+the option), calls the method's own module through its public function (the spec to
+those that take one; the name, :func:`~crowdrank.models.registry.name_of`, to those whose
+modules look it up themselves), and wraps the result with the adapters of
+:mod:`crowdrank.inference.posterior`. The method's defaults live in its
 options dataclass only; a ``None`` option means "the library's own default" and is not
 passed on.
 """
@@ -14,6 +17,7 @@ import os
 from pathlib import Path
 
 from crowdrank.models.errors import DataError, UsageError
+from crowdrank.models.registry import as_spec, name_of
 
 from .posterior import Posterior, from_batch, from_em, from_nuts, from_online
 from .posterior_io import read_posterior
@@ -54,8 +58,6 @@ def warm_start(post: Posterior, data, source: str, model: str):
     :class:`DataError` naming ``source`` otherwise)."""
     import numpy as np
 
-    from crowdrank.models.registry import get as get_model
-
     for what, have, want in (("item", post.items, data.items),
                              ("worker", post.workers if post.alpha is not None else None,
                               data.workers)):
@@ -69,7 +71,7 @@ def warm_start(post: Posterior, data, source: str, model: str):
         return post, None
     init = {"lambda": np.asarray(post.mu, float)[[post.items.index(str(i))
                                                    for i in data.items]]}
-    family = get_model(model).worker_prior
+    family = as_spec(model).worker_prior
     if post.alpha is not None and family is not None:
         rows = np.asarray(post.alpha, float)[[post.workers.index(str(w)) for w in data.workers]]
         try:
@@ -85,7 +87,7 @@ def fit_gibbs_method(data, model, priors, options, *, seed=0, progress=False) ->
     and its gate (R-hat and ESS) under ``diagnostics["gate"]``."""
     from crowdrank.inference.gibbs import fit_gibbs
 
-    res = fit_gibbs(data, model, priors, chains=int(options.chains),
+    res = fit_gibbs(data, name_of(model), priors, chains=int(options.chains),
                     warmup=int(options.warmup), draws=int(options.draws),
                     thin=int(options.thin), lambda_steps=int(options.lambda_steps),
                     walk_steps=int(options.walk_steps), jumps=int(options.jumps),
@@ -163,7 +165,7 @@ def fit_ep_exact_method(data, model, priors, options, *, seed=0, progress=False,
     """EP with exact worker moments (:mod:`crowdrank.inference.online.ep_exact`)."""
     from crowdrank.inference.online.ep_exact import fit_ep_exact
 
-    post = fit_ep_exact(data, model, priors, passes=int(options.passes),
+    post = fit_ep_exact(data, name_of(model), priors, passes=int(options.passes),
                         damping=float(options.damping), tol=float(options.ep_tol),
                         order=order or options.order, seed=int(seed),
                         scores=options.scores, workers=options.workers,
@@ -195,9 +197,10 @@ def _point(data, model, priors, options, estimate, intervals, seed, progress) ->
                              f"{options.interval_prob}")
         kw = {"resamples": int(options.bootstrap), "prob": float(options.interval_prob),
               "processes": _processes(options)}
-    fit = fit_with_intervals(data, model, priors, intervals=intervals, method=estimate,
-                             solver=options.solver, seed=int(seed), progress=progress,
-                             max_iter=options.max_iter, **kw, **_given(tol=options.tol))
+    fit = fit_with_intervals(data, name_of(model), priors, intervals=intervals,
+                             method=estimate, solver=options.solver, seed=int(seed),
+                             progress=progress, max_iter=options.max_iter, **kw,
+                             **_given(tol=options.tol))
     return from_batch(fit)
 
 

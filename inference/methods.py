@@ -10,7 +10,9 @@ function::
 
     fit(data, model, priors, options, *, seed=0, progress=False) -> Posterior
 
-named as a ``"module:function"`` string and imported on first use (:meth:`Method.fn`),
+(``model`` the model's :class:`~crowdrank.models.registry.ModelSpec`: the name the user
+gave was looked up once, where it entered; ``model.name`` where a name is written) named
+as a ``"module:function"`` string and imported on first use (:meth:`Method.fn`),
 so that importing this module, which ``crowdrank --help`` does, costs no NumPy, JAX or
 PyTensor. Use::
 
@@ -262,7 +264,7 @@ class Method:
         One line for ``--help``.
     fit : str or callable
         ``"module:function"`` (or a callable) ``f(data, model, priors, options, *, seed,
-        progress) -> Posterior``.
+        progress) -> Posterior``, handed the model's spec (``model.name``: its name).
     options_class : type
         A frozen dataclass: every field has a default and ``metadata["help"]``.
     models : tuple of str, or ``"online"``
@@ -366,8 +368,8 @@ class Method:
         data : Rankings
             The data.
         model : str or ModelSpec
-            A name of the model registry (``crowdrank.models.registry``), or its spec;
-            the fit function is handed the name (its own API).
+            A name of the model registry (``crowdrank.models.registry``, looked up here),
+            or its spec; the fit function is handed the spec.
         priors : Priors
             The priors, shared with every other method.
         options : dataclass, optional
@@ -382,8 +384,8 @@ class Method:
         if not isinstance(options, self.options_class):
             raise UsageError(f"method {self.name} takes {self.options_class.__name__}, got "
                              f"{type(options).__name__}")
-        from crowdrank.models.registry import name_of
-        return self.fn("fit")(data, name_of(model), priors, options, seed=seed,
+        from crowdrank.models.registry import as_spec
+        return self.fn("fit")(data, as_spec(model), priors, options, seed=seed,
                               progress=progress)
 
 

@@ -70,19 +70,18 @@ import numpy as np
 
 from crowdrank.inference.gate import Gate
 from crowdrank.models.families import BETA, DIRICHLET
+from crowdrank.models.registry import ModelSpec, as_spec, name_of
 
 
-def worker_family(model: str) -> str | None:
+def worker_family(model: str | ModelSpec) -> str | None:
     """``"dirichlet"``, ``"beta"`` (marginals exist), ``"gamma"`` or ``None`` for ``model``.
 
     Parameters
     ----------
-    model : str
-        A name of the model registry (``crowdrank.models.registry``).
+    model : str or ModelSpec
+        A name of the model registry (``crowdrank.models.registry``), or its spec.
     """
-    from crowdrank.models.registry import get
-
-    fam = get(model).worker_prior
+    fam = as_spec(model).worker_prior
     return None if fam is None else str(getattr(fam, "name", fam))
 
 
@@ -160,6 +159,10 @@ class Posterior:
         The method's own label (``online-gbmm``, ...).
     native : object
         The method's own result, for its writer.
+    spec : ModelSpec or None
+        The model's registry spec when the fit was handed one (a constructor given a spec
+        keeps it, and stores its name in ``model``), so that readers need no lookup;
+        ``None``: looked up from ``model`` when first needed (:meth:`model_spec`).
     """
 
     model: str
@@ -171,10 +174,18 @@ class Posterior:
     options: dict = field(default_factory=dict)
     algorithm: str = ""
     native: Any = field(default=None, repr=False, compare=False)
+    spec: ModelSpec | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.tree is None and self.marginals is None:
             raise ValueError("a Posterior needs draws (tree) or marginals")
+
+    def model_spec(self) -> ModelSpec:
+        """The model's spec: the one the fit was handed, else ``model`` looked up (and
+        kept)."""
+        if self.spec is None:
+            self.spec = as_spec(self.model)
+        return self.spec
 
     # ---------------------------------------------------------------- ids
     @property
@@ -248,7 +259,7 @@ class Posterior:
 
     # ---------------------------------------------------------------- constructors
     @classmethod
-    def from_marginals(cls, model: str, method: str, *, items, mu, sigma2, workers=(),
+    def from_marginals(cls, model: str | ModelSpec, method: str, *, items, mu, sigma2, workers=(),
                        alpha=None, diagnostics=None, options=None, seconds=math.nan,
                        algorithm: str = "", draws=None, native=None) -> Posterior:
         """A closed-form approximation; ``draws`` (optional ``{"lambda": (C, S, L), ...}``)
@@ -256,7 +267,9 @@ class Posterior:
 
         Parameters
         ----------
-        model, method, algorithm : str
+        model : str or ModelSpec
+            The model's name, or its spec (kept as :attr:`spec`).
+        method, algorithm : str
             As the attributes (``algorithm`` defaults to ``method``).
         items, workers : sequence of str
             The ids.
@@ -275,13 +288,14 @@ class Posterior:
         """
         fam = worker_family(model) if alpha is not None else None
         marg = Marginals(items, mu, sigma2, workers, alpha, fam)
+        spec, model = _spec_given(model), name_of(model)
         tree = None if draws is None else draws_tree(model, method, draws, marg.items,
                                                      marg.workers)
         return cls(model, method, tree, marg, dict(diagnostics or {}), float(seconds),
-                   dict(options or {}), algorithm or method, native)
+                   dict(options or {}), algorithm or method, native, spec)
 
     @classmethod
-    def from_draws(cls, model: str, method: str, *, draws: dict, items, workers=(),
+    def from_draws(cls, model: str | ModelSpec, method: str, *, draws: dict, items, workers=(),
                    diagnostics=None, options=None, seconds=math.nan, algorithm: str = "",
                    native=None) -> Posterior:
         """A draw-only method: ``draws = {"lambda": (C, S, L), "eta": (C, S, W) or
@@ -289,7 +303,9 @@ class Posterior:
 
         Parameters
         ----------
-        model, method, algorithm : str
+        model : str or ModelSpec
+            The model's name, or its spec (kept as :attr:`spec`).
+        method, algorithm : str
             As the attributes (``algorithm`` defaults to ``method``).
         draws : dict
             ``{"lambda": (C, S, L), "eta": ...}``.
@@ -302,13 +318,15 @@ class Posterior:
         native : object, optional
             The method's own result.
         """
+        spec, model = _spec_given(model), name_of(model)
         tree = draws_tree(model, method, draws, items, workers)
         return cls(model, method, tree, moment_marginals(tree, model),
                    dict(diagnostics or {}), float(seconds), dict(options or {}),
-                   algorithm or method, native)
+                   algorithm or method, native, spec)
 
     @classmethod
-    def from_tree(cls, tree, *, model: str | None = None, method: str | None = None,
+    def from_tree(cls, tree, *, model: str | ModelSpec | None = None,
+                  method: str | None = None,
                   gate: Gate | None = None, seconds: float = math.nan, native=None
                   ) -> Posterior:
         """A tree in the NUTS layout (a sampler's, or one read from ``posterior.nc``). The
@@ -319,8 +337,11 @@ class Posterior:
         ----------
         tree : DataTree
             Draws in the NUTS layout.
-        model, method : str, optional
-            Default: the tree's attributes (``method`` else ``nuts``).
+        model : str or ModelSpec, optional
+            The model's name or its spec (kept as :attr:`spec`); default: the tree's
+            attributes.
+        method : str, optional
+            Default: the tree's attributes, else ``nuts``.
         gate : Gate, optional
             The convergence verdict.
         seconds : float
@@ -329,7 +350,8 @@ class Posterior:
             The method's own result.
         """
         attrs = dict(tree.attrs)
-        model = model or attrs.get("model") or ""
+        spec = _spec_given(model)
+        model = (name_of(model) if model else None) or attrs.get("model") or ""
         method = method or str(attrs.get("method", "nuts"))
         diag = {}
         if gate is None and "gate_trusted" in attrs:
@@ -338,7 +360,12 @@ class Posterior:
             diag["gate"] = gate
         opts = {k: _plain(v) for k, v in attrs.items() if not str(k).startswith("gate_")}
         return cls(str(model), method, tree, None, diag, float(seconds), opts,
-                   str(attrs.get("sampler", method)), native)
+                   str(attrs.get("sampler", method)), native, spec)
+
+
+def _spec_given(model) -> ModelSpec | None:
+    """``model`` when a constructor was handed a spec, else ``None`` (no lookup)."""
+    return model if isinstance(model, ModelSpec) else None
 
 
 def _plain(v):
@@ -424,6 +451,7 @@ class _MarginalView:
     def __init__(self, post: Posterior):
         m = post._marg()
         self.model, self.algorithm, self.options = post.model, post.algorithm, post.options
+        self.model_spec = post.model_spec
         self.items, self.mu, self.sigma2 = m.items, m.mu, m.sigma2
         self.workers, self.alpha = m.workers, m.alpha
 
@@ -458,7 +486,8 @@ def moment_marginals(tree, model: str) -> Marginals:
 
 
 # ====================================================================== adapters
-def from_nuts(result, method: str = "nuts", model: str | None = None) -> Posterior:
+def from_nuts(result, method: str = "nuts", model: str | ModelSpec | None = None
+              ) -> Posterior:
     """A :class:`~crowdrank.inference.nuts.NutsResult` (its DataTree, gate, timings;
     ``model`` when the tree's attributes do not name it).
 
@@ -468,8 +497,8 @@ def from_nuts(result, method: str = "nuts", model: str | None = None) -> Posteri
         What :func:`~crowdrank.inference.nuts.fit_nuts` returned.
     method : str
         The method's name.
-    model : str, optional
-        The model, when the tree does not name it.
+    model : str or ModelSpec, optional
+        The model (its spec is kept), when the tree does not name it.
     """
     t = dict(result.timings or {})
     post = Posterior.from_tree(result.idata, model=model, method=method, gate=result.gate,
@@ -503,8 +532,9 @@ def from_online(post, method: str | None = None) -> Posterior:
     if "ep" in opts:
         diag["ep"] = opts["ep"]
     alpha = None if post.alpha is None or not len(post.workers) else post.alpha
+    spec = post.model_spec() if hasattr(post, "model_spec") else post.model
     return Posterior.from_marginals(
-        post.model, method or _online_method(post.algorithm), items=post.items, mu=post.mu,
+        spec, method or _online_method(post.algorithm), items=post.items, mu=post.mu,
         sigma2=post.sigma2, workers=post.workers if alpha is not None else (), alpha=alpha,
         diagnostics=diag, options=opts, seconds=float(post.seconds),
         algorithm=post.algorithm, native=post)

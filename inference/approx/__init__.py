@@ -65,12 +65,17 @@ def _entry(method: str):
     return METHODS[method]
 
 
-def fit_approx(data, model: str, priors, method: str, *, psis: bool = False,
+def fit_approx(data, model, priors, method: str, *, psis: bool = False,
                **options):
-    """Fit ``model`` by ``method`` with ``options`` (fields of its options class), attach
-    PSIS k̂; ``psis=True`` returns the importance-resampled draws instead of q's own."""
+    """Fit ``model`` (a name or its spec) by ``method`` with ``options`` (fields of its
+    options class), attach PSIS k̂; ``psis=True`` returns the importance-resampled draws
+    instead of q's own. The families take the name: each looks it up where it builds its
+    program (:func:`.target.build_target`)."""
+    from crowdrank.models.registry import name_of
+
     from .scope import check_model
 
+    model = name_of(model)
     check_model(model, ValueError)    # every model of the ranking registry
     mod, fn, _, _ = _entry(method)
     f = getattr(importlib.import_module(f"{__name__}.{mod}"), fn)

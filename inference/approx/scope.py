@@ -14,12 +14,13 @@ def check_model(model: str, error=UsageError) -> None:
 
     Parameters
     ----------
-    model : str
-        The model's name.
+    model : str or ModelSpec
+        The model's name, or its spec.
     error : type
         The exception raised (``UsageError`` at the CLI, ``ValueError`` in Python).
     """
-    from crowdrank.models.registry import REGISTRY
+    from crowdrank.models.registry import REGISTRY, name_of
 
+    model = name_of(model)
     if model not in REGISTRY:
         raise error(f"the PPL approximations fit {', '.join(REGISTRY)}, not {model!r}")

@@ -20,7 +20,7 @@ import numpy as np
 from crowdrank.models.data import Rankings
 from crowdrank.models.model_inputs import ModelInputs, model_inputs
 from crowdrank.models.priors import Priors
-from crowdrank.models.registry import get as get_model
+from crowdrank.models.registry import ModelSpec, as_spec
 
 
 @contextlib.contextmanager
@@ -165,16 +165,18 @@ _TARGETS: dict = {}
 _TARGETS_KEEP = 4
 
 
-def build_target(data: Rankings, model: str, priors: Priors, *, simplex: str = "gamma",
+def build_target(data: Rankings, model: str | ModelSpec, priors: Priors, *, simplex: str = "gamma",
                  level: str = "centered", fast: bool = True, seed: int = 0) -> Target:
-    """The :class:`Target` of ``model`` on ``data`` under ``priors``.
+    """The :class:`Target` of ``model`` (a name, looked up once here, or its spec) on
+    ``data`` under ``priors``.
 
     ``fast`` selects COUPLE's hand-written gradient (``jax.custom_vjp``, reverse mode only);
     a Hessian (Laplace) needs ``fast=False``, the autodiff path of the same density.
     Call inside :func:`x64`. The same data, priors and model give the same target
     within a process (and so its compilations, :class:`Target`).
     """
-    spec = get_model(model)
+    spec = as_spec(model)
+    model = spec.name
     if spec.has_eta and not spec.worker_prior.simplex_coordinates and simplex != "gamma":
         simplex = "gamma"      # PeerGrader's positive scale has one parametrisation
     if simplex == "gibbs":
@@ -197,7 +199,7 @@ def build_target(data: Rankings, model: str, priors: Priors, *, simplex: str = "
         other = next(iter(built.values()))
         built[fast] = _with_gradient_form(other, fast)
         return built[fast]
-    built[fast] = _initialize(data, model, priors, simplex, level, fast, seed)
+    built[fast] = _initialize(data, spec, priors, simplex, level, fast, seed)
     return built[fast]
 
 

@@ -65,7 +65,7 @@ import numpy as np
 from crowdrank.models.data import Rankings
 from crowdrank.models.model_inputs import ModelInputs, PermGroup, model_inputs
 from crowdrank.models.priors import Priors
-from crowdrank.models.registry import get
+from crowdrank.models.registry import ModelSpec, as_spec
 
 from ..gate import check
 from .config import nuts_default
@@ -88,15 +88,17 @@ class BatchLayout:
     n_real: np.ndarray          # (R,) real columns per data set
 
 
-def pad_layout(datasets: Sequence[Rankings], model: str, priors: Priors,
+def pad_layout(datasets: Sequence[Rankings], model: str | ModelSpec, priors: Priors,
                counts: dict[int, int] | None = None) -> BatchLayout:
     """Put ``datasets`` into one padded layout (module doc).
 
+    ``model`` is a name of the model registry (looked up once, here) or its spec.
     ``counts`` (length ``k`` → columns) fixes the block sizes, e.g. the largest over a
     whole study, so that every batch of it has the same shapes and one compilation serves
     all; by default the largest counts among ``datasets``.
     """
-    ins = [model_inputs(model, d, priors) for d in datasets]
+    spec = as_spec(model)
+    ins = [model_inputs(spec, d, priors) for d in datasets]
     K = max(mi.K for mi in ins)
     ref = max(ins, key=lambda mi: mi.K)
     for mi in ins:
@@ -137,7 +139,7 @@ def pad_layout(datasets: Sequence[Rankings], model: str, priors: Priors,
                 worker[r, a0:a0 + n] = mi.worker[a:b]
                 weight[r, a0:a0 + n] = 1.0
     groups = ()
-    if get(model).normalized:   # Σ over the k! orderings; Z = 1 exactly for pairs
+    if spec.normalized:   # Σ over the k! orderings; Z = 1 exactly for pairs
         groups = tuple(PermGroup(k, a, b, np.array(list(permutations(range(k))), np.int32))
                        for k, a, b in blocks if k >= 3)
     template = dataclasses.replace(
@@ -314,7 +316,7 @@ def _per_dataset(lam, eta, div, energy, nsteps, R: int, C: int, timings: dict) -
     return results
 
 
-def fit_nuts_batched(datasets: Sequence[Rankings], model: str, priors: Priors, *,
+def fit_nuts_batched(datasets: Sequence[Rankings], model: str | ModelSpec, priors: Priors, *,
                      seeds: Sequence[int], chains: int = nuts_default("chains"),
                      tune: int = nuts_default("tune"), draws: int = nuts_default("draws"),
                      target_accept: float = nuts_default("target_accept"),

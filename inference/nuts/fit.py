@@ -14,6 +14,7 @@ import numpy as np
 from crowdrank.models.data import Rankings
 from crowdrank.models.model_inputs import ModelInputs, model_inputs
 from crowdrank.models.priors import Priors
+from crowdrank.models.registry import ModelSpec, name_of
 
 from ..gate import Gate, check
 from ..xla_setup import (  # noqa: F401  (re-exported)
@@ -39,15 +40,17 @@ class NutsResult:
     adaptation: dict | None = None
 
 
-def fit_nuts(data: Rankings, model: str, priors: Priors, config: NutsConfig | None = None, *,
-             init: dict | None = None, approx=None, progress: bool = True,
-             **options) -> NutsResult:
+def fit_nuts(data: Rankings, model: str | ModelSpec, priors: Priors,
+             config: NutsConfig | None = None, *, init: dict | None = None, approx=None,
+             progress: bool = True, **options) -> NutsResult:
     """Sample ``model`` on ``data`` under ``priors`` with NUTS.
 
     Parameters
     ----------
     data : Rankings
-    model : {"pl", "bt", "crowdbt", "couple", "couple-normalized"}
+    model : {"pl", "bt", "crowdbt", "couple", "couple-normalized"} or ModelSpec
+        A name of the model registry (looked up once, here) or its spec, which the
+        model's inputs carry into the traced programs.
     priors : Priors
         ``λ ~ Normal(mu0, sigma0)``; COUPLE ``η_w ~ Dir(α_w)``; CrowdBT
         ``η_w ~ Beta(a_w, b_w)`` (the same object the online methods read).
@@ -86,7 +89,7 @@ def fit_nuts(data: Rankings, model: str, priors: Priors, config: NutsConfig | No
     """
     cfg = NutsConfig.build(config, options)
     route = route_for(cfg)
-    route.check(cfg, model, approx)
+    route.check(cfg, name_of(model), approx)
     plan = _plan(data, model, priors, cfg, route, init, approx)
     t0 = time.perf_counter()
     post, stats, ll, timings = _run(plan, cfg, route, progress)

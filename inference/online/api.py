@@ -23,7 +23,7 @@ import numpy as np
 from crowdrank.models.data import DataError, Rankings
 from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import Priors
-from crowdrank.models.registry import get
+from crowdrank.models.registry import ModelSpec, as_spec, name_of
 
 from . import kernels
 from .crowdbt import TAYLOR as CROWDBT_TAYLOR
@@ -152,7 +152,9 @@ ONLINE: dict[str, OnlineAlgorithm] = {a.name: a for a in (
 )}
 
 
-def online_algorithm(model: str) -> OnlineAlgorithm:
+def online_algorithm(model: str | ModelSpec) -> OnlineAlgorithm:
+    """The algorithm of an online model, by its name or its spec's (no registry lookup)."""
+    model = name_of(model)
     try:
         return ONLINE[model]
     except KeyError:
@@ -160,15 +162,16 @@ def online_algorithm(model: str) -> OnlineAlgorithm:
                          f"{', '.join(ONLINE)}") from None
 
 
-def algorithm_options(model: str, *, taylor="paper", score_alpha="updated", kappa=1e-4,
-                      kappa2=1e-4, wl_params=None, bt_breaking="game", priors=None) -> dict:
+def algorithm_options(model: str | ModelSpec, *, taylor="paper", score_alpha="updated",
+                      kappa=1e-4, kappa2=1e-4, wl_params=None, bt_breaking="game",
+                      priors=None) -> dict:
     """The options that change the update (checked when resuming)."""
     return online_algorithm(model).options(
         taylor=taylor, score_alpha=score_alpha, kappa=kappa, kappa2=kappa2,
         wl_params=wl_params, bt_breaking=bt_breaking, priors=priors)
 
 
-def is_pairwise(model: str, opts: dict) -> bool:
+def is_pairwise(model: str | ModelSpec, opts: dict) -> bool:
     """Does a pass of ``model`` with ``opts`` run on the fully rank-broken pairs?"""
     return online_algorithm(model).pairwise(opts)
 
@@ -217,19 +220,20 @@ def _progress(total: int, enabled: bool, desc: str):
                 unit="rk", unit_scale=True, leave=False)
 
 
-def fit_online(data: Rankings, model: str, priors: Priors, *, taylor: str = "paper",
-               score_alpha: str = "updated", order: str = "file", seed: int = 0,
-               passes: int = 1, strict: bool = False, state: OnlinePosterior | None = None,
-               progress: bool = True, wl_params: dict | None = None, kappa: float = 1e-4,
-               kappa2: float = 1e-4, bt_breaking: str = "game") -> OnlinePosterior:
+def fit_online(data: Rankings, model: str | ModelSpec, priors: Priors, *,
+               taylor: str = "paper", score_alpha: str = "updated", order: str = "file",
+               seed: int = 0, passes: int = 1, strict: bool = False,
+               state: OnlinePosterior | None = None, progress: bool = True,
+               wl_params: dict | None = None, kappa: float = 1e-4, kappa2: float = 1e-4,
+               bt_breaking: str = "game") -> OnlinePosterior:
     """Run an online method over ``data`` and return its posterior (``docs/contracts.md``).
 
     Parameters
     ----------
     data : Rankings
-    model : {"pl", "bt", "crowdbt", "couple"}
+    model : {"pl", "bt", "crowdbt", "couple"} or ModelSpec
         Weng–Lin OnlinePL / OnlineBT, CrowdBT online [Chen13], OnlineGBMM
-        ([Pan18], Algorithm 1).
+        ([Pan18], Algorithm 1): the name (looked up once, here) or its registry spec.
     priors : Priors
         The same object the NUTS models read: ``mu0, sigma0`` for items, ``alpha`` (COUPLE)
         or ``beta()`` (CrowdBT) for workers.
@@ -250,7 +254,8 @@ def fit_online(data: Rankings, model: str, priors: Priors, *, taylor: str = "pap
     opts = algorithm_options(model, taylor=taylor, score_alpha=score_alpha, kappa=kappa,
                              kappa2=kappa2, wl_params=wl_params, bt_breaking=bt_breaking,
                              priors=priors)
-    post = _start_state(data, model, priors, state, opts)
+    spec = as_spec(model)         # after the options: an unknown online name says so first
+    post = _start_state(data, spec, priors, state, opts)
     item_map, worker_map = post.index_maps(data)
     seqs = pass_orders(data.n_rankings, order, seed, passes)
     counts = np.zeros(len(CLAMP_KEYS), dtype=np.int64)
@@ -281,12 +286,13 @@ def fit_online(data: Rankings, model: str, priors: Priors, *, taylor: str = "pap
     return post
 
 
-def _start_state(data, model, priors, state, opts) -> OnlinePosterior:
-    spec = get(model)             # the worker parameter and its length rule
+def _start_state(data, model: str | ModelSpec, priors, state, opts) -> OnlinePosterior:
+    spec = as_spec(model)         # the worker parameter and its length rule
+    model = spec.name
     if state is None:
         if spec.has_eta:
             priors = priors.for_data(data, K=spec.prior_K(data.K))
-        post = OnlinePosterior.from_priors(model, data.items, priors, workers=data.workers,
+        post = OnlinePosterior.from_priors(spec, data.items, priors, workers=data.workers,
                                            K=max(data.K, 2), options=opts)
     else:
         if state.model != model:
@@ -299,9 +305,10 @@ def _start_state(data, model, priors, state, opts) -> OnlinePosterior:
             raise DataError("the saved state was made with other options: " + ", ".join(
                 f"{k}={a!r} (now {b!r})" for k, (a, b) in differ.items()), "state")
         post = state.copy()
+        post.spec = spec
         post.check("state")
         post.extend(data.items, data.workers if spec.has_eta else (), priors)
-    if _grows_with_K(model) and post.alpha.shape[1] < data.K:
+    if _grows_with_K(spec) and post.alpha.shape[1] < data.K:
         raise DataError(f"rankings of length {data.K} but the worker state has K="
                         f"{post.alpha.shape[1]}", data.source)
     return post
@@ -313,9 +320,8 @@ def _run_kernel(model, opts, ordr, lengths, wk, seq, start, stop, mu, s2, alpha,
                                           alpha, strict, counts, err)
 
 
-def _grows_with_K(model: str) -> bool:
+def _grows_with_K(spec: ModelSpec) -> bool:
     """The worker vector is as long as the longest ranking (a Dirichlet prior: COUPLE)."""
-    spec = get(model)
     return spec.has_eta and not spec.eta_scalar
 
 
@@ -331,7 +337,7 @@ def _raise_strict(data, src, seq, err, p, pairwise):
 
 
 # ------------------------------------------------------------------ streaming
-def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
+def fit_online_stream(chunks: Iterable[Rankings] | str, model: str | ModelSpec,
                       priors: Priors | Callable[[Rankings], Priors], *,
                       chunk_size: int = 100_000, checkpoint: str | None = None,
                       checkpoint_every: int = 1_000_000, resume: bool = False,
@@ -363,8 +369,8 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
     ----------
     chunks : iterable of Rankings, or str
         The rankings, chunk by chunk, or a path read in chunks of ``chunk_size``.
-    model : str
-        ``pl``, ``bt``, ``crowdbt`` or ``couple`` (as :func:`fit_online`).
+    model : str or ModelSpec
+        ``pl``, ``bt``, ``crowdbt`` or ``couple``, or its spec (as :func:`fit_online`).
     priors : Priors or callable
         Priors covering every worker, or a function of a chunk returning them.
     chunk_size : int
@@ -392,6 +398,8 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
         raise UsageError("streaming runs one pass in the order of the chunks; shuffle the "
                          "stream first (models.io.shuffle.external_shuffle)")
     opts = {k: v for k, v in opts.items() if k not in ("order", "passes", "progress")}
+    online_algorithm(model)       # an unknown online name says so before the lookup
+    spec = as_spec(model)
     source = None
     if isinstance(chunks, str):
         from crowdrank.models.io import iter_rankings_chunks
@@ -418,14 +426,14 @@ def fit_online_stream(chunks: Iterable[Rankings] | str, model: str,
                 chunk = chunk.subset(np.arange(skip, chunk.n_rankings))
                 skip = 0
             pri = priors(chunk) if callable(priors) else priors
-            if post is None and _grows_with_K(model):
+            if post is None and _grows_with_K(spec):
                 Kc = max(chunk.K, 2) if K is None else K
-                post = OnlinePosterior.from_priors(model, [], pri, workers=[], K=Kc,
+                post = OnlinePosterior.from_priors(spec, [], pri, workers=[], K=Kc,
                                                    options=algorithm_options(
-                                                       model, **_alg_kw(opts), priors=pri))
-            if post is not None and _grows_with_K(model) and post.alpha.shape[1] < chunk.K:
+                                                       spec, **_alg_kw(opts), priors=pri))
+            if post is not None and _grows_with_K(spec) and post.alpha.shape[1] < chunk.K:
                 _widen(post, chunk.K, pri)
-            post = fit_online(chunk, model, pri, state=post, progress=False, **opts)
+            post = fit_online(chunk, spec, pri, state=post, progress=False, **opts)
             post.options.pop("runs", None)   # one entry per chunk would grow without bound
             consumed += chunk.n_rankings
             since += chunk.n_rankings

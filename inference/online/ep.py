@@ -57,6 +57,7 @@ from numba import njit
 from crowdrank.models.data import Rankings
 from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import Priors
+from crowdrank.models.registry import ModelSpec
 
 from . import kernels
 from .api import (
@@ -107,9 +108,10 @@ class EPState:
     seconds: float = 0.0
 
 
-def ep_init(data: Rankings, model: str, priors: Priors, *, strict: bool = False,
-            **alg) -> EPState:
-    """The EP state at the prior: approximation ``=`` prior, every site zero.
+def ep_init(data: Rankings, model: str | ModelSpec, priors: Priors, *,
+            strict: bool = False, **alg) -> EPState:
+    """The EP state at the prior: approximation ``=`` prior, every site zero. ``model``: a
+    name (looked up once, here) or its spec.
 
     ``alg`` are the one-pass options (:func:`~crowdrank.inference.online.api.algorithm_options`:
     ``taylor``, ``score_alpha``, ``kappa``, ``kappa2``, ``wl_params``, ``bt_breaking``).
@@ -124,7 +126,8 @@ def ep_init(data: Rankings, model: str, priors: Priors, *, strict: bool = False,
     src = data.rank_break() if pairwise else data
     ordr, wk, lengths = kernel_arrays(src, item_map, worker_map)
     N, m = src.n_rankings, ordr.shape[0]
-    return EPState(post=post, model=model, opts=opts, data=data, src=src, pairwise=pairwise,
+    return EPState(post=post, model=post.model, opts=opts, data=data, src=src,
+                   pairwise=pairwise,
                    ordr=ordr, lengths=lengths, wk=wk,
                    site_tau=np.zeros((N, m)), site_nu=np.zeros((N, m)),
                    site_alpha=None if post.alpha is None else np.zeros((N, post.alpha.shape[1])),
@@ -395,9 +398,9 @@ def check_pass_options(passes, tol, damping) -> None:
         raise UsageError(f"damping must be in [0, 1), got {damping!r}")
 
 
-def fit_ep(data: Rankings, model: str, priors: Priors, *, passes: int = EP_PASSES,
-           damping: float = EP_DAMPING, tol: float = EP_TOL, order: str = "file",
-           seed: int = 0, strict: bool = False, progress: bool = True,
+def fit_ep(data: Rankings, model: str | ModelSpec, priors: Priors, *,
+           passes: int = EP_PASSES, damping: float = EP_DAMPING, tol: float = EP_TOL,
+           order: str = "file", seed: int = 0, strict: bool = False, progress: bool = True,
            callback=None, **alg) -> OnlinePosterior:
     """EP refinement of the one-pass method of ``model`` (module docstring).
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from crowdrank.models.registry import get
-
 
 def to_datatree(post, draws: int = 1000, seed: int = 0, chains: int = 1):
     """Sample ``chains × draws`` from the approximation (seeded) into a DataTree with a
@@ -26,7 +24,7 @@ def to_datatree(post, draws: int = 1000, seed: int = 0, chains: int = 1):
     data = {"lambda": lam}
     dims = {"lambda": ["item"]}
     coords = {"item": list(post.items)}
-    family = get(post.model).worker_prior
+    family = post.model_spec().worker_prior       # the state's spec: no lookup
     if family is not None:
         data["eta"] = family.posterior_draws(rng, post.alpha, (chains, draws))
         dims["eta"] = list(family.dims)

@@ -25,7 +25,7 @@ import numpy as np
 
 from crowdrank.models.data import DataError, Rankings
 from crowdrank.models.priors import Priors
-from crowdrank.models.registry import get
+from crowdrank.models.registry import ModelSpec, as_spec, name_of
 
 #: Online model names (``docs/contracts.md``) and the algorithm each one runs.
 ALGORITHMS = {
@@ -77,6 +77,10 @@ class OnlinePosterior:
         Guard counters (:data:`CLAMP_KEYS`).
     seconds : float
         Wall time of the updates (excluding reading and compilation where known).
+    spec : ModelSpec or None
+        The model's registry spec, kept beside the state (not written: the JSON names the
+        model) so that extending and converting it look nothing up; ``None``: looked up
+        from ``model`` when first needed (:meth:`model_spec`).
     """
 
     model: str
@@ -90,18 +94,26 @@ class OnlinePosterior:
     n_rankings: int = 0
     clamped: dict = field(default_factory=empty_counts)
     seconds: float = 0.0
+    spec: ModelSpec | None = field(default=None, repr=False)
+
+    def model_spec(self) -> ModelSpec:
+        """The model's spec: the one kept with the state, else ``model`` looked up (and
+        kept)."""
+        if self.spec is None:
+            self.spec = as_spec(self.model)
+        return self.spec
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_priors(cls, model: str, items, priors: Priors, workers=None, K: int | None = None,
-                    options: dict | None = None) -> OnlinePosterior:
+    def from_priors(cls, model: str | ModelSpec, items, priors: Priors, workers=None,
+                    K: int | None = None, options: dict | None = None) -> OnlinePosterior:
         """The prior state: ``μ = mu0``, ``σ² = sigma0²`` for every item; workers' ``α``
         from ``priors.alpha`` (COUPLE, first ``K`` entries) or ``priors.beta()`` (CrowdBT).
 
         Parameters
         ----------
-        model : str
-            ``pl``, ``bt``, ``crowdbt`` or ``couple``.
+        model : str or ModelSpec
+            ``pl``, ``bt``, ``crowdbt`` or ``couple`` (looked up here), or its spec.
         items : sequence of str
             The item ids.
         priors : Priors
@@ -113,14 +125,16 @@ class OnlinePosterior:
         options : dict, optional
             The method's options, kept with the state.
         """
-        if model not in ALGORITHMS:
-            raise ValueError(f"unknown online model {model!r}; expected one of "
+        if name_of(model) not in ALGORITHMS:
+            raise ValueError(f"unknown online model {name_of(model)!r}; expected one of "
                              f"{tuple(ALGORITHMS)}")
+        spec = as_spec(model)
+        model = spec.name
         items = [str(i) for i in items]
         L = len(items)
         mu = np.full(L, float(priors.mu0))
         sigma2 = np.full(L, float(priors.sigma0) ** 2)
-        family = get(model).worker_prior
+        family = spec.worker_prior
         if family is None:                  # perfect workers: no worker state
             wk, alpha = [], None
         else:
@@ -141,7 +155,7 @@ class OnlinePosterior:
         opts = {"mu0": float(priors.mu0), "sigma0": float(priors.sigma0),
                 "prior_spec": priors.spec}
         opts.update(options or {})
-        return cls(model, ALGORITHMS[model], opts, items, mu, sigma2, wk, alpha)
+        return cls(model, ALGORITHMS[model], opts, items, mu, sigma2, wk, alpha, spec=spec)
 
     def copy(self) -> OnlinePosterior:
         """An independent copy of the state (arrays copied)."""
@@ -149,7 +163,7 @@ class OnlinePosterior:
             self.model, self.algorithm, json.loads(json.dumps(self.options)), list(self.items),
             self.mu.copy(), self.sigma2.copy(), list(self.workers),
             None if self.alpha is None else self.alpha.copy(), int(self.n_rankings),
-            dict(self.clamped), float(self.seconds))
+            dict(self.clamped), float(self.seconds), spec=self.spec)
 
     # ------------------------------------------------------------------ id alignment
     def extend(self, items=(), workers=(), priors: Priors | None = None) -> OnlinePosterior:
@@ -192,7 +206,7 @@ class OnlinePosterior:
                                 priors.spec)
             # the family's table, as from_priors reads it (CrowdBT: beta(), its own
             # gold pair counts)
-            table = get(self.model).worker_prior.table(priors, K)
+            table = self.model_spec().worker_prior.table(priors, K)
             rows = table[[index[w] for w in new_w]]
             self.workers.extend(new_w)
             self.alpha = np.concatenate([self.alpha, rows])
@@ -279,7 +293,8 @@ class OnlinePosterior:
             raise DataError(f"bad item entry ({exc})", source) from None
         workers = list(d["workers"])
         alpha = None
-        if model in ALGORITHMS and get(model).has_eta:
+        spec = as_spec(model)          # the file names the model: looked up once, here
+        if spec.has_eta:
             rows = [d["workers"][w].get("alpha") for w in workers]
             if any(r is None for r in rows) or len({len(r) for r in rows}) > 1:
                 raise DataError("every worker needs an 'alpha' list of one length", source)
@@ -290,7 +305,7 @@ class OnlinePosterior:
         clamped.update({k: int(v) for k, v in d.get("clamped", {}).items()})
         post = cls(model, d.get("algorithm", ALGORITHMS[model]), dict(d.get("options", {})),
                    items, mu, sigma2, workers, alpha, int(d["n_rankings"]), clamped,
-                   float(d.get("seconds", 0.0)))
+                   float(d.get("seconds", 0.0)), spec=spec)
         try:
             post.check(source)
         except OnlineError as exc:

@@ -36,7 +36,7 @@ import pandas as pd
 from crowdrank.models.data import Rankings
 from crowdrank.models.errors import UsageError
 from crowdrank.models.priors import Priors
-from crowdrank.models.registry import ModelSpec, as_spec, name_of
+from crowdrank.models.registry import ModelSpec, as_spec
 from crowdrank.models.registry import names as model_names
 from crowdrank.validation.pipelines.audit_config import (  # noqa: F401  (re-exported)
     AUDITABLE,
@@ -308,12 +308,12 @@ def reference_fit(data, model: str | ModelSpec, priors, cfg: AuditConfig, backen
 
     if cfg.reference == "gibbs":
         return _gibbs_reference(data, model, priors, cfg, seed)
+    spec = as_spec(model)
     m = get_method("nuts")
-    m.check_model(model)
+    m.check_model(spec)
     options = cfg.nuts_options(backend=backend, init_from=approx,
                                chain_method=cfg.chain_method if chain_method else None)
-    return m.fn("fit")(data, name_of(model), priors, options, seed=seed,
-                       progress=cfg.progress_bars)
+    return m.fn("fit")(data, spec, priors, options, seed=seed, progress=cfg.progress_bars)
 
 
 def _gibbs_reference(data, model: str | ModelSpec, priors, cfg: AuditConfig, seed: int):
@@ -321,12 +321,12 @@ def _gibbs_reference(data, model: str | ModelSpec, priors, cfg: AuditConfig, see
     pointwise log-likelihood and predictive draws the model checks read (``cfg.checks``)."""
     from crowdrank.inference.methods import get as get_method
 
+    spec = as_spec(model)
     m = get_method("gibbs")
-    m.check_model(model)
+    m.check_model(spec)
     options = m.options(pointwise=cfg.checks, predictive=cfg.checks,
                         processes=min(cfg.processes, 2))
-    return m.fn("fit")(data, name_of(model), priors, options, seed=seed,
-                       progress=cfg.progress_bars)
+    return m.fn("fit")(data, spec, priors, options, seed=seed, progress=cfg.progress_bars)
 
 
 def write_model_fits(audit: ModelAudit, out: Path, cfg: AuditConfig) -> None:
@@ -421,16 +421,17 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
             return jsonable(budget)
         data = subject.data
     extra_models = [m for m in cfg.loo_models if m not in cfg.models] if cfg.checks else []
+    specs.update({m: as_spec(m) for m in extra_models})     # the checks' own, once each
     extra = {}
-    if scheduler is None:       # (a Dask task is handed the name: its process looks it up)
+    if scheduler is None:       # (a Dask task is handed the spec, which pickles whole)
         audits = [audit_model(subject, specs[m], priors, cfg if plans is None else
                               replace(cfg, max_draws=plans[m].max_draws), out, log)
                   for m in cfg.models]
     else:
         from crowdrank.validation.pipelines.budget import shared_max_draws
         dcfg = cfg if plans is None else replace(cfg, max_draws=shared_max_draws(plans))
-        audits, extra = _fits_on_dask(subject, priors, dcfg, extra_models, out, log,
-                                      scheduler, processes)
+        audits, extra = _fits_on_dask(subject, priors, dcfg, specs, extra_models, out,
+                                      log, scheduler, processes)
     metrics = build_metrics(subject, cfg, priors, audits, time.perf_counter() - t0)
     if cfg.posterior_sbc:
         metrics["posterior_sbc"] = _posterior_sbc(subject.data, priors, audits, cfg, out, log)
@@ -444,7 +445,7 @@ def run_audit(subject: Subject, out: str | Path, cfg: AuditConfig | None = None,
         fits.update({m: r.idata for m, r in extra.items()})
         checks = model_checks(
             data, priors, fits, cfg.loo_models, out=out, log=log, fit=_checks_fitter(cfg),
-            specs={a.model: a.spec for a in audits if a.spec is not None},
+            specs={**specs, **{a.model: a.spec for a in audits if a.spec is not None}},
             **_checks_nuts_kw(cfg))
         checks.extra_fits.update({m: f"checks/{m}/posterior.nc" for m in extra})
         metrics["checks"] = checks.to_dict()
@@ -512,7 +513,7 @@ def _checks_nuts_kw(cfg: AuditConfig) -> dict:
             "progress": cfg.progress_bars}
 
 
-def audit_model_task(subject: Subject, model: str, priors: Priors,
+def audit_model_task(subject: Subject, model: str | ModelSpec, priors: Priors,
                      cfg: AuditConfig) -> ModelAudit:
     """:func:`audit_model` as a Dask task: nothing written (the worker may not share this
     machine's disk; the caller writes the returned fits), and no process pool inside the
@@ -522,8 +523,9 @@ def audit_model_task(subject: Subject, model: str, priors: Priors,
     ----------
     subject : Subject
         The data audited, with its truth where known.
-    model : str
-        A name of the model registry.
+    model : str or ModelSpec
+        The model's spec (a spec pickles whole, its worker family as the one object of
+        its name: the worker looks nothing up), or a name of the model registry.
     priors : Priors
         The one prior object every fit reads (:func:`make_priors`).
     cfg : AuditConfig
@@ -537,7 +539,8 @@ def audit_model_task(subject: Subject, model: str, priors: Priors,
     return audit_model(subject, model, priors, replace(cfg, processes=1), None)
 
 
-def checks_fit_task(data: Rankings, model: str, priors: Priors, cfg: AuditConfig):
+def checks_fit_task(data: Rankings, model: str | ModelSpec, priors: Priors,
+                    cfg: AuditConfig):
     """The NUTS fit :func:`crowdrank.validation.predictive.model_checks` makes for a model fitted for
     the checks only, as a Dask task (same arguments, so the same draws).
 
@@ -545,8 +548,9 @@ def checks_fit_task(data: Rankings, model: str, priors: Priors, cfg: AuditConfig
     ----------
     data : Rankings
         The data.
-    model : str
-        A name of the model registry.
+    model : str or ModelSpec
+        The model's spec (pickled whole, as :func:`audit_model_task`'s), or a name of
+        the model registry.
     priors : Priors
         The one prior object every fit reads (:func:`make_priors`).
     cfg : AuditConfig
@@ -555,15 +559,17 @@ def checks_fit_task(data: Rankings, model: str, priors: Priors, cfg: AuditConfig
     from crowdrank.inference.nuts import configure_host_devices, fit_nuts
 
     configure_host_devices()
-    return fit_nuts(data, model, as_spec(model).worker_priors(priors, data),
+    spec = as_spec(model)
+    return fit_nuts(data, spec, spec.worker_priors(priors, data),
                     pointwise=True, predictive=True, **_checks_nuts_kw(cfg))
 
 
-def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, extra_models,
-                  out: Path, log, scheduler, processes):
+def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, specs: dict,
+                  extra_models, out: Path, log, scheduler, processes):
     """Every NUTS fit of the audit at once on a Dask cluster: ``(audits, extra)``, the
     :class:`ModelAudit` of each audited model (fits written to ``out`` here) and the
-    ``NutsResult`` of each checks-only model (written to ``out/checks/<model>``)."""
+    ``NutsResult`` of each checks-only model (written to ``out/checks/<model>``). Each
+    task is handed its model's spec (``specs``, by name), looked up here already."""
     from distributed import as_completed
     from tqdm.auto import tqdm
 
@@ -572,9 +578,9 @@ def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, extra_mode
 
     client, owned = dask_client(scheduler, processes)
     try:
-        futs = {client.submit(audit_model_task, subject, m, priors, cfg, pure=False,
+        futs = {client.submit(audit_model_task, subject, specs[m], priors, cfg, pure=False,
                               key=f"crowdrank-audit-{m}"): ("audit", m) for m in cfg.models}
-        futs.update({client.submit(checks_fit_task, subject.data, m, priors, cfg,
+        futs.update({client.submit(checks_fit_task, subject.data, specs[m], priors, cfg,
                                    pure=False, key=f"crowdrank-checks-{m}"): ("checks", m)
                      for m in extra_models})
         log(f"dask: {len(futs)} fit(s) submitted to {client.scheduler.address} "

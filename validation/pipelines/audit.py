@@ -524,8 +524,7 @@ def audit_model_task(subject: Subject, model: str | ModelSpec, priors: Priors,
     subject : Subject
         The data audited, with its truth where known.
     model : str or ModelSpec
-        The model's spec (a spec pickles whole, its worker family as the one object of
-        its name: the worker looks nothing up), or a name of the model registry.
+        The model's spec (it pickles whole: the worker looks nothing up), or its name.
     priors : Priors
         The one prior object every fit reads (:func:`make_priors`).
     cfg : AuditConfig
@@ -539,8 +538,7 @@ def audit_model_task(subject: Subject, model: str | ModelSpec, priors: Priors,
     return audit_model(subject, model, priors, replace(cfg, processes=1), None)
 
 
-def checks_fit_task(data: Rankings, model: str | ModelSpec, priors: Priors,
-                    cfg: AuditConfig):
+def checks_fit_task(data: Rankings, model: str | ModelSpec, priors: Priors, cfg: AuditConfig):
     """The NUTS fit :func:`crowdrank.validation.predictive.model_checks` makes for a model fitted for
     the checks only, as a Dask task (same arguments, so the same draws).
 
@@ -549,8 +547,7 @@ def checks_fit_task(data: Rankings, model: str | ModelSpec, priors: Priors,
     data : Rankings
         The data.
     model : str or ModelSpec
-        The model's spec (pickled whole, as :func:`audit_model_task`'s), or a name of
-        the model registry.
+        The model's spec (as :func:`audit_model_task`'s), or its name.
     priors : Priors
         The one prior object every fit reads (:func:`make_priors`).
     cfg : AuditConfig
@@ -568,8 +565,8 @@ def _fits_on_dask(subject: Subject, priors: Priors, cfg: AuditConfig, specs: dic
                   extra_models, out: Path, log, scheduler, processes):
     """Every NUTS fit of the audit at once on a Dask cluster: ``(audits, extra)``, the
     :class:`ModelAudit` of each audited model (fits written to ``out`` here) and the
-    ``NutsResult`` of each checks-only model (written to ``out/checks/<model>``). Each
-    task is handed its model's spec (``specs``, by name), looked up here already."""
+    ``NutsResult`` of each checks-only model (``out/checks/<model>``); a task is handed
+    its model's spec (``specs``, by name)."""
     from distributed import as_completed
     from tqdm.auto import tqdm
 

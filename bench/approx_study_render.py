@@ -10,6 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "tools"))
 
 from fidelity_pages import write_block
 
@@ -181,6 +182,50 @@ def khat_section(rec: dict) -> list[str]:
     return out
 
 
+def simplex_section(rec: dict) -> list[str]:
+    """The goals of the methods that follow the worker simplex, per goal subject (the
+    headline's rules, :mod:`headline_simplex`: a row is new when its label's first word is
+    one of its ``NEW_METHODS``)."""
+    from headline_simplex import CPU_SHARE, SUBJECTS, _is_new
+
+    by = {s["name"]: s for s in rec["subjects"]}
+    out = ["### The simplex-following methods against their goals", "",
+           (f"Per goal subject: a method of any kind inside the box at ≤ {CPU_SHARE:g} of the "
+            "reference's CPU seconds (goal 1), and the best new method (`ep-exact` and its "
+            "variants, the structured and flow guides) no farther from the box than the best "
+            "of the methods before them (goal 2)."), "",
+           ("| subject | NUTS CPU s (limit) | best before (distance) | best new (distance, CPU "
+            "s) | cheapest new inside (CPU s) | goal 1 | goal 2 |"),
+           "|---|---|---|---|---|---|---|"]
+    for name in SUBJECTS:
+        subj = by.get(name)
+        if subj is None or "reference" not in subj or not _done(subj):
+            out.append(f"| {name} | not run | | | | | |")
+            continue
+        ref = subj["reference"]["cpu_s"]
+        done = _done(subj)
+        new = [m for m in done if _is_new(m["label"])]
+        old = [m for m in done if not _is_new(m["label"])]
+        bo = min(old, key=lambda m: (m["box_distance"], m["cpu_s"])) if old else None
+        bn = min(new, key=lambda m: (m["box_distance"], m["cpu_s"])) if new else None
+        inside_new = sorted((m for m in new if m["inside_box"]), key=lambda m: m["cpu_s"])
+        ok = sorted((m for m in done if m["inside_box"] and m["cpu_s"] <= CPU_SHARE * ref),
+                    key=lambda m: m["cpu_s"])
+        closest = min(done, key=lambda m: (m["box_distance"], m["cpu_s"]))
+        g1 = (f"**yes**: {ok[0]['label']} ({ok[0]['cpu_s']:.2f} s)" if ok else
+              f"**no**: closest {closest['label']} ({closest['box_distance']:.3f}, "
+              f"{closest['cpu_s']:.1f} s)")
+        g2 = ("—" if bn is None or bo is None else
+              "**yes**" if bn["box_distance"] <= bo["box_distance"] else "**no**")
+        out.append(
+            f"| {name} | {ref:.1f} ({CPU_SHARE * ref:.1f}) | "
+            f"{'—' if bo is None else f'{bo['label']} ({bo['box_distance']:.3f})'} | "
+            f"{'—' if bn is None else f'{bn['label']} ({bn['box_distance']:.3f}, {bn['cpu_s']:.1f})'}"
+            f" | {', '.join(f'{m['label']} ({m['cpu_s']:.1f})' for m in inside_new[:2]) or 'none'}"
+            f" | {g1} | {g2} |")
+    return out + [""]
+
+
 INTRO = """## The study of the PPL approximations (`bench/bench_approx_study.py`)
 
 Every method of the registry that fits the model, with the same priors and data, against
@@ -221,7 +266,7 @@ def render_section(rec: dict) -> str:
                    + (f"; not in the plan there: {absent}" if absent else "") + "). Each row "
                    "records its commit; a subject's rows of an added run compare with the "
                    "reference named under its table."), ""]
-    lines += advice_section(rec) + khat_section(rec)
+    lines += advice_section(rec) + khat_section(rec) + simplex_section(rec)
     for subj in rec["subjects"]:
         lines += subject_section(subj)
     lines.append(END)

@@ -25,30 +25,26 @@ from crowdrank.models.priors import Priors
 
 from .result import ApproxFit
 from .target import build_target, x64
+from .vi import SviOptions
 
 FLOWS = ("iaf", "bnaf")
 
 
 @dataclass
-class FlowOptions:
-    """Options of ``flow-vi`` (module docstring)."""
+class FlowOptions(SviOptions):
+    """Options of ``flow-vi`` (module docstring); the SVI loop's from
+    :class:`~crowdrank.inference.approx.vi.SviOptions`, with a smaller first step (a flow's
+    many weights diverge at ADVI's)."""
 
+    learning_rate: float = 0.005  #: Adam's first step size
     flow: str = "iaf"           #: "iaf" (AutoIAFNormal) or "bnaf" (AutoBNAFNormal)
     num_flows: int = 2          #: stacked autoregressive transforms
     hidden: int = 0             #: IAF: hidden units per layer (0: NumPyro's, the dimension);
     #: BNAF: hidden units per input dimension (0: NumPyro's 8)
-    max_steps: int = 10000      #: the most Adam steps
-    learning_rate: float = 0.005  #: Adam's first step size
-    window: int = 500           #: steps per window of the stopping rule
-    elbo_tol: float = 1e-3      #: relative change of consecutive window-mean losses
-    decay: float = 0.1          #: learning rate at max_steps, as a fraction of the first
-    particles: int = 1          #: Monte Carlo draws per ELBO gradient
     draws: int = 1000           #: draws returned
     pool: int = 4000            #: draws of q scored before PSIS resampling (psis=True)
     simplex: str = "gamma"      #: worker simplex coordinates (docs/design.md §5.1)
     level: str = "centered"     #: item-score coordinates (docs/design.md §5.2)
-    seed: int = 0
-    progress: bool = True
     backend: str = "numpyro"
 
 

@@ -59,6 +59,7 @@ from crowdrank.models.priors import Priors
 from .psis import KHAT_RELIABLE, resample_pool
 from .result import ApproxFit
 from .target import draws_per_batch, x64
+from .vi import SviOptions
 
 #: The worker families the guides have a factor for (the family's name in
 #: :mod:`crowdrank.models.families`).
@@ -69,22 +70,15 @@ LOG_CONC_MAX = 20.0
 
 
 @dataclass
-class StructuredOptions:
-    """Options of ``structured-vi`` and ``coupled-vi`` (module docstring)."""
+class StructuredOptions(SviOptions):
+    """Options of ``structured-vi`` and ``coupled-vi`` (module docstring); the SVI loop's
+    from :class:`~crowdrank.inference.approx.vi.SviOptions`."""
 
-    max_steps: int = 10000      #: the most Adam steps
-    learning_rate: float = 0.01  #: Adam's first step size
-    window: int = 500           #: steps per window of the stopping rule
-    elbo_tol: float = 1e-3      #: relative change of consecutive window-mean losses
-    decay: float = 0.1          #: learning rate at max_steps, as a fraction of the first
-    particles: int = 1          #: Monte Carlo draws per ELBO gradient
     covariance: str = "full"    #: the scores' Gaussian: "full" or "lowrank"
     rank: int | None = None     #: lowrank's rank (default ⌈√L⌉)
     coupled: bool = False       #: the coupled guide (C1)
     draws: int = 1000           #: draws returned
     pool: int = 4000            #: draws of q scored before PSIS resampling (psis=True)
-    seed: int = 0
-    progress: bool = True
     backend: str = "numpyro"
 
 

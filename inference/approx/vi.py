@@ -45,22 +45,30 @@ PYMC_METHODS = {"advi": "advi", "fullrank-advi": "fullrank_advi"}
 
 
 @dataclass
-class VIOptions:
-    """Options of the ADVI fits (``crowdrank fit --method advi|fullrank-advi|lowrank-advi``)."""
+class SviOptions:
+    """What :func:`run_svi` reads: the schedule and stopping rule of every SVI fit of this
+    package (ADVI, the structured and flow guides), so that they stop by one rule with
+    defaults stated once; each method's options class adds its own fields."""
 
     max_steps: int = 10000      #: the most Adam steps
-    learning_rate: float = 0.01  #: Adam's step size
+    learning_rate: float = 0.01  #: Adam's first step size
     window: int = 500           #: steps per window of the stopping rule
     elbo_tol: float = 1e-3      #: relative change of consecutive window-mean losses
     decay: float = 0.1          #: learning rate at max_steps, as a fraction of the first
     particles: int = 1          #: Monte Carlo draws per ELBO gradient
+    seed: int = 0
+    progress: bool = True
+
+
+@dataclass
+class VIOptions(SviOptions):
+    """Options of the ADVI fits (``crowdrank fit --method advi|fullrank-advi|lowrank-advi``)."""
+
     rank: int | None = None     #: lowrank-advi's rank (default: ⌈√D⌉, NumPyro's)
     draws: int = 1000           #: draws of the fitted q
     backend: str = "numpyro"    #: "numpyro" or "pymc"
     simplex: str = "gamma"      #: worker simplex coordinates (docs/design.md §5.1)
     level: str = "centered"     #: item-score coordinates (docs/design.md §5.2)
-    seed: int = 0
-    progress: bool = True
 
 
 def fit_vi(data: Rankings, model: str, priors: Priors, method: str = "advi",
@@ -145,7 +153,7 @@ def run_svi(model, guide, o, desc: str):
     """Maximise the ELBO of ``guide`` for ``model`` (NumPyro callables without arguments)
     with the schedule and stopping rule of the module docstring; ``o`` carries
     ``max_steps``, ``learning_rate``, ``decay``, ``window``, ``elbo_tol``, ``particles``,
-    ``seed`` and ``progress``. Returns ``(params, diagnostics)`` (``converged``, ``steps``,
+    ``seed`` and ``progress`` (:class:`SviOptions`). Returns ``(params, diagnostics)`` (``converged``, ``steps``,
     ``final_elbo``, ``elbo_trace``, ``stopping_rule``); a diverged run is a
     :class:`UsageError` (:func:`_check_finite`). Shared by every SVI method of this package
     (the structured and flow guides too), so they stop by one rule."""

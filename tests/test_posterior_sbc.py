@@ -87,11 +87,18 @@ def test_a_wrong_simulator_is_seen(planted_methods, tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_the_verdict_flags_the_overconfident_fit_and_passes_the_exact_one(planted_methods,
                                                                           tmp_path):
-    """The power goal's setting at one seed (bench_posterior_sbc.py power: ten seeds)."""
+    """The power goal's setting at one seed (bench_posterior_sbc.py power: ten seeds, with
+    100,000 importance draws). Here the planted methods' default 12,000 draws: the strict
+    test flags the over-confident fit, and the tolerance verdict's estimate of its sd ratio
+    is near 1/√2; its bound is not asserted, because at 12,000 draws the importance
+    sampler's outliers give z heavy tails that widen it past 0.9 in this seed (the
+    benchmark's 100,000 draws flag it in 10 of 10)."""
     exact = _run("planted-exact", 2, tmp_path, sims=200, predictive_draws=200)
     over = _run("planted-overconfident", 2, tmp_path, sims=200, predictive_draws=200)
     assert exact["calibrated"], exact["verdict"]
-    assert not over["calibrated"] and not over["ranks"]["calibrated"]
+    assert exact["tolerance"]["groups"]["lambda_centred"]["sd_ratio"] > 0.9
+    assert not over["strict_calibrated"] and not over["ranks"]["calibrated"]
+    assert 0.6 < over["tolerance"]["groups"]["lambda_centred"]["sd_ratio"] < 0.85
 
 
 def test_a_run_resumes_and_extends_from_its_cache(planted_methods, tmp_path):
@@ -187,3 +194,32 @@ def test_a_crowdbt_accuracy_of_one_simulates_pairs_in_the_scores_order_without_w
                                   np.random.default_rng(0))
     first, second = np.asarray(extra.order)[0], np.asarray(extra.order)[1]
     assert np.all(lam[first] > lam[second])
+
+
+def test_a_fit_wider_than_its_prior_has_moved_and_the_prior_has_not():
+    """Weak data that conflict with the prior can make an exact posterior wider than the
+    prior (the Gibbs sampler's η on small amateur COUPLE data: contraction ≈ −1): the
+    companion check must read that as moved, and still flag the prior itself."""
+    from crowdrank.inference.posterior import Posterior
+    from crowdrank.validation.pipelines.audit_config import AuditConfig, make_priors
+    from crowdrank.validation.pipelines.posterior_sbc_checks import (
+        contraction,
+        prior_posterior,
+    )
+    from crowdrank.validation.pipelines.posterior_sbc_draws import checked_parameters
+
+    data = simulate("couple", n_items=6, n_workers=3, tasks_per_worker=8, kmax=2,
+                    seed=4).rankings
+    pri = make_priors(data, AuditConfig())
+    prior = prior_posterior("couple", data, pri)
+    # η ~ Beta(0.7, 0.7): variance 0.10 against the prior Beta(1.67, 0.28)'s 0.042
+    wide = Posterior.from_marginals("couple", "wide", items=data.items,
+                                    mu=np.linspace(-1, 1, data.n_items),
+                                    sigma2=np.full(data.n_items, 0.3), workers=data.workers,
+                                    alpha=np.full((data.n_workers, 2), 0.7))
+    _, fams, cols, _ = checked_parameters("couple", data, wide)
+    moved = contraction(wide, data, pri, "couple", cols, fams)
+    assert moved["eta"]["median"] < -1.0 and moved["eta"]["moved"]
+    assert moved["lambda_centred"]["moved"]
+    still = contraction(prior, data, pri, "couple", cols, fams, seed=3)
+    assert not still["eta"]["moved"] and not still["lambda_centred"]["moved"]

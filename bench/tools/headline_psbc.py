@@ -21,10 +21,11 @@ def validation_rows(d: Path) -> list[Row]:
     augmentation (a row measured only at another size is counted as not measured)."""
     from crowdrank.validation.pipelines.posterior_sbc import DEFAULT_AUGMENT
 
-    every = list(latest_by(_recs(d, "validate"),
-                           lambda r: (r["subject"], r["label"])).values())
-    recs = list(latest_by([r for r in _recs(d, "validate")
-                           if r.get("augment") == DEFAULT_AUGMENT],
+    # the verdict is the tolerance check (records with a verdict_rule); records written
+    # before it carry the strict uniformity verdict only and are not counted
+    tolerance = [r for r in _recs(d, "validate") if r.get("verdict_rule")]
+    every = list(latest_by(tolerance, lambda r: (r["subject"], r["label"])).values())
+    recs = list(latest_by([r for r in tolerance if r.get("augment") == DEFAULT_AUGMENT],
                           lambda r: (r["subject"], r["label"])).values())
     elsewhere = sorted(f"{r['subject']} {r['label']}" for r in every
                        if (r["subject"], r["label"]) not in
@@ -41,11 +42,14 @@ def validation_rows(d: Path) -> list[Row]:
     in_measured = sum(k in got for k in inside)
     disagree = [f"{r['subject']} {r['label']} (box {'in' if r['inside_box'] else 'out'}, "
                 f"posterior SBC {'calibrated' if r['calibrated'] else 'not'}: "
-                + ", ".join(f"{f} ECDF p {v['ecdf_p_combined']:.2g}"
-                            for f, v in r["families"].items())
-                + "".join(f", ranks' sd {f} {v['median_sd']:.2f}"
-                          for f, v in r.get("size", {}).items())
+                + ", ".join(f"{f} sd ratio {v['sd_ratio']:.2f} [{v['sd_ratio_lo']:.2f}, "
+                            f"{v['sd_ratio_hi']:.2f}], |z| ≥ {v['abs_z_lo']:.2f}"
+                            for f, v in r["tolerance"].items())
+                + ("" if r["predictive_p"] >= 0.01 else
+                   f", predictive p {r['predictive_p']:.2g}")
                 + ")" for r in recs if r["calibrated"] != r["inside_box"]]
+    strict_agree = sum(r["strict_calibrated"] == r["inside_box"] for r in recs)
+    strict_in = sum(bool(got[k]["strict_calibrated"]) for k in inside if k in got)
     labels = sorted({r["label"] for r in recs})
     n_out = sum(not r["inside_box"] for r in recs)
     out_not = sum(not r["inside_box"] and not r["calibrated"] for r in recs)
@@ -57,7 +61,10 @@ def validation_rows(d: Path) -> list[Row]:
                 f"augment R = {DEFAULT_AUGMENT:g} (the default); "
                 + (f"measured only at another R, so not counted: {', '.join(elsewhere)}; "
                    if elsewhere else "")
-                + f"{in_cal} of the {len(inside)} rows inside the box called calibrated; "
+                + f"{in_cal} of the {len(inside)} rows inside the box called calibrated "
+                "(the verdict: not confidently outside the box's tolerance, and the companion "
+                f"checks pass; the strict uniform-ranks test beside it agrees on "
+                f"{strict_agree} of {len(recs)} and calls {strict_in} in-box rows calibrated); "
                 f"methods measured: {', '.join(labels)} ({len(recs)} rows, {in_measured} of "
                 f"the {len(inside)} inside the box; the PPL approximations' rows need a refit "
                 f"of 10–2,300 CPU s per replicate and were not run); of the {n_out} measured rows "
@@ -93,7 +100,11 @@ def power_rows(d: Path) -> list[Row]:
                 f"augment R = {DEFAULT_AUGMENT:g} (the default), {default['sims']} replicates "
                 f"each, tiny PL data per seed; the prior-only fit flagged in "
                 f"{f['planted-prior']} of {default['seeds']}; flagged (the exact posterior "
-                f"should not be): {parts}",
+                f"should not be): {parts}"
+                + (f"; the strict uniform-ranks test beside it: over-confident "
+                   f"{default['flagged_strict']['planted-overconfident']}, exact "
+                   f"{default['flagged_strict']['planted-exact']} of {default['seeds']}"
+                   if default.get("flagged_strict") else ""),
                 headline=f["planted-overconfident"] < default["seeds"]
                 or f["planted-prior"] < default["seeds"])]
 

@@ -97,9 +97,12 @@ def run(args) -> int:
           f"{summary['replicates']} replicates, {t['rankings_added']} simulated rankings "
           f"each, ranks among {cfg.ranks} draws")
     print(f"  verdict: {summary['verdict']}")
+    from crowdrank.reports.posterior_sbc_html import tolerance_line
+
     for f, v in summary["ranks"]["families"].items():
-        print(f"  {f}: ECDF p={v['ecdf_p_combined']:.3g}, pot_c p={v['pot_c_p_combined']:.3g} "
-              f"({'calibrated' if v['calibrated'] else 'NOT calibrated'})")
+        print(f"  {f}: {tolerance_line(summary['tolerance']['groups'][f])}; strict: "
+              f"ECDF p={v['ecdf_p_combined']:.3g}, pot_c p={v['pot_c_p_combined']:.3g} "
+              f"({'uniform' if v['calibrated'] else 'NOT uniform'})")
     con = summary["checks"]["contraction"]["groups"]
     print("  contraction from the prior (median): " + ", ".join(
         f"{f} {v['median']:.2f}" for f, v in con.items())

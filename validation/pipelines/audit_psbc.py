@@ -38,8 +38,16 @@ def row(model: str, opts: dict, summary: dict | None, *, skipped: str | None = N
     if skipped:
         return {**out, "skipped": skipped}
     fams = summary["ranks"]["families"]
+    tol = summary["tolerance"]["groups"]
     return {**out, "calibrated": summary["calibrated"], "verdict": summary["verdict"],
-            "groups": {f: {"calibrated": v["calibrated"], "ecdf_p": v["ecdf_p_combined"],
+            "strict_calibrated": summary["strict_calibrated"],
+            "groups": {f: {"calibrated": not tol[f]["outside"],
+                           "sd_ratio": tol[f]["sd_ratio"],
+                           "sd_ratio_bounds": [tol[f]["sd_ratio_lo"], tol[f]["sd_ratio_hi"]],
+                           "abs_z": tol[f]["abs_z"],
+                           "abs_z_bounds": [tol[f]["abs_z_lo"], tol[f]["abs_z_hi"]],
+                           "strict_calibrated": v["calibrated"],
+                           "ecdf_p": v["ecdf_p_combined"],
                            "pot_c_p": v["pot_c_p_combined"]} for f, v in fams.items()},
             "contraction": {f: v["median"] for f, v in
                             summary["checks"]["contraction"]["groups"].items()},

@@ -258,8 +258,11 @@ FLOOR_DATA = {"n_items": 10, "n_workers": 4, "tasks_per_worker": 25, "setting": 
 #: fit; spawning its chains would cost more than they run); Gibbs's 2 × 500 kept sweeps
 #: (ESS ~400 on such data) give the 100 thinned draws the ranks need at half the default's
 #: cost. The sampler's own error shows in the ``k = 2`` control, whose simulator is exact.
+#: NUTS (normalised COUPLE, whose simulator is exact) on 2 chains × (300 + 500) without the
+#: pointwise log-likelihood or predictive draws, which posterior SBC does not read.
 FLOOR_OPTIONS = {"gibbs": {"processes": 1, "warmup": 300, "draws": 500},
-                 "nuts": {"chain_method": "sequential"}}
+                 "nuts": {"chain_method": "sequential", "chains": 2, "tune": 300,
+                          "draws": 500, "pointwise": False, "predictive": False}}
 
 
 def run_floor(args, base: dict) -> list[dict]:

@@ -35,6 +35,9 @@ def validation_rows(d: Path) -> list[Row]:
         return []
     rows = [(s["name"], m["label"], m["inside_box"]) for s in study["subjects"]
             if s.get("trusted") for m in s["methods"]]
+    khat_in = [m.get("khat") for s in study["subjects"] if s.get("trusted")
+               for m in s["methods"] if m["inside_box"]]
+    khat_ok = sum(k is not None and k <= 0.7 for k in khat_in)
     inside = [(s, lab) for s, lab, box in rows if box]
     agree = sum(r["calibrated"] == r["inside_box"] for r in recs)
     got = {(r["subject"], r["label"]): r for r in recs}
@@ -70,7 +73,7 @@ def validation_rows(d: Path) -> list[Row]:
                 f"of 10–2,300 CPU s per replicate and were not run); of the {n_out} measured rows "
                 f"outside the box {out_not} are NOT calibrated; where they disagree: "
                 + ("; ".join(disagree) or "nowhere")
-                + ". PSIS k̂ calls 1 of the 4 in-box rows reliable.")]
+                + f". PSIS k̂ ≤ 0.7 on {khat_ok} of the {len(inside)} in-box rows.")]
 
 
 def power_rows(d: Path) -> list[Row]:

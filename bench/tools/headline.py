@@ -740,7 +740,7 @@ def approx_study_rows(d: Path) -> list[Row]:
     figure = f"{len(met)} of {len(med)}" + (f", {len(open_)} open" if open_ else "")
     # what keeps the methods out of the box was diagnosed afterwards (approx_diagnose.json,
     # its own section of docs/results.md): that is no method inside, and not read here
-    return [Row("medium: one method in the box", figure, "ppl in the box",
+    return [Row("medium: in the box", figure, "ppl in the box",
                 {"n": len(med), "inside": len(met), "open": len(open_)}, "approx_study.json",
                 # the study's first run and the runs of some methods merged into it since
                 [{k: st[k] for k in ("date", "commit", "command") if k in st},

@@ -106,7 +106,7 @@ def distance_row(d: Path) -> list[Row]:
         parts.append(f"{_short(s['name'])}: {bn['label']} {bn['box_distance']:.3f} vs "
                      f"{bo['label']} {bo['box_distance']:.3f}")
     figure = f"{no_farther} of {len(SUBJECTS)}" + (f", {len(open_)} open" if open_ else "")
-    return [Row("simplex methods vs the old best distance", figure, "simplex distance",
+    return [Row("simplex vs old best distance", figure, "simplex distance",
                 {"n": len(SUBJECTS), "ok": no_farther, "open": len(open_)},
                 "approx_study.json", _runs(d),
                 "the best new method's distance to the box against the best of the methods "

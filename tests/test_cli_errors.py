@@ -100,3 +100,11 @@ def test_the_installed_command_exits_2_on_bad_input_and_1_on_a_bug(tmp_path):
             "sys.exit(c.main(['data', 'summary', 'x.csv']))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert r.returncode == 1 and "Traceback" in r.stderr and "KeyError: 'oops'" in r.stderr
+
+
+def test_an_audit_with_one_chain_is_refused_in_one_line(capsys):
+    # the reference's gate compares chains (split R-hat): one chain has nothing to compare,
+    # and the refusal comes before any data are read or any model is compiled
+    assert cli.main(["audit", "--chains", "1", "--out", "unused"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("crowdrank audit: error: --chains 1")

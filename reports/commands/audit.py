@@ -276,6 +276,10 @@ def run(args) -> int:
     from crowdrank.reports.commands.fit_pairs import check_pair_options, resolve
 
     check_pair_options(args)
+    if args.chains is not None and args.chains < 2:
+        # the reference is trusted by split R-hat across chains (the gate)
+        raise UsageError(f"--chains {args.chains}: an audit needs at least 2 chains, the "
+                         "reference's trust gate compares them (split R-hat)")
     if args.model in audit_pairs.PAIR_MODELS:
         resolve(args)
         return audit_pairs.run(args)

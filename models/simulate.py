@@ -20,7 +20,7 @@ import numpy as np
 
 from .data import PAD, Rankings
 from .likelihood import eq4_all_orderings
-from .registry import MODELS, get, names  # noqa: F401  (MODELS re-exported)
+from .registry import MODELS, ModelSpec, as_spec, get, names  # noqa: F401  (MODELS re-exported)
 
 #: Worker types of [Pan18], Sect. 5.2: the Dirichlet ``α0`` an ``η_w`` is drawn from.
 WORKER_TYPES: dict[str, tuple[float, ...]] = {
@@ -139,7 +139,7 @@ def couple_normalized_report(rng: np.random.Generator, lam: np.ndarray, subsets:
     return cand[np.arange(n), j]
 
 
-def redraw_orders(model: str, tasks: np.ndarray, worker: np.ndarray, lam: np.ndarray,
+def redraw_orders(model: str | ModelSpec, tasks: np.ndarray, worker: np.ndarray, lam: np.ndarray,
                   log_eta: np.ndarray | None = None, seed=0, size=None) -> np.ndarray:
     """New orders of the same tasks by ``model``'s generative process: the NumPy twin of
     :meth:`crowdrank.models.numpyro_models.RankingLikelihood.sample` (PyMC's ``random``).
@@ -154,9 +154,10 @@ def redraw_orders(model: str, tasks: np.ndarray, worker: np.ndarray, lam: np.nda
     leading dimensions (independent draws)."""
     rng = _as_rng(seed)
     tasks = np.asarray(tasks)
-    redraw = get(model).fn("redraw")
+    redraw = as_spec(model).fn("redraw")
     if redraw is None:
-        raise ValueError(f"model {model!r} has no generative process to redraw orders from")
+        raise ValueError(f"model {as_spec(model).name!r} has no generative process to redraw "
+                         "orders from")
     if size is not None and tuple(np.atleast_1d(size)) != ():
         size = tuple(int(v) for v in np.atleast_1d(size))
         draws = [redraw_orders(model, tasks, worker, lam, log_eta, rng)
@@ -224,10 +225,10 @@ def redraw_peergrader(rng, lam, items, eta_w):
     return np.take_along_axis(items, np.argsort(-g, axis=1, kind="stable"), axis=1)
 
 
-def _draw_eta(rng, model: str, settings: list[str], K: int) -> np.ndarray:
+def _draw_eta(rng, model: str | ModelSpec, settings: list[str], K: int) -> np.ndarray:
     W = len(settings)
     eta = np.zeros((W, K))
-    prior_K = get(model).prior_K(K)
+    prior_K = as_spec(model).prior_K(K)
     if prior_K is None:           # perfect workers
         eta[:, 0] = 1.0
         return eta
@@ -241,7 +242,7 @@ def _draw_eta(rng, model: str, settings: list[str], K: int) -> np.ndarray:
     return eta
 
 
-def simulate(model: str = "couple", *, n_items: int = 50, n_workers: int = 10,
+def simulate(model: str | ModelSpec = "couple", *, n_items: int = 50, n_workers: int = 10,
              tasks_per_worker: int = 20, kmax: int | None = None, kmin: int = 2,
              setting: str | list[str] = "amateur", gold_per_worker: int = 0,
              mu0: float = 0.0, sigma0: float = 1.0, lam: np.ndarray | None = None,
@@ -254,7 +255,8 @@ def simulate(model: str = "couple", *, n_items: int = 50, n_workers: int = 10,
     or a list with one per worker. ``lam``/``eta`` fix the true parameters instead of
     drawing them (``λ ~ N(mu0, sigma0²)``, ``η_w ~ Dir(α0[type])``).
     """
-    spec = get(model)                       # an unknown name: "unknown model ..."
+    spec = as_spec(model)                   # an unknown name: "unknown model ..."
+    model = spec.name
     pairwise = spec.pairwise
     report = spec.fn("simulate_report")
     if report is None:
@@ -276,7 +278,7 @@ def simulate(model: str = "couple", *, n_items: int = 50, n_workers: int = 10,
         raise ValueError("one setting per worker expected")
     lam = rng.normal(mu0, sigma0, size=n_items) if lam is None else np.asarray(lam, float)
     if eta is None:
-        eta = _draw_eta(rng, model, settings, kmax)
+        eta = _draw_eta(rng, spec, settings, kmax)
     eta = np.asarray(eta, float)
 
     def tasks(n_per_worker):

@@ -38,7 +38,9 @@ def test_audit_job_on_a_tiny_grid_and_cached_rerun(tmp_path, monkeypatch):
              dict(TINY, model="crowdbt", setting="amateur", seed=3, variant={})]
     run = X.run_grid(specs, audit_job, tmp_path, processes=1, progress=False)
     assert len(run.computed) == 2 and run.cached == []
-    assert [c[0] for c in calls["nuts"]] == ["couple", "crowdbt"]
+    # each job's NUTS fit is handed its model's spec (looked up once, where the job starts)
+    assert [(type(c[0]).__name__, c[0].name) for c in calls["nuts"]] == [
+        ("ModelSpec", "couple"), ("ModelSpec", "crowdbt")]
     assert all(c[1:] == (3, 2, 40) for c in calls["nuts"])          # spec's seed and sizes
     # the variant's options and the spec's seed (used by shuffled orders) reach the fit
     # (the method registry passes every option, so the defaults come along: the variant's

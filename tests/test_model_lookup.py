@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The lookups of one audit of one model: run_audit's, where the name enters. Nothing
 #: under it looks the name up again — not the method registry, not the online update or
 #: its state, not the posterior conversions, not the NUTS inputs or the traced programs,
-#: not the model checks' LOO, and not a Dask task, which is handed the spec.
+#: not the model checks' LOO, not posterior SBC's replicates (θ′, y′ simulated, the refit,
+#: the moments, the companion checks), and not a Dask task, which is handed the spec.
 AUDIT_LOOKUPS = {("crowdbt", "validation/pipelines/audit.py"): 1}
 
 
@@ -132,10 +133,10 @@ class _PickledClient:
 @pytest.mark.slow
 @pytest.mark.parametrize("route", ["in-process", "dask"])
 def test_the_audit_looks_each_model_name_up_once(route, tmp_path, monkeypatch):
-    """A tiny audit with the model checks and two permutations of the online update (a fit
-    of each through the method registry), in this process or as Dask tasks handed pickled
-    arguments: the registry is consulted once, by ``run_audit``
-    (:data:`AUDIT_LOOKUPS`)."""
+    """A tiny audit with the model checks, two permutations of the online update (a fit
+    of each through the method registry) and posterior SBC of the update (three
+    replicates), in this process or as Dask tasks handed pickled arguments: the registry
+    is consulted once, by ``run_audit`` (:data:`AUDIT_LOOKUPS`)."""
     import crowdrank.models.numpyro.arrays  # noqa: F401  (its import builds every model's program)
     from crowdrank.models.simulate import simulate
     from crowdrank.validation.pipelines.audit import AuditConfig, Subject, run_audit
@@ -144,7 +145,7 @@ def test_the_audit_looks_each_model_name_up_once(route, tmp_path, monkeypatch):
     # the model checks on, over the audited model only (no extra NUTS fit)
     cfg = AuditConfig(models=("crowdbt",), chains=1, tune=30, draws=30, permutations=2,
                       checks=True, loo_models=("crowdbt",), warm_start=False,
-                      posterior_sbc=False)
+                      posterior_sbc=3)
     scheduler = None
     if route == "dask":
         import distributed

@@ -477,7 +477,7 @@ def _approx_rows(subject: Subject, model: str | ModelSpec, priors: Priors,
     rows = [{"variant": o, **_approx_diagnostics(p)} for o, p in zip(variants, posts)]
     if cfg.posterior_sbc:
         from crowdrank.validation.pipelines.audit_psbc import posterior_sbc_rows
-        psbc = posterior_sbc_rows(subject.data, spec.name, pri, variants, posts, cfg, out, log)
+        psbc = posterior_sbc_rows(subject.data, spec, pri, variants, posts, cfg, out, log)
         for r, p in zip(rows, psbc):
             r["posterior_sbc"] = p
     return rows, secs
@@ -487,7 +487,7 @@ def _posterior_sbc(data, priors: Priors, audits, cfg: AuditConfig, out: Path, lo
     """``metrics.json``'s ``posterior_sbc``: every audited approximation's rows by model."""
     from crowdrank.validation.pipelines.audit_psbc import posterior_sbc_rows
 
-    return {a.model: posterior_sbc_rows(data, a.model,
+    return {a.model: posterior_sbc_rows(data, as_spec(a.spec or a.model),
                                         as_spec(a.spec or a.model).worker_priors(priors, data),
                                         a.variant_opts, a.variant_posteriors(), cfg,
                                         out, log)

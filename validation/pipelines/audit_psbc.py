@@ -14,7 +14,7 @@ from pathlib import Path
 from crowdrank.validation.pipelines.variants import variant_label, variant_method
 
 
-def pilot_seconds(data, priors, pcfg, folder: Path, base) -> float:
+def pilot_seconds(data, priors, pcfg, folder: Path, base, spec=None) -> float:
     """Wall seconds of one replicate (θ′, y′, the refit, the ranks), timed once: replicate
     0, run and cached as the full run would, which then reuses it."""
     from crowdrank.validation.pipelines.posterior_sbc import (
@@ -24,7 +24,7 @@ def pilot_seconds(data, priors, pcfg, folder: Path, base) -> float:
     )
     from crowdrank.validation.runtime.grid import run_grid
 
-    path, ctx = prepare(data, priors, pcfg, folder, base=base)
+    path, ctx = prepare(data, priors, pcfg, folder, base=base, spec=spec)
     first = run_grid(replicate_specs(path, ctx, 1), replicate_job, folder / "cache",
                      processes=1, progress=False).results[0]
     return float(first["seconds"])
@@ -57,17 +57,21 @@ def row(model: str, opts: dict, summary: dict | None, *, skipped: str | None = N
             "seconds": summary["timing"]["wall_s_this_run"], "folder": folder}
 
 
-def posterior_sbc_rows(data, model: str, priors, variants: list[dict], posts: list, cfg,
+def posterior_sbc_rows(data, model, priors, variants: list[dict], posts: list, cfg,
                        out: Path | None, log) -> list[dict]:
     """Posterior SBC of each audited approximation (``variants`` and their fits ``posts``),
-    written under ``out/posterior_sbc/MODEL/LABEL``."""
+    written under ``out/posterior_sbc/MODEL/LABEL``. ``model``: a name or the audit's
+    :class:`~crowdrank.models.registry.ModelSpec`, handed down to every run."""
     import tempfile
 
+    from crowdrank.models.registry import as_spec
     from crowdrank.validation.pipelines.posterior_sbc import (
         PosteriorSbcConfig,
         run_posterior_sbc,
     )
 
+    spec = as_spec(model)
+    model = spec.name
     rows = []
     root = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="psbc-"))
     for opts, post in zip(variants, posts):
@@ -79,7 +83,8 @@ def posterior_sbc_rows(data, model: str, priors, variants: list[dict], posts: li
         folder = Path("posterior_sbc") / model / label.replace(" ", "_").replace("/", "_")
         pcfg = PosteriorSbcConfig(method=method, model=model, sims=cfg.posterior_sbc,
                                   seed=cfg.seed, options=options)
-        est = cfg.posterior_sbc * pilot_seconds(data, priors, pcfg, root / folder, post)
+        est = cfg.posterior_sbc * pilot_seconds(data, priors, pcfg, root / folder, post,
+                                                spec)
         if est > 60.0 * cfg.posterior_sbc_minutes:
             rows.append(row(model, opts, None, skipped=(
                 f"estimated {est / 60:.1f} min (one replicate timed) > "
@@ -88,7 +93,7 @@ def posterior_sbc_rows(data, model: str, priors, variants: list[dict], posts: li
             continue
         log(f"{model}: posterior SBC of {label} ({cfg.posterior_sbc} replicates)")
         summary = run_posterior_sbc(data, priors, pcfg, root / folder, processes=1,
-                                    progress=False, base=post)
+                                    progress=False, base=post, spec=spec)
         rows.append(row(model, opts, summary, folder=str(folder)))
         log(f"{model}: {label}: {summary['verdict']}")
     return rows

@@ -32,6 +32,7 @@ import numpy as np
 
 from crowdrank.models.data import Rankings
 from crowdrank.models.errors import UsageError
+from crowdrank.models.registry import ModelSpec, as_spec
 from crowdrank.models.simulate import redraw_orders
 from crowdrank.validation.pipelines.posterior_sbc_draws import (
     checked_parameters,
@@ -104,7 +105,7 @@ class PosteriorSbcConfig:
 
 
 # ====================================================================== the augmentation
-def augmentation(model: str, data: Rankings, lam, eta, m: int, rng: np.random.Generator
+def augmentation(model: str | ModelSpec, data: Rankings, lam, eta, m: int, rng: np.random.Generator
                  ) -> Rankings:
     """``y′``: ``m`` tasks drawn with replacement from ``data``'s design (each keeps its
     worker and item set), ordered by ``model``'s generative process at ``(λ, η)``
@@ -134,14 +135,25 @@ def joined(data: Rankings, extra: Rankings) -> Rankings:
 
 
 # ====================================================================== the fits
-def check(model: str, method: str) -> None:
+def model_spec(cfg: PosteriorSbcConfig, spec: ModelSpec | None = None) -> ModelSpec:
+    """The spec of ``cfg.model``: the caller's (the audit hands its own down), else the
+    name looked up, once, where the run starts."""
+    if spec is None:
+        return as_spec(cfg.model)
+    if spec.name != cfg.model:
+        raise ValueError(f"the spec of {spec.name!r} handed for a run of {cfg.model!r}")
+    return spec
+
+
+def check(model: str | ModelSpec, method: str) -> None:
     """Refuse, before anything runs, a method that does not fit ``model``."""
     from crowdrank.inference.methods import get as get_method
 
     m = get_method(method)
     if not m.fits(model):
+        name = model.name if isinstance(model, ModelSpec) else model
         raise UsageError(f"--method {method} fits models {', '.join(m.model_names())}, not "
-                         f"{model}")
+                         f"{name}")
 
 
 def method_options(method: str, given: dict | None = None):
@@ -160,7 +172,7 @@ def method_options(method: str, given: dict | None = None):
     return replace(m.options(), **dict(given or {}))
 
 
-def base_fit(data: Rankings, model: str, method: str, priors, seed: int, options=None):
+def base_fit(data: Rankings, model: str | ModelSpec, method: str, priors, seed: int, options=None):
     """The method's fit to the data."""
     from crowdrank.inference.methods import get as get_method
 
@@ -168,7 +180,7 @@ def base_fit(data: Rankings, model: str, method: str, priors, seed: int, options
                                   seed=int(seed))
 
 
-def refit(base, data: Rankings, extra: Rankings, model: str, method: str, priors, seed: int,
+def refit(base, data: Rankings, extra: Rankings, model: str | ModelSpec, method: str, priors, seed: int,
           options=None):
     """The method's fit to ``(data, extra)``: its ``update`` continues ``base`` with
     ``extra`` (an online state: no pass over ``data``), else a fit of the joined data."""
@@ -191,14 +203,15 @@ def replicate(ctx: dict, sim: int) -> dict:
     data = ctx["data"]
     m = max(1, round(cfg.augment * data.n_rankings))
     t0 = time.perf_counter()
-    extra = augmentation(cfg.model, data, lam, eta, m, rng)
-    post = refit(ctx["base"], data, extra, cfg.model, cfg.method, ctx["priors"],
+    spec = ctx["spec"]
+    extra = augmentation(spec, data, lam, eta, m, rng)
+    post = refit(ctx["base"], data, extra, spec, cfg.method, ctx["priors"],
                  seed=int(rng.integers(2**31)), options=cfg.options)
     t1 = time.perf_counter()
     lam_d, eta_d = draws_of(post, cfg.ranks, int(rng.integers(2**31)))
-    truth = flatten_params(cfg.model, lam, eta)
-    draws = flatten_params(cfg.model, lam_d, eta_d)
-    mean, sd = refit_moments(cfg.model, post, draws)
+    truth = flatten_params(spec, lam, eta)
+    draws = flatten_params(spec, lam_d, eta_d)
+    mean, sd = refit_moments(spec, post, draws)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (truth - mean) / sd          # a refit with sd 0 gives ±inf or NaN: kept, counted
         shrink = (sd / base_sd(ctx)) ** 2
@@ -215,8 +228,8 @@ def base_sd(ctx: dict) -> np.ndarray:
     if "base_sd" not in ctx:
         cfg = ctx["cfg"]
         lam_d, eta_d = draws_of(ctx["base"], cfg.ranks, cfg.seed)
-        ctx["base_sd"] = refit_moments(cfg.model, ctx["base"],
-                                       flatten_params(cfg.model, lam_d, eta_d))[1]
+        ctx["base_sd"] = refit_moments(ctx["spec"], ctx["base"],
+                                       flatten_params(ctx["spec"], lam_d, eta_d))[1]
     return ctx["base_sd"]
 
 
@@ -265,12 +278,14 @@ def fingerprint(data: Rankings, priors, cfg: PosteriorSbcConfig) -> str:
 
 
 def prepare(data: Rankings, priors, cfg: PosteriorSbcConfig, out: Path, *,
-            base=None, setup: str | None = None) -> tuple[Path, dict]:
+            base=None, setup: str | None = None, spec: ModelSpec | None = None
+            ) -> tuple[Path, dict]:
     """Fit the base (or read it from ``out/cache``; ``base``: the method's fit made by the
     caller with ``cfg``'s options) and pickle the replicates' context, with ``setup`` for
     the processes that read it (:func:`load_context`)."""
     call_setup(setup)
-    check(cfg.model, cfg.method)
+    spec = model_spec(cfg, spec)
+    check(spec, cfg.method)
     method_options(cfg.method, cfg.options)
     key = fingerprint(data, priors, cfg)
     path = out / "cache" / f"base-{key}.pkl"
@@ -279,15 +294,16 @@ def prepare(data: Rankings, priors, cfg: PosteriorSbcConfig, out: Path, *,
         if ctx.get("setup") != setup:          # the setup is not part of the cache key
             ctx["setup"] = setup
             _dump(path, ctx)
+        ctx.setdefault("spec", spec)
         return path, ctx
     path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     if base is None:
-        base = base_fit(data, cfg.model, cfg.method, priors, cfg.seed, cfg.options)
+        base = base_fit(data, spec, cfg.method, priors, cfg.seed, cfg.options)
         base_s = time.perf_counter() - t0
     else:
         base_s = float(base.seconds)
-    ctx = {"cfg": cfg, "data": data, "priors": priors, "base": base,
+    ctx = {"cfg": cfg, "spec": spec, "data": data, "priors": priors, "base": base,
            "base_s": base_s, "key": key, "setup": setup}
     _dump(path, ctx)
     _CONTEXTS[str(path)] = ctx
@@ -310,7 +326,8 @@ def replicate_specs(path: Path, ctx: dict, n: int) -> list[dict]:
 
 def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
                       processes: int | None = 1, scheduler=None, progress: bool = True,
-                      base=None, setup: str | None = None) -> dict:
+                      base=None, setup: str | None = None,
+                      spec: ModelSpec | None = None) -> dict:
     """Run (or resume) posterior SBC of ``cfg.method`` on ``data``; write ``ranks.csv``
     and ``posterior_sbc.json`` into ``out`` and return the summary (:func:`summarise`).
 
@@ -337,6 +354,9 @@ def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
         ``"module:function"`` called here and in every process that runs replicates,
         before the first: a method registered at run time (the planted methods of
         :mod:`.posterior_sbc_planted`) is not in a spawned process's registry.
+    spec : ModelSpec, optional
+        ``cfg.model``'s spec when the caller has it (the audit's): the replicates use it
+        and look nothing up; ``cfg.model`` is looked up once otherwise.
     """
     from crowdrank.validation.pipelines.posterior_sbc_checks import companion_checks
     from crowdrank.validation.runtime.grid import GridError, load_cached, run_grid
@@ -344,7 +364,7 @@ def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    path, ctx = prepare(data, priors, cfg, out, base=base, setup=setup)
+    path, ctx = prepare(data, priors, cfg, out, base=base, setup=setup, spec=spec)
     specs = replicate_specs(path, ctx, cfg.sims)
     failures: dict[str, str] = {}
     try:
@@ -357,7 +377,7 @@ def run_posterior_sbc(data: Rankings, priors, cfg: PosteriorSbcConfig, out, *,
         raise RuntimeError("fewer than 2 posterior-SBC replicates finished: " + "; ".join(
             list(failures.values())[:3]))
     t1 = time.perf_counter()
-    checks = companion_checks(ctx["base"], data, priors, cfg)
+    checks = companion_checks(ctx["base"], data, priors, cfg, ctx["spec"])
     summary = summarise(cfg, ctx, done, checks)
     summary["failed_replicates"] = [{"key": k, "error": v} for k, v in failures.items()]
     summary["timing"].update({"wall_s_this_run": time.perf_counter() - t0,
@@ -378,7 +398,7 @@ def summarise(cfg: PosteriorSbcConfig, ctx: dict, done: list[dict], checks: dict
     from crowdrank.validation.pipelines.sbc_uniformity import uniformity_summary
 
     data = ctx["data"]
-    names, fams, keep, total = checked_parameters(cfg.model, data, ctx["base"])
+    names, fams, keep, total = checked_parameters(ctx["spec"], data, ctx["base"])
     done = sorted(done, key=lambda r: r["sim"])
     ranks = np.array([r["rank"] for r in done], float)
     if ranks.shape[1] != total:

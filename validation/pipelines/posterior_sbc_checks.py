@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from crowdrank.models.registry import get as get_model
+from crowdrank.models.registry import as_spec
 
 #: A group whose median movement (``|contraction|`` or the mean's shift in prior sds) is
 #: below this has not moved from the prior (Monte Carlo error of the variance ratio with
@@ -42,7 +42,7 @@ def prior_posterior(model: str, data, priors):
     the data returns."""
     from crowdrank.inference.posterior import Posterior
 
-    spec = get_model(model)
+    spec = as_spec(model)
     L = data.n_items
     alpha, workers = None, ()
     if spec.worker_prior is not None:
@@ -112,7 +112,7 @@ def stacked_loglik(model: str, data, priors, orders: np.ndarray, lam: np.ndarray
                    workers=[f"{w}" for w in range(S * W)], order=order.T,
                    lengths=np.tile(np.asarray(data.lengths), S), worker=worker,
                    source="<stacked replicates>")
-    spec = get_model(model)
+    spec = as_spec(model)
     pri = priors
     if spec.has_eta:            # the same prior row for every copy of a worker
         pri = priors.for_data(data, K=spec.prior_K(data.K))
@@ -169,14 +169,17 @@ def predictive_draws(asked: int, n_rankings: int) -> int:
     return int(min(asked, max(MIN_PREDICTIVE_DRAWS, STACK_RANKINGS // max(n_rankings, 1))))
 
 
-def companion_checks(base, data, priors, cfg) -> dict:
-    """Both checks, each with its ``flag`` (a sentence, or ``None``)."""
+def companion_checks(base, data, priors, cfg, spec=None) -> dict:
+    """Both checks, each with its ``flag`` (a sentence, or ``None``); ``spec``: the model's
+    :class:`~crowdrank.models.registry.ModelSpec` when the caller has it (else
+    ``cfg.model`` is looked up)."""
     from crowdrank.validation.pipelines.posterior_sbc_draws import checked_parameters
 
-    _, fams, cols, _ = checked_parameters(cfg.model, data, base)
-    con = contraction(base, data, priors, cfg.model, cols, fams, seed=cfg.seed)
+    spec = as_spec(cfg.model if spec is None else spec)
+    _, fams, cols, _ = checked_parameters(spec, data, base)
+    con = contraction(base, data, priors, spec, cols, fams, seed=cfg.seed)
     still = [f for f, v in con.items() if not v["moved"]]
-    pred = predictive_check(base, data, priors, cfg.model,
+    pred = predictive_check(base, data, priors, spec,
                             predictive_draws(cfg.predictive_draws, data.n_rankings), cfg.seed)
     return {
         "contraction": {"groups": con, "threshold": MIN_CONTRACTION,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from crowdrank.models.registry import get as get_model
+from crowdrank.models.registry import ModelSpec, as_spec
 from crowdrank.validation.pipelines.sbc_ranks import parameter_names, thin_draws
 
 #: The parameter groups the verdict is given for: the centred scores (the data identify
@@ -28,7 +28,7 @@ def draws_of(post, n: int, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
     # worker family's own draws), without building the tree (the cost of a replicate)
     rng = np.random.default_rng(int(seed))
     lam = post.mu + np.sqrt(post.sigma2) * rng.standard_normal((1, n, len(post.items)))
-    family = get_model(post.model).worker_prior
+    family = post.model_spec().worker_prior
     eta = None if family is None else family.posterior_draws(rng, post.alpha, (1, n))[0]
     return lam[0], eta
 
@@ -46,10 +46,10 @@ def one_draw(post, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | N
     return lam[0], None if eta is None else eta[0]
 
 
-def log_eta_rows(model: str, eta: np.ndarray | None) -> np.ndarray | None:
+def log_eta_rows(model: str | ModelSpec, eta: np.ndarray | None) -> np.ndarray | None:
     """The worker table the simulator reads (``log η`` rows; CrowdBT ``[log η, log(1−η)]``),
     by the model's worker family."""
-    spec = get_model(model)
+    spec = as_spec(model)
     if eta is None or spec.worker_prior is None:
         return None
     # a Beta accuracy drawn as 1.0 in float64 has log(1 − η) = −inf: a worker who never
@@ -60,7 +60,7 @@ def log_eta_rows(model: str, eta: np.ndarray | None) -> np.ndarray | None:
                                            lambda x: np.log(np.clip(x, 1e-300, None)))
 
 
-def checked_parameters(model: str, data, base) -> tuple[list[str], list[str], list[int], int]:
+def checked_parameters(model: str | ModelSpec, data, base) -> tuple[list[str], list[str], list[int], int]:
     """``(names, families, columns, total)`` of the parameters the verdict checks (the
     groups of :data:`GROUPS`): their names and families, their columns among the ``total``
     flattened parameters (:func:`crowdrank.validation.pipelines.sbc_ranks.flatten_params`)."""
@@ -75,7 +75,7 @@ def checked_parameters(model: str, data, base) -> tuple[list[str], list[str], li
 MOMENT_DRAWS = 4000
 
 
-def refit_moments(model: str, post, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def refit_moments(model: str | ModelSpec, post, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(mean, sd)`` of every flattened parameter
     (:func:`crowdrank.validation.pipelines.sbc_ranks.flatten_params`) under a refit, for the
     standardised error ``z = (θ′ − mean) / sd`` (docs/sbc.md, "The tolerance verdict").
@@ -90,7 +90,7 @@ def refit_moments(model: str, post, draws: np.ndarray) -> tuple[np.ndarray, np.n
     from crowdrank.models.errors import UsageError
     from crowdrank.validation.pipelines.sbc_ranks import flatten_params
 
-    spec = get_model(model)
+    spec = as_spec(model)
     if post.has_draws or spec.fn("sbc_flatten") is not None:
         tree = post.tree["posterior"] if post.has_draws else None
         if tree is None:

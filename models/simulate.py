@@ -154,10 +154,10 @@ def redraw_orders(model: str | ModelSpec, tasks: np.ndarray, worker: np.ndarray,
     leading dimensions (independent draws)."""
     rng = _as_rng(seed)
     tasks = np.asarray(tasks)
-    redraw = as_spec(model).fn("redraw")
+    spec = as_spec(model)
+    redraw = spec.fn("redraw")
     if redraw is None:
-        raise ValueError(f"model {as_spec(model).name!r} has no generative process to redraw "
-                         "orders from")
+        raise ValueError(f"model {spec.name!r} has no generative process to redraw orders from")
     if size is not None and tuple(np.atleast_1d(size)) != ():
         size = tuple(int(v) for v in np.atleast_1d(size))
         draws = [redraw_orders(model, tasks, worker, lam, log_eta, rng)

@@ -487,11 +487,14 @@ def _posterior_sbc(data, priors: Priors, audits, cfg: AuditConfig, out: Path, lo
     """``metrics.json``'s ``posterior_sbc``: every audited approximation's rows by model."""
     from crowdrank.validation.pipelines.audit_psbc import posterior_sbc_rows
 
-    return {a.model: posterior_sbc_rows(data, as_spec(a.spec or a.model),
-                                        as_spec(a.spec or a.model).worker_priors(priors, data),
-                                        a.variant_opts, a.variant_posteriors(), cfg,
-                                        out, log)
-            for a in audits if all(p is not None for p in a.variant_posteriors())}
+    rows = {}
+    for a in audits:
+        posts = a.variant_posteriors()
+        if all(p is not None for p in posts):
+            spec = as_spec(a.spec or a.model)
+            rows[a.model] = posterior_sbc_rows(data, spec, spec.worker_priors(priors, data),
+                                               a.variant_opts, posts, cfg, out, log)
+    return rows
 
 
 def _checks_fitter(cfg: AuditConfig):

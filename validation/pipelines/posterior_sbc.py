@@ -32,7 +32,7 @@ import numpy as np
 
 from crowdrank.models.data import Rankings
 from crowdrank.models.errors import UsageError
-from crowdrank.models.registry import ModelSpec, as_spec
+from crowdrank.models.registry import ModelSpec, as_spec, name_of
 from crowdrank.models.simulate import redraw_orders
 from crowdrank.validation.pipelines.posterior_sbc_draws import (
     checked_parameters,
@@ -151,9 +151,8 @@ def check(model: str | ModelSpec, method: str) -> None:
 
     m = get_method(method)
     if not m.fits(model):
-        name = model.name if isinstance(model, ModelSpec) else model
         raise UsageError(f"--method {method} fits models {', '.join(m.model_names())}, not "
-                         f"{name}")
+                         f"{name_of(model)}")
 
 
 def method_options(method: str, given: dict | None = None):
